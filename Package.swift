@@ -1,0 +1,47 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Keepsake",
+    platforms: [.macOS(.v13)],
+    products: [
+        .library(name: "Keychain", targets: ["Keychain"]),
+        .library(name: "Security", targets: ["Security"]),
+        .library(name: "KeepsakeTestSupport", targets: ["KeepsakeTestSupport"]),
+        .executable(name: "keepsake", targets: ["keepsake"]),
+    ],
+    targets: [
+        // C stays below this line: one system library per C library, one small shim target.
+        .systemLibrary(
+            name: "CSecret", pkgConfig: "libsecret-1",
+            providers: [.apt(["libsecret-1-dev"])]),
+        .systemLibrary(
+            name: "CSodium", pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"])]),
+        .target(name: "CKeepsakeShims", dependencies: ["CSecret"]),
+
+        // Knows D-Bus and libsecret, nothing about keychains.
+        .target(name: "SecretService", dependencies: ["CSecret", "CKeepsakeShims"]),
+        // The "operating system" the apps run on: app identity, container, directories.
+        .target(name: "Device", dependencies: []),
+        // Apple's generic-password semantics, Swift-native API.
+        .target(name: "Keychain", dependencies: ["SecretService", "Device"]),
+        // Apple-source-compatible surface: SecItem*, kSec* constants, CF aliases.
+        .target(name: "Security", dependencies: ["Keychain", "Device"]),
+        // The private Secret Service harness and throwaway devices (tests, demo, benchmarks).
+        .target(name: "KeepsakeTestSupport", dependencies: ["SecretService", "Device"]),
+        .executableTarget(
+            name: "keepsake",
+            dependencies: ["Keychain", "Security", "SecretService", "Device", "KeepsakeTestSupport", "CSecret"]),
+
+        .testTarget(
+            name: "SecretServiceTests", dependencies: ["SecretService", "KeepsakeTestSupport"]),
+        .testTarget(
+            name: "KeychainTests", dependencies: ["Keychain", "KeepsakeTestSupport", "SecretService", "Device"]),
+        .testTarget(
+            name: "SecurityTests", dependencies: ["Security", "Keychain", "KeepsakeTestSupport", "Device"]),
+        .testTarget(
+            name: "KeepsakeCLITests", dependencies: ["KeepsakeTestSupport"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

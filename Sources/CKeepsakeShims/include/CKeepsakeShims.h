@@ -1,0 +1,61 @@
+#ifndef CKEEPSAKE_SHIMS_H
+#define CKEEPSAKE_SHIMS_H
+
+#define SECRET_API_SUBJECT_TO_CHANGE 1
+#include <libsecret/secret.h>
+
+/// Why: a SecretService proxy on a bus of our choosing (g_initable_new is variadic), with
+/// exit-on-close off so a dying bus never takes the process with it, and a session opened.
+SecretService *keepsake_service_open(const char *bus_address, int timeout_ms,
+                                     GCancellable *cancellable, GError **error);
+
+/// Why: G_DBUS_PROXY is a macro; bounds every call libsecret makes through the proxy.
+void keepsake_service_set_timeout(SecretService *service, int timeout_ms);
+
+/// Why: builds the GHashTable of attributes from two C arrays.
+gboolean keepsake_service_search(SecretService *service, unsigned count, const char *const *keys,
+                                 const char *const *values, GCancellable *cancellable,
+                                 gchar ***unlocked, gchar ***locked, GError **error);
+
+/// The secrets of one batched GetSecrets call, flattened out of a GHashTable.
+typedef struct {
+    unsigned count;
+    gchar **paths;
+    SecretValue **values;
+} KeepsakeSecretList;
+
+/// Why: flattens the GHashTable path -> SecretValue that GetSecrets returns.
+KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const char *const *paths,
+                                                 GCancellable *cancellable, GError **error);
+void keepsake_secret_list_free(KeepsakeSecretList *list);
+
+/// Why: builds the properties GHashTable of GVariants (label, attributes) for CreateItem.
+gchar *keepsake_service_create_item(SecretService *service, const char *collection_path,
+                                    const char *label, unsigned count, const char *const *keys,
+                                    const char *const *values, const void *secret,
+                                    size_t secret_length, gboolean replace,
+                                    GCancellable *cancellable, GError **error);
+
+/// Why: gnome-keyring's prompt-free unlock; the master secret must be encoded for the proxy's own
+/// session on the proxy's own connection (GVariant juggling).
+gboolean keepsake_service_unlock_with_master_password(SecretService *service,
+                                                      const char *collection_path,
+                                                      const void *password, size_t length,
+                                                      GCancellable *cancellable, GError **error);
+
+/// Why: gnome-keyring's prompt-free collection creation (same GVariant juggling as unlock).
+gchar *keepsake_service_create_collection_with_master_password(
+    SecretService *service, const char *label, const void *password, size_t length,
+    GCancellable *cancellable, GError **error);
+
+/// Why: Secret.Service.Lock returns (ao locked, o prompt); a prompt path means a prompt is needed.
+gboolean keepsake_service_lock(SecretService *service, const char *path, gboolean *needs_prompt,
+                               GCancellable *cancellable, GError **error);
+
+/// Why: the D-Bus error name (org.freedesktop.Secret.Error.IsLocked, …) without GLib in Swift.
+gchar *keepsake_error_dbus_name(const GError *error);
+
+/// Why: g_quark_to_string of GError's domain, kept next to the other GError juggling.
+const char *keepsake_error_domain(const GError *error);
+
+#endif

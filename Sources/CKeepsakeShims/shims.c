@@ -1,0 +1,199 @@
+#include "CKeepsakeShims.h"
+#include <string.h>
+
+#define SECRETS_NAME "org.freedesktop.secrets"
+#define SECRETS_PATH "/org/freedesktop/secrets"
+#define GUILT_RIDDEN "org.gnome.keyring.InternalUnsupportedGuiltRiddenInterface"
+
+SecretService *keepsake_service_open(const char *bus_address, int timeout_ms,
+                                     GCancellable *cancellable, GError **error) {
+    GDBusConnection *connection;
+    if (bus_address != NULL && bus_address[0] != '\0') {
+        connection = g_dbus_connection_new_for_address_sync(
+            bus_address,
+            G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT |
+                G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION,
+            NULL, cancellable, error);
+    } else {
+        connection = g_bus_get_sync(G_BUS_TYPE_SESSION, cancellable, error);
+    }
+    if (connection == NULL) return NULL;
+    g_dbus_connection_set_exit_on_close(connection, FALSE);
+
+    // libsecret's SecretService forces the proxy's "g-bus-type" to the session bus, and
+    // GDBusProxy then refuses a connection of our own (it asserts). GDBusProxyPrivate starts with
+    // its GBusType (GLib >= 2.26); we reset it to NONE, after checking it reads SESSION, so that
+    // the proxy uses `connection`.
+    SecretService *service = g_object_new(
+        SECRET_TYPE_SERVICE, "g-flags", G_DBUS_PROXY_FLAGS_NONE, "g-name", SECRETS_NAME,
+        "g-connection", connection, "g-object-path", SECRETS_PATH, "g-interface-name",
+        "org.freedesktop.Secret.Service", "flags", SECRET_SERVICE_NONE, NULL);
+    GBusType *bus_type = (GBusType *)G_DBUS_PROXY(service)->priv;
+    if (*bus_type != G_BUS_TYPE_SESSION && *bus_type != G_BUS_TYPE_NONE) {
+        g_object_unref(service);
+        g_object_unref(connection);
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                            "unexpected GDBusProxy layout in this GLib");
+        return NULL;
+    }
+    *bus_type = G_BUS_TYPE_NONE;
+    if (!g_initable_init(G_INITABLE(service), cancellable, error)) g_clear_object(&service);
+    g_object_unref(connection);
+    if (service == NULL) return NULL;
+    g_dbus_proxy_set_default_timeout(G_DBUS_PROXY(service), timeout_ms);
+    if (!secret_service_ensure_session_sync(service, cancellable, error)) {
+        g_object_unref(service);
+        return NULL;
+    }
+    return service;
+}
+
+void keepsake_service_set_timeout(SecretService *service, int timeout_ms) {
+    g_dbus_proxy_set_default_timeout(G_DBUS_PROXY(service), timeout_ms);
+}
+
+static GHashTable *attribute_table(unsigned count, const char *const *keys,
+                                   const char *const *values) {
+    GHashTable *table = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    for (unsigned i = 0; i < count; i++)
+        g_hash_table_insert(table, g_strdup(keys[i]), g_strdup(values[i]));
+    return table;
+}
+
+gboolean keepsake_service_search(SecretService *service, unsigned count, const char *const *keys,
+                                 const char *const *values, GCancellable *cancellable,
+                                 gchar ***unlocked, gchar ***locked, GError **error) {
+    GHashTable *attributes = attribute_table(count, keys, values);
+    gboolean ok = secret_service_search_for_dbus_paths_sync(service, NULL, attributes, cancellable,
+                                                            unlocked, locked, error);
+    g_hash_table_unref(attributes);
+    return ok;
+}
+
+KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const char *const *paths,
+                                                 GCancellable *cancellable, GError **error) {
+    GHashTable *table = secret_service_get_secrets_for_dbus_paths_sync(
+        service, (const gchar **)paths, cancellable, error);
+    if (table == NULL) return NULL;
+    KeepsakeSecretList *list = g_new0(KeepsakeSecretList, 1);
+    list->count = g_hash_table_size(table);
+    list->paths = g_new0(gchar *, list->count + 1);
+    list->values = g_new0(SecretValue *, list->count + 1);
+    GHashTableIter iter;
+    gpointer key, value;
+    unsigned i = 0;
+    g_hash_table_iter_init(&iter, table);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        list->paths[i] = g_strdup(key);
+        list->values[i] = secret_value_ref(value);
+        i++;
+    }
+    g_hash_table_unref(table);
+    return list;
+}
+
+void keepsake_secret_list_free(KeepsakeSecretList *list) {
+    if (list == NULL) return;
+    for (unsigned i = 0; i < list->count; i++) secret_value_unref(list->values[i]);
+    g_strfreev(list->paths);
+    g_free(list->values);
+    g_free(list);
+}
+
+gchar *keepsake_service_create_item(SecretService *service, const char *collection_path,
+                                    const char *label, unsigned count, const char *const *keys,
+                                    const char *const *values, const void *secret,
+                                    size_t secret_length, gboolean replace,
+                                    GCancellable *cancellable, GError **error) {
+    GVariantBuilder builder;
+    g_variant_builder_init(&builder, G_VARIANT_TYPE("a{ss}"));
+    for (unsigned i = 0; i < count; i++) g_variant_builder_add(&builder, "{ss}", keys[i], values[i]);
+    GHashTable *properties = g_hash_table_new_full(g_str_hash, g_str_equal, NULL,
+                                                   (GDestroyNotify)g_variant_unref);
+    g_hash_table_insert(properties, "org.freedesktop.Secret.Item.Label",
+                        g_variant_ref_sink(g_variant_new_string(label)));
+    g_hash_table_insert(properties, "org.freedesktop.Secret.Item.Attributes",
+                        g_variant_ref_sink(g_variant_builder_end(&builder)));
+    SecretValue *value =
+        secret_value_new(secret_length ? secret : "", secret_length, "application/octet-stream");
+    gchar *path = secret_service_create_item_dbus_path_sync(
+        service, collection_path, properties, value,
+        replace ? SECRET_ITEM_CREATE_REPLACE : SECRET_ITEM_CREATE_NONE, cancellable, error);
+    secret_value_unref(value);
+    g_hash_table_unref(properties);
+    return path;
+}
+
+static GVariant *master_secret(SecretService *service, const void *password, size_t length) {
+    SecretValue *value = secret_value_new(length ? password : "", length, "text/plain");
+    GVariant *encoded = secret_service_encode_dbus_secret(service, value);
+    secret_value_unref(value);
+    return encoded;
+}
+
+gboolean keepsake_service_unlock_with_master_password(SecretService *service,
+                                                      const char *collection_path,
+                                                      const void *password, size_t length,
+                                                      GCancellable *cancellable, GError **error) {
+    GVariant *secret = master_secret(service, password, length);
+    if (secret == NULL) {
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "no session to encode a secret");
+        return FALSE;
+    }
+    GDBusProxy *proxy = G_DBUS_PROXY(service);
+    GVariant *reply = g_dbus_connection_call_sync(
+        g_dbus_proxy_get_connection(proxy), SECRETS_NAME, SECRETS_PATH, GUILT_RIDDEN,
+        "UnlockWithMasterPassword", g_variant_new("(o@(oayays))", collection_path, secret), NULL,
+        G_DBUS_CALL_FLAGS_NO_AUTO_START, g_dbus_proxy_get_default_timeout(proxy), cancellable,
+        error);
+    if (reply == NULL) return FALSE;
+    g_variant_unref(reply);
+    return TRUE;
+}
+
+gchar *keepsake_service_create_collection_with_master_password(
+    SecretService *service, const char *label, const void *password, size_t length,
+    GCancellable *cancellable, GError **error) {
+    GVariant *secret = master_secret(service, password, length);
+    if (secret == NULL) {
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "no session to encode a secret");
+        return NULL;
+    }
+    GVariantBuilder properties;
+    g_variant_builder_init(&properties, G_VARIANT_TYPE("a{sv}"));
+    g_variant_builder_add(&properties, "{sv}", "org.freedesktop.Secret.Collection.Label",
+                          g_variant_new_string(label));
+    GDBusProxy *proxy = G_DBUS_PROXY(service);
+    GVariant *reply = g_dbus_connection_call_sync(
+        g_dbus_proxy_get_connection(proxy), SECRETS_NAME, SECRETS_PATH, GUILT_RIDDEN,
+        "CreateWithMasterPassword", g_variant_new("(a{sv}@(oayays))", &properties, secret),
+        G_VARIANT_TYPE("(o)"), G_DBUS_CALL_FLAGS_NO_AUTO_START,
+        g_dbus_proxy_get_default_timeout(proxy), cancellable, error);
+    if (reply == NULL) return NULL;
+    gchar *path = NULL;
+    g_variant_get(reply, "(o)", &path);
+    g_variant_unref(reply);
+    return path;
+}
+
+gboolean keepsake_service_lock(SecretService *service, const char *path, gboolean *needs_prompt,
+                               GCancellable *cancellable, GError **error) {
+    GVariant *reply = g_dbus_proxy_call_sync(G_DBUS_PROXY(service), "Lock",
+                                             g_variant_new("(@ao)", g_variant_new_objv(&path, 1)),
+                                             G_DBUS_CALL_FLAGS_NO_AUTO_START, -1, cancellable,
+                                             error);
+    if (reply == NULL) return FALSE;
+    const gchar *prompt = NULL;
+    g_variant_get(reply, "(@ao&o)", NULL, &prompt);
+    *needs_prompt = prompt != NULL && strcmp(prompt, "/") != 0;
+    g_variant_unref(reply);
+    return TRUE;
+}
+
+gchar *keepsake_error_dbus_name(const GError *error) {
+    return g_dbus_error_get_remote_error(error);
+}
+
+const char *keepsake_error_domain(const GError *error) {
+    return g_quark_to_string(error->domain);
+}

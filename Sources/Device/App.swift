@@ -1,0 +1,54 @@
+import Foundation
+
+/// An app on the device: its reverse-DNS id, its container (sandbox) directory, and the keychain
+/// access groups it is entitled to (the first is where items go by default).
+public struct App: Sendable, Hashable {
+    public let id: String
+    public let container: URL
+    public let accessGroups: [String]
+
+    /// - Throws: `DeviceError.invalidAppID` when `id` is not reverse-DNS.
+    public init(id: String, container: URL, accessGroups: [String]? = nil) throws(DeviceError) {
+        guard App.isValidID(id) else { throw DeviceError.invalidAppID }
+        self.id = id
+        self.container = container
+        self.accessGroups = accessGroups ?? [id]
+    }
+
+    /// Reverse-DNS: at least two dot-separated labels of ASCII letters, digits, `-` and `_`.
+    public static func isValidID(_ id: String) -> Bool {
+        let labels = id.split(separator: ".", omittingEmptySubsequences: false)
+        guard labels.count >= 2, id.utf8.count <= 255 else { return false }
+        return labels.allSatisfy { label in
+            !label.isEmpty
+                && label.unicodeScalars.allSatisfy {
+                    $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_")
+                }
+        }
+    }
+
+    /// Uninstall: the container is deleted. What the app kept elsewhere (the Secret Service, the
+    /// device directory) is not the app's to delete.
+    public func uninstall() throws {
+        if FileManager.default.fileExists(atPath: container.path) {
+            try FileManager.default.removeItem(at: container)
+        }
+    }
+}
+
+/// The one error type of the Device module.
+public struct DeviceError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable {
+        private enum Value: Hashable, Sendable { case invalidAppID }
+        private let value: Value
+        private init(_ value: Value) { self.value = value }
+        public static let invalidAppID = Code(.invalidAppID)
+    }
+    public let code: Code
+    public let message: String
+    public static let invalidAppID = DeviceError(
+        code: .invalidAppID, message: "the app id must be reverse-DNS (e.g. com.example.wallet)")
+    public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
+    public func hash(into h: inout Hasher) { h.combine(code) }
+    public var description: String { message }
+}

@@ -1,0 +1,268 @@
+import Foundation
+import SecretService
+import Synchronization
+
+/// A private D-Bus session with its own gnome-keyring on a throwaway HOME: the device's Secret
+/// Service in tests, the demo and benchmarks. Never touches the user's own keyring.
+///
+/// The bus has no service activation, so a killed daemon stays dead (as a test of "no Secret
+/// Service" needs) until `start()`/`restart()` runs it again.
+public final class PrivateSecretService: @unchecked Sendable {
+    // Sendable: the mutable process handles are guarded by `state`.
+
+    /// The throwaway root holding HOME, XDG_DATA_HOME, XDG_RUNTIME_DIR and the bus socket.
+    public let root: URL
+    /// `unix:path=…` of the private bus; what `DBUS_SESSION_BUS_ADDRESS` should be.
+    public let busAddress: String
+    /// The login collection's master password (what `--unlock` was given).
+    public let masterPassword: String
+
+    private struct State {
+        var bus: Daemon?
+        var keyring: Daemon?
+    }
+    private let state = Mutex(State())
+
+    public var home: URL { root.appendingPathComponent("home") }
+    public var dataHome: URL { root.appendingPathComponent("data") }
+    public var runtimeDirectory: URL { root.appendingPathComponent("run") }
+    /// Where gnome-keyring keeps its keyring files (the "disk" of the Secret Service).
+    public var keyringsDirectory: URL { dataHome.appendingPathComponent("keyrings") }
+
+    /// The environment a child process (e.g. the `keepsake` CLI) needs to use this service.
+    public var environment: [String: String] {
+        var env = ProcessInfo.processInfo.environment
+        env["HOME"] = home.path
+        env["XDG_DATA_HOME"] = dataHome.path
+        env["XDG_RUNTIME_DIR"] = runtimeDirectory.path
+        env["DBUS_SESSION_BUS_ADDRESS"] = busAddress
+        env.removeValue(forKey: "DISPLAY")
+        env.removeValue(forKey: "WAYLAND_DISPLAY")
+        return env
+    }
+
+    /// A new connection (its own D-Bus connection and session) to this service.
+    public func connection(timeout: Duration = .seconds(5)) -> SecretServiceConnection {
+        SecretServiceConnection(busAddress: busAddress, timeout: timeout)
+    }
+
+    /// Starts a bus and an unlocked gnome-keyring (secrets component only).
+    public static func start(masterPassword: String = "keepsake-test") throws -> PrivateSecretService
+    {
+        let service = try PrivateSecretService(masterPassword: masterPassword)
+        try service.startBus()
+        try service.startKeyring()
+        Registry.shared.add(service)
+        return service
+    }
+
+    private init(masterPassword: String) throws {
+        let base = FileManager.default.temporaryDirectory
+            .appendingPathComponent("keepsake-ss-\(UUID().uuidString.prefix(8))")
+        root = base
+        self.masterPassword = masterPassword
+        busAddress = "unix:path=\(base.appendingPathComponent("run/bus").path)"
+        for directory in [home, dataHome, runtimeDirectory] {
+            try FileManager.default.createDirectory(
+                at: directory, withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
+        }
+    }
+
+    deinit { stop() }
+
+    private func startBus() throws {
+        let config = root.appendingPathComponent("bus.conf")
+        try """
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+          <type>session</type>
+          <listen>\(busAddress)</listen>
+          <auth>EXTERNAL</auth>
+          <policy context="default">
+            <allow send_destination="*" eavesdrop="true"/>
+            <allow eavesdrop="true"/>
+            <allow own="*"/>
+          </policy>
+        </busconfig>
+        """.write(to: config, atomically: true, encoding: .utf8)
+        let bus = try Daemon(
+            "\(try Self.tool("dbus-daemon").path) --config-file=\(config.path) --nofork --nosyslog",
+            environment: environment)
+        state.withLock { $0.bus = bus }
+        let socket = runtimeDirectory.appendingPathComponent("bus").path
+        try Self.wait("the private D-Bus to listen") { FileManager.default.fileExists(atPath: socket) }
+    }
+
+    private func startKeyring() throws {
+        var env = environment
+        env["KEEPSAKE_MASTER_PASSWORD"] = masterPassword
+        let keyring = try Daemon(
+            "printf %s \"$KEEPSAKE_MASTER_PASSWORD\" | env -u KEEPSAKE_MASTER_PASSWORD "
+                + "\(try Self.tool("gnome-keyring-daemon").path) --foreground --unlock --components=secrets",
+            environment: env)
+        state.withLock { $0.keyring = keyring }
+        let probe = connection(timeout: .seconds(2))
+        try Self.wait("gnome-keyring to own org.freedesktop.secrets") {
+            (try? probe.search(["keepsake-probe": "1"])) != nil
+        }
+    }
+
+    /// The gnome-keyring daemon's process id (for signals in fault tests).
+    public var keyringPID: Int32? { state.withLock { $0.keyring?.pid } }
+
+    /// Locks the login collection (`Secret.Service.Lock`).
+    public func lock() throws { try connection().lock(.login) }
+
+    /// Unlocks the login collection with the master password, without a prompt.
+    public func unlock() throws {
+        try connection().unlock(.login, masterPassword: Data(masterPassword.utf8))
+    }
+
+    /// Kills gnome-keyring (SIGKILL): the bus stays, nothing owns `org.freedesktop.secrets`.
+    public func kill() {
+        let keyring = state.withLock { state -> Daemon? in
+            defer { state.keyring = nil }
+            return state.keyring
+        }
+        keyring?.stop()
+    }
+
+    /// Freezes gnome-keyring (SIGSTOP): calls reach it and never get an answer.
+    public func freeze() {
+        if let pid = keyringPID { Foundation.kill(pid, SIGSTOP) }
+    }
+
+    /// Thaws a frozen gnome-keyring (SIGCONT).
+    public func thaw() {
+        if let pid = keyringPID { Foundation.kill(pid, SIGCONT) }
+    }
+
+    /// A reboot of the Secret Service: the daemon is killed, the runtime directory cleared (all
+    /// that was memory-backed is forgotten) and the daemon started again, unlocking the login
+    /// collection from disk with the master password as a login would.
+    public func restart() throws {
+        kill()
+        let runtime = runtimeDirectory.path
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: runtime)) ?? []
+        where entry != "bus" {
+            try? FileManager.default.removeItem(atPath: runtime + "/" + entry)
+        }
+        try startKeyring()
+    }
+
+    /// Stops both daemons and deletes the throwaway directories.
+    public func stop() {
+        kill()
+        let bus = state.withLock { state -> Daemon? in
+            defer { state.bus = nil }
+            return state.bus
+        }
+        bus?.stop()
+        try? FileManager.default.removeItem(at: root)
+    }
+
+    // MARK: - Helpers
+
+    static func tool(_ name: String) throws -> URL {
+        for directory in ["/usr/bin", "/bin", "/usr/local/bin", "/usr/sbin"] {
+            let url = URL(fileURLWithPath: directory).appendingPathComponent(name)
+            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+        }
+        throw HarnessError("\(name) is not installed (apt-get install dbus gnome-keyring)")
+    }
+
+    static func wait(_ what: String, seconds: Double = 10, until ready: () -> Bool) throws {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !ready() {
+            if Date() > deadline { throw HarnessError("timed out waiting for \(what)") }
+            usleep(20_000)
+        }
+    }
+}
+
+/// A harness failure (a missing tool, a daemon that did not come up).
+public struct HarnessError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Kills every daemon this process started when it exits, so no test run leaves one behind.
+final class Registry: @unchecked Sendable {
+    // Sendable: `services` is guarded by `lock`.
+    static let shared = Registry()
+    private let lock = NSLock()
+    private var services: [WeakService] = []
+    private struct WeakService { weak var service: PrivateSecretService? }
+
+    private init() {
+        atexit { Registry.shared.stopAll() }
+    }
+
+    func add(_ service: PrivateSecretService) {
+        lock.withLock { services.append(WeakService(service: service)) }
+    }
+
+    func stopAll() {
+        let all = lock.withLock { services.compactMap(\.service) }
+        all.forEach { $0.stop() }
+    }
+}
+
+/// A daemon run under a `sh` guard that kills it when the process that started it is gone, so
+/// that a test process that dies (crash, SIGKILL, timeout) never leaves a daemon behind.
+final class Daemon: @unchecked Sendable {
+    // Sendable: immutable after init; `stop()` is idempotent (closing twice and SIGKILL of a dead
+    // pid are harmless).
+    let pid: Int32
+    private let guardProcess: Process
+
+    init(_ command: String, environment: [String: String]) throws {
+        let shell = Process()
+        shell.executableURL = URL(fileURLWithPath: "/bin/sh")
+        shell.arguments = [
+            "-c", """
+            \(command) >/dev/null 2>&1 & echo $!
+            while kill -0 $PPID 2>/dev/null && kill -0 $! 2>/dev/null; do sleep 0.1; done
+            kill -9 $! 2>/dev/null; wait
+            """,
+        ]
+        shell.environment = environment
+        let output = Pipe()
+        shell.standardInput = FileHandle.nullDevice
+        shell.standardOutput = output
+        shell.standardError = FileHandle.nullDevice
+        try shell.run()
+        var line = Data()
+        while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty,
+            byte != Data("\n".utf8)
+        {
+            line.append(byte)
+        }
+        guard let pid = Int32(String(decoding: line, as: UTF8.self)) else {
+            throw HarnessError("could not start: \(command)")
+        }
+        self.pid = pid
+        self.guardProcess = shell
+    }
+
+    /// SIGKILLs the daemon, waits until it is gone, and lets the guard exit.
+    func stop() {
+        Foundation.kill(pid, SIGCONT)
+        Foundation.kill(pid, SIGKILL)
+        // The guard notices within 0.1 s and reaps it; until then it is a zombie, which is dead.
+        let deadline = Date().addingTimeInterval(5)
+        while isAlive, Date() < deadline { usleep(5_000) }
+    }
+
+    /// True while the process exists and is not a zombie.
+    var isAlive: Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return false }
+        return stat[stat.index(close, offsetBy: 2)] != "Z"
+    }
+
+    deinit { stop() }
+}

@@ -1,0 +1,99 @@
+internal import CKeepsakeShims
+internal import CSecret
+import Foundation
+
+/// Owns one `SecretService *` proxy (and through it the D-Bus connection and session).
+final class ServiceHandle: @unchecked Sendable {
+    // Sendable: GDBusProxy and libsecret's *_sync path calls are thread-safe; the pointer is
+    // immutable after init and freed once in deinit.
+    let pointer: UnsafeMutablePointer<SecretService>
+    init(_ pointer: UnsafeMutablePointer<SecretService>) { self.pointer = pointer }
+    deinit { g_object_unref(pointer) }
+}
+
+/// Owns one `GCancellable *`; `cancel()` may be called from the watchdog thread.
+final class Cancellable: @unchecked Sendable {
+    // Sendable: g_cancellable_cancel is documented thread-safe.
+    let pointer: UnsafeMutablePointer<GCancellable>
+    init() { pointer = g_cancellable_new() }
+    func cancel() { g_cancellable_cancel(pointer) }
+    deinit { g_object_unref(pointer) }
+}
+
+/// Turns a `GError *` into a `SecretServiceError` and frees it.
+func takeError(_ error: UnsafeMutablePointer<GError>?, during stage: Stage = .call)
+    -> SecretServiceError
+{
+    guard let error else {
+        return SecretServiceError(.failed, message: "libsecret failed without an error")
+    }
+    defer { g_error_free(error) }
+    let domain = String(cString: keepsake_error_domain(error))
+    let message = error.pointee.message.map { String(cString: $0) } ?? ""
+    var dbusName: String?
+    if let name = keepsake_error_dbus_name(error) {
+        dbusName = String(cString: name)
+        g_free(name)
+    }
+    let code = classify(
+        domain: domain, code: error.pointee.code, dbusName: dbusName, message: message,
+        stage: stage)
+    return SecretServiceError(
+        code, message: message, domain: domain, errorCode: error.pointee.code, dbusName: dbusName)
+}
+
+enum Stage { case connect, call }
+
+private func classify(domain: String, code: Int32, dbusName: String?, message: String, stage: Stage)
+    -> SecretServiceError.Code
+{
+    switch dbusName {
+    case "org.freedesktop.Secret.Error.IsLocked": return .locked
+    case "org.freedesktop.Secret.Error.NoSuchObject", "org.freedesktop.DBus.Error.UnknownObject",
+        "org.freedesktop.DBus.Error.UnknownMethod":
+        return .noSuchObject
+    case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner",
+        "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Disconnected":
+        return .serviceUnavailable
+    case "org.freedesktop.DBus.Error.InvalidArgs": return .invalidArgument
+    default: break
+    }
+    if domain == "g-io-error-quark" {
+        if code == Int32(G_IO_ERROR_CANCELLED.rawValue) || code == Int32(G_IO_ERROR_TIMED_OUT.rawValue) {
+            return .timedOut
+        }
+        if code == Int32(G_IO_ERROR_CLOSED.rawValue) { return .serviceUnavailable }
+    }
+    if domain == "secret-error" {
+        if code == Int32(SECRET_ERROR_IS_LOCKED.rawValue) { return .locked }
+        if code == Int32(SECRET_ERROR_NO_SUCH_OBJECT.rawValue) { return .noSuchObject }
+    }
+    if message.contains("cannot open display") || message.contains("prompt") {
+        return .promptRequired
+    }
+    return stage == .connect ? .noBus : .failed
+}
+
+/// Copies a NULL-terminated `gchar **` into Swift strings and frees it.
+func takeStringArray(_ array: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?) -> [String] {
+    guard let array else { return [] }
+    defer { g_strfreev(array) }
+    var result: [String] = []
+    var index = 0
+    while let element = array[index] {
+        result.append(String(cString: element))
+        index += 1
+    }
+    return result
+}
+
+/// Calls `body` with a C array of C strings that lives for the duration of the call.
+func withCStringArray<R>(
+    _ strings: [String], nullTerminated: Bool = true,
+    _ body: (UnsafePointer<UnsafePointer<CChar>?>) throws -> R
+) rethrows -> R {
+    let duplicates = strings.map { UnsafePointer(strdup($0)) }
+    defer { duplicates.forEach { free(UnsafeMutablePointer(mutating: $0)) } }
+    let array: [UnsafePointer<CChar>?] = duplicates + (nullTerminated ? [nil] : [])
+    return try array.withUnsafeBufferPointer { try body($0.baseAddress!) }
+}

@@ -1,0 +1,263 @@
+internal import CKeepsakeShims
+internal import CSecret
+import Dispatch
+import Foundation
+import Synchronization
+
+/// Paths found by one `SearchItems` call.
+public struct SearchResult: Sendable, Equatable {
+    public var unlocked: [ItemPath]
+    public var locked: [ItemPath]
+}
+
+/// A connection to the freedesktop Secret Service (`org.freedesktop.secrets`) through libsecret.
+///
+/// Every call is bounded by `timeout`: a missing, hung (SIGSTOPped) or dying daemon yields a typed
+/// `SecretServiceError` (`.timedOut`, `.serviceUnavailable`, `.noBus`) within the bound, never a
+/// hang. The connection reopens itself once when the daemon restarted under it (a reboot), so one
+/// process-wide instance (`shared()`) serves for the process's life.
+///
+/// Thread-safe: calls from many threads run concurrently over one D-Bus connection.
+public final class SecretServiceConnection: Sendable {
+    /// The bus this connection talks to; nil means `DBUS_SESSION_BUS_ADDRESS`.
+    public let busAddress: String?
+    /// The bound on every call.
+    public let timeout: Duration
+
+    private let handle = Mutex<ServiceHandle?>(nil)
+
+    /// Connects lazily: the first call opens the D-Bus connection and a session.
+    public init(busAddress: String? = nil, timeout: Duration = .seconds(5)) {
+        self.busAddress = busAddress
+        self.timeout = timeout
+    }
+
+    private static let sharedConnections = Mutex<[String: SecretServiceConnection]>([:])
+
+    /// The process-wide connection to the Secret Service on `DBUS_SESSION_BUS_ADDRESS` (or on
+    /// `busAddress` when given), created on first use.
+    public static func shared(busAddress: String? = nil) -> SecretServiceConnection {
+        let address = busAddress ?? ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"]
+        return sharedConnections.withLock { connections in
+            let key = address ?? ""
+            if let existing = connections[key] { return existing }
+            let created = SecretServiceConnection(busAddress: address)
+            connections[key] = created
+            return created
+        }
+    }
+
+    private var timeoutMilliseconds: Int32 {
+        let (seconds, attoseconds) = timeout.components
+        return Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+    }
+
+    // MARK: - Bounded calls
+
+    /// Runs `body` with a cancellable that a watchdog cancels when the bound passes.
+    private func bounded<R>(_ body: (UnsafeMutablePointer<GCancellable>) throws -> R) rethrows -> R
+    {
+        let cancellable = Cancellable()
+        let watchdog = DispatchWorkItem { cancellable.cancel() }
+        DispatchQueue.global().asyncAfter(
+            deadline: .now() + .milliseconds(Int(timeoutMilliseconds)), execute: watchdog)
+        defer { watchdog.cancel() }
+        return try body(cancellable.pointer)
+    }
+
+    private func service() throws(SecretServiceError) -> ServiceHandle {
+        if let existing = handle.withLock({ $0 }) { return existing }
+        let opened = try open()
+        return handle.withLock { current in
+            if let current { return current }
+            current = opened
+            return opened
+        }
+    }
+
+    private func open() throws(SecretServiceError) -> ServiceHandle {
+        guard let address = busAddress, !address.isEmpty else {
+            throw SecretServiceError(.noBus, message: "DBUS_SESSION_BUS_ADDRESS is not set")
+        }
+        var error: UnsafeMutablePointer<GError>?
+        let pointer = bounded { cancellable in
+            keepsake_service_open(address, timeoutMilliseconds, cancellable, &error)
+        }
+        guard let pointer else {
+            let failure = takeError(error, during: .connect)
+            // A bus that answers but has nobody owning the name is "unavailable", not "no bus".
+            throw failure
+        }
+        return ServiceHandle(pointer)
+    }
+
+    /// Forgets the cached proxy so the next call reconnects (after a daemon restart).
+    public func reset() { handle.withLock { $0 = nil } }
+
+    /// Runs one libsecret call; when the daemon went away and came back (its session is gone),
+    /// reconnects once and retries.
+    private func call<R>(
+        retrying: Bool = true,
+        _ body: (UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>, inout UnsafeMutablePointer<GError>?)
+            -> R?
+    ) throws(SecretServiceError) -> R {
+        let service = try service()
+        var error: UnsafeMutablePointer<GError>?
+        if let result = bounded({ body(service.pointer, $0, &error) }) { return result }
+        let failure = takeError(error)
+        guard retrying, Self.isStaleSession(failure) else { throw failure }
+        handle.withLock { if $0 === service { $0 = nil } }
+        return try call(retrying: false, body)
+    }
+
+    private static func isStaleSession(_ error: SecretServiceError) -> Bool {
+        if error.code == .serviceUnavailable { return true }
+        // gnome-keyring answers a call under a session it no longer knows with NoSession or an
+        // unknown-object error naming the session path.
+        return error.dbusName == "org.freedesktop.Secret.Error.NoSession"
+            || (error.code == .noSuchObject && error.message.contains("session"))
+    }
+
+    // MARK: - Items
+
+    /// `SearchItems` with exact attribute matches. Mirrors `secret_service_search_for_dbus_paths_sync`.
+    public func search(_ attributes: [String: String]) throws(SecretServiceError) -> SearchResult {
+        try validate(attributes)
+        let keys = Array(attributes.keys)
+        let values = keys.map { attributes[$0]! }
+        return try call { service, cancellable, error -> SearchResult? in
+            var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+            var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+            let ok = withCStringArray(keys) { k in
+                withCStringArray(values) { v in
+                    keepsake_service_search(
+                        service, UInt32(keys.count), k, v, cancellable, &unlocked, &locked, &error)
+                }
+            }
+            guard ok != 0 else { return nil }
+            return SearchResult(
+                unlocked: takeStringArray(unlocked).map(ItemPath.init),
+                locked: takeStringArray(locked).map(ItemPath.init))
+        }
+    }
+
+    /// The secrets of many items in one `GetSecrets` round trip. Paths that no longer exist are
+    /// absent from the result. Mirrors `secret_service_get_secrets_for_dbus_paths_sync`.
+    ///
+    /// The returned `Data` values are copies in ordinary memory; the caller owns them.
+    public func secrets(at paths: [ItemPath]) throws(SecretServiceError) -> [ItemPath: Data] {
+        if paths.isEmpty { return [:] }
+        return try call { service, cancellable, error -> [ItemPath: Data]? in
+            let list = withCStringArray(paths.map(\.rawValue)) {
+                keepsake_service_get_secrets(service, $0, cancellable, &error)
+            }
+            guard let list else { return nil }
+            defer { keepsake_secret_list_free(list) }
+            var result: [ItemPath: Data] = [:]
+            for index in 0..<Int(list.pointee.count) {
+                let path = ItemPath(String(cString: list.pointee.paths[index]!))
+                var length = 0
+                let bytes = secret_value_get(list.pointee.values[index], &length)
+                result[path] = bytes.map { Data(bytes: $0, count: length) } ?? Data()
+            }
+            return result
+        }
+    }
+
+    /// `CreateItem` in `collection` with a binary secret. With `replacing`, an item with exactly
+    /// the same attributes is overwritten in place. Mirrors
+    /// `secret_service_create_item_dbus_path_sync`.
+    public func createItem(
+        label: String, attributes: [String: String], secret: Data, replacing: Bool = false,
+        in collection: CollectionPath = .default
+    ) throws(SecretServiceError) -> ItemPath {
+        try validate(attributes)
+        try validate(label)
+        let keys = Array(attributes.keys)
+        let values = keys.map { attributes[$0]! }
+        // Not retried: a create whose reply was lost may have happened; the caller re-reads.
+        return try call(retrying: false) { service, cancellable, error -> ItemPath? in
+            let path = withCStringArray(keys) { k in
+                withCStringArray(values) { v in
+                    secret.withUnsafeBytes { bytes in
+                        keepsake_service_create_item(
+                            service, collection.rawValue, label, UInt32(keys.count), k, v,
+                            bytes.baseAddress, bytes.count, replacing ? 1 : 0, cancellable, &error)
+                    }
+                }
+            }
+            guard let path else { return nil }
+            defer { g_free(path) }
+            return ItemPath(String(cString: path))
+        }
+    }
+
+    /// `Item.Delete`. Mirrors `secret_service_delete_item_dbus_path_sync`.
+    public func deleteItem(at path: ItemPath) throws(SecretServiceError) {
+        let _: Bool = try call { service, cancellable, error -> Bool? in
+            secret_service_delete_item_dbus_path_sync(service, path.rawValue, cancellable, &error)
+                != 0 ? true : nil
+        }
+    }
+
+    // MARK: - Collections (prompt-free administration, as gnome-keyring allows headless)
+
+    /// Locks a collection. Mirrors `org.freedesktop.Secret.Service.Lock`.
+    public func lock(_ collection: CollectionPath = .login) throws(SecretServiceError) {
+        let needsPrompt: Bool = try call { service, cancellable, error -> Bool? in
+            var prompt: gboolean = 0
+            return keepsake_service_lock(service, collection.rawValue, &prompt, cancellable, &error)
+                != 0 ? prompt != 0 : nil
+        }
+        if needsPrompt {
+            throw SecretServiceError(.promptRequired, message: "locking \(collection) needs a prompt")
+        }
+    }
+
+    /// Unlocks a collection with its master password through gnome-keyring's
+    /// `InternalUnsupportedGuiltRiddenInterface.UnlockWithMasterPassword`: no prompt.
+    public func unlock(_ collection: CollectionPath = .login, masterPassword: Data)
+        throws(SecretServiceError)
+    {
+        let _: Bool = try call { service, cancellable, error -> Bool? in
+            masterPassword.withUnsafeBytes { bytes in
+                keepsake_service_unlock_with_master_password(
+                    service, collection.rawValue, bytes.baseAddress, bytes.count, cancellable,
+                    &error)
+            } != 0 ? true : nil
+        }
+    }
+
+    /// Creates a collection protected by `masterPassword` without a prompt
+    /// (`CreateWithMasterPassword`).
+    public func createCollection(label: String, masterPassword: Data) throws(SecretServiceError)
+        -> CollectionPath
+    {
+        try validate(label)
+        return try call { service, cancellable, error -> CollectionPath? in
+            let path = masterPassword.withUnsafeBytes { bytes in
+                keepsake_service_create_collection_with_master_password(
+                    service, label, bytes.baseAddress, bytes.count, cancellable, &error)
+            }
+            guard let path else { return nil }
+            defer { g_free(path) }
+            return CollectionPath(String(cString: path))
+        }
+    }
+
+    // MARK: - Validation
+
+    private func validate(_ attributes: [String: String]) throws(SecretServiceError) {
+        for (key, value) in attributes {
+            try validate(key)
+            try validate(value)
+        }
+    }
+
+    /// D-Bus strings cannot carry NUL.
+    private func validate(_ string: String) throws(SecretServiceError) {
+        if string.utf8.contains(0) {
+            throw SecretServiceError(.invalidArgument, message: "a string contains a NUL byte")
+        }
+    }
+}

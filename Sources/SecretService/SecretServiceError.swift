@@ -1,0 +1,75 @@
+/// The one error type of the SecretService module.
+///
+/// Compares by `code`; the GError domain, code and message (and the D-Bus error name when the
+/// daemon sent one) are kept for diagnosis. None of them ever contains a secret: libsecret and the
+/// daemons put object paths and reasons in their messages, not values.
+public struct SecretServiceError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Value: Hashable, Sendable {
+            case noBus, serviceUnavailable, locked, timedOut, promptRequired, noSuchObject
+            case invalidArgument, failed
+        }
+        private let value: Value
+        private init(_ value: Value) { self.value = value }
+
+        /// No D-Bus session bus could be reached (no address, nothing listening).
+        public static let noBus = Code(.noBus)
+        /// The bus is there but nothing owns `org.freedesktop.secrets`, or it went away.
+        public static let serviceUnavailable = Code(.serviceUnavailable)
+        /// The collection or item is locked.
+        public static let locked = Code(.locked)
+        /// The call did not complete within its bound (a frozen or overloaded daemon).
+        public static let timedOut = Code(.timedOut)
+        /// The daemon asked for a user prompt, which a headless session cannot show.
+        public static let promptRequired = Code(.promptRequired)
+        /// The item or collection path does not (or no longer) exist.
+        public static let noSuchObject = Code(.noSuchObject)
+        /// The caller passed something the Secret Service cannot carry (e.g. NUL in a string).
+        public static let invalidArgument = Code(.invalidArgument)
+        /// Anything else; `detail` says what.
+        public static let failed = Code(.failed)
+
+        public var description: String {
+            switch value {
+            case .noBus: "no D-Bus session bus"
+            case .serviceUnavailable: "no Secret Service on the bus"
+            case .locked: "collection locked"
+            case .timedOut: "timed out"
+            case .promptRequired: "a prompt would be needed"
+            case .noSuchObject: "no such object"
+            case .invalidArgument: "invalid argument"
+            case .failed: "failed"
+            }
+        }
+    }
+
+    public let code: Code
+    /// GError domain (e.g. `g-io-error-quark`), or empty for errors raised in Swift.
+    public let domain: String
+    /// GError code within `domain`.
+    public let errorCode: Int32
+    /// The D-Bus error name when the peer sent one (`org.freedesktop.Secret.Error.IsLocked`, …).
+    public let dbusName: String?
+    /// Human-readable detail from GLib, libsecret or the daemon.
+    public let message: String
+
+    public init(
+        _ code: Code, message: String, domain: String = "", errorCode: Int32 = 0,
+        dbusName: String? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.domain = domain
+        self.errorCode = errorCode
+        self.dbusName = dbusName
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
+    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+
+    public var description: String {
+        var text = "Secret Service: \(code): \(message)"
+        if let dbusName { text += " [\(dbusName)]" }
+        return text
+    }
+}

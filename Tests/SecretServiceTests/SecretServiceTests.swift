@@ -1,0 +1,90 @@
+import Foundation
+import KeepsakeTestSupport
+import SecretService
+import Testing
+
+@Suite("Secret Service layer against a private gnome-keyring", .serialized)
+struct SecretServiceTests {
+    let service: PrivateSecretService
+    init() throws { service = try PrivateSecretService.start() }
+
+    @Test("create, search, batched read and delete round-trip binary secrets")
+    func roundTrip() throws {
+        let connection = service.connection()
+        let secret = Data((0...255).map { UInt8($0) })
+        let path = try connection.createItem(
+            label: "t", attributes: ["xdg:schema": "test", "k": "v"], secret: secret)
+        let found = try connection.search(["k": "v"])
+        #expect(found.unlocked == [path])
+        #expect(found.locked.isEmpty)
+        #expect(try connection.secrets(at: [path]) == [path: secret])
+        try connection.deleteItem(at: path)
+        #expect(try connection.search(["k": "v"]).unlocked.isEmpty)
+        #expect(try connection.secrets(at: [path]).isEmpty)
+    }
+
+    @Test("items are numbered in creation order")
+    func creationOrder() throws {
+        let connection = service.connection()
+        let first = try connection.createItem(label: "a", attributes: ["o": "1"], secret: Data([1]))
+        let second = try connection.createItem(label: "b", attributes: ["o": "2"], secret: Data([2]))
+        #expect(first < second)
+    }
+
+    @Test("a locked collection answers .locked and unlocks without a prompt")
+    func lockedCollection() throws {
+        let connection = service.connection()
+        let path = try connection.createItem(label: "l", attributes: ["l": "1"], secret: Data([9]))
+        try service.lock()
+        let result = try connection.search(["l": "1"])
+        #expect(result.locked == [path])
+        // GetSecrets leaves locked items out rather than failing.
+        #expect(try connection.secrets(at: [path]).isEmpty)
+        #expect(throws: SecretServiceError(.locked, message: "")) {
+            try connection.createItem(label: "x", attributes: ["l": "2"], secret: Data([1]))
+        }
+        try service.unlock()
+        #expect(try connection.secrets(at: [path]) == [path: Data([9])])
+    }
+
+    @Test("a killed daemon answers .serviceUnavailable within the bound, a restart reconnects")
+    func killedDaemon() throws {
+        let connection = service.connection(timeout: .seconds(2))
+        _ = try connection.search(["a": "b"])
+        service.kill()
+        let start = ContinuousClock.now
+        #expect(throws: SecretServiceError(.serviceUnavailable, message: "")) {
+            try connection.search(["a": "b"])
+        }
+        #expect(ContinuousClock.now - start < .seconds(3))
+        try service.restart()
+        #expect(try connection.search(["a": "b"]).unlocked.isEmpty)
+    }
+
+    @Test("a frozen daemon answers .timedOut within the bound")
+    func frozenDaemon() throws {
+        let connection = service.connection(timeout: .milliseconds(500))
+        _ = try connection.search(["a": "b"])
+        service.freeze()
+        defer { service.thaw() }
+        let start = ContinuousClock.now
+        #expect(throws: SecretServiceError(.timedOut, message: "")) {
+            try connection.search(["a": "b"])
+        }
+        #expect(ContinuousClock.now - start < .seconds(2))
+    }
+
+    @Test("no bus address answers .noBus; a bus without the service answers .serviceUnavailable")
+    func noService() throws {
+        #expect(throws: SecretServiceError(.noBus, message: "")) {
+            try SecretServiceConnection(busAddress: nil).search([:])
+        }
+        #expect(throws: SecretServiceError(.noBus, message: "")) {
+            try SecretServiceConnection(busAddress: "unix:path=/nonexistent/bus").search([:])
+        }
+        service.kill()
+        #expect(throws: SecretServiceError(.serviceUnavailable, message: "")) {
+            try service.connection(timeout: .seconds(1)).search([:])
+        }
+    }
+}
