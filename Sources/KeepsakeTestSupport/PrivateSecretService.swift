@@ -266,3 +266,11 @@ final class Daemon: @unchecked Sendable {
 
     deinit { stop() }
 }
+
+extension PrivateSecretService {
+    private static let sharedInstance = Result { try PrivateSecretService.start() }
+
+    /// One private Secret Service for every test of a process that does not disturb it (no kill,
+    /// freeze, lock or restart); tests keep apart by using unique service names.
+    public static func shared() throws -> PrivateSecretService { try sharedInstance.get() }
+}

@@ -1,0 +1,299 @@
+import Device
+import Foundation
+import SecretService
+import Synchronization
+
+/// Apple's keychain for generic passwords (`kSecClassGenericPassword`), rule for rule, stored in
+/// the freedesktop Secret Service.
+///
+/// Thread-safe: one instance may be shared by every thread of a process. Several processes may use
+/// the same items at once; concurrent adds of one primary key leave exactly one item (the first
+/// created, by the Secret Service's own creation order) and every query returns that one.
+public final class Keychain: Sendable {
+    /// The largest secret an item may hold. Apple documents none; 64 KiB is far beyond any
+    /// password or key and keeps gnome-keyring's whole-file rewrites cheap.
+    public static let maximumDataSize = 64 * 1024
+    /// The largest string attribute (service, account, label, …) and `generic`, in UTF-8 bytes.
+    public static let maximumAttributeSize = 4096
+
+    public let app: App
+    let secretService: SecretServiceConnection
+    /// Query → object path of the item it last found, so a hot read is one `GetSecrets` round
+    /// trip. Validated on every use: the record read back must match the query (and names its own
+    /// primary key), so a stale or reused path can never yield another item's secret.
+    private let pathCache = Mutex<[GenericPasswordQuery: ItemPath]>([:])
+
+    public init(app: App, secretService: SecretServiceConnection = .shared()) {
+        self.app = app
+        self.secretService = secretService
+    }
+
+    // MARK: - Add
+
+    /// Adds one item. Mirrors `SecItemAdd`.
+    ///
+    /// - Throws: `errSecDuplicateItem` when the primary key exists, `errSecMissingEntitlement` for
+    ///   a group the app is not entitled to, `errSecParam` for bad input, and nothing is written.
+    public func add(_ attributes: GenericPasswordAttributes, data: Data) throws(KeychainError) {
+        var attributes = attributes
+        try Validation.check(attributes)
+        try Validation.check(data: data)
+        let group = attributes.accessGroup ?? app.accessGroups[0]
+        try checkEntitlement(group)
+        attributes.accessGroup = group
+        try Validation.checkClass(attributes)
+        let now = Self.now()
+        attributes.creationDate = now
+        attributes.modificationDate = now
+        let record = StoredRecord(id: UUID().uuidString, attributes: attributes, data: data)
+        let keyAttributes = Self.keyAttributes(record.key)
+
+        let existing = try secretServiceCall { try secretService.search(keyAttributes) }
+        if !existing.locked.isEmpty { throw Self.locked }
+        if !existing.unlocked.isEmpty { throw Self.duplicate }
+
+        let path = try create(record)
+        // The Secret Service has no unique constraint: a concurrent add may have slipped in
+        // between our search and our create. The first created item wins; a later one removes
+        // itself and reports the duplicate.
+        let after = try secretServiceCall { try secretService.search(keyAttributes) }
+        if (after.unlocked + after.locked).contains(where: { $0 < path }) {
+            try? secretService.deleteItem(at: path)
+            throw Self.duplicate
+        }
+    }
+
+    // MARK: - Query
+
+    /// The items matching `query`. Mirrors `SecItemCopyMatching`.
+    ///
+    /// - Parameters:
+    ///   - limit: `.one` returns the first match (`kSecMatchLimitOne`), `.all` every match.
+    ///   - returnData: whether to include each item's secret.
+    /// - Throws: `errSecItemNotFound` when nothing matches.
+    public func items(
+        matching query: GenericPasswordQuery, limit: MatchLimit = .one, returnData: Bool = true
+    ) throws(KeychainError) -> [GenericPasswordItem] {
+        if limit == .one, let hot = try hotRead(query) {
+            return [Self.item(hot, returnData: returnData)]
+        }
+        let matches = Self.winners(try find(query))
+        guard let first = matches.first else { throw Self.notFound }
+        if Self.isCacheable(query) { pathCache.withLock { $0[query] = first.path } }
+        let selected = limit == .one ? [first] : matches
+        return selected.map { Self.item($0.record, returnData: returnData) }
+    }
+
+    /// The first item matching `query`, with its secret.
+    public func item(matching query: GenericPasswordQuery) throws(KeychainError)
+        -> GenericPasswordItem
+    {
+        try items(matching: query, limit: .one, returnData: true)[0]
+    }
+
+    /// The secret of the first item matching `query`.
+    public func data(matching query: GenericPasswordQuery) throws(KeychainError) -> Data {
+        try item(matching: query).data ?? Data()
+    }
+
+    // MARK: - Update
+
+    /// Changes every item matching `query`. Mirrors `SecItemUpdate`: the creation date is kept,
+    /// the modification date moves; a change that would give two items one primary key fails
+    /// with `errSecDuplicateItem` and changes nothing.
+    public func update(matching query: GenericPasswordQuery, with changes: GenericPasswordChanges)
+        throws(KeychainError)
+    {
+        guard !changes.isEmpty else {
+            throw KeychainError(KeychainError.param, "nothing to update")
+        }
+        try Validation.check(changes)
+        if let group = changes.accessGroup { try checkEntitlement(group) }
+        let matches = try find(query)
+        guard !matches.isEmpty else { throw Self.notFound }
+
+        let now = Self.now()
+        var planned: [(old: Match, new: StoredRecord)] = []
+        var newKeys = Set<PrimaryKey>()
+        for match in matches {
+            var attributes = changes.applied(to: match.record.attributes)
+            try Validation.checkClass(attributes)
+            attributes.modificationDate = now
+            let record = StoredRecord(
+                id: match.record.id, attributes: attributes, data: changes.data ?? match.record.data)
+            guard newKeys.insert(record.key).inserted else { throw Self.duplicate }
+            planned.append((match, record))
+        }
+        let matchedPaths = Set(matches.map(\.path))
+        for (old, new) in planned where new.key != old.record.key {
+            let existing = try secretServiceCall {
+                try secretService.search(Self.keyAttributes(new.key))
+            }
+            if !existing.locked.isEmpty { throw Self.locked }
+            if existing.unlocked.contains(where: { !matchedPaths.contains($0) }) {
+                throw Self.duplicate
+            }
+        }
+
+        for (old, new) in planned {
+            if new.secretServiceAttributes == old.record.secretServiceAttributes {
+                // Same index: overwrite the secret in place (CreateItem with replace matches the
+                // item by its attributes, which include its unique id).
+                _ = try create(new, replacing: true)
+            } else {
+                var moved = new
+                moved.id = UUID().uuidString
+                _ = try create(moved)
+                try secretServiceCall { try secretService.deleteItem(at: old.path) }
+            }
+        }
+    }
+
+    // MARK: - Delete
+
+    /// Deletes every item matching `query`. Mirrors `SecItemDelete`.
+    public func delete(matching query: GenericPasswordQuery) throws(KeychainError) {
+        let matches = try find(query)
+        guard !matches.isEmpty else { throw Self.notFound }
+        for match in matches {
+            do {
+                try secretService.deleteItem(at: match.path)
+            } catch where error.code == .noSuchObject {
+                continue  // deleted concurrently: the outcome is the same
+            } catch {
+                throw KeychainError(error)
+            }
+        }
+    }
+
+    // MARK: - Engine
+
+    struct Match {
+        var path: ItemPath
+        var record: StoredRecord
+    }
+
+    /// Every item (duplicates included) matching `query` in the app's groups, in a stable order:
+    /// the app's group order, then creation order.
+    private func find(_ query: GenericPasswordQuery) throws(KeychainError) -> [Match] {
+        try Validation.check(query)
+        let groups: [String]
+        if let group = query.accessGroup {
+            try checkEntitlement(group)
+            groups = [group]
+        } else {
+            groups = app.accessGroups
+        }
+        let attributes = SecretServiceSchema.attributes(
+            accessGroup: groups.count == 1 ? groups[0] : nil, service: query.service,
+            account: query.account,
+            synchronizable: query.synchronizable == .any ? nil : query.synchronizable == .yes,
+            accessible: query.accessible)
+        let found = try secretServiceCall { try secretService.search(attributes) }
+        if !found.locked.isEmpty { throw Self.locked }
+        let secrets = try secretServiceCall { try secretService.secrets(at: found.unlocked) }
+        var matches: [Match] = []
+        for path in found.unlocked {
+            // Absent: deleted (or locked) between the search and the read.
+            guard let bytes = secrets[path] else { continue }
+            let record = try StoredRecord.decode(bytes)
+            guard record.secretServiceAttributes.isSuperset(of: attributes),
+                groups.contains(record.key.accessGroup), query.matches(record.attributes)
+            else { continue }
+            matches.append(Match(path: path, record: record))
+        }
+        return matches.sorted { a, b in
+            let (ga, gb) = (
+                groups.firstIndex(of: a.record.key.accessGroup)!,
+                groups.firstIndex(of: b.record.key.accessGroup)!
+            )
+            return ga != gb ? ga < gb : a.path < b.path
+        }
+    }
+
+    /// One item per primary key: the first created, which is the one concurrent adds keep.
+    private static func winners(_ matches: [Match]) -> [Match] {
+        var best: [PrimaryKey: Match] = [:]
+        for match in matches where best[match.record.key].map({ match.path < $0.path }) ?? true {
+            best[match.record.key] = match
+        }
+        return matches.filter { best[$0.record.key]?.path == $0.path }
+    }
+
+    private static func isCacheable(_ query: GenericPasswordQuery) -> Bool {
+        query.service != nil && query.account != nil && query.synchronizable != .any
+    }
+
+    /// One `GetSecrets` round trip on the path this query found last time, validated.
+    private func hotRead(_ query: GenericPasswordQuery) throws(KeychainError) -> StoredRecord? {
+        guard Self.isCacheable(query), let path = pathCache.withLock({ $0[query] }) else {
+            return nil
+        }
+        try Validation.check(query)
+        guard let bytes = try secretServiceCall({ try secretService.secrets(at: [path]) })[path],
+            let record = try? StoredRecord.decode(bytes),
+            app.accessGroups.contains(record.key.accessGroup), query.matches(record.attributes)
+        else {
+            pathCache.withLock { _ = $0.removeValue(forKey: query) }
+            return nil
+        }
+        return record
+    }
+
+    private func create(_ record: StoredRecord, replacing: Bool = false) throws(KeychainError)
+        -> ItemPath
+    {
+        let secret: Data
+        do { secret = try record.encoded() } catch {
+            throw KeychainError(KeychainError.param, "item could not be encoded")
+        }
+        return try secretServiceCall {
+            try secretService.createItem(
+                label: record.secretServiceLabel, attributes: record.secretServiceAttributes,
+                secret: secret, replacing: replacing)
+        }
+    }
+
+    private func checkEntitlement(_ group: String) throws(KeychainError) {
+        guard app.accessGroups.contains(group) else {
+            throw KeychainError(
+                KeychainError.missingEntitlement,
+                "the app is not entitled to access group \(group)")
+        }
+    }
+
+    private func secretServiceCall<R>(_ body: () throws -> R) throws(KeychainError) -> R {
+        do { return try body() } catch let error as SecretServiceError {
+            throw KeychainError(error)
+        } catch {
+            throw KeychainError(KeychainError.notAvailable, "\(error)")
+        }
+    }
+
+    private static func keyAttributes(_ key: PrimaryKey) -> [String: String] {
+        SecretServiceSchema.attributes(
+            accessGroup: key.accessGroup, service: key.service, account: key.account,
+            synchronizable: key.synchronizable, accessible: nil)
+    }
+
+    private static func item(_ record: StoredRecord, returnData: Bool) -> GenericPasswordItem {
+        GenericPasswordItem(attributes: record.attributes, data: returnData ? record.data : nil)
+    }
+
+    /// Now, at the millisecond precision items are stored with.
+    private static func now() -> Date {
+        Date(timeIntervalSince1970: (Date().timeIntervalSince1970 * 1000).rounded(.down) / 1000)
+    }
+
+    static let duplicate = KeychainError(
+        KeychainError.duplicateItem, "an item with this primary key already exists")
+    static let notFound = KeychainError(KeychainError.itemNotFound, "no item matches the query")
+    static let locked = KeychainError(
+        KeychainError.interactionNotAllowed, "the Secret Service collection is locked")
+}
+
+extension Dictionary where Key == String, Value == String {
+    fileprivate func isSuperset(of other: [String: String]) -> Bool {
+        other.allSatisfy { self[$0.key] == $0.value }
+    }
+}
