@@ -29,7 +29,7 @@ let package = Package(
         // Apple-source-compatible surface: SecItem*, kSec* constants, CF aliases.
         .target(name: "Security", dependencies: ["Keychain", "Device"]),
         // The private Secret Service harness and throwaway devices (tests, demo, benchmarks).
-        .target(name: "KeepsakeTestSupport", dependencies: ["SecretService", "Device"]),
+        .target(name: "KeepsakeTestSupport", dependencies: ["SecretService", "Device", "CSecret"]),
         .executableTarget(
             name: "keepsake",
             dependencies: ["Keychain", "Security", "SecretService", "Device", "KeepsakeTestSupport", "CSecret"]),

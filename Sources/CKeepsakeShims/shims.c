@@ -72,23 +72,41 @@ gboolean keepsake_service_search(SecretService *service, unsigned count, const c
 
 KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const char *const *paths,
                                                  GCancellable *cancellable, GError **error) {
-    GHashTable *table = secret_service_get_secrets_for_dbus_paths_sync(
-        service, (const gchar **)paths, cancellable, error);
-    if (table == NULL) return NULL;
-    KeepsakeSecretList *list = g_new0(KeepsakeSecretList, 1);
-    list->count = g_hash_table_size(table);
-    list->paths = g_new0(gchar *, list->count + 1);
-    list->values = g_new0(SecretValue *, list->count + 1);
-    GHashTableIter iter;
-    gpointer key, value;
-    unsigned i = 0;
-    g_hash_table_iter_init(&iter, table);
-    while (g_hash_table_iter_next(&iter, &key, &value)) {
-        list->paths[i] = g_strdup(key);
-        list->values[i] = secret_value_ref(value);
-        i++;
+    // One GetSecrets call on the proxy, without libsecret's per-call main loop; the secrets are
+    // decoded with libsecret's session (secret_service_decode_dbus_secret).
+    const gchar *session = secret_service_get_session_dbus_path(service);
+    if (session == NULL) {
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "no open session");
+        return NULL;
     }
-    g_hash_table_unref(table);
+    guint requested = 0;
+    while (paths[requested] != NULL) requested++;
+    GVariant *reply = g_dbus_proxy_call_sync(
+        G_DBUS_PROXY(service), "GetSecrets",
+        g_variant_new("(@ao&o)", g_variant_new_objv((const gchar *const *)paths, requested), session),
+        G_DBUS_CALL_FLAGS_NO_AUTO_START, -1, cancellable, error);
+    if (reply == NULL) return NULL;
+    GVariant *secrets = g_variant_get_child_value(reply, 0);
+    gsize count = g_variant_n_children(secrets);
+    KeepsakeSecretList *list = g_new0(KeepsakeSecretList, 1);
+    list->paths = g_new0(gchar *, count + 1);
+    list->values = g_new0(SecretValue *, count + 1);
+    for (gsize i = 0; i < count; i++) {
+        GVariant *entry = g_variant_get_child_value(secrets, i);
+        GVariant *path = g_variant_get_child_value(entry, 0);
+        GVariant *secret = g_variant_get_child_value(entry, 1);
+        SecretValue *value = secret_service_decode_dbus_secret(service, secret);
+        if (value != NULL) {
+            list->paths[list->count] = g_variant_dup_string(path, NULL);
+            list->values[list->count] = value;
+            list->count++;
+        }
+        g_variant_unref(secret);
+        g_variant_unref(path);
+        g_variant_unref(entry);
+    }
+    g_variant_unref(secrets);
+    g_variant_unref(reply);
     return list;
 }
 

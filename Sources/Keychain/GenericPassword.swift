@@ -50,7 +50,7 @@ public enum SynchronizableMatch: Sendable, Hashable {
 /// The attributes of one generic-password item (`kSecClassGenericPassword`).
 ///
 /// Primary key: access group + service + account + synchronizable.
-public struct GenericPasswordAttributes: Sendable, Hashable, Codable {
+public struct GenericPasswordAttributes: Sendable, Hashable {
     public var service: String
     public var account: String
     /// nil when adding = the app's first access group.

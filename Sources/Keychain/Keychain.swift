@@ -153,11 +153,11 @@ public final class Keychain: Sendable {
 
     /// Deletes every item matching `query`. Mirrors `SecItemDelete`.
     public func delete(matching query: GenericPasswordQuery) throws(KeychainError) {
-        let matches = try find(query)
-        guard !matches.isEmpty else { throw Self.notFound }
-        for match in matches {
+        let paths = try findPaths(query)
+        guard !paths.isEmpty else { throw Self.notFound }
+        for path in paths {
             do {
-                try secretService.deleteItem(at: match.path)
+                try secretService.deleteItem(at: path)
             } catch where error.code == .noSuchObject {
                 continue  // deleted concurrently: the outcome is the same
             } catch {
@@ -173,9 +173,10 @@ public final class Keychain: Sendable {
         var record: StoredRecord
     }
 
-    /// Every item (duplicates included) matching `query` in the app's groups, in a stable order:
-    /// the app's group order, then creation order.
-    private func find(_ query: GenericPasswordQuery) throws(KeychainError) -> [Match] {
+    /// The groups a query searches, and the Secret Service attributes that select its items.
+    private func index(_ query: GenericPasswordQuery) throws(KeychainError)
+        -> (groups: [String], attributes: [String: String])
+    {
         try Validation.check(query)
         let groups: [String]
         if let group = query.accessGroup {
@@ -189,6 +190,26 @@ public final class Keychain: Sendable {
             account: query.account,
             synchronizable: query.synchronizable == .any ? nil : query.synchronizable == .yes,
             accessible: query.accessible)
+        return (groups, attributes)
+    }
+
+    /// The paths of every item matching `query`. When the clear index alone decides the match
+    /// (one group, no label/comment/description/generic condition) no secret is read.
+    private func findPaths(_ query: GenericPasswordQuery) throws(KeychainError) -> [ItemPath] {
+        let (groups, attributes) = try index(query)
+        let indexDecides =
+            groups.count == 1 && query.label == nil && query.comment == nil
+            && query.itemDescription == nil && query.generic == nil
+        guard indexDecides else { return try find(query).map(\.path) }
+        let found = try secretServiceCall { try secretService.search(attributes) }
+        if !found.locked.isEmpty { throw Self.locked }
+        return found.unlocked
+    }
+
+    /// Every item (duplicates included) matching `query` in the app's groups, in a stable order:
+    /// the app's group order, then creation order.
+    private func find(_ query: GenericPasswordQuery) throws(KeychainError) -> [Match] {
+        let (groups, attributes) = try index(query)
         let found = try secretServiceCall { try secretService.search(attributes) }
         if !found.locked.isEmpty { throw Self.locked }
         let secrets = try secretServiceCall { try secretService.secrets(at: found.unlocked) }
@@ -243,10 +264,7 @@ public final class Keychain: Sendable {
     private func create(_ record: StoredRecord, replacing: Bool = false) throws(KeychainError)
         -> ItemPath
     {
-        let secret: Data
-        do { secret = try record.encoded() } catch {
-            throw KeychainError(KeychainError.param, "item could not be encoded")
-        }
+        let secret = record.encoded()
         return try secretServiceCall {
             try secretService.createItem(
                 label: record.secretServiceLabel, attributes: record.secretServiceAttributes,

@@ -1,6 +1,46 @@
-import KeepsakeTestSupport
 import Foundation
-print("starting")
-let s = try PrivateSecretService.start()
-print("started", s.busAddress)
-print(try s.connection().search(["a": "b"]))
+import Keychain
+import SecretService
+
+/// `keepsake`: parse, run, print; failures name their status on standard error.
+func main() -> Int32 {
+    do {
+        let arguments = try Arguments.fromProcess()
+        let words = arguments.words
+        guard let command = words.first, !arguments.has("help") else {
+            Output.line(usage)
+            return words.isEmpty && !arguments.has("help") ? 2 : 0
+        }
+        let context = try Context(arguments)
+        let verb = words.dropFirst().first
+        switch command {
+        case "keychain": try KeychainCommand.run(verb, context)
+        case "app": try AppCommand.run(verb, context)
+        case "demo": try DemoCommand.run(context)
+        case "bench": try BenchCommand.run(verb, context)
+        default: throw CommandError.usage("unknown command \(command)\n\(usage)")
+        }
+        return 0
+    } catch let error as CommandError {
+        Output.error("keepsake: \(error.statusName): \(error.message)")
+        return error.exitCode
+    } catch let error as KeychainError {
+        Output.error("keepsake: \(error.statusName): \(error.message)")
+        return 1
+    } catch {
+        Output.error("keepsake: \(error)")
+        return 1
+    }
+}
+
+let usage = """
+    usage: keepsake [--app-id ID] [--container DIR] [--device-dir DIR] [--cloud DIR] COMMAND
+      keychain add|get|update|delete|list --service S [--account A] [--sync yes|no|any]
+                                          [--accessible CLASS] [--label L] [--access-group G]
+      app uninstall
+      demo
+      bench keychain [--items N]
+    Secrets are read from standard input and written raw to standard output.
+    """
+
+exit(main())

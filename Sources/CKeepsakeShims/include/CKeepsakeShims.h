@@ -24,7 +24,7 @@ typedef struct {
     SecretValue **values;
 } KeepsakeSecretList;
 
-/// Why: flattens the GHashTable path -> SecretValue that GetSecrets returns.
+/// Why: one GetSecrets round trip without libsecret's per-call main loop, GVariant flattened.
 KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const char *const *paths,
                                                  GCancellable *cancellable, GError **error);
 void keepsake_secret_list_free(KeepsakeSecretList *list);

@@ -1,0 +1,85 @@
+import Foundation
+
+/// The command line, split into words, global options and subcommand options.
+///
+/// Arguments are decoded as strict UTF-8: a non-UTF-8 argument is refused (`errSecParam`) rather
+/// than silently repaired into another string.
+struct Arguments {
+    /// Words that are not options (`keychain`, `add`).
+    private(set) var words: [String] = []
+    /// Options with their values; a repeated option keeps every value.
+    private(set) var options: [String: [String]] = [:]
+    /// Options without a value (`--all`, `--backup`).
+    private(set) var flags: Set<String> = []
+
+    static let flagNames: Set<String> = ["all", "backup", "help"]
+
+    static func fromProcess() throws(CommandError) -> Arguments {
+        var raw: [String] = []
+        for index in 1..<Int(CommandLine.argc) {
+            guard let pointer = CommandLine.unsafeArgv[index],
+                let string = String(validatingCString: pointer)
+            else {
+                throw CommandError.param("argument \(index) is not valid UTF-8")
+            }
+            raw.append(string)
+        }
+        return try Arguments(raw)
+    }
+
+    init(_ raw: [String]) throws(CommandError) {
+        var index = 0
+        while index < raw.count {
+            let word = raw[index]
+            if word.hasPrefix("--") {
+                var name = String(word.dropFirst(2))
+                var value: String?
+                if let equals = name.firstIndex(of: "=") {
+                    value = String(name[name.index(after: equals)...])
+                    name = String(name[..<equals])
+                }
+                if Self.flagNames.contains(name) && value == nil {
+                    flags.insert(name)
+                } else {
+                    if value == nil {
+                        index += 1
+                        guard index < raw.count else {
+                            throw CommandError.usage("--\(name) needs a value")
+                        }
+                        value = raw[index]
+                    }
+                    options[name, default: []].append(value!)
+                }
+            } else {
+                words.append(word)
+            }
+            index += 1
+        }
+    }
+
+    func value(_ name: String) -> String? { options[name]?.last }
+    func values(_ name: String) -> [String] { options[name] ?? [] }
+    func has(_ flag: String) -> Bool { flags.contains(flag) }
+
+    /// Fails on any option the command does not know, so a typo never goes unnoticed.
+    func allowOnly(_ names: Set<String>) throws(CommandError) {
+        let global: Set<String> = ["app-id", "container", "device-dir", "cloud", "entitled-group"]
+        for name in Set(options.keys).union(flags) where !names.contains(name) && !global.contains(name) {
+            throw CommandError.usage("unknown option --\(name)")
+        }
+    }
+}
+
+/// A command-line failure: the status name goes to standard error, the exit code is non-zero.
+struct CommandError: Error {
+    var statusName: String
+    var message: String
+    var exitCode: Int32 = 1
+
+    static func usage(_ message: String) -> CommandError {
+        CommandError(statusName: "usage", message: message, exitCode: 2)
+    }
+    static func param(_ message: String) -> CommandError {
+        CommandError(statusName: "errSecParam (-50)", message: message)
+    }
+}

@@ -1,0 +1,118 @@
+import Device
+import Foundation
+import KeepsakeTestSupport
+import Keychain
+
+/// `keepsake bench keychain [--items N]`: Keepsake against libsecret's own convenience calls, on
+/// one private Secret Service, in one run, interleaved so both see the same keyring size.
+enum BenchCommand {
+    static func run(_ verb: String?, _ context: Context) throws {
+        try context.arguments.allowOnly(["items", "rounds"])
+        guard verb == "keychain" else { throw CommandError.usage("bench keychain [--items N]") }
+        let items = Int(context.arguments.value("items") ?? "1000") ?? 1000
+        let rounds = Int(context.arguments.value("rounds") ?? "300") ?? 300
+        try KeychainBenchmark(items: items, rounds: rounds).run()
+    }
+}
+
+struct KeychainBenchmark {
+    let items: Int
+    let rounds: Int
+
+    func run() throws {
+        let service = try PrivateSecretService.start()
+        defer { service.stop() }
+        // libsecret's convenience calls use the default session bus: point it at the private one
+        // before their first use.
+        setenv("DBUS_SESSION_BUS_ADDRESS", service.busAddress, 1)
+        let app = try ThrowawayApp.make(id: "com.example.bench")
+        let keychain = Keychain(app: app, secretService: service.connection())
+        let secret = Data(repeating: 0x42, count: 64)
+        let clock = ContinuousClock()
+        func time(_ body: () throws -> Void) rethrows -> Duration {
+            let start = clock.now
+            try body()
+            return clock.now - start
+        }
+        print("keepsake bench keychain: \(items) items, \(rounds) rounds, private gnome-keyring")
+
+        // Add, interleaved one for one.
+        var keepsakeAdd = Duration.zero
+        var libsecretAdd = Duration.zero
+        for index in 0..<items {
+            keepsakeAdd += try time {
+                try keychain.add(
+                    GenericPasswordAttributes(service: "bench", account: "k\(index)"), data: secret)
+            }
+            libsecretAdd += try time {
+                try LibsecretBaseline.store(
+                    ["service": "baseline", "account": "l\(index)"], label: "baseline", secret: secret)
+            }
+        }
+
+        // Hot read of one item.
+        let query = GenericPasswordQuery(service: "bench", account: "k0")
+        _ = try keychain.data(matching: query)
+        try LibsecretBaseline.lookup(["service": "baseline", "account": "l0"])
+        var keepsakeRead = Duration.zero
+        var libsecretRead = Duration.zero
+        for _ in 0..<rounds {
+            keepsakeRead += try time { _ = try keychain.data(matching: query) }
+            libsecretRead += try time {
+                try LibsecretBaseline.lookup(["service": "baseline", "account": "l0"])
+            }
+        }
+
+        // Read all items with their secrets.
+        var keepsakeAll = Duration.zero
+        var libsecretAll = Duration.zero
+        for _ in 0..<3 {
+            keepsakeAll += try time {
+                let all = try keychain.items(
+                    matching: GenericPasswordQuery(service: "bench"), limit: .all)
+                precondition(all.count == items)
+            }
+            libsecretAll += try time {
+                let found = try LibsecretBaseline.searchLoadingSecrets(["service": "baseline"])
+                precondition(found == items)
+            }
+        }
+
+        // Delete, interleaved.
+        var keepsakeDelete = Duration.zero
+        var libsecretDelete = Duration.zero
+        for index in 0..<min(items, rounds) {
+            keepsakeDelete += try time {
+                try keychain.delete(matching: GenericPasswordQuery(service: "bench", account: "k\(index)"))
+            }
+            libsecretDelete += try time {
+                try LibsecretBaseline.clear(["service": "baseline", "account": "l\(index)"])
+            }
+        }
+
+        let deletes = min(items, rounds)
+        report("add (per item)", keepsakeAdd / items, libsecretAdd / items, "≤ 1.2×", limit: 1.2)
+        report("hot read of one item", keepsakeRead / rounds, libsecretRead / rounds, "≤ 0.5×", limit: 0.5)
+        report(
+            "read all \(items) (per item)", keepsakeAll / (3 * items), libsecretAll / (3 * items),
+            "≤ 0.1× (≥ 10× faster)", limit: 0.1)
+        report("delete (per item)", keepsakeDelete / deletes, libsecretDelete / deletes, "≤ 1.2×", limit: 1.2)
+    }
+
+    private func report(
+        _ name: String, _ keepsake: Duration, _ libsecret: Duration, _ target: String, limit: Double
+    ) {
+        let ratio = seconds(keepsake) / seconds(libsecret)
+        let verdict = ratio <= limit ? "ok" : "MISSED"
+        print(
+            "\(name.padding(toLength: 28, withPad: " ", startingAt: 0))"
+                + " keepsake \(format(keepsake))  libsecret \(format(libsecret))"
+                + "  ratio \(String(format: "%.3f", ratio))×  target \(target)  \(verdict)")
+    }
+
+    private func seconds(_ d: Duration) -> Double {
+        Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+    }
+
+    private func format(_ d: Duration) -> String { String(format: "%8.3f ms", seconds(d) * 1000) }
+}

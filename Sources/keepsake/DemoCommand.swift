@@ -1,0 +1,1 @@
+enum DemoCommand { static func run(_ c: Context) throws {} }
