@@ -80,6 +80,17 @@ public final class PrivateSecretService: @unchecked Sendable {
           <type>session</type>
           <listen>\(busAddress)</listen>
           <auth>EXTERNAL</auth>
+          <!-- The limits of Debian's standard session.conf: without them dbus-daemon allows only
+               128 outstanding calls per connection, and libsecret's searches of many items fail. -->
+          <limit name="max_incoming_bytes">1000000000</limit>
+          <limit name="max_outgoing_bytes">1000000000</limit>
+          <limit name="max_message_size">1000000000</limit>
+          <limit name="max_completed_connections">100000</limit>
+          <limit name="max_incomplete_connections">10000</limit>
+          <limit name="max_connections_per_user">100000</limit>
+          <limit name="max_names_per_connection">50000</limit>
+          <limit name="max_match_rules_per_connection">50000</limit>
+          <limit name="max_replies_per_connection">50000</limit>
           <policy context="default">
             <allow send_destination="*" eavesdrop="true"/>
             <allow eavesdrop="true"/>

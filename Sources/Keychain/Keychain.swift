@@ -96,6 +96,16 @@ public final class Keychain: Sendable {
         try item(matching: query).data ?? Data()
     }
 
+    /// The secret of the first item matching `query`, or nil when there is none.
+    public func dataIfPresent(matching query: GenericPasswordQuery) throws(KeychainError) -> Data? {
+        do {
+            return try data(matching: query)
+        } catch {
+            if error.status == KeychainError.itemNotFound { return nil }
+            throw error
+        }
+    }
+
     // MARK: - Update
 
     /// Changes every item matching `query`. Mirrors `SecItemUpdate`: the creation date is kept,
@@ -313,5 +323,13 @@ public final class Keychain: Sendable {
 extension Dictionary where Key == String, Value == String {
     fileprivate func isSuperset(of other: [String: String]) -> Bool {
         other.allSatisfy { self[$0.key] == $0.value }
+    }
+}
+
+extension Keychain {
+    /// Test hook: makes the hot-read cache point `query` at `path`, as a stale or reused path
+    /// would, so tests can show such a path never yields another item's secret.
+    func rememberPath(_ path: ItemPath, for query: GenericPasswordQuery) {
+        pathCache.withLock { $0[query] = path }
     }
 }

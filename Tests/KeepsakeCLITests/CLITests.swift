@@ -1,0 +1,170 @@
+import Foundation
+import KeepsakeTestSupport
+import Testing
+
+/// The built `keepsake` executable, beside the test bundle.
+let keepsakeExecutable = URL(fileURLWithPath: CommandLine.arguments[0])
+    .deletingLastPathComponent().appendingPathComponent("keepsake")
+
+struct Run {
+    var status: Int32
+    var stdout: Data
+    var stderr: String
+    var text: String { String(decoding: stdout, as: UTF8.self) }
+}
+
+/// Runs `keepsake` with `arguments` against `service`, feeding `input` on standard input.
+func keepsake(
+    _ arguments: [String], input: Data = Data(), service: PrivateSecretService?,
+    environment extra: [String: String] = [:]
+) throws -> Run {
+    let process = Process()
+    process.executableURL = keepsakeExecutable
+    process.arguments = arguments
+    var environment = service?.environment ?? ProcessInfo.processInfo.environment
+    if service == nil { environment.removeValue(forKey: "DBUS_SESSION_BUS_ADDRESS") }
+    environment.merge(extra) { $1 }
+    process.environment = environment
+    let stdin = Pipe()
+    let stdout = Pipe()
+    let stderr = Pipe()
+    process.standardInput = stdin
+    process.standardOutput = stdout
+    process.standardError = stderr
+    try process.run()
+    stdin.fileHandleForWriting.write(input)
+    try stdin.fileHandleForWriting.close()
+    let out = stdout.fileHandleForReading.readDataToEndOfFile()
+    let err = stderr.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return Run(status: process.terminationStatus, stdout: out, stderr: String(decoding: err, as: UTF8.self))
+}
+
+@Suite("keepsake command line")
+struct CLITests {
+    @Test("keychain add, get, list, update and delete round-trip through the CLI")
+    func roundTrip() throws {
+        let service = try PrivateSecretService.shared()
+        let app = ["--app-id", "com.example.cli\(UUID().uuidString.prefix(6).lowercased())"]
+        let s = ["--service", "svc", "--account", "alice"]
+        #expect(try keepsake(["keychain", "add"] + s + app, input: Data([0, 1, 255]), service: service).status == 0)
+        #expect(try keepsake(["keychain", "get"] + s + app, service: service).stdout == Data([0, 1, 255]))
+        // Global options may stand before the subcommand too.
+        let list = try keepsake(app + ["keychain", "list", "--service", "svc"], service: service)
+        #expect(list.status == 0)
+        let items = try #require(try JSONSerialization.jsonObject(with: list.stdout) as? [[String: Any]])
+        #expect(items.count == 1)
+        #expect(items[0]["account"] as? String == "alice")
+        #expect(items[0]["accessible"] as? String == "when-unlocked")
+        #expect(items[0]["data"] == nil && !list.text.contains("AAH/"))
+        #expect(try keepsake(["keychain", "update", "--label", "L"] + s + app, input: Data("new".utf8), service: service).status == 0)
+        #expect(try keepsake(["keychain", "get"] + s + app, service: service).text == "new")
+        #expect(try keepsake(["keychain", "delete"] + s + app, service: service).status == 0)
+        let gone = try keepsake(["keychain", "get"] + s + app, service: service)
+        #expect(gone.status != 0)
+        #expect(gone.stderr.contains("errSecItemNotFound (-25300)"))
+    }
+
+    @Test("failures exit non-zero and name the status on standard error")
+    func failuresNameTheirStatus() throws {
+        let service = try PrivateSecretService.shared()
+        let app = ["--app-id", "com.example.cli\(UUID().uuidString.prefix(6).lowercased())"]
+        let s = ["--service", "svc", "--account", "a"]
+        #expect(try keepsake(["keychain", "add"] + s + app, input: Data("1".utf8), service: service).status == 0)
+        let duplicate = try keepsake(["keychain", "add"] + s + app, input: Data("2".utf8), service: service)
+        #expect(duplicate.status == 1)
+        #expect(duplicate.stderr.contains("errSecDuplicateItem (-25299)"))
+        let thisDevice = try keepsake(
+            ["keychain", "add", "--sync", "yes", "--accessible", "after-first-unlock-this-device-only"] + ["--service", "t"] + app,
+            service: service)
+        #expect(thisDevice.stderr.contains("errSecParam (-50)"))
+        let entitlement = try keepsake(["keychain", "get", "--access-group", "other.group"] + s + app, service: service)
+        #expect(entitlement.stderr.contains("errSecMissingEntitlement (-34018)"))
+        let unknown = try keepsake(["keychain", "get", "--colour", "red"] + s + app, service: service)
+        #expect(unknown.status == 2)
+        let noService = try keepsake(["keychain", "get"] + s + app, service: nil)
+        #expect(noService.stderr.contains("errSecNotAvailable (-25291)"))
+    }
+
+    @Test("a secret never appears in an error message")
+    func secretsStayOutOfErrors() throws {
+        let service = try PrivateSecretService.shared()
+        let app = ["--app-id", "com.example.cli\(UUID().uuidString.prefix(6).lowercased())"]
+        let secret = "hunter2-\(UUID().uuidString)"
+        let s = ["--service", "svc", "--account", "a"]
+        _ = try keepsake(["keychain", "add"] + s + app, input: Data(secret.utf8), service: service)
+        let duplicate = try keepsake(["keychain", "add"] + s + app, input: Data(secret.utf8), service: service)
+        #expect(!duplicate.stderr.contains(secret))
+        let oversize = try keepsake(["keychain", "add", "--service", "big"] + app, input: Data(repeating: 65, count: 70_000), service: service)
+        #expect(oversize.stderr.contains("errSecParam"))
+        #expect(!oversize.stderr.contains("AAAAAAAA"))
+    }
+
+    @Test("an argument that is not UTF-8 is refused with errSecParam")
+    func nonUTF8Argument() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "\"$0\" keychain get --service \"$(printf 'x\\377')\"", keepsakeExecutable.path]
+        let stderr = Pipe()
+        process.standardError = stderr
+        try process.run()
+        let text = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 1)
+        #expect(text.contains("errSecParam (-50)"))
+    }
+
+    @Test("app uninstall deletes the container; the Keychain item survives a reinstall")
+    func uninstallKeepsKeychain() throws {
+        let service = try PrivateSecretService.shared()
+        let container = FileManager.default.temporaryDirectory.appendingPathComponent("c-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: container, withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: container.appendingPathComponent("prefs.xml"))
+        let app = ["--app-id", "com.example.cli\(UUID().uuidString.prefix(6).lowercased())", "--container", container.path]
+        let s = ["--service", "hint", "--account", "a"]
+        #expect(try keepsake(["keychain", "add"] + s + app, input: Data("kept".utf8), service: service).status == 0)
+        #expect(try keepsake(["app", "uninstall"] + app, service: service).status == 0)
+        #expect(!FileManager.default.fileExists(atPath: container.path))
+        #expect(try keepsake(["keychain", "get"] + s + app, service: service).text == "kept")
+    }
+
+    @Test("several processes adding one primary key at once leave exactly one item")
+    func concurrentProcesses() throws {
+        let service = try PrivateSecretService.shared()
+        let app = ["--app-id", "com.example.cli\(UUID().uuidString.prefix(6).lowercased())"]
+        let s = ["--service", "race", "--account", "a"]
+        let statuses = try (0..<8).map { index -> (Process, Pipe) in
+            let process = Process()
+            process.executableURL = keepsakeExecutable
+            process.arguments = ["keychain", "add"] + s + app
+            process.environment = service.environment
+            let input = Pipe()
+            process.standardInput = input
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            return (process, input)
+        }.map { process, input in
+            input.fileHandleForWriting.write(Data("writer".utf8))
+            try? input.fileHandleForWriting.close()
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+        #expect(statuses.filter { $0 == 0 }.count == 1)
+        let list = try keepsake(["keychain", "list", "--service", "race"] + app, service: service)
+        let items = try #require(try JSONSerialization.jsonObject(with: list.stdout) as? [Any])
+        #expect(items.count == 1)
+        #expect(try service.connection().search(["service": "race", "access-group": app[1]]).unlocked.count == 1)
+    }
+
+    @Test("keepsake demo tells the uninstall story on its own private Secret Service")
+    func demo() throws {
+        let run = try keepsake(["demo"], service: nil)
+        #expect(run.status == 0, "\(run.stderr)")
+        let text = run.text
+        #expect(text.contains("Your own keyring is never touched."))
+        #expect(text.contains("container: settings.json"))
+        #expect(text.contains("container: (gone)"))
+        #expect(text.contains("keychain:  com.example.wallet.recovery / hint"))
+        #expect(text.components(separatedBy: "Welcome back, your last wallet is 0x8A…3F.").count == 3)
+    }
+}

@@ -1,0 +1,240 @@
+import Device
+import Foundation
+import KeepsakeTestSupport
+import SecretService
+import Synchronization
+import Testing
+
+@testable import Keychain
+
+private func makeKeychain(_ service: PrivateSecretService? = nil, groups: [String]? = nil) throws
+    -> Keychain
+{
+    let secretService = try service ?? PrivateSecretService.shared()
+    return Keychain(
+        app: try ThrowawayApp.make(accessGroups: groups), secretService: secretService.connection())
+}
+
+private func status(_ body: () throws -> Void) -> Int32 {
+    do {
+        try body()
+        return 0
+    } catch let error as KeychainError {
+        return error.status
+    } catch {
+        return Int32.min
+    }
+}
+
+@Suite("Keychain behaviour on a shared private gnome-keyring")
+struct KeychainBehaviourTests {
+    @Test("update keeps the creation date and moves the modification date")
+    func dates() throws {
+        let keychain = try makeKeychain()
+        let service = UUID().uuidString
+        try keychain.add(GenericPasswordAttributes(service: service, account: "a"), data: Data("1".utf8))
+        let before = try keychain.item(matching: GenericPasswordQuery(service: service)).attributes
+        Thread.sleep(forTimeInterval: 0.01)
+        try keychain.update(
+            matching: GenericPasswordQuery(service: service),
+            with: GenericPasswordChanges(label: "new", data: Data("2".utf8)))
+        let after = try keychain.item(matching: GenericPasswordQuery(service: service))
+        #expect(after.attributes.creationDate == before.creationDate)
+        #expect(after.attributes.modificationDate! > before.modificationDate!)
+        #expect(after.attributes.label == "new")
+        #expect(after.data == Data("2".utf8))
+    }
+
+    @Test("a cached path that now holds another item never yields that item's secret")
+    func stalePathIsValidated() throws {
+        let keychain = try makeKeychain()
+        let service = UUID().uuidString
+        try keychain.add(GenericPasswordAttributes(service: service, account: "mine"), data: Data("mine".utf8))
+        try keychain.add(GenericPasswordAttributes(service: service, account: "other"), data: Data("other".utf8))
+        let otherPath = try keychain.secretService.search(["service": service, "account": "other"]).unlocked[0]
+        let query = GenericPasswordQuery(service: service, account: "mine")
+        keychain.rememberPath(otherPath, for: query)
+        #expect(try keychain.data(matching: query) == Data("mine".utf8))
+        // And a path that no longer exists falls back to a search.
+        let gone = GenericPasswordQuery(service: service, account: "nobody")
+        keychain.rememberPath(otherPath, for: gone)
+        #expect(status { _ = try keychain.data(matching: gone) } == KeychainError.itemNotFound)
+    }
+
+    @Test("a hot read sees another process's update and rename")
+    func hotReadSeesOtherWriters() throws {
+        let reader = try makeKeychain()
+        let writer = Keychain(app: reader.app, secretService: try PrivateSecretService.shared().connection())
+        let service = UUID().uuidString
+        let query = GenericPasswordQuery(service: service, account: "a")
+        try writer.add(GenericPasswordAttributes(service: service, account: "a"), data: Data("1".utf8))
+        #expect(try reader.data(matching: query) == Data("1".utf8))
+        try writer.update(matching: query, with: GenericPasswordChanges(data: Data("2".utf8)))
+        #expect(try reader.data(matching: query) == Data("2".utf8))
+        try writer.update(matching: query, with: GenericPasswordChanges(account: "b"))
+        #expect(status { _ = try reader.data(matching: query) } == KeychainError.itemNotFound)
+    }
+
+    @Test("concurrent adds of one primary key leave exactly one item, and every query returns it")
+    func concurrentAddsOfOneKey() throws {
+        let shared = try PrivateSecretService.shared()
+        let app = try ThrowawayApp.make()
+        let service = UUID().uuidString
+        let statuses = Mutex<[Int32]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { index in
+            // Separate connections, as separate processes would have.
+            let keychain = Keychain(app: app, secretService: shared.connection())
+            let result = status {
+                try keychain.add(
+                    GenericPasswordAttributes(service: service, account: "same"),
+                    data: Data("writer \(index)".utf8))
+            }
+            statuses.withLock { $0.append(result) }
+        }
+        let results = statuses.withLock { $0 }
+        #expect(results.filter { $0 == 0 }.count == 1)
+        #expect(results.filter { $0 == KeychainError.duplicateItem }.count == 7)
+        let index = try shared.connection().search(["service": service])
+        #expect(index.unlocked.count == 1)
+        let keychain = Keychain(app: app, secretService: shared.connection())
+        let first = try keychain.data(matching: GenericPasswordQuery(service: service, account: "same"))
+        for _ in 0..<3 {
+            let fresh = Keychain(app: app, secretService: shared.connection())
+            #expect(try fresh.data(matching: GenericPasswordQuery(service: service, account: "same")) == first)
+        }
+    }
+
+    @Test("threads of one process share one Keychain freely")
+    func threadsShareOneKeychain() throws {
+        let keychain = try makeKeychain()
+        let service = UUID().uuidString
+        let failures = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { thread in
+            for round in 0..<10 {
+                let account = "t\(thread)-\(round)"
+                let query = GenericPasswordQuery(service: service, account: account)
+                do {
+                    try keychain.add(GenericPasswordAttributes(service: service, account: account), data: Data(account.utf8))
+                    guard try keychain.data(matching: query) == Data(account.utf8) else {
+                        failures.withLock { $0.append("wrong data for \(account)") }
+                        continue
+                    }
+                    try keychain.update(matching: query, with: GenericPasswordChanges(data: Data("x".utf8)))
+                    if round % 2 == 0 { try keychain.delete(matching: query) }
+                } catch {
+                    failures.withLock { $0.append("\(account): \(error)") }
+                }
+            }
+        }
+        #expect(failures.withLock { $0 } == [])
+        let left = try keychain.items(matching: GenericPasswordQuery(service: service), limit: .all)
+        #expect(left.count == 40)
+        #expect(left.allSatisfy { $0.data == Data("x".utf8) })
+    }
+
+    @Test("an item that is not a Keepsake record answers errSecDecode, never wrong bytes")
+    func foreignRecordIsRefused() throws {
+        let keychain = try makeKeychain()
+        let service = UUID().uuidString
+        _ = try keychain.secretService.createItem(
+            label: "forged",
+            attributes: [
+                "xdg:schema": "org.keepsake.GenericPassword", "service": service, "account": "a",
+                "access-group": keychain.app.accessGroups[0], "synchronizable": "false",
+                "accessible": "ak", "keepsake-id": "x",
+            ], secret: Data("KSK1 not a record".utf8))
+        #expect(
+            status { _ = try keychain.data(matching: GenericPasswordQuery(service: service, account: "a")) }
+                == KeychainError.decode)
+    }
+
+    @Test("items are found by secret-tool under the documented schema and attribute names")
+    func secretToolFindsItems() throws {
+        let shared = try PrivateSecretService.shared()
+        let keychain = Keychain(app: try ThrowawayApp.make(), secretService: shared.connection())
+        let service = "st-" + UUID().uuidString
+        try keychain.add(GenericPasswordAttributes(service: service, account: "alice"), data: Data("pw".utf8))
+        let tool = Process()
+        tool.executableURL = URL(fileURLWithPath: "/usr/bin/secret-tool")
+        tool.arguments = ["search", "--all", "service", service]
+        tool.environment = shared.environment
+        let output = Pipe()
+        tool.standardOutput = output
+        tool.standardError = output
+        try tool.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        tool.waitUntilExit()
+        #expect(text.contains("schema = org.keepsake.GenericPassword"))
+        #expect(text.contains("attribute.account = alice"))
+        #expect(text.contains("attribute.access-group = \(keychain.app.accessGroups[0])"))
+    }
+
+    @Test("a failed add leaves the store exactly as it was")
+    func failedAddChangesNothing() throws {
+        let keychain = try makeKeychain()
+        let service = UUID().uuidString
+        try keychain.add(GenericPasswordAttributes(service: service, account: "a"), data: Data("1".utf8))
+        let before = try keychain.secretService.search(["service": service])
+        #expect(status { try keychain.add(GenericPasswordAttributes(service: service, account: "a"), data: Data("2".utf8)) } == KeychainError.duplicateItem)
+        #expect(status { try keychain.add(GenericPasswordAttributes(service: service, account: "b"), data: Data(count: Keychain.maximumDataSize + 1)) } == KeychainError.param)
+        #expect(status { try keychain.add(GenericPasswordAttributes(service: service, account: "c", synchronizable: true, accessible: .afterFirstUnlockThisDeviceOnly), data: Data()) } == KeychainError.param)
+        #expect(try keychain.secretService.search(["service": service]) == before)
+        #expect(try keychain.data(matching: GenericPasswordQuery(service: service, account: "a")) == Data("1".utf8))
+    }
+}
+
+@Suite("Keychain when the Secret Service is unavailable, locked or restarted", .serialized)
+struct KeychainAvailabilityTests {
+    @Test("a killed Secret Service answers errSecNotAvailable within the bound")
+    func killed() throws {
+        let service = try PrivateSecretService.start()
+        let keychain = Keychain(app: try ThrowawayApp.make(), secretService: service.connection(timeout: .seconds(1)))
+        service.kill()
+        let start = ContinuousClock.now
+        #expect(status { _ = try keychain.data(matching: GenericPasswordQuery(service: "s", account: "a")) } == KeychainError.notAvailable)
+        #expect(status { try keychain.add(GenericPasswordAttributes(service: "s", account: "a"), data: Data()) } == KeychainError.notAvailable)
+        #expect(ContinuousClock.now - start < .seconds(3))
+    }
+
+    @Test("a frozen Secret Service answers errSecNotAvailable within the bound, never a hang")
+    func frozen() throws {
+        let service = try PrivateSecretService.start()
+        let keychain = Keychain(app: try ThrowawayApp.make(), secretService: service.connection(timeout: .milliseconds(800)))
+        try keychain.add(GenericPasswordAttributes(service: "s", account: "a"), data: Data("1".utf8))
+        service.freeze()
+        defer { service.thaw() }
+        let start = ContinuousClock.now
+        let result = status { _ = try keychain.data(matching: GenericPasswordQuery(service: "s", account: "a")) }
+        #expect(result == KeychainError.notAvailable)
+        #expect(ContinuousClock.now - start < .seconds(2))
+    }
+
+    @Test("no session bus at all answers errSecNotAvailable")
+    func noBus() throws {
+        let keychain = Keychain(app: try ThrowawayApp.make(), secretService: SecretServiceConnection(busAddress: nil))
+        #expect(status { _ = try keychain.data(matching: GenericPasswordQuery(service: "s")) } == KeychainError.notAvailable)
+    }
+
+    @Test("a locked collection answers errSecInteractionNotAllowed; after unlock all is readable")
+    func locked() throws {
+        let service = try PrivateSecretService.start()
+        let keychain = Keychain(app: try ThrowawayApp.make(), secretService: service.connection())
+        try keychain.add(GenericPasswordAttributes(service: "s", account: "a"), data: Data("1".utf8))
+        try service.lock()
+        let query = GenericPasswordQuery(service: "s", account: "a")
+        #expect(status { _ = try keychain.data(matching: query) } == KeychainError.interactionNotAllowed)
+        #expect(status { try keychain.add(GenericPasswordAttributes(service: "s", account: "b"), data: Data()) } == KeychainError.interactionNotAllowed)
+        #expect(status { try keychain.delete(matching: query) } == KeychainError.interactionNotAllowed)
+        try service.unlock()
+        #expect(try keychain.data(matching: query) == Data("1".utf8))
+    }
+
+    @Test("items survive a restart of the Secret Service, and the connection recovers by itself")
+    func restart() throws {
+        let service = try PrivateSecretService.start()
+        let keychain = Keychain(app: try ThrowawayApp.make(), secretService: service.connection())
+        try keychain.add(GenericPasswordAttributes(service: "s", account: "a"), data: Data("1".utf8))
+        try service.restart()
+        #expect(try keychain.data(matching: GenericPasswordQuery(service: "s", account: "a")) == Data("1".utf8))
+    }
+}
