@@ -22,6 +22,8 @@ let package = Package(
 
         // Knows D-Bus and libsecret, nothing about keychains.
         .target(name: "SecretService", dependencies: ["CSecret", "CKeepsakeShims"]),
+        // Knows libsodium, nothing about storage: owned key memory, envelopes, Argon2id.
+        .target(name: "Sealing", dependencies: ["CSodium"]),
         // The "operating system" the apps run on: app identity, container, directories.
         .target(name: "Device", dependencies: []),
         // Apple's generic-password semantics, Swift-native API.
@@ -34,6 +36,7 @@ let package = Package(
             name: "keepsake",
             dependencies: ["Keychain", "Security", "SecretService", "Device", "KeepsakeTestSupport", "CSecret"]),
 
+        .testTarget(name: "SealingTests", dependencies: ["Sealing"]),
         .testTarget(
             name: "SecretServiceTests", dependencies: ["SecretService", "KeepsakeTestSupport"]),
         .testTarget(

@@ -1,0 +1,83 @@
+internal import CSodium
+import Foundation
+
+/// Argon2id (libsodium `crypto_pwhash`, ALG_ARGON2ID13) cost parameters, stored beside each salt
+/// so a verifier made with one cost is checked with that cost.
+public struct Argon2Cost: Sendable, Hashable, Codable {
+    public var operations: UInt64
+    public var memoryBytes: Int
+
+    public init(operations: UInt64, memoryBytes: Int) {
+        self.operations = operations
+        self.memoryBytes = memoryBytes
+    }
+
+    /// libsodium's MODERATE: about half a second here — the default for a device's passcode.
+    public static let moderate = Argon2Cost(
+        operations: UInt64(crypto_pwhash_OPSLIMIT_MODERATE), memoryBytes: Int(crypto_pwhash_MEMLIMIT_MODERATE))
+    /// libsodium's INTERACTIVE: about 0.1 s.
+    public static let interactive = Argon2Cost(
+        operations: UInt64(crypto_pwhash_OPSLIMIT_INTERACTIVE), memoryBytes: Int(crypto_pwhash_MEMLIMIT_INTERACTIVE))
+    /// The minimum libsodium accepts: for tests only, never for real passcodes.
+    public static let minimum = Argon2Cost(
+        operations: UInt64(crypto_pwhash_OPSLIMIT_MIN), memoryBytes: Int(crypto_pwhash_MEMLIMIT_MIN))
+
+    /// By name, as `KEEPSAKE_ARGON2_COST` gives it.
+    public init?(name: String) {
+        switch name {
+        case "moderate": self = .moderate
+        case "interactive": self = .interactive
+        case "minimum": self = .minimum
+        default: return nil
+        }
+    }
+}
+
+public enum KeyDerivation {
+    public static let saltLength = Int(crypto_pwhash_SALTBYTES)
+
+    /// A 32-byte key from a passcode with Argon2id. Mirrors `crypto_pwhash`.
+    public static func argon2id(passcode: SecureBytes, salt: some DataProtocol, cost: Argon2Cost)
+        throws(SealingError) -> SecureBytes
+    {
+        Sodium.initialize()
+        let saltBytes = Array(salt)
+        guard saltBytes.count == saltLength else { throw SealingError(.keyDerivation, "bad salt length") }
+        var result: Int32 = -1
+        let key = SecureBytes(count: Envelope.keyLength) { out in
+            result = passcode.withUnsafeBytes { p in
+                crypto_pwhash(
+                    out.bindMemory(to: UInt8.self).baseAddress!, UInt64(out.count),
+                    p.bindMemory(to: CChar.self).baseAddress!, UInt64(p.count), saltBytes,
+                    cost.operations, cost.memoryBytes, crypto_pwhash_ALG_ARGON2ID13)
+            }
+        }
+        guard result == 0 else { throw SealingError(.keyDerivation, "crypto_pwhash failed") }
+        return key
+    }
+
+    /// A 32-byte subkey: BLAKE2b keyed by `key` over a context label and `input`
+    /// (`crypto_generichash`). Used to combine a passcode key with the device secret and to name
+    /// things without revealing them.
+    public static func keyedHash(key: SecureBytes, context: String, _ input: some DataProtocol = Data())
+        -> SecureBytes
+    {
+        Sodium.initialize()
+        let message = Array(context.utf8) + [0] + Array(input)
+        return SecureBytes(count: 32) { out in
+            key.withUnsafeBytes { k in
+                _ = crypto_generichash(
+                    out.bindMemory(to: UInt8.self).baseAddress!, 32, message, UInt64(message.count),
+                    k.bindMemory(to: UInt8.self).baseAddress, k.count)
+            }
+        }
+    }
+
+    /// Random bytes (`randombytes_buf`), for salts and ids.
+    public static func randomBytes(_ count: Int) -> Data {
+        Sodium.initialize()
+        var bytes = [UInt8](repeating: 0, count: count)
+        randombytes_buf(&bytes, count)
+        return Data(bytes)
+    }
+}

@@ -1,0 +1,118 @@
+import Foundation
+import Sealing
+import Testing
+
+struct EnvelopeVector: Decodable, Sendable, CustomTestStringConvertible {
+    var name: String
+    var key: String
+    var nonce: String
+    var associatedData: String
+    var plaintext: String
+    var envelope: String
+    var testDescription: String { name }
+}
+struct MalformedCase: Decodable, Sendable, CustomTestStringConvertible {
+    var name: String
+    var envelope: String
+    var error: String
+    var testDescription: String { name }
+}
+struct EnvelopeFile: Decodable {
+    struct Malformed: Decodable { var key: String; var associatedData: String; var cases: [MalformedCase] }
+    var vectors: [EnvelopeVector]
+    var malformed: Malformed
+}
+struct Argon2Vector: Decodable, Sendable {
+    var passcode: String
+    var salt: String
+    var operations: UInt64
+    var memoryBytes: Int
+    var key: String
+}
+struct Argon2File: Decodable { var vectors: [Argon2Vector] }
+
+let envelopes = try! loadFixture(EnvelopeFile.self, "sealing/envelopes.json")
+let argon2 = try! loadFixture(Argon2File.self, "sealing/argon2id.json")
+
+@Suite("Sealing: envelopes, Argon2id, owned key memory")
+struct SealingTests {
+    @Test("sealing a vector with its nonce gives its envelope byte for byte", arguments: envelopes.vectors)
+    func sealVector(_ v: EnvelopeVector) {
+        let sealed = Envelope.seal(
+            fromHex(v.plaintext), key: SecureBytes(copying: fromHex(v.key)),
+            associatedData: fromHex(v.associatedData), nonce: Array(fromHex(v.nonce)))
+        #expect(hex(sealed) == v.envelope)
+    }
+
+    @Test("opening a vector's envelope gives its plaintext", arguments: envelopes.vectors)
+    func openVector(_ v: EnvelopeVector) throws {
+        let opened = try Envelope.open(
+            fromHex(v.envelope), key: SecureBytes(copying: fromHex(v.key)),
+            associatedData: fromHex(v.associatedData))
+        #expect(opened.unsafeData() == fromHex(v.plaintext))
+    }
+
+    @Test("malformed envelopes fail with the matching error", arguments: envelopes.malformed.cases)
+    func malformed(_ c: MalformedCase) {
+        let key = SecureBytes(copying: fromHex(envelopes.malformed.key))
+        let expected: SealingError.Code =
+            switch c.error {
+            case "malformed": .malformed
+            case "unknownVersion": .unknownVersion
+            default: .authentication
+            }
+        #expect(throws: SealingError(expected)) {
+            try Envelope.open(fromHex(c.envelope), key: key, associatedData: fromHex(envelopes.malformed.associatedData))
+        }
+    }
+
+    @Test("every single-bit flip at every byte position of every vector is refused", arguments: envelopes.vectors)
+    func everyBitFlip(_ v: EnvelopeVector) {
+        let key = SecureBytes(copying: fromHex(v.key))
+        let envelope = Array(fromHex(v.envelope))
+        let ad = fromHex(v.associatedData)
+        var refused = 0
+        for position in envelope.indices {
+            for bit in 0..<8 {
+                var flipped = envelope
+                flipped[position] ^= UInt8(1 << bit)
+                if (try? Envelope.open(flipped, key: key, associatedData: ad)) == nil { refused += 1 }
+            }
+        }
+        #expect(refused == envelope.count * 8)
+    }
+
+    @Test("an envelope opens only with its own key and associated data")
+    func bindings() throws {
+        let key = SecureBytes(randomCount: Envelope.keyLength)
+        let sealed = Envelope.seal(Data("secret".utf8), key: key, associatedData: Data("item A".utf8))
+        #expect(throws: SealingError(.authentication)) {
+            try Envelope.open(sealed, key: key, associatedData: Data("item B".utf8))
+        }
+        #expect(throws: SealingError(.authentication)) {
+            try Envelope.open(sealed, key: SecureBytes(randomCount: Envelope.keyLength), associatedData: Data("item A".utf8))
+        }
+        #expect(try Envelope.open(sealed, key: key, associatedData: Data("item A".utf8)).unsafeData() == Data("secret".utf8))
+        // Fresh nonces: sealing twice never gives the same bytes.
+        #expect(Envelope.seal(Data("x".utf8), key: key, associatedData: Data()) != Envelope.seal(Data("x".utf8), key: key, associatedData: Data()))
+    }
+
+    @Test("Argon2id matches an independent implementation", arguments: argon2.vectors.indices)
+    func argon2id(_ index: Int) throws {
+        let v = argon2.vectors[index]
+        let key = try KeyDerivation.argon2id(
+            passcode: SecureBytes(copying: fromHex(v.passcode)), salt: fromHex(v.salt),
+            cost: Argon2Cost(operations: v.operations, memoryBytes: v.memoryBytes))
+        #expect(hex(key.unsafeData()) == v.key)
+    }
+
+    @Test("owned key memory compares in constant time by content")
+    func secureBytes() {
+        let a = SecureBytes(copying: Data([1, 2, 3]))
+        #expect(a == SecureBytes(copying: Data([1, 2, 3])))
+        #expect(a != SecureBytes(copying: Data([1, 2, 4])))
+        #expect(a != SecureBytes(copying: Data([1, 2])))
+        #expect(constantTimeEquals(Data([9, 9]), [UInt8(9), 9]))
+        #expect(SecureBytes(randomCount: 32) != SecureBytes(randomCount: 32))
+    }
+}
