@@ -25,22 +25,25 @@ let package = Package(
         // Knows libsodium, nothing about storage: owned key memory, envelopes, Argon2id.
         .target(name: "Sealing", dependencies: ["CSodium"]),
         // The "operating system" the apps run on: app identity, container, directories.
-        .target(name: "Device", dependencies: []),
+        .target(name: "Device", dependencies: ["SecretService", "Sealing"]),
         // Apple's generic-password semantics, Swift-native API.
-        .target(name: "Keychain", dependencies: ["SecretService", "Device"]),
+        .target(name: "Keychain", dependencies: ["SecretService", "Device", "Sealing"]),
         // Apple-source-compatible surface: SecItem*, kSec* constants, CF aliases.
         .target(name: "Security", dependencies: ["Keychain", "Device"]),
         // The private Secret Service harness and throwaway devices (tests, demo, benchmarks).
-        .target(name: "KeepsakeTestSupport", dependencies: ["SecretService", "Device", "CSecret"]),
+        .target(name: "KeepsakeTestSupport", dependencies: ["SecretService", "Device", "Sealing", "CSecret"]),
         .executableTarget(
             name: "keepsake",
-            dependencies: ["Keychain", "Security", "SecretService", "Device", "KeepsakeTestSupport", "CSecret"]),
+            dependencies: ["Keychain", "Security", "SecretService", "Device", "Sealing", "KeepsakeTestSupport"]),
 
         .testTarget(name: "SealingTests", dependencies: ["Sealing"]),
         .testTarget(
             name: "SecretServiceTests", dependencies: ["SecretService", "KeepsakeTestSupport"]),
         .testTarget(
-            name: "KeychainTests", dependencies: ["Keychain", "KeepsakeTestSupport", "SecretService", "Device"]),
+            name: "KeychainTests",
+            dependencies: ["Keychain", "KeepsakeTestSupport", "SecretService", "Device", "Sealing"]),
+        .testTarget(
+            name: "DeviceTests", dependencies: ["Device", "KeepsakeTestSupport", "SecretService", "Sealing"]),
         .testTarget(
             name: "SecurityTests", dependencies: ["Security", "Keychain", "KeepsakeTestSupport", "Device"]),
         .testTarget(

@@ -36,19 +36,3 @@ public struct App: Sendable, Hashable {
     }
 }
 
-/// The one error type of the Device module.
-public struct DeviceError: Error, Sendable, Hashable, CustomStringConvertible {
-    public struct Code: Hashable, Sendable {
-        private enum Value: Hashable, Sendable { case invalidAppID }
-        private let value: Value
-        private init(_ value: Value) { self.value = value }
-        public static let invalidAppID = Code(.invalidAppID)
-    }
-    public let code: Code
-    public let message: String
-    public static let invalidAppID = DeviceError(
-        code: .invalidAppID, message: "the app id must be reverse-DNS (e.g. com.example.wallet)")
-    public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
-    public func hash(into h: inout Hasher) { h.combine(code) }
-    public var description: String { message }
-}

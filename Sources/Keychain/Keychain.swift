@@ -1,5 +1,6 @@
 import Device
 import Foundation
+import Sealing
 import SecretService
 import Synchronization
 
@@ -17,15 +18,23 @@ public final class Keychain: Sendable {
     public static let maximumAttributeSize = 4096
 
     public let app: App
+    /// Where class keys come from; its Secret Service is where items live.
+    public let device: Device
     let secretService: SecretServiceConnection
     /// Query → object path of the item it last found, so a hot read is one `GetSecrets` round
     /// trip. Validated on every use: the record read back must match the query (and names its own
     /// primary key), so a stale or reused path can never yield another item's secret.
     private let pathCache = Mutex<[GenericPasswordQuery: ItemPath]>([:])
 
-    public init(app: App, secretService: SecretServiceConnection = .shared()) {
+    public init(app: App, device: Device) {
         self.app = app
-        self.secretService = secretService
+        self.device = device
+        self.secretService = device.secretService
+    }
+
+    /// A Keychain on the device whose Secret Service is `secretService`.
+    public convenience init(app: App, secretService: SecretServiceConnection = .shared()) {
+        self.init(app: app, device: Device(secretService: secretService))
     }
 
     // MARK: - Add
@@ -47,12 +56,13 @@ public final class Keychain: Sendable {
         attributes.modificationDate = now
         let record = StoredRecord(id: UUID().uuidString, attributes: attributes, data: data)
         let keyAttributes = Self.keyAttributes(record.key)
+        let classKey = try classKey(attributes.accessible)
 
         let existing = try secretServiceCall { try secretService.search(keyAttributes) }
         if !existing.locked.isEmpty { throw Self.locked }
         if !existing.unlocked.isEmpty { throw Self.duplicate }
 
-        let path = try create(record)
+        let path = try create(record, sealedWith: classKey)
         // The Secret Service has no unique constraint: a concurrent add may have slipped in
         // between our search and our create. The first created item wins; a later one removes
         // itself and reports the duplicate.
@@ -145,15 +155,20 @@ public final class Keychain: Sendable {
             }
         }
 
+        var classKeys: [Accessibility: SecureBytes] = [:]
+        for (_, new) in planned where classKeys[new.attributes.accessible] == nil {
+            classKeys[new.attributes.accessible] = try classKey(new.attributes.accessible)
+        }
         for (old, new) in planned {
+            let classKey = classKeys[new.attributes.accessible]!
             if new.secretServiceAttributes == old.record.secretServiceAttributes {
                 // Same index: overwrite the secret in place (CreateItem with replace matches the
                 // item by its attributes, which include its unique id).
-                _ = try create(new, replacing: true)
+                _ = try create(new, sealedWith: classKey, replacing: true)
             } else {
                 var moved = new
                 moved.id = UUID().uuidString
-                _ = try create(moved)
+                _ = try create(moved, sealedWith: classKey)
                 try secretServiceCall { try secretService.deleteItem(at: old.path) }
             }
         }
@@ -222,14 +237,18 @@ public final class Keychain: Sendable {
         let (groups, attributes) = try index(query)
         let found = try secretServiceCall { try secretService.search(attributes) }
         if !found.locked.isEmpty { throw Self.locked }
-        let secrets = try secretServiceCall { try secretService.secrets(at: found.unlocked) }
+        var read = try deviceCall { try device.read(found.unlocked) }
         var matches: [Match] = []
         for path in found.unlocked {
             // Absent: deleted (or locked) between the search and the read.
-            guard let bytes = secrets[path] else { continue }
-            let record = try StoredRecord.decode(bytes)
-            guard record.secretServiceAttributes.isSuperset(of: attributes),
-                groups.contains(record.key.accessGroup), query.matches(record.attributes)
+            guard let bytes = read.secrets[path] else { continue }
+            let record = try open(bytes, keys: &read.classKeys)
+            // The index found it for these attributes: a record that says otherwise was moved
+            // or edited.
+            guard record.secretServiceAttributes.isSuperset(of: attributes) else {
+                throw KeychainError(KeychainError.decode, "an item's record does not match its index")
+            }
+            guard groups.contains(record.key.accessGroup), query.matches(record.attributes)
             else { continue }
             matches.append(Match(path: path, record: record))
         }
@@ -261,8 +280,9 @@ public final class Keychain: Sendable {
             return nil
         }
         try Validation.check(query)
-        guard let bytes = try secretServiceCall({ try secretService.secrets(at: [path]) })[path],
-            let record = try? StoredRecord.decode(bytes),
+        var read = try deviceCall { try device.read([path]) }
+        guard let bytes = read.secrets[path],
+            let record = try? open(bytes, keys: &read.classKeys),
             app.accessGroups.contains(record.key.accessGroup), query.matches(record.attributes)
         else {
             pathCache.withLock { _ = $0.removeValue(forKey: query) }
@@ -271,14 +291,38 @@ public final class Keychain: Sendable {
         return record
     }
 
-    private func create(_ record: StoredRecord, replacing: Bool = false) throws(KeychainError)
-        -> ItemPath
+    private func create(_ record: StoredRecord, sealedWith classKey: SecureBytes, replacing: Bool = false)
+        throws(KeychainError) -> ItemPath
     {
-        let secret = record.encoded()
+        let secret = SealedItem.seal(record, key: classKey)
         return try secretServiceCall {
             try secretService.createItem(
                 label: record.secretServiceLabel, attributes: record.secretServiceAttributes,
                 secret: secret, replacing: replacing)
+        }
+    }
+
+    /// Opens a stored secret with its class key, asking the Device for keys `keys` lacks.
+    private func open(_ bytes: Data, keys: inout [ProtectionClass: SecureBytes]) throws(KeychainError)
+        -> StoredRecord
+    {
+        let sealed = try SealedItem.parse(bytes)
+        let protection = sealed.protectionClass
+        if keys[protection] == nil {
+            keys[protection] = try deviceCall { try device.classKey(protection) }
+        }
+        return try sealed.open(key: keys[protection]!)
+    }
+
+    private func classKey(_ accessible: Accessibility) throws(KeychainError) -> SecureBytes {
+        try deviceCall { try device.classKey(ProtectionClass(rawValue: accessible.rawValue)!) }
+    }
+
+    private func deviceCall<R>(_ body: () throws -> R) throws(KeychainError) -> R {
+        do { return try body() } catch let error as DeviceError {
+            throw KeychainError(error)
+        } catch {
+            throw KeychainError(KeychainError.notAvailable, "\(error)")
         }
     }
 
@@ -327,6 +371,21 @@ extension Dictionary where Key == String, Value == String {
 }
 
 extension Keychain {
+    /// Deletes every `WhenPasscodeSetThisDeviceOnly` item of every app on the device, as Apple
+    /// does when the passcode is removed. (Their class key is already destroyed by then.)
+    public static func deleteItemsRequiringPasscode(on device: Device) throws(KeychainError) {
+        let attributes = SecretServiceSchema.attributes(
+            accessGroup: nil, service: nil, account: nil, synchronizable: nil,
+            accessible: .whenPasscodeSetThisDeviceOnly)
+        do {
+            for path in try device.secretService.search(attributes).unlocked {
+                try device.secretService.deleteItem(at: path)
+            }
+        } catch {
+            throw KeychainError(error)
+        }
+    }
+
     /// Test hook: makes the hot-read cache point `query` at `path`, as a stale or reused path
     /// would, so tests can show such a path never yields another item's secret.
     func rememberPath(_ path: ItemPath, for query: GenericPasswordQuery) {

@@ -1,3 +1,4 @@
+import Device
 import SecretService
 
 /// The one error type of the Keychain: an Apple `OSStatus` (an `Int32`), exactly as Apple numbers it, with what
@@ -54,6 +55,19 @@ public struct KeychainError: Error, Sendable, Hashable, CustomStringConvertible 
         case missingEntitlement: "errSecMissingEntitlement"
         default: "Int32"
         }
+    }
+
+    /// How a Device failure looks to a keychain caller.
+    init(_ error: DeviceError) {
+        let status: Int32 =
+            switch error.code {
+            case .authFailed: KeychainError.authFailed
+            case .interactionNotAllowed: KeychainError.interactionNotAllowed
+            case .invalidPasscode: KeychainError.param
+            case .corrupt: KeychainError.decode
+            default: KeychainError.notAvailable
+            }
+        self.init(status, error.message, underlying: error.underlying)
     }
 
     /// How a Secret Service failure looks to a keychain caller.

@@ -44,10 +44,8 @@ struct PrimaryKey: Hashable, Sendable {
 
 /// The item as stored in the Secret Service's secret: a versioned, self-describing record.
 ///
-/// Format (version 1): the magic `KSK1`, then fields as tag (1 byte), length (4 bytes, big
-/// endian), value. Strings are UTF-8, dates are milliseconds since 1970 as 8 bytes big endian,
-/// booleans one byte 0/1. Every tag at most once, in any order; unknown tags, missing required
-/// fields and trailing bytes are refused. Binary rather than JSON because a read-all decodes one
+/// Format (version 1): the magic `KSK1`, then `TLV` fields. Strings are UTF-8, dates are milliseconds since 1970 as 8 bytes big endian,
+/// booleans one byte 0/1; missing required fields are refused. Binary rather than JSON because a read-all decodes one
 /// record per item and must cost far less than the D-Bus round trip it saves.
 struct StoredRecord: Sendable, Equatable {
     static let magic = Data("KSK1".utf8)
@@ -81,50 +79,34 @@ struct StoredRecord: Sendable, Equatable {
     }
 
     func encoded() -> Data {
-        var out = Self.magic
-        func put(_ tag: Tag, _ bytes: some Collection<UInt8>) {
-            out.append(tag.rawValue)
-            withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { out.append(contentsOf: $0) }
-            out.append(contentsOf: bytes)
-        }
+        var out = TLV(magic: Self.magic)
         func put(_ tag: Tag, _ date: Date?) {
             guard let date else { return }
             let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
-            withUnsafeBytes(of: milliseconds.bigEndian) { put(tag, Array($0)) }
+            withUnsafeBytes(of: milliseconds.bigEndian) { out.append(tag.rawValue, Array($0)) }
         }
         let a = attributes
-        put(.id, id.utf8)
-        put(.service, a.service.utf8)
-        put(.account, a.account.utf8)
-        put(.accessGroup, (a.accessGroup ?? "").utf8)
-        put(.synchronizable, [a.synchronizable ? 1 : 0])
-        put(.accessible, a.accessible.rawValue.utf8)
-        if let label = a.label { put(.label, label.utf8) }
-        if let comment = a.comment { put(.comment, comment.utf8) }
-        if let description = a.itemDescription { put(.itemDescription, description.utf8) }
-        if let generic = a.generic { put(.generic, generic) }
+        out.append(Tag.id.rawValue, id.utf8)
+        out.append(Tag.service.rawValue, a.service.utf8)
+        out.append(Tag.account.rawValue, a.account.utf8)
+        out.append(Tag.accessGroup.rawValue, (a.accessGroup ?? "").utf8)
+        out.append(Tag.synchronizable.rawValue, [a.synchronizable ? 1 : 0])
+        out.append(Tag.accessible.rawValue, a.accessible.rawValue.utf8)
+        if let label = a.label { out.append(Tag.label.rawValue, label.utf8) }
+        if let comment = a.comment { out.append(Tag.comment.rawValue, comment.utf8) }
+        if let description = a.itemDescription { out.append(Tag.itemDescription.rawValue, description.utf8) }
+        if let generic = a.generic { out.append(Tag.generic.rawValue, generic) }
         put(.creationDate, a.creationDate)
         put(.modificationDate, a.modificationDate)
-        put(.data, data)
-        return out
+        out.append(Tag.data.rawValue, data)
+        return out.bytes
     }
 
     /// - Throws: `errSecDecode` for anything that is not a well-formed record of this version.
     static func decode(_ bytes: Data) throws(KeychainError) -> StoredRecord {
-        guard bytes.starts(with: magic) else { throw malformed("unknown header") }
+        let raw = try TLV.fields(bytes, magic: magic, knownTags: Tag.id.rawValue...Tag.data.rawValue)
         var fields: [Tag: Data] = [:]
-        var index = bytes.startIndex + magic.count
-        while index < bytes.endIndex {
-            guard bytes.endIndex - index >= 5, let tag = Tag(rawValue: bytes[index]) else {
-                throw malformed("bad field header")
-            }
-            let length = bytes[(index + 1)..<(index + 5)].reduce(0) { $0 << 8 | Int($1) }
-            let start = index + 5
-            guard length <= bytes.endIndex - start else { throw malformed("truncated field") }
-            guard fields[tag] == nil else { throw malformed("repeated field") }
-            fields[tag] = bytes[start..<(start + length)]
-            index = start + length
-        }
+        for (tag, value) in raw { fields[Tag(rawValue: tag)!] = value }
         func string(_ tag: Tag) throws(KeychainError) -> String? {
             guard let field = fields[tag] else { return nil }
             guard let value = String(data: field, encoding: .utf8) else {
@@ -159,7 +141,5 @@ struct StoredRecord: Sendable, Equatable {
         return StoredRecord(id: try required(.id), attributes: attributes, data: Data(data))
     }
 
-    private static func malformed(_ why: String) -> KeychainError {
-        KeychainError(KeychainError.decode, "malformed Keepsake record: \(why)")
-    }
+    private static func malformed(_ why: String) -> KeychainError { TLV.malformed(why) }
 }

@@ -1,0 +1,404 @@
+import Foundation
+import Sealing
+import SecretService
+import Synchronization
+
+/// The device the apps run on: its lock screen, lock state and data-protection class keys.
+///
+/// Key hierarchy: one random 32-byte key per protection class. At rest (in the Secret Service's
+/// persistent `default` collection) each class key is sealed under a key-encryption key: with a
+/// knowledge factor, BLAKE2b(device secret, Argon2id(passcode)); without one, BLAKE2b(device
+/// secret) alone. Unwrapped class keys live only in runtime state — the Secret Service's
+/// memory-only `session` collection — so a reboot (daemon restart, or `reboot()`) forgets them.
+/// `WhenUnlocked…` keys are dropped at lock, `AfterFirstUnlock…` keys stay until reboot. Changing
+/// the passcode rewraps the class keys; no item is re-encrypted.
+///
+/// The passcode is never stored: an Argon2id verifier (salt and cost beside it) is. Wrong
+/// passcodes wait `retryPolicy` delays that are stored with the verifier, so they hold across
+/// processes and restarts.
+///
+/// Thread-safe; several processes may share one device.
+public final class Device: Sendable {
+    public let secretService: SecretServiceConnection
+    /// Argon2id cost for a newly set passcode (a stored verifier keeps its own cost).
+    public let passcodeCost: Argon2Cost
+    public let retryPolicy: RetryPolicy
+
+    private let runtimePaths = Mutex<[ProtectionClass: ItemPath]>([:])
+
+    static let persistentCollection = CollectionPath.default
+    static let runtimeCollection = CollectionPath("/org/freedesktop/secrets/aliases/session")
+    static let stateAttributes = ["xdg:schema": "org.keepsake.Device", "keepsake-device": "state"]
+    static let runtimeAttributes = ["xdg:schema": "org.keepsake.Runtime", "keepsake-runtime": "class-key"]
+    static let runtimeMagic = Data("KRK1".utf8)
+
+    public init(
+        secretService: SecretServiceConnection = .shared(), passcodeCost: Argon2Cost = .moderate,
+        retryPolicy: RetryPolicy = RetryPolicy()
+    ) {
+        self.secretService = secretService
+        self.passcodeCost = passcodeCost
+        self.retryPolicy = retryPolicy
+    }
+
+    // MARK: - Lock screen
+
+    public func lockScreenKind() throws(DeviceError) -> LockScreenKind { try loadRecord().record.kind }
+
+    /// The lock state. Without a knowledge factor the device is always unlocked.
+    public func state() throws(DeviceError) -> LockState {
+        guard try loadRecord().record.kind.hasKnowledgeFactor else { return .unlocked }
+        let keys = try read([]).classKeys
+        if keys[.whenUnlocked] != nil { return .unlocked }
+        if keys[.afterFirstUnlock] != nil { return .locked }
+        return .beforeFirstUnlock
+    }
+
+    /// What changing the lock screen did.
+    public struct LockScreenChange: Sendable {
+        /// The knowledge factor was removed: `WhenPasscodeSetThisDeviceOnly` key is destroyed, so
+        /// the caller deletes those items.
+        public var knowledgeFactorRemoved: Bool
+    }
+
+    /// Sets, changes or removes the lock screen. With a knowledge factor set, `currentPasscode`
+    /// must prove it (wrong → errSecAuthFailed, rate-limited). Afterwards the device is unlocked.
+    @discardableResult
+    public func setLockScreen(_ kind: LockScreenKind, passcode: String?, currentPasscode: String?)
+        throws(DeviceError) -> LockScreenChange
+    {
+        let newPasscode: String?
+        if kind.hasKnowledgeFactor {
+            guard let passcode else { throw DeviceError(.invalidPasscode, "a \(kind.rawValue) needs a passcode") }
+            newPasscode = try kind.validate(passcode)
+        } else {
+            newPasscode = nil
+        }
+        var (path, record) = try loadRecord()
+        let hadKnowledgeFactor = record.kind.hasKnowledgeFactor
+        var keys: [ProtectionClass: SecureBytes]
+        if hadKnowledgeFactor {
+            guard let currentPasscode else {
+                throw DeviceError(.authFailed, "the current passcode is required")
+            }
+            keys = try unwrap(record, kek: try verify(currentPasscode, &record, at: path))
+        } else {
+            keys = try unwrap(record, kek: deviceKEK(record))
+        }
+
+        record.kind = kind
+        record.failures = 0
+        record.notBefore = 0
+        let kek: SecureBytes
+        if let newPasscode {
+            let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
+            let passcodeKey = try derive(newPasscode, salt: salt, cost: passcodeCost)
+            record.salt = salt
+            record.cost = passcodeCost
+            record.verifier = Self.verifier(passcodeKey).unsafeData()
+            kek = Self.passcodeKEK(record, passcodeKey: passcodeKey)
+            if keys[.whenPasscodeSetThisDeviceOnly] == nil {
+                keys[.whenPasscodeSetThisDeviceOnly] = SecureBytes(randomCount: Envelope.keyLength)
+            }
+        } else {
+            record.salt = nil
+            record.cost = nil
+            record.verifier = nil
+            kek = deviceKEK(record)
+            keys[.whenPasscodeSetThisDeviceOnly] = nil
+        }
+        record.wrappedKeys = Self.wrap(keys, kek: kek)
+        _ = try store(record, replacing: path)
+        try forgetRuntime(ProtectionClass.allCases)
+        try provisionRuntime(keys)
+        return LockScreenChange(knowledgeFactorRemoved: hadKnowledgeFactor && newPasscode == nil)
+    }
+
+    /// Unlocks with the passcode: every class key becomes available. Without a knowledge factor
+    /// there is nothing to unlock.
+    public func unlock(passcode: String) throws(DeviceError) {
+        var (path, record) = try loadRecord()
+        guard record.kind.hasKnowledgeFactor else { return }
+        let kek = try verify(passcode, &record, at: path)
+        try provisionRuntime(try unwrap(record, kek: kek))
+    }
+
+    /// Locks: the `WhenUnlocked…` class keys are dropped from runtime state.
+    public func lock() throws(DeviceError) {
+        guard try loadRecord().record.kind.hasKnowledgeFactor else { return }
+        try forgetRuntime(ProtectionClass.allCases.filter(\.isDroppedAtLock))
+    }
+
+    /// A reboot: all runtime state is forgotten; the device is `beforeFirstUnlock` again.
+    public func reboot() throws(DeviceError) {
+        try forgetRuntime(ProtectionClass.allCases)
+    }
+
+    // MARK: - Class keys
+
+    /// Secrets of `paths` and the class keys available now, in one `GetSecrets` round trip.
+    public struct KeyedRead: Sendable {
+        public var secrets: [ItemPath: Data]
+        public var classKeys: [ProtectionClass: SecureBytes]
+    }
+
+    /// Reads `paths` together with the runtime class keys. Paths that no longer exist are absent.
+    public func read(_ paths: [ItemPath]) throws(DeviceError) -> KeyedRead {
+        var known = runtimePaths.withLock { $0 }
+        var extra = Array(known.values)
+        if known.isEmpty {
+            extra = try call { try secretService.search(Self.runtimeAttributes) }.unlocked
+        }
+        let secrets = try call { try secretService.secrets(at: paths + extra) }
+        var keys: [ProtectionClass: SecureBytes] = [:]
+        known = [:]
+        for path in extra {
+            guard let bytes = secrets[path], let (protection, key) = Self.parseRuntime(bytes) else { continue }
+            keys[protection] = key
+            known[protection] = path
+        }
+        runtimePaths.withLock { $0 = known }
+        var itemSecrets = secrets
+        for path in extra where !paths.contains(path) { itemSecrets[path] = nil }
+        return KeyedRead(secrets: itemSecrets, classKeys: keys)
+    }
+
+    /// The key of `protection`, when the lock state allows it.
+    ///
+    /// - Throws: `.interactionNotAllowed` when locked or before first unlock; `.authFailed` for
+    ///   `WhenPasscodeSetThisDeviceOnly` on a device without a knowledge factor.
+    public func classKey(_ protection: ProtectionClass) throws(DeviceError) -> SecureBytes {
+        if let key = try read([]).classKeys[protection] { return key }
+        // Another process may have unlocked since the runtime paths were remembered: look again.
+        runtimePaths.withLock { $0 = [:] }
+        if let key = try read([]).classKeys[protection] { return key }
+        let record = try loadRecord().record
+        if protection.requiresPasscode && !record.kind.hasKnowledgeFactor {
+            throw DeviceError(.authFailed, "this class needs a passcode to be set")
+        }
+        if record.kind.hasKnowledgeFactor {
+            throw DeviceError(.interactionNotAllowed, "the device is locked")
+        }
+        // No knowledge factor: always unlocked; after a reboot the keys come back from the
+        // device secret alone.
+        let keys = try unwrap(record, kek: deviceKEK(record))
+        try provisionRuntime(keys)
+        guard let key = keys[protection] else {
+            throw DeviceError(.corrupt, "no key for class \(protection.rawValue)")
+        }
+        return key
+    }
+
+    // MARK: - Stored state
+
+    private func loadRecord() throws(DeviceError) -> (path: ItemPath, record: DeviceRecord) {
+        for _ in 0..<3 {
+            let found = try call { try secretService.search(Self.stateAttributes) }
+            if !found.locked.isEmpty {
+                throw DeviceError(.interactionNotAllowed, "the Secret Service collection is locked")
+            }
+            if let first = found.unlocked.min() {
+                // Concurrent first uses may have created several; the first created wins.
+                for other in found.unlocked where other != first {
+                    try? secretService.deleteItem(at: other)
+                }
+                if let bytes = try call({ try secretService.secrets(at: [first]) })[first] {
+                    return (first, try DeviceRecord.decode(bytes))
+                }
+                continue
+            }
+            _ = try store(DeviceRecord.fresh(), replacing: nil)
+        }
+        throw DeviceError(.notAvailable, "the device state could not be read")
+    }
+
+    private func store(_ record: DeviceRecord, replacing path: ItemPath?) throws(DeviceError) -> ItemPath {
+        let bytes = record.encoded()
+        // Same attributes, replace: the state item is updated in place.
+        return try call {
+            try secretService.createItem(
+                label: "Keepsake device state", attributes: Self.stateAttributes, secret: bytes,
+                replacing: path != nil, in: Self.persistentCollection)
+        }
+    }
+
+    /// Checks `passcode` against the verifier, honouring and updating the retry delays. Returns
+    /// the key-encryption key on success.
+    private func verify(_ passcode: String, _ record: inout DeviceRecord, at path: ItemPath)
+        throws(DeviceError) -> SecureBytes
+    {
+        let now = Self.milliseconds()
+        if record.notBefore > now {
+            let wait = Duration.milliseconds(record.notBefore - now)
+            if wait > retryPolicy.longestWait {
+                throw DeviceError(
+                    .authFailed, "too many wrong passcodes; try again in \(record.notBefore - now) ms")
+            }
+            Thread.sleep(forTimeInterval: Double(record.notBefore - now) / 1000)
+        }
+        guard let salt = record.salt, let cost = record.cost, let verifier = record.verifier else {
+            throw DeviceError(.corrupt, "no passcode verifier")
+        }
+        let passcodeKey = try derive(passcode, salt: salt, cost: cost)
+        guard constantTimeEquals(Self.verifier(passcodeKey).unsafeData(), verifier) else {
+            record.failures += 1
+            record.notBefore = Self.milliseconds() + Self.milliseconds(retryPolicy.delay(afterFailures: record.failures))
+            _ = try store(record, replacing: path)
+            throw DeviceError(.authFailed, "wrong passcode")
+        }
+        if record.failures != 0 {
+            record.failures = 0
+            record.notBefore = 0
+            _ = try store(record, replacing: path)
+        }
+        return Self.passcodeKEK(record, passcodeKey: passcodeKey)
+    }
+
+    private func derive(_ passcode: String, salt: Data, cost: Argon2Cost) throws(DeviceError) -> SecureBytes {
+        do {
+            return try KeyDerivation.argon2id(passcode: SecureBytes(copying: Data(passcode.utf8)), salt: salt, cost: cost)
+        } catch {
+            throw DeviceError(.corrupt, "\(error)")
+        }
+    }
+
+    private static func verifier(_ passcodeKey: SecureBytes) -> SecureBytes {
+        KeyDerivation.keyedHash(key: passcodeKey, context: "keepsake.passcode.verifier.v1")
+    }
+
+    private static func passcodeKEK(_ record: DeviceRecord, passcodeKey: SecureBytes) -> SecureBytes {
+        passcodeKey.withUnsafeBytes { bytes in
+            KeyDerivation.keyedHash(
+                key: SecureBytes(copying: record.deviceSecret), context: "keepsake.kek.passcode.v1",
+                Data(bytes))
+        }
+    }
+
+    private func deviceKEK(_ record: DeviceRecord) -> SecureBytes {
+        Self.deviceKEK(SecureBytes(copying: record.deviceSecret))
+    }
+
+    static func deviceKEK(_ deviceSecret: SecureBytes) -> SecureBytes {
+        KeyDerivation.keyedHash(key: deviceSecret, context: "keepsake.kek.device.v1")
+    }
+
+    private static func associatedData(_ protection: ProtectionClass) -> Data {
+        Data("keepsake.classkey.v1\0\(protection.rawValue)".utf8)
+    }
+
+    static func wrap(_ keys: [ProtectionClass: SecureBytes], kek: SecureBytes) -> [String: Data] {
+        var wrapped: [String: Data] = [:]
+        for (protection, key) in keys {
+            wrapped[protection.rawValue] = key.withUnsafeBytes {
+                Envelope.seal($0, key: kek, associatedData: associatedData(protection))
+            }
+        }
+        return wrapped
+    }
+
+    private func unwrap(_ record: DeviceRecord, kek: SecureBytes) throws(DeviceError) -> [ProtectionClass: SecureBytes] {
+        var keys: [ProtectionClass: SecureBytes] = [:]
+        for (raw, envelope) in record.wrappedKeys {
+            guard let protection = ProtectionClass(rawValue: raw) else {
+                throw DeviceError(.corrupt, "unknown class in device state")
+            }
+            do {
+                keys[protection] = try Envelope.open(envelope, key: kek, associatedData: Self.associatedData(protection))
+            } catch {
+                throw DeviceError(.corrupt, "a class key does not open: \(error)")
+            }
+        }
+        return keys
+    }
+
+    // MARK: - Runtime state
+
+    private func provisionRuntime(_ keys: [ProtectionClass: SecureBytes]) throws(DeviceError) {
+        var known: [ProtectionClass: ItemPath] = [:]
+        for (protection, key) in keys {
+            var attributes = Self.runtimeAttributes
+            attributes["class"] = protection.rawValue
+            let secret = key.withUnsafeBytes { Self.runtimeMagic + Data(protection.rawValue.utf8) + [0] + Data($0) }
+            known[protection] = try call {
+                try secretService.createItem(
+                    label: "Keepsake class key", attributes: attributes, secret: secret,
+                    replacing: true, in: Self.runtimeCollection)
+            }
+        }
+        runtimePaths.withLock { $0 = known }
+    }
+
+    private func forgetRuntime(_ classes: [ProtectionClass]) throws(DeviceError) {
+        runtimePaths.withLock { $0 = [:] }
+        for protection in classes {
+            var attributes = Self.runtimeAttributes
+            attributes["class"] = protection.rawValue
+            for path in try call({ try secretService.search(attributes) }).unlocked {
+                try? secretService.deleteItem(at: path)
+            }
+        }
+    }
+
+    private static func parseRuntime(_ bytes: Data) -> (ProtectionClass, SecureBytes)? {
+        guard bytes.starts(with: runtimeMagic), let zero = bytes.dropFirst(4).firstIndex(of: 0),
+            let protection = ProtectionClass(rawValue: String(decoding: bytes[(bytes.startIndex + 4)..<zero], as: UTF8.self)),
+            bytes.endIndex - zero - 1 == Envelope.keyLength
+        else { return nil }
+        return (protection, SecureBytes(copying: bytes[(zero + 1)...]))
+    }
+
+    // MARK: - Helpers
+
+    private func call<R>(_ body: () throws -> R) throws(DeviceError) -> R {
+        do { return try body() } catch let error as SecretServiceError {
+            if error.code == .locked || error.code == .promptRequired {
+                throw DeviceError(.interactionNotAllowed, "\(error)", underlying: error)
+            }
+            throw DeviceError(.notAvailable, "\(error)", underlying: error)
+        } catch {
+            throw DeviceError(.notAvailable, "\(error)")
+        }
+    }
+
+    static func milliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+    }
+}
+
+/// The device's persistent state, stored as one Secret Service item.
+struct DeviceRecord: Codable, Sendable {
+    var version = 1
+    var deviceSecret: Data
+    var kind: LockScreenKind
+    var salt: Data?
+    var cost: Argon2Cost?
+    var verifier: Data?
+    var wrappedKeys: [String: Data]
+    var failures: Int
+    var notBefore: Int64
+
+    /// A new device: no lock screen, a random device secret, a random key per class (none for
+    /// `WhenPasscodeSetThisDeviceOnly`, which needs a passcode).
+    static func fresh() -> DeviceRecord {
+        let secret = SecureBytes(randomCount: 32)
+        var record = DeviceRecord(
+            deviceSecret: secret.unsafeData(), kind: .none, wrappedKeys: [:], failures: 0, notBefore: 0)
+        var keys: [ProtectionClass: SecureBytes] = [:]
+        for protection in ProtectionClass.allCases where !protection.requiresPasscode {
+            keys[protection] = SecureBytes(randomCount: Envelope.keyLength)
+        }
+        record.wrappedKeys = Device.wrap(keys, kek: Device.deviceKEK(secret))
+        return record
+    }
+
+    func encoded() -> Data { Data("KDS1".utf8) + (try! JSONEncoder().encode(self)) }
+
+    static func decode(_ bytes: Data) throws(DeviceError) -> DeviceRecord {
+        guard bytes.starts(with: Data("KDS1".utf8)),
+            let record = try? JSONDecoder().decode(DeviceRecord.self, from: bytes.dropFirst(4)),
+            record.version == 1, record.deviceSecret.count == 32
+        else { throw DeviceError(.corrupt, "the device state does not decode") }
+        return record
+    }
+}

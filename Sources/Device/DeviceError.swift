@@ -1,0 +1,52 @@
+import SecretService
+
+/// The one error type of the Device module. Compares by code; never carries a passcode or key.
+public struct DeviceError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Value: Hashable, Sendable {
+            case invalidAppID, invalidPasscode, authFailed, interactionNotAllowed, notAvailable
+            case corrupt
+        }
+        private let value: Value
+        private init(_ value: Value) { self.value = value }
+        public static let invalidAppID = Code(.invalidAppID)
+        /// A passcode that does not fit its kind (a 3-digit pin, a pattern reusing a cell, …).
+        public static let invalidPasscode = Code(.invalidPasscode)
+        /// A wrong passcode, one given too soon after failures, or a class that needs a passcode
+        /// on a device without one (Apple's errSecAuthFailed).
+        public static let authFailed = Code(.authFailed)
+        /// The class key is not available in the current lock state (errSecInteractionNotAllowed).
+        public static let interactionNotAllowed = Code(.interactionNotAllowed)
+        /// The Secret Service failed underneath (see `underlying`).
+        public static let notAvailable = Code(.notAvailable)
+        /// The device's stored state does not decode or authenticate.
+        public static let corrupt = Code(.corrupt)
+        public var description: String {
+            switch value {
+            case .invalidAppID: "invalid app id"
+            case .invalidPasscode: "invalid passcode"
+            case .authFailed: "authentication failed"
+            case .interactionNotAllowed: "not available in this lock state"
+            case .notAvailable: "Secret Service unavailable"
+            case .corrupt: "device state corrupt"
+            }
+        }
+    }
+
+    public let code: Code
+    public let message: String
+    public let underlying: SecretServiceError?
+
+    public init(_ code: Code, _ message: String, underlying: SecretServiceError? = nil) {
+        self.code = code
+        self.message = message
+        self.underlying = underlying
+    }
+
+    public static let invalidAppID = DeviceError(
+        .invalidAppID, "the app id must be reverse-DNS (e.g. com.example.wallet)")
+
+    public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
+    public func hash(into h: inout Hasher) { h.combine(code) }
+    public var description: String { "\(code): \(message)" }
+}

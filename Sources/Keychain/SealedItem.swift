@@ -1,0 +1,82 @@
+import Device
+import Foundation
+import Sealing
+
+/// What the Secret Service holds as an item's secret: the item's primary key and class in clear
+/// (they are in the clear attributes anyway) and the `StoredRecord` sealed under the class key.
+///
+/// Format: magic `KSK2`, then `TLV` fields class (1), access group (2), service (3), account (4),
+/// synchronizable (5), envelope (6). The envelope's associated data is `keepsake.keychain.v1`,
+/// NUL, and the canonical encoding of fields 1–5: a sealed value moved to another item (another
+/// primary key, class or access group — which is the app's id by default) fails to open, and one
+/// whose clear header was edited fails too.
+struct SealedItem: Equatable {
+    static let magic = Data("KSK2".utf8)
+
+    var accessible: Accessibility
+    var key: PrimaryKey
+    var envelope: Data
+
+    var protectionClass: ProtectionClass { ProtectionClass(rawValue: accessible.rawValue)! }
+
+    private static func header(_ accessible: Accessibility, _ key: PrimaryKey) -> TLV {
+        var out = TLV(magic: magic)
+        out.append(1, accessible.rawValue.utf8)
+        out.append(2, key.accessGroup.utf8)
+        out.append(3, key.service.utf8)
+        out.append(4, key.account.utf8)
+        out.append(5, [key.synchronizable ? 1 : 0])
+        return out
+    }
+
+    private static func associatedData(_ accessible: Accessibility, _ key: PrimaryKey) -> Data {
+        Data("keepsake.keychain.v1\0".utf8) + header(accessible, key).bytes
+    }
+
+    /// Seals `record` under its class key.
+    static func seal(_ record: StoredRecord, key classKey: SecureBytes) -> Data {
+        let accessible = record.attributes.accessible
+        let envelope = Envelope.seal(
+            record.encoded(), key: classKey, associatedData: associatedData(accessible, record.key))
+        var out = header(accessible, record.key)
+        out.append(6, envelope)
+        return out.bytes
+    }
+
+    /// Parses the clear header; nothing is opened yet.
+    static func parse(_ bytes: Data) throws(KeychainError) -> SealedItem {
+        let fields = try TLV.fields(bytes, magic: magic, knownTags: 1...6)
+        func string(_ tag: UInt8) throws(KeychainError) -> String {
+            guard let field = fields[tag], let value = String(data: field, encoding: .utf8) else {
+                throw TLV.malformed("missing or invalid header field")
+            }
+            return value
+        }
+        guard let accessible = Accessibility(rawValue: try string(1)),
+            let sync = fields[5], sync.count == 1, sync.first! <= 1, let envelope = fields[6]
+        else { throw TLV.malformed("bad sealed item header") }
+        return SealedItem(
+            accessible: accessible,
+            key: PrimaryKey(
+                accessGroup: try string(2), service: try string(3), account: try string(4),
+                synchronizable: sync.first! == 1),
+            envelope: Data(envelope))
+    }
+
+    /// Opens the record; it must describe the same item as the clear header.
+    func open(key classKey: SecureBytes) throws(KeychainError) -> StoredRecord {
+        let plaintext: SecureBytes
+        do {
+            plaintext = try Envelope.open(
+                envelope, key: classKey, associatedData: Self.associatedData(accessible, key))
+        } catch {
+            throw KeychainError(KeychainError.decode, "the item does not open (\(error.code))")
+        }
+        // The record (and so the item's data) leaves owned memory here: the caller asked for it.
+        let record = try StoredRecord.decode(plaintext.unsafeData())
+        guard record.key == key, record.attributes.accessible == accessible else {
+            throw KeychainError(KeychainError.decode, "the sealed record does not match its header")
+        }
+        return record
+    }
+}
