@@ -57,8 +57,8 @@ public struct KeychainError: Error, Sendable, Hashable, CustomStringConvertible 
         }
     }
 
-    /// How a Device failure looks to a keychain caller.
-    init(_ error: DeviceError) {
+    /// How a Device failure looks to a keychain caller (and on the command line).
+    public init(_ error: DeviceError) {
         let status: Int32 =
             switch error.code {
             case .authFailed: KeychainError.authFailed

@@ -1,5 +1,6 @@
 import Device
 import Foundation
+import Sealing
 import SecretService
 
 /// What every command shares: the app, its container and the device's places, from the global
@@ -35,6 +36,25 @@ struct Context {
 
     /// The Secret Service on `DBUS_SESSION_BUS_ADDRESS`.
     var secretService: SecretServiceConnection { .shared() }
+
+    /// The device on that Secret Service. `KEEPSAKE_ARGON2_COST` (moderate, interactive, minimum)
+    /// and `KEEPSAKE_RETRY_BASE_MS` exist so tests can run fast; the defaults are for real use.
+    var device: Device {
+        let environment = ProcessInfo.processInfo.environment
+        let cost = environment["KEEPSAKE_ARGON2_COST"].flatMap(Argon2Cost.init(name:)) ?? .moderate
+        var policy = RetryPolicy()
+        if let base = environment["KEEPSAKE_RETRY_BASE_MS"].flatMap(Int.init) {
+            policy.base = .milliseconds(base)
+        }
+        return Device(secretService: secretService, passcodeCost: cost, retryPolicy: policy)
+    }
+
+    /// Standard input as lines (passcodes), without their line ends.
+    static func readLines() -> [String] {
+        String(decoding: readStandardInput(), as: UTF8.self)
+            .split(separator: "\n", omittingEmptySubsequences: false)
+            .map { $0.hasSuffix("\r") ? String($0.dropLast()) : String($0) }
+    }
 
     /// Standard input, whole, as bytes.
     static func readStandardInput() -> Data {

@@ -10,7 +10,7 @@ enum KeychainCommand {
     static func run(_ verb: String?, _ context: Context) throws {
         let arguments = context.arguments
         try arguments.allowOnly(options)
-        let keychain = Keychain(app: context.app, secretService: context.secretService)
+        let keychain = Keychain(app: context.app, device: context.device)
         guard let service = arguments.value("service") else {
             throw CommandError.usage("keychain \(verb ?? "") needs --service")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Device
 import Keychain
 import SecretService
 
@@ -16,6 +17,8 @@ func main() -> Int32 {
         switch command {
         case "keychain": try KeychainCommand.run(verb, context)
         case "app": try AppCommand.run(verb, context)
+        case "lockscreen": try LockScreenCommand.run(verb, context)
+        case "device": try DeviceCommand.run(verb, context)
         case "demo": try DemoCommand.run(context)
         case "bench": try BenchCommand.run(verb, context)
         default: throw CommandError.usage("unknown command \(command)\n\(usage)")
@@ -27,6 +30,10 @@ func main() -> Int32 {
     } catch let error as KeychainError {
         Output.error("keepsake: \(error.statusName): \(error.message)")
         return 1
+    } catch let error as DeviceError {
+        let status = KeychainError(error)
+        Output.error("keepsake: \(status.statusName): \(error.message)")
+        return 1
     } catch {
         Output.error("keepsake: \(error)")
         return 1
@@ -37,6 +44,9 @@ let usage = """
     usage: keepsake [--app-id ID] [--container DIR] [--device-dir DIR] [--cloud DIR] COMMAND
       keychain add|get|update|delete|list --service S [--account A] [--sync yes|no|any]
                                           [--accessible CLASS] [--label L] [--access-group G]
+      lockscreen set --kind none|swipe|pin|pattern|password   (stdin: current passcode line, new one)
+      lockscreen unlock | lock | status
+      device reboot
       app uninstall
       demo
       bench keychain [--items N]

@@ -1,0 +1,167 @@
+import Device
+import Foundation
+import KeepsakeTestSupport
+import Sealing
+import SecretService
+import Testing
+
+struct PasscodeCase: Decodable, Sendable, CustomTestStringConvertible {
+    var kind: String
+    var passcode: String
+    var valid: Bool
+    var canonical: String?
+    var testDescription: String { "\(kind) \"\(passcode)\"" }
+}
+private struct PasscodeFile: Decodable { var cases: [PasscodeCase] }
+private let passcodeCases = (try? loadFixture(PasscodeFile.self, "device/passcodes.json").cases) ?? []
+
+/// A device on its own private Secret Service, fast Argon2id and short retry delays.
+func makeDevice(_ service: PrivateSecretService, retryBase: Duration = .milliseconds(300)) -> Device {
+    Device(
+        secretService: service.connection(), passcodeCost: .minimum,
+        retryPolicy: RetryPolicy(base: retryBase, longestWait: .seconds(5)))
+}
+
+private func code(_ body: () throws -> Void) -> DeviceError.Code? {
+    do {
+        try body()
+        return nil
+    } catch let error as DeviceError {
+        return error.code
+    } catch {
+        return .notAvailable
+    }
+}
+
+@Suite("Lock screen and class keys on a private Secret Service")
+struct LockScreenTests {
+    @Test("passcodes are checked against their kind", arguments: passcodeCases)
+    func passcodeShapes(_ c: PasscodeCase) {
+        let kind = LockScreenKind(rawValue: c.kind)!
+        if c.valid {
+            #expect((try? kind.validate(c.passcode)) == c.canonical)
+        } else {
+            #expect(throws: DeviceError(.invalidPasscode, "")) { try kind.validate(c.passcode) }
+        }
+    }
+
+    @Test("a new device has no lock screen, is unlocked and offers every class but passcode-set")
+    func freshDevice() throws {
+        let service = try PrivateSecretService.start()
+        let device = makeDevice(service)
+        #expect(try device.lockScreenKind() == LockScreenKind.none)
+        #expect(try device.state() == .unlocked)
+        for protection in ProtectionClass.allCases where !protection.requiresPasscode {
+            _ = try device.classKey(protection)
+        }
+        #expect(code { _ = try device.classKey(.whenPasscodeSetThisDeviceOnly) } == .authFailed)
+        // Without a knowledge factor the device stays unlocked across a reboot.
+        let key = try device.classKey(.whenUnlocked)
+        try device.reboot()
+        #expect(try device.state() == .unlocked)
+        #expect(try device.classKey(.whenUnlocked) == key)
+    }
+
+    @Test("with a pin: reboot → beforeFirstUnlock, unlock → unlocked, lock → locked, reboot again")
+    func stateMachine() throws {
+        let service = try PrivateSecretService.start()
+        let device = makeDevice(service)
+        try device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        #expect(try device.state() == .unlocked)
+        let afu = try device.classKey(.afterFirstUnlock)
+        let wu = try device.classKey(.whenUnlocked)
+        try device.reboot()
+        #expect(try device.state() == .beforeFirstUnlock)
+        #expect(code { _ = try device.classKey(.afterFirstUnlock) } == .interactionNotAllowed)
+        #expect(code { _ = try device.classKey(.whenUnlocked) } == .interactionNotAllowed)
+        try device.unlock(passcode: "1234")
+        #expect(try device.state() == .unlocked)
+        #expect(try device.classKey(.afterFirstUnlock) == afu)
+        #expect(try device.classKey(.whenUnlocked) == wu)
+        try device.lock()
+        #expect(try device.state() == .locked)
+        #expect(try device.classKey(.afterFirstUnlock) == afu)
+        #expect(try device.classKey(.afterFirstUnlockThisDeviceOnly) == device.classKey(.afterFirstUnlockThisDeviceOnly))
+        #expect(code { _ = try device.classKey(.whenUnlocked) } == .interactionNotAllowed)
+        #expect(code { _ = try device.classKey(.whenUnlockedThisDeviceOnly) } == .interactionNotAllowed)
+        #expect(code { _ = try device.classKey(.whenPasscodeSetThisDeviceOnly) } == .interactionNotAllowed)
+        try device.reboot()
+        #expect(try device.state() == .beforeFirstUnlock)
+    }
+
+    @Test("a restart of the Secret Service daemon behaves as a reboot")
+    func daemonRestartIsReboot() throws {
+        let service = try PrivateSecretService.start()
+        let device = makeDevice(service)
+        try device.setLockScreen(.password, passcode: "open sesame", currentPasscode: nil)
+        #expect(try device.state() == .unlocked)
+        try service.restart()
+        #expect(try device.state() == .beforeFirstUnlock)
+        try device.unlock(passcode: "open sesame")
+        #expect(try device.state() == .unlocked)
+    }
+
+    @Test("a wrong passcode answers authFailed, and the next attempt waits, across processes")
+    func wrongPasscodeIsRateLimited() throws {
+        let service = try PrivateSecretService.start()
+        let device = makeDevice(service, retryBase: .milliseconds(400))
+        try device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try device.reboot()
+        #expect(code { try device.unlock(passcode: "9999") } == .authFailed)
+        // Another "process" (a fresh Device on a fresh connection) sees the same delay.
+        let other = makeDevice(service, retryBase: .milliseconds(400))
+        let start = ContinuousClock.now
+        #expect(code { try other.unlock(passcode: "8888") } == .authFailed)
+        #expect(ContinuousClock.now - start >= .milliseconds(350))
+        // The delay grows: the second failure doubles it.
+        let again = ContinuousClock.now
+        try other.unlock(passcode: "1234")
+        #expect(ContinuousClock.now - again >= .milliseconds(700))
+        #expect(try device.state() == .unlocked)
+    }
+
+    @Test("changing the passcode needs the old one and keeps every class key")
+    func changePasscode() throws {
+        let service = try PrivateSecretService.start()
+        let device = makeDevice(service)
+        try device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        let keys = try ProtectionClass.allCases.map { try device.classKey($0) }
+        #expect(code { try device.setLockScreen(.pattern, passcode: "1-5-9-6", currentPasscode: "0000") } == .authFailed)
+        try device.setLockScreen(.pattern, passcode: "1-5-9-6", currentPasscode: "1234")
+        try device.reboot()
+        #expect(code { try device.unlock(passcode: "1234") } == .authFailed)
+        Thread.sleep(forTimeInterval: 0.35)
+        try device.unlock(passcode: "1-5-9-6")
+        #expect(try ProtectionClass.allCases.map { try device.classKey($0) } == keys)
+    }
+
+    @Test("removing the knowledge factor destroys the passcode-set key and leaves the device unlocked")
+    func removeKnowledgeFactor() throws {
+        let service = try PrivateSecretService.start()
+        let device = makeDevice(service)
+        try device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        let afu = try device.classKey(.afterFirstUnlock)
+        let change = try device.setLockScreen(.swipe, passcode: nil, currentPasscode: "1234")
+        #expect(change.knowledgeFactorRemoved)
+        #expect(code { _ = try device.classKey(.whenPasscodeSetThisDeviceOnly) } == .authFailed)
+        try device.reboot()
+        #expect(try device.state() == .unlocked)
+        #expect(try device.classKey(.afterFirstUnlock) == afu)
+    }
+
+    @Test("the passcode is never stored: no Secret Service secret contains it")
+    func passcodeNeverStored() throws {
+        let service = try PrivateSecretService.start()
+        let device = makeDevice(service)
+        let passcode = "correct horse battery staple"
+        try device.setLockScreen(.password, passcode: passcode, currentPasscode: nil)
+        let connection = service.connection()
+        var paths = try connection.search([:]).unlocked
+        paths += try connection.search(["xdg:schema": "org.keepsake.Device"]).unlocked
+        let secrets = try connection.secrets(at: paths)
+        #expect(!secrets.isEmpty)
+        for (_, secret) in secrets {
+            #expect(secret.range(of: Data(passcode.utf8)) == nil)
+        }
+    }
+}
