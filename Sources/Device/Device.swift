@@ -25,6 +25,10 @@ public final class Device: Sendable {
     public let retryPolicy: RetryPolicy
 
     private let runtimePaths = Mutex<[ProtectionClass: ItemPath]>([:])
+    /// The last class keys read from runtime state, so that reading the same key again does not
+    /// allocate owned memory each time. Never used without reading the runtime item first: a key
+    /// dropped at lock is gone from the read, and so from the result.
+    private let recentKeys = Mutex<[ProtectionClass: SecureBytes]>([:])
 
     static let persistentCollection = CollectionPath.default
     static let runtimeCollection = CollectionPath("/org/freedesktop/secrets/aliases/session")
@@ -142,18 +146,22 @@ public final class Device: Sendable {
         public var classKeys: [ProtectionClass: SecureBytes]
     }
 
-    /// Reads `paths` together with the runtime class keys. Paths that no longer exist are absent.
-    public func read(_ paths: [ItemPath]) throws(DeviceError) -> KeyedRead {
+    /// Reads `paths` together with the runtime class keys (only those of `classes` when the
+    /// caller knows which it needs). Paths that no longer exist are absent.
+    public func read(_ paths: [ItemPath], classes: Set<ProtectionClass>? = nil) throws(DeviceError)
+        -> KeyedRead
+    {
         var known = runtimePaths.withLock { $0 }
-        var extra = Array(known.values)
+        let all = known
+        var extra = known.filter { classes?.contains($0.key) ?? true }.map(\.value)
         if known.isEmpty {
             extra = try call { try secretService.search(Self.runtimeAttributes) }.unlocked
         }
         let secrets = try call { try secretService.secrets(at: paths + extra) }
         var keys: [ProtectionClass: SecureBytes] = [:]
-        known = [:]
+        known = all.filter { !extra.contains($0.value) }
         for path in extra {
-            guard let bytes = secrets[path], let (protection, key) = Self.parseRuntime(bytes) else { continue }
+            guard let bytes = secrets[path], let (protection, key) = parseRuntime(bytes) else { continue }
             keys[protection] = key
             known[protection] = path
         }
@@ -339,12 +347,22 @@ public final class Device: Sendable {
         }
     }
 
-    private static func parseRuntime(_ bytes: Data) -> (ProtectionClass, SecureBytes)? {
-        guard bytes.starts(with: runtimeMagic), let zero = bytes.dropFirst(4).firstIndex(of: 0),
+    private func parseRuntime(_ bytes: Data) -> (ProtectionClass, SecureBytes)? {
+        guard bytes.starts(with: Self.runtimeMagic), let zero = bytes.dropFirst(4).firstIndex(of: 0),
             let protection = ProtectionClass(rawValue: String(decoding: bytes[(bytes.startIndex + 4)..<zero], as: UTF8.self)),
             bytes.endIndex - zero - 1 == Envelope.keyLength
         else { return nil }
-        return (protection, SecureBytes(copying: bytes[(zero + 1)...]))
+        let keyBytes = bytes[(zero + 1)...]
+        return recentKeys.withLock { recent in
+            if let known = recent[protection],
+                known.withUnsafeBytes({ constantTimeEquals($0, keyBytes) })
+            {
+                return (protection, known)
+            }
+            let key = SecureBytes(copying: keyBytes)
+            recent[protection] = key
+            return (protection, key)
+        }
     }
 
     // MARK: - Helpers

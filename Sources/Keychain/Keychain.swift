@@ -24,7 +24,7 @@ public final class Keychain: Sendable {
     /// Query → object path of the item it last found, so a hot read is one `GetSecrets` round
     /// trip. Validated on every use: the record read back must match the query (and names its own
     /// primary key), so a stale or reused path can never yield another item's secret.
-    private let pathCache = Mutex<[GenericPasswordQuery: ItemPath]>([:])
+    private let pathCache = Mutex<[GenericPasswordQuery: (path: ItemPath, class: ProtectionClass)]>([:])
 
     public init(app: App, device: Device) {
         self.app = app
@@ -89,7 +89,10 @@ public final class Keychain: Sendable {
         }
         let matches = Self.winners(try find(query))
         guard let first = matches.first else { throw Self.notFound }
-        if Self.isCacheable(query) { pathCache.withLock { $0[query] = first.path } }
+        if Self.isCacheable(query) {
+            let protection = ProtectionClass(rawValue: first.record.attributes.accessible.rawValue)!
+            pathCache.withLock { $0[query] = (first.path, protection) }
+        }
         let selected = limit == .one ? [first] : matches
         return selected.map { Self.item($0.record, returnData: returnData) }
     }
@@ -276,11 +279,11 @@ public final class Keychain: Sendable {
 
     /// One `GetSecrets` round trip on the path this query found last time, validated.
     private func hotRead(_ query: GenericPasswordQuery) throws(KeychainError) -> StoredRecord? {
-        guard Self.isCacheable(query), let path = pathCache.withLock({ $0[query] }) else {
+        guard Self.isCacheable(query), let (path, protection) = pathCache.withLock({ $0[query] }) else {
             return nil
         }
         try Validation.check(query)
-        var read = try deviceCall { try device.read([path]) }
+        var read = try deviceCall { try device.read([path], classes: [protection]) }
         guard let bytes = read.secrets[path],
             let record = try? open(bytes, keys: &read.classKeys),
             app.accessGroups.contains(record.key.accessGroup), query.matches(record.attributes)
@@ -389,6 +392,6 @@ extension Keychain {
     /// Test hook: makes the hot-read cache point `query` at `path`, as a stale or reused path
     /// would, so tests can show such a path never yields another item's secret.
     func rememberPath(_ path: ItemPath, for query: GenericPasswordQuery) {
-        pathCache.withLock { $0[query] = path }
+        pathCache.withLock { $0[query] = (path, .whenUnlocked) }
     }
 }

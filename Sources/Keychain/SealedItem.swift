@@ -65,15 +65,19 @@ struct SealedItem: Equatable {
 
     /// Opens the record; it must describe the same item as the clear header.
     func open(key classKey: SecureBytes) throws(KeychainError) -> StoredRecord {
-        let plaintext: SecureBytes
+        // The opened record is decoded at once and its buffer wiped; the item's data leaves as a
+        // `Data` copy because the caller asked for it.
+        let opened: Result<StoredRecord, KeychainError>
         do {
-            plaintext = try Envelope.open(
-                envelope, key: classKey, associatedData: Self.associatedData(accessible, key))
+            opened = try Envelope.open(
+                envelope, key: classKey, associatedData: Self.associatedData(accessible, key)
+            ) { plaintext in
+                Result { () throws(KeychainError) in try StoredRecord.decode(Data(plaintext)) }
+            }
         } catch {
             throw KeychainError(KeychainError.decode, "the item does not open (\(error.code))")
         }
-        // The record (and so the item's data) leaves owned memory here: the caller asked for it.
-        let record = try StoredRecord.decode(plaintext.unsafeData())
+        let record = try opened.get()
         guard record.key == key, record.attributes.accessible == accessible else {
             throw KeychainError(KeychainError.decode, "the sealed record does not match its header")
         }

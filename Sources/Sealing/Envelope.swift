@@ -40,34 +40,56 @@ public enum Envelope {
         return Data(header + nonceBytes + out[0..<Int(outLength)])
     }
 
-    /// Opens an envelope into owned memory.
+    /// Opens an envelope into owned memory (`SecureBytes`): for keys and long-lived secrets.
     ///
     /// - Throws: `.malformed` (too short, wrong magic), `.unknownVersion`, `.authentication`
     ///   (wrong key or associated data, or any byte changed).
     public static func open(
         _ envelope: some DataProtocol, key: SecureBytes, associatedData: some DataProtocol
     ) throws(SealingError) -> SecureBytes {
+        try open(envelope, key: key, associatedData: associatedData) { plaintext in
+            SecureBytes(count: plaintext.count) { $0.copyMemory(from: plaintext) }
+        }
+    }
+
+    /// Opens an envelope and hands the plaintext to `body` in a buffer that is wiped
+    /// (`sodium_memzero`) as soon as `body` returns: the cheap path for values that are decoded
+    /// at once. Whatever `body` copies out is the caller's to look after.
+    public static func open<R>(
+        _ envelope: some DataProtocol, key: SecureBytes, associatedData: some DataProtocol,
+        _ body: (UnsafeRawBufferPointer) throws -> R
+    ) throws(SealingError) -> R {
         Sodium.initialize()
-        let bytes = Array(envelope)
-        guard bytes.count >= overhead, Array(bytes[0..<3]) == magic else {
+        let bytes = envelope as? Data ?? Data(envelope)
+        guard bytes.count >= overhead, bytes.prefix(3).elementsEqual(magic) else {
             throw SealingError(.malformed)
         }
-        guard bytes[3] == version else { throw SealingError(.unknownVersion) }
+        guard bytes[bytes.startIndex + 3] == version else { throw SealingError(.unknownVersion) }
         guard key.count == keyLength else { throw SealingError(.authentication) }
-        let nonce = Array(bytes[headerLength..<(headerLength + nonceLength)])
-        let ciphertext = Array(bytes[(headerLength + nonceLength)...])
-        let ad = Array(bytes[0..<headerLength]) + Array(associatedData)
-        var ok = false
-        let opened = SecureBytes(count: ciphertext.count - tagLength) { out in
-            var outLength: UInt64 = 0
-            ok = key.withUnsafeBytes { k in
-                crypto_aead_xchacha20poly1305_ietf_decrypt(
-                    out.bindMemory(to: UInt8.self).baseAddress, &outLength, nil, ciphertext,
-                    UInt64(ciphertext.count), ad, UInt64(ad.count), nonce,
-                    k.bindMemory(to: UInt8.self).baseAddress!) == 0
+        let ad = bytes.prefix(headerLength) + (associatedData as? Data ?? Data(associatedData))
+        let plaintextLength = bytes.count - overhead
+        var plaintext = [UInt8](repeating: 0, count: max(plaintextLength, 1))
+        defer { plaintext.withUnsafeMutableBytes { _ = sodium_memzero($0.baseAddress, $0.count) } }
+        let ok = bytes.withUnsafeBytes { raw -> Bool in
+            let base = raw.bindMemory(to: UInt8.self).baseAddress!
+            let nonce = base + headerLength
+            let ciphertext = nonce + nonceLength
+            return ad.withUnsafeBytes { adBytes in
+                key.withUnsafeBytes { k in
+                    var outLength: UInt64 = 0
+                    return crypto_aead_xchacha20poly1305_ietf_decrypt(
+                        &plaintext, &outLength, nil, ciphertext,
+                        UInt64(plaintextLength + tagLength),
+                        adBytes.bindMemory(to: UInt8.self).baseAddress, UInt64(adBytes.count), nonce,
+                        k.bindMemory(to: UInt8.self).baseAddress!) == 0
+                }
             }
         }
         guard ok else { throw SealingError(.authentication) }
-        return opened
+        do {
+            return try plaintext.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0.prefix(plaintextLength))) }
+        } catch {
+            throw SealingError(.malformed, "the opened value did not decode")
+        }
     }
 }

@@ -2,6 +2,7 @@ import Device
 import Foundation
 import KeepsakeTestSupport
 import Keychain
+import Sealing
 
 /// `keepsake bench keychain [--items N]`: Keepsake against libsecret's own convenience calls, on
 /// one private Secret Service, in one run, interleaved so both see the same keyring size.
@@ -90,6 +91,32 @@ struct KeychainBenchmark {
             }
         }
 
+        // Sealing cost per item against the round trip it rides on (one GetSecrets of one item).
+        let connection = service.connection()
+        try keychain.add(GenericPasswordAttributes(service: "bench-roundtrip", account: "one"), data: secret)
+        let path = try connection.search(["service": "bench-roundtrip"]).unlocked[0]
+        var roundTrip = Duration.zero
+        for _ in 0..<rounds { roundTrip += try time { _ = try connection.secrets(at: [path]) } }
+        let classKey = SecureBytes(randomCount: Envelope.keyLength)
+        let record = Data(repeating: 0x61, count: 200)
+        let associatedData = Data(repeating: 0x62, count: 80)
+        let sealings = 20_000
+        let sealing = try time {
+            for _ in 0..<sealings {
+                let sealed = Envelope.seal(record, key: classKey, associatedData: associatedData)
+                _ = try Envelope.open(sealed, key: classKey, associatedData: associatedData) { $0.count }
+            }
+        }
+
+        // Unlock: Argon2id at the default (moderate) cost, on this device.
+        let device = Device(secretService: service.connection(), passcodeCost: .moderate)
+        try device.setLockScreen(.pin, passcode: "123456", currentPasscode: nil)
+        var unlock = Duration.zero
+        for _ in 0..<3 {
+            try device.reboot()
+            unlock += try time { try device.unlock(passcode: "123456") }
+        }
+
         let deletes = min(items, rounds)
         report("add (per item)", keepsakeAdd / items, libsecretAdd / items, "≤ 1.2×", limit: 1.2)
         report("hot read of one item", keepsakeRead / rounds, libsecretRead / rounds, "≤ 0.5×", limit: 0.5)
@@ -97,6 +124,14 @@ struct KeychainBenchmark {
             "read all \(items) (per item)", keepsakeAll / (3 * items), libsecretAll / (3 * items),
             "≤ 0.1× (≥ 10× faster)", limit: 0.1)
         report("delete (per item)", keepsakeDelete / deletes, libsecretDelete / deletes, "≤ 1.2×", limit: 1.2)
+        let perSealing = sealing / sealings
+        print(
+            "seal+open of one item         \(format(perSealing))  vs one GetSecrets round trip \(format(roundTrip / rounds))"
+                + "  ratio \(String(format: "%.4f", seconds(perSealing) / seconds(roundTrip / rounds)))×  target ≤ 0.05×  "
+                + (seconds(perSealing) / seconds(roundTrip / rounds) <= 0.05 ? "ok" : "MISSED"))
+        print(
+            "unlock (Argon2id moderate: \(Argon2Cost.moderate.operations) passes, \(Argon2Cost.moderate.memoryBytes >> 20) MiB)  \(format(unlock / 3))"
+                + "  intent ≈ 500 ms")
     }
 
     private func report(
