@@ -20,6 +20,11 @@ import Synchronization
 /// Thread-safe; several processes may share one device.
 public final class Device: Sendable {
     public let secretService: SecretServiceConnection
+    /// The device directory (owned by the "OS", outside every app): settings and the stores'
+    /// per-app data that survives uninstall.
+    public let directory: URL
+    /// The signed-in cloud account, or nil when signed out.
+    public let cloud: (any CloudStorage)?
     /// Argon2id cost for a newly set passcode (a stored verifier keeps its own cost).
     public let passcodeCost: Argon2Cost
     public let retryPolicy: RetryPolicy
@@ -37,12 +42,176 @@ public final class Device: Sendable {
     static let runtimeMagic = Data("KRK1".utf8)
 
     public init(
-        secretService: SecretServiceConnection = .shared(), passcodeCost: Argon2Cost = .moderate,
+        secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
+        cloud: (any CloudStorage)? = nil, passcodeCost: Argon2Cost = .moderate,
         retryPolicy: RetryPolicy = RetryPolicy()
     ) {
         self.secretService = secretService
+        self.directory = directory ?? Self.defaultDirectory
+        self.cloud = cloud
         self.passcodeCost = passcodeCost
         self.retryPolicy = retryPolicy
+    }
+
+    /// `$XDG_DATA_HOME/keepsake/device`.
+    public static var defaultDirectory: URL {
+        let environment = ProcessInfo.processInfo.environment
+        let dataHome = environment["XDG_DATA_HOME"].map { URL(fileURLWithPath: $0) }
+            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/share")
+        return dataHome.appendingPathComponent("keepsake/device")
+    }
+
+    // MARK: - Settings, apps and per-app device data
+
+    private var settingsFile: URL { directory.appendingPathComponent("settings.json") }
+
+    public func settings() throws(DeviceError) -> DeviceSettings {
+        do {
+            guard let bytes = try Files.read(settingsFile) else { return DeviceSettings() }
+            return try JSONDecoder().decode(DeviceSettings.self, from: bytes)
+        } catch {
+            throw DeviceError(.corrupt, "device settings: \(error)")
+        }
+    }
+
+    public func updateSettings(_ change: (inout DeviceSettings) -> Void) throws(DeviceError) {
+        var current = try settings()
+        change(&current)
+        do {
+            try Files.writeAtomically(try JSONEncoder().encode(current), to: settingsFile)
+        } catch {
+            throw DeviceError(.notAvailable, "device settings: \(error)")
+        }
+    }
+
+    /// Where a store keeps an app's data outside the app's container (it survives uninstall while
+    /// the device's backup setting is on).
+    public func appDataDirectory(_ app: App, store: String) -> URL {
+        directory.appendingPathComponent("apps").appendingPathComponent(app.id)
+            .appendingPathComponent(store)
+    }
+
+    /// Every app id with data in the device directory.
+    public func appsWithData() -> [String] { Files.list(directory.appendingPathComponent("apps")) }
+
+    /// Uninstall: the container is deleted; with backup off, the app's device data goes too.
+    public func uninstall(_ app: App) throws(DeviceError) {
+        let backup = try settings().backupEnabled
+        do {
+            try app.uninstall()
+            if !backup {
+                let data = directory.appendingPathComponent("apps").appendingPathComponent(app.id)
+                if FileManager.default.fileExists(atPath: data.path) {
+                    try FileManager.default.removeItem(at: data)
+                }
+            }
+        } catch {
+            throw DeviceError(.notAvailable, "uninstall: \(error)")
+        }
+    }
+
+    /// The device's Block Store key: derived from the device secret held in the Secret Service,
+    /// available in every lock state (Block Store data is readable whenever the app runs).
+    public func blockStoreKey() throws(DeviceError) -> SecureBytes {
+        KeyDerivation.keyedHash(
+            key: SecureBytes(copying: try loadRecord().record.deviceSecret), context: "keepsake.blockstore.v1")
+    }
+
+    // MARK: - End-to-end encryption and the cloud account
+
+    /// End-to-end encryption is available only with a knowledge factor.
+    public func isEndToEndEncryptionAvailable() throws(DeviceError) -> Bool {
+        try lockScreenKind().hasKnowledgeFactor
+    }
+
+    /// The account's cloud key, when this device may write to the cloud: E2EE available, signed
+    /// in, unlocked since boot, and holding the key the account uses (set up here, or joined).
+    /// nil otherwise — nothing is uploaded then.
+    public func cloudKey() throws(DeviceError) -> SecureBytes? {
+        guard let cloud else { return nil }
+        let record = try loadRecord().record
+        guard record.kind.hasKnowledgeFactor, let wrapped = record.wrappedCloudKey else { return nil }
+        let key = try openCloudKey(wrapped)
+        guard let blobBytes = try cloudCall({ try cloud.read(AccountKeyBlob.name) }) else { return nil }
+        let blob = try AccountKeyBlob.decode(blobBytes)
+        return constantTimeEquals(blob.check, AccountKeyBlob.check(key)) ? key : nil
+    }
+
+    /// Joins the signed-in cloud account by proving the passcode of a device that set it up.
+    /// Wrong passcodes answer authFailed with the same growing delays as unlock.
+    public func join(passcode: String) throws(DeviceError) {
+        guard let cloud else { throw DeviceError(.notAvailable, "signed out: no cloud account") }
+        guard let bytes = try cloudCall({ try cloud.read(AccountKeyBlob.name) }) else {
+            throw DeviceError(.notAvailable, "the cloud account has no key to join")
+        }
+        let blob = try AccountKeyBlob.decode(bytes)
+        var (path, record) = try loadRecord()
+        try waitForRetry(record)
+        let kek = try derive(passcode, salt: blob.salt, cost: blob.cost)
+        guard let cloudKey = try? Envelope.open(blob.wrappedKey, key: kek, associatedData: AccountKeyBlob.associatedData()),
+            constantTimeEquals(blob.check, AccountKeyBlob.check(cloudKey))
+        else {
+            try recordFailure(&record, at: path)
+            throw DeviceError(.authFailed, "wrong passcode for the cloud account")
+        }
+        record.failures = 0
+        record.notBefore = 0
+        record.wrappedCloudKey = try sealCloudKey(cloudKey)
+        _ = try store(record, replacing: path)
+    }
+
+    private func sealCloudKey(_ cloudKey: SecureBytes) throws(DeviceError) -> Data {
+        let classKey = try classKey(.afterFirstUnlock)
+        return cloudKey.withUnsafeBytes {
+            Envelope.seal($0, key: classKey, associatedData: Data("keepsake.cloudkey.v1".utf8))
+        }
+    }
+
+    private func openCloudKey(_ wrapped: Data) throws(DeviceError) -> SecureBytes {
+        let classKey = try classKey(.afterFirstUnlock)
+        do {
+            return try Envelope.open(wrapped, key: classKey, associatedData: Data("keepsake.cloudkey.v1".utf8))
+        } catch {
+            throw DeviceError(.corrupt, "the cloud key does not open")
+        }
+    }
+
+    /// With the passcode at hand (set or unlock): creates the account key when neither this
+    /// device nor the cloud has one, and (re)writes the cloud's account-key blob when this device
+    /// holds the account's key.
+    private func maintainCloudKey(_ record: inout DeviceRecord, passcode: String) throws(DeviceError) -> Bool {
+        guard record.kind.hasKnowledgeFactor else { return false }
+        var changed = false
+        let blob = try cloud.flatMap { cloud throws(DeviceError) in
+            try cloudCall({ try cloud.read(AccountKeyBlob.name) }).map { bytes throws(DeviceError) in try AccountKeyBlob.decode(bytes) }
+        }
+        var cloudKey = try record.wrappedCloudKey.map { wrapped throws(DeviceError) in try openCloudKey(wrapped) }
+        if cloudKey == nil && blob == nil {
+            let key = SecureBytes(randomCount: Envelope.keyLength)
+            record.wrappedCloudKey = try sealCloudKey(key)
+            cloudKey = key
+            changed = true
+        }
+        guard let cloud, let cloudKey else { return changed }
+        let check = AccountKeyBlob.check(cloudKey)
+        if let blob, !constantTimeEquals(blob.check, check) { return changed }  // another account key: join first
+        if let blob, (try? Envelope.open(blob.wrappedKey, key: try derive(passcode, salt: blob.salt, cost: blob.cost), associatedData: AccountKeyBlob.associatedData())) != nil {
+            return changed  // already wrapped under this passcode
+        }
+        let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
+        let kek = try derive(passcode, salt: salt, cost: passcodeCost)
+        let wrapped = cloudKey.withUnsafeBytes {
+            Envelope.seal($0, key: kek, associatedData: AccountKeyBlob.associatedData())
+        }
+        let newBlob = AccountKeyBlob(salt: salt, cost: passcodeCost, wrappedKey: wrapped, check: check)
+        try cloudCall { try cloud.write(AccountKeyBlob.name, newBlob.encoded()) }
+        return changed
+    }
+
+    private func cloudCall<R>(_ body: () throws -> R) throws(DeviceError) -> R {
+        do { return try body() } catch let error as DeviceError { throw error } catch {
+            throw DeviceError(.notAvailable, "cloud account unreachable: \(error)")
+        }
     }
 
     // MARK: - Lock screen
@@ -112,9 +281,13 @@ public final class Device: Sendable {
             keys[.whenPasscodeSetThisDeviceOnly] = nil
         }
         record.wrappedKeys = Self.wrap(keys, kek: kek)
+        if newPasscode == nil { record.wrappedCloudKey = nil }  // no E2EE: the cloud key goes
         _ = try store(record, replacing: path)
         try forgetRuntime(ProtectionClass.allCases)
         try provisionRuntime(keys)
+        if let newPasscode, try maintainCloudKey(&record, passcode: newPasscode) {
+            _ = try store(record, replacing: path)
+        }
         return LockScreenChange(knowledgeFactorRemoved: hadKnowledgeFactor && newPasscode == nil)
     }
 
@@ -125,6 +298,9 @@ public final class Device: Sendable {
         guard record.kind.hasKnowledgeFactor else { return }
         let kek = try verify(passcode, &record, at: path)
         try provisionRuntime(try unwrap(record, kek: kek))
+        if cloud != nil, try maintainCloudKey(&record, passcode: passcode) {
+            _ = try store(record, replacing: path)
+        }
     }
 
     /// Locks: the `WhenUnlocked…` class keys are dropped from runtime state.
@@ -235,23 +411,13 @@ public final class Device: Sendable {
     private func verify(_ passcode: String, _ record: inout DeviceRecord, at path: ItemPath)
         throws(DeviceError) -> SecureBytes
     {
-        let now = Self.milliseconds()
-        if record.notBefore > now {
-            let wait = Duration.milliseconds(record.notBefore - now)
-            if wait > retryPolicy.longestWait {
-                throw DeviceError(
-                    .authFailed, "too many wrong passcodes; try again in \(record.notBefore - now) ms")
-            }
-            Thread.sleep(forTimeInterval: Double(record.notBefore - now) / 1000)
-        }
+        try waitForRetry(record)
         guard let salt = record.salt, let cost = record.cost, let verifier = record.verifier else {
             throw DeviceError(.corrupt, "no passcode verifier")
         }
         let passcodeKey = try derive(passcode, salt: salt, cost: cost)
         guard constantTimeEquals(Self.verifier(passcodeKey).unsafeData(), verifier) else {
-            record.failures += 1
-            record.notBefore = Self.milliseconds() + Self.milliseconds(retryPolicy.delay(afterFailures: record.failures))
-            _ = try store(record, replacing: path)
+            try recordFailure(&record, at: path)
             throw DeviceError(.authFailed, "wrong passcode")
         }
         if record.failures != 0 {
@@ -260,6 +426,22 @@ public final class Device: Sendable {
             _ = try store(record, replacing: path)
         }
         return Self.passcodeKEK(record, passcodeKey: passcodeKey)
+    }
+
+    /// Sits out the delay earned by earlier wrong passcodes (or refuses at once when it is long).
+    private func waitForRetry(_ record: DeviceRecord) throws(DeviceError) {
+        let now = Self.milliseconds()
+        guard record.notBefore > now else { return }
+        if Duration.milliseconds(record.notBefore - now) > retryPolicy.longestWait {
+            throw DeviceError(.authFailed, "too many wrong passcodes; try again in \(record.notBefore - now) ms")
+        }
+        Thread.sleep(forTimeInterval: Double(record.notBefore - now) / 1000)
+    }
+
+    private func recordFailure(_ record: inout DeviceRecord, at path: ItemPath) throws(DeviceError) {
+        record.failures += 1
+        record.notBefore = Self.milliseconds() + Self.milliseconds(retryPolicy.delay(afterFailures: record.failures))
+        _ = try store(record, replacing: path)
     }
 
     private func derive(_ passcode: String, salt: Data, cost: Argon2Cost) throws(DeviceError) -> SecureBytes {
@@ -393,6 +575,8 @@ struct DeviceRecord: Codable, Sendable {
     var cost: Argon2Cost?
     var verifier: Data?
     var wrappedKeys: [String: Data]
+    /// The cloud account's key, sealed under the AfterFirstUnlock class key.
+    var wrappedCloudKey: Data?
     var failures: Int
     var notBefore: Int64
 

@@ -248,18 +248,17 @@ public final class Keychain: Sendable {
             let record = try open(bytes, keys: &read.classKeys)
             // The index found it for these attributes: a record that says otherwise was moved
             // or edited.
-            guard record.secretServiceAttributes.isSuperset(of: attributes) else {
+            guard record.matchesIndex(attributes) else {
                 throw KeychainError(KeychainError.decode, "an item's record does not match its index")
             }
             guard groups.contains(record.key.accessGroup), query.matches(record.attributes)
             else { continue }
             matches.append(Match(path: path, record: record))
         }
+        guard groups.count > 1 else { return matches.sorted { $0.path < $1.path } }
+        let order = Dictionary(uniqueKeysWithValues: groups.enumerated().map { ($1, $0) })
         return matches.sorted { a, b in
-            let (ga, gb) = (
-                groups.firstIndex(of: a.record.key.accessGroup)!,
-                groups.firstIndex(of: b.record.key.accessGroup)!
-            )
+            let (ga, gb) = (order[a.record.key.accessGroup]!, order[b.record.key.accessGroup]!)
             return ga != gb ? ga < gb : a.path < b.path
         }
     }
@@ -365,12 +364,6 @@ public final class Keychain: Sendable {
     static let notFound = KeychainError(KeychainError.itemNotFound, "no item matches the query")
     static let locked = KeychainError(
         KeychainError.interactionNotAllowed, "the Secret Service collection is locked")
-}
-
-extension Dictionary where Key == String, Value == String {
-    fileprivate func isSuperset(of other: [String: String]) -> Bool {
-        other.allSatisfy { self[$0.key] == $0.value }
-    }
 }
 
 extension Keychain {

@@ -69,6 +69,23 @@ struct StoredRecord: Sendable, Equatable {
         return attributes
     }
 
+    /// Whether this record is what an index search with `attributes` should have found (without
+    /// building the record's own attribute dictionary: this runs once per item of a read-all).
+    func matchesIndex(_ attributes: [String: String]) -> Bool {
+        attributes.allSatisfy { name, value in
+            switch name {
+            case SecretServiceSchema.schema: value == SecretServiceSchema.name
+            case SecretServiceSchema.service: value == self.attributes.service
+            case SecretServiceSchema.account: value == self.attributes.account
+            case SecretServiceSchema.accessGroup: value == key.accessGroup
+            case SecretServiceSchema.synchronizable: value == (key.synchronizable ? "true" : "false")
+            case SecretServiceSchema.accessible: value == self.attributes.accessible.rawValue
+            case SecretServiceSchema.itemID: value == id
+            default: false
+            }
+        }
+    }
+
     var secretServiceLabel: String {
         attributes.label ?? "\(attributes.service) (\(attributes.account))"
     }
@@ -105,8 +122,11 @@ struct StoredRecord: Sendable, Equatable {
     /// - Throws: `errSecDecode` for anything that is not a well-formed record of this version.
     static func decode(_ bytes: Data) throws(KeychainError) -> StoredRecord {
         let raw = try TLV.fields(bytes, magic: magic, knownTags: Tag.id.rawValue...Tag.data.rawValue)
-        var fields: [Tag: Data] = [:]
-        for (tag, value) in raw { fields[Tag(rawValue: tag)!] = value }
+        struct ByTag {
+            let raw: TLV.Fields
+            subscript(tag: Tag) -> Data? { raw[tag.rawValue] }
+        }
+        let fields = ByTag(raw: raw)
         func string(_ tag: Tag) throws(KeychainError) -> String? {
             guard let field = fields[tag] else { return nil }
             guard let value = String(data: field, encoding: .utf8) else {

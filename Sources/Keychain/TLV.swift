@@ -14,12 +14,13 @@ struct TLV {
         bytes.append(contentsOf: value)
     }
 
-    /// The fields of `bytes`, by tag.
+    /// The fields of `bytes`, by tag (a small array indexed by tag: records are decoded once per
+    /// item of a read-all, so no dictionary).
     static func fields(_ bytes: Data, magic: Data, knownTags: ClosedRange<UInt8>) throws(KeychainError)
-        -> [UInt8: Data]
+        -> Fields
     {
         guard bytes.starts(with: magic) else { throw malformed("unknown header") }
-        var fields: [UInt8: Data] = [:]
+        var fields = Fields()
         var index = bytes.startIndex + magic.count
         while index < bytes.endIndex {
             guard bytes.endIndex - index >= 5, knownTags.contains(bytes[index]) else {
@@ -34,6 +35,14 @@ struct TLV {
             index = start + length
         }
         return fields
+    }
+
+    struct Fields {
+        private var values = [Data?](repeating: nil, count: 16)
+        subscript(tag: UInt8) -> Data? {
+            get { values[Int(tag)] }
+            set { values[Int(tag)] = newValue }
+        }
     }
 
     static func malformed(_ why: String) -> KeychainError {

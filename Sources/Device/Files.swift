@@ -1,0 +1,62 @@
+import Foundation
+
+/// File rules every store shares: directories 0700, files 0600, writes atomic (temp file, fsync,
+/// rename, fsync of the directory), so a reader sees the old or the new bytes in full.
+public enum Files {
+    public static func ensureDirectory(_ url: URL) throws {
+        try FileManager.default.createDirectory(
+            at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        chmod(url.path, 0o700)
+    }
+
+    public static func writeAtomically(_ data: Data, to url: URL) throws {
+        let directory = url.deletingLastPathComponent()
+        try ensureDirectory(directory)
+        let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString).tmp")
+        let fd = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw posixError("open") }
+        var ok = false
+        defer {
+            close(fd)
+            if !ok { unlink(temporary.path) }
+        }
+        try data.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let written = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                guard written > 0 else { throw posixError("write") }
+                offset += written
+            }
+        }
+        guard fsync(fd) == 0 else { throw posixError("fsync") }
+        guard rename(temporary.path, url.path) == 0 else { throw posixError("rename") }
+        ok = true
+        let directoryFD = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryFD >= 0 {
+            fsync(directoryFD)
+            close(directoryFD)
+        }
+    }
+
+    /// The file's bytes, or nil when it does not exist.
+    public static func read(_ url: URL) throws -> Data? {
+        do {
+            return try Data(contentsOf: url)
+        } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
+            return nil
+        }
+    }
+
+    public static func remove(_ url: URL) throws {
+        if unlink(url.path) != 0 && errno != ENOENT { throw posixError("unlink") }
+    }
+
+    public static func list(_ directory: URL) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [])
+            .filter { !$0.hasPrefix(".") }.sorted()
+    }
+
+    private static func posixError(_ call: String) -> Error {
+        NSError(domain: NSPOSIXErrorDomain, code: Int(errno), userInfo: [NSLocalizedDescriptionKey: "\(call) failed: \(String(cString: strerror(errno)))"])
+    }
+}
