@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "Keychain", targets: ["Keychain"]),
         .library(name: "Security", targets: ["Security"]),
+        .library(name: "BlockStore", targets: ["BlockStore"]),
         .library(name: "KeepsakeTestSupport", targets: ["KeepsakeTestSupport"]),
         .executable(name: "keepsake", targets: ["keepsake"]),
     ],
@@ -28,15 +29,23 @@ let package = Package(
         .target(name: "Device", dependencies: ["SecretService", "Sealing"]),
         // Apple's generic-password semantics, Swift-native API.
         .target(name: "Keychain", dependencies: ["SecretService", "Device", "Sealing"]),
+        // Google's Block Store: entries sealed in the device directory, cloud copies under E2EE.
+        .target(name: "BlockStore", dependencies: ["Device", "Sealing"]),
         // Apple-source-compatible surface: SecItem*, kSec* constants, CF aliases.
         .target(name: "Security", dependencies: ["Keychain", "Device"]),
         // The private Secret Service harness and throwaway devices (tests, demo, benchmarks).
         .target(name: "KeepsakeTestSupport", dependencies: ["SecretService", "Device", "Sealing", "CSecret"]),
         .executableTarget(
             name: "keepsake",
-            dependencies: ["Keychain", "Security", "SecretService", "Device", "Sealing", "KeepsakeTestSupport"]),
+            dependencies: [
+                "Keychain", "Security", "BlockStore", "SecretService", "Device", "Sealing",
+                "KeepsakeTestSupport",
+            ]),
 
         .testTarget(name: "SealingTests", dependencies: ["Sealing"]),
+        .testTarget(
+            name: "BlockStoreTests",
+            dependencies: ["BlockStore", "Device", "Sealing", "KeepsakeTestSupport", "SecretService"]),
         .testTarget(
             name: "SecretServiceTests", dependencies: ["SecretService", "KeepsakeTestSupport"]),
         .testTarget(

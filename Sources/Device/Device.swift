@@ -124,13 +124,15 @@ public final class Device: Sendable {
         try lockScreenKind().hasKnowledgeFactor
     }
 
-    /// The account's cloud key, when this device may write to the cloud: E2EE available, signed
-    /// in, unlocked since boot, and holding the key the account uses (set up here, or joined).
-    /// nil otherwise — nothing is uploaded then.
-    public func cloudKey() throws(DeviceError) -> SecureBytes? {
+    /// The account's cloud key, when this device holds the key the account uses (set up here, or
+    /// joined), is signed in and unlocked since boot. For uploads E2EE must be available too
+    /// (`forUpload`); restoring needs only the key, which a join proved the passcode for.
+    /// nil otherwise — nothing is exchanged then.
+    public func cloudKey(forUpload: Bool = true) throws(DeviceError) -> SecureBytes? {
         guard let cloud else { return nil }
         let record = try loadRecord().record
-        guard record.kind.hasKnowledgeFactor, let wrapped = record.wrappedCloudKey else { return nil }
+        if forUpload && !record.kind.hasKnowledgeFactor { return nil }
+        guard let wrapped = record.wrappedCloudKey else { return nil }
         let key = try openCloudKey(wrapped)
         guard let blobBytes = try cloudCall({ try cloud.read(AccountKeyBlob.name) }) else { return nil }
         let blob = try AccountKeyBlob.decode(blobBytes)

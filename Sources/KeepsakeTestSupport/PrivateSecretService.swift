@@ -199,24 +199,25 @@ public struct HarnessError: Error, CustomStringConvertible, Sendable {
     public init(_ description: String) { self.description = description }
 }
 
-/// Kills every daemon this process started when it exits, so no test run leaves one behind.
+/// Keeps every service this process started alive until it exits (a test's local variable may be
+/// released after its last use while the Keychain or Device made from it is still working), and
+/// stops them all at exit, so no test run leaves a daemon behind.
 final class Registry: @unchecked Sendable {
     // Sendable: `services` is guarded by `lock`.
     static let shared = Registry()
     private let lock = NSLock()
-    private var services: [WeakService] = []
-    private struct WeakService { weak var service: PrivateSecretService? }
+    private var services: [PrivateSecretService] = []
 
     private init() {
         atexit { Registry.shared.stopAll() }
     }
 
     func add(_ service: PrivateSecretService) {
-        lock.withLock { services.append(WeakService(service: service)) }
+        lock.withLock { services.append(service) }
     }
 
     func stopAll() {
-        let all = lock.withLock { services.compactMap(\.service) }
+        let all = lock.withLock { services }
         all.forEach { $0.stop() }
     }
 }

@@ -45,16 +45,16 @@ struct SealedItem: Equatable {
 
     /// Parses the clear header; nothing is opened yet.
     static func parse(_ bytes: Data) throws(KeychainError) -> SealedItem {
-        let fields = try TLV.fields(bytes, magic: magic, knownTags: 1...6)
+        let fields = try KeychainTLV.fields(bytes, magic: magic, knownTags: 1...6)
         func string(_ tag: UInt8) throws(KeychainError) -> String {
             guard let field = fields[tag], let value = String(data: field, encoding: .utf8) else {
-                throw TLV.malformed("missing or invalid header field")
+                throw KeychainTLV.malformed("missing or invalid header field")
             }
             return value
         }
         guard let accessible = Accessibility(rawValue: try string(1)),
             let sync = fields[5], sync.count == 1, sync.first! <= 1, let envelope = fields[6]
-        else { throw TLV.malformed("bad sealed item header") }
+        else { throw KeychainTLV.malformed("bad sealed item header") }
         return SealedItem(
             accessible: accessible,
             key: PrimaryKey(

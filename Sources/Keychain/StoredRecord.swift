@@ -1,4 +1,5 @@
 import Foundation
+import Sealing
 
 /// How a generic password sits in the Secret Service.
 ///
@@ -121,7 +122,7 @@ struct StoredRecord: Sendable, Equatable {
 
     /// - Throws: `errSecDecode` for anything that is not a well-formed record of this version.
     static func decode(_ bytes: Data) throws(KeychainError) -> StoredRecord {
-        let raw = try TLV.fields(bytes, magic: magic, knownTags: Tag.id.rawValue...Tag.data.rawValue)
+        let raw = try KeychainTLV.fields(bytes, magic: magic, knownTags: Tag.id.rawValue...Tag.data.rawValue)
         struct ByTag {
             let raw: TLV.Fields
             subscript(tag: Tag) -> Data? { raw[tag.rawValue] }
@@ -161,5 +162,5 @@ struct StoredRecord: Sendable, Equatable {
         return StoredRecord(id: try required(.id), attributes: attributes, data: Data(data))
     }
 
-    private static func malformed(_ why: String) -> KeychainError { TLV.malformed(why) }
+    private static func malformed(_ why: String) -> KeychainError { KeychainTLV.malformed(why) }
 }

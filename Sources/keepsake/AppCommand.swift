@@ -5,6 +5,6 @@ enum AppCommand {
     static func run(_ verb: String?, _ context: Context) throws {
         try context.arguments.allowOnly([])
         guard verb == "uninstall" else { throw CommandError.usage("app uninstall") }
-        try context.app.uninstall()
+        try context.device.uninstall(context.app)
     }
 }

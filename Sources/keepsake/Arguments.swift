@@ -14,6 +14,7 @@ struct Arguments {
 
     static let flagNames: Set<String> = ["all", "backup", "help"]
 
+
     static func fromProcess() throws(CommandError) -> Arguments {
         var raw: [String] = []
         for index in 1..<Int(CommandLine.argc) {

@@ -46,7 +46,9 @@ struct Context {
         if let base = environment["KEEPSAKE_RETRY_BASE_MS"].flatMap(Int.init) {
             policy.base = .milliseconds(base)
         }
-        return Device(secretService: secretService, passcodeCost: cost, retryPolicy: policy)
+        return Device(
+            secretService: secretService, directory: deviceDirectory,
+            cloud: cloudDirectory.map(CloudDirectory.init), passcodeCost: cost, retryPolicy: policy)
     }
 
     /// Standard input as lines (passcodes), without their line ends.

@@ -1,3 +1,4 @@
+import BlockStore
 import Device
 import Foundation
 import Keychain
@@ -39,13 +40,52 @@ enum LockScreenCommand {
     }
 }
 
-/// `keepsake device reboot`: runtime state is forgotten.
+/// `keepsake device reboot | join | transfer | settings`.
 enum DeviceCommand {
     static func run(_ verb: String?, _ context: Context) throws {
-        try context.arguments.allowOnly([])
+        let device = context.device
         switch verb {
-        case "reboot": try context.device.reboot()
-        default: throw CommandError.usage("device reboot")
+        case "reboot":
+            try context.arguments.allowOnly([])
+            try device.reboot()
+        case "join":
+            // A new device joins --cloud with an existing device's passcode, and restores.
+            try context.arguments.allowOnly([])
+            let restored = try BlockStoreSync(device: device).join(passcode: Context.readLines().first ?? "")
+            Output.json(["restored": restored])
+        case "transfer":
+            try context.arguments.allowOnly(["out", "in"])
+            let sync = BlockStoreSync(device: device)
+            if let out = context.arguments.value("out") {
+                let (bundle, key) = try sync.transferOut()
+                try Files.writeAtomically(bundle, to: URL(fileURLWithPath: out))
+                Output.line(key)
+            } else if let input = context.arguments.value("in") {
+                guard let bundle = try Files.read(URL(fileURLWithPath: input)) else {
+                    throw CommandError.usage("no transfer file at \(input)")
+                }
+                let count = try sync.transferIn(bundle, key: Context.readLines().first ?? "")
+                Output.json(["imported": count])
+            } else {
+                throw CommandError.usage("device transfer --out FILE | --in FILE")
+            }
+        case "settings":
+            try context.arguments.allowOnly(["block-store", "device-backup"])
+            func flag(_ name: String) throws -> Bool? {
+                guard let value = context.arguments.value(name) else { return nil }
+                guard value == "yes" || value == "no" else { throw CommandError.usage("--\(name) yes|no") }
+                return value == "yes"
+            }
+            let blockStore = try flag("block-store")
+            let backup = try flag("device-backup")
+            try device.updateSettings { settings in
+                if let blockStore { settings.blockStoreAvailable = blockStore }
+                if let backup { settings.backupEnabled = backup }
+            }
+            let settings = try device.settings()
+            Output.json(["blockStore": settings.blockStoreAvailable, "backup": settings.backupEnabled])
+        default:
+            throw CommandError.usage("device reboot | join | transfer --out FILE|--in FILE | settings")
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import BlockStore
 import Device
 import Keychain
 import SecretService
@@ -19,6 +20,7 @@ func main() -> Int32 {
         case "app": try AppCommand.run(verb, context)
         case "lockscreen": try LockScreenCommand.run(verb, context)
         case "device": try DeviceCommand.run(verb, context)
+        case "blockstore": try BlockStoreCommand.run(verb, context)
         case "demo": try DemoCommand.run(context)
         case "bench": try BenchCommand.run(verb, context)
         default: throw CommandError.usage("unknown command \(command)\n\(usage)")
@@ -29,6 +31,14 @@ func main() -> Int32 {
         return error.exitCode
     } catch let error as KeychainError {
         Output.error("keepsake: \(error.statusName): \(error.message)")
+        return 1
+    } catch let error as BlockStoreError {
+        // A wrong passcode at join is the device's errSecAuthFailed; the rest are Google's codes.
+        if let device = error.device, device.code == .authFailed {
+            Output.error("keepsake: \(KeychainError(device).statusName): \(error.message)")
+        } else {
+            Output.error("keepsake: \(error.code): \(error.message)")
+        }
         return 1
     } catch let error as DeviceError {
         let status = KeychainError(error)
@@ -46,7 +56,8 @@ let usage = """
                                           [--accessible CLASS] [--label L] [--access-group G]
       lockscreen set --kind none|swipe|pin|pattern|password   (stdin: current passcode line, new one)
       lockscreen unlock | lock | status
-      device reboot
+      device reboot | join | transfer --out FILE | --in FILE | settings [--block-store yes|no] [--device-backup yes|no]
+      blockstore store --key K [--backup] | retrieve [--key K ...|--all] | delete [--key K ...|--all] | e2ee | sync
       app uninstall
       demo
       bench keychain [--items N]

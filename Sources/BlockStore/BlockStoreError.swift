@@ -1,0 +1,44 @@
+import Device
+
+/// The one error type of the Block Store, with Google's status codes exactly
+/// (`BlockstoreStatusCodes`, and `CommonStatusCodes` for the general ones). Compares by code.
+public struct BlockStoreError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: Int
+        public let name: String
+        private init(_ rawValue: Int, _ name: String) {
+            self.rawValue = rawValue
+            self.name = name
+        }
+        /// Key and bytes together exceed 4096 bytes.
+        public static let maxSizeExceeded = Code(40000, "MAX_SIZE_EXCEEDED")
+        /// A 17th key for this app.
+        public static let tooManyEntries = Code(40001, "TOO_MANY_ENTRIES")
+        /// Block Store is not available on this device.
+        public static let featureNotSupported = Code(40002, "FEATURE_NOT_SUPPORTED")
+        /// A request that contradicts itself (keys and all together) — CommonStatusCodes.DEVELOPER_ERROR.
+        public static let invalidArgument = Code(10, "DEVELOPER_ERROR")
+        /// Stored data that does not decode or authenticate, or storage that failed — CommonStatusCodes.INTERNAL_ERROR.
+        public static let internalError = Code(8, "INTERNAL_ERROR")
+        /// The cloud account could not be reached — CommonStatusCodes.NETWORK_ERROR.
+        public static let networkError = Code(7, "NETWORK_ERROR")
+        public var description: String { "\(name) (\(rawValue))" }
+        public static func == (l: Code, r: Code) -> Bool { l.rawValue == r.rawValue }
+        public func hash(into h: inout Hasher) { h.combine(rawValue) }
+    }
+
+    public let code: Code
+    public let message: String
+    /// The device failure underneath, when there was one (a wrong passcode at join, …).
+    public let device: DeviceError?
+
+    public init(_ code: Code, _ message: String, device: DeviceError? = nil) {
+        self.code = code
+        self.message = message
+        self.device = device
+    }
+
+    public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
+    public func hash(into h: inout Hasher) { h.combine(code) }
+    public var description: String { "\(code): \(message)" }
+}

@@ -1,0 +1,210 @@
+import Device
+import Foundation
+import Sealing
+
+/// The device side of Block Store's cloud and device-to-device paths, for every app on the device.
+///
+/// Cloud objects are named `bs-<keyed hash of app id and key>` and sealed under the account's
+/// cloud key: the cloud operator learns neither app ids nor keys nor bytes. A cloud copy exists only
+/// for entries stored with `shouldBackupToCloud` while end-to-end encryption is available; storing a
+/// key with `shouldBackupToCloud` false, or deleting it, removes its cloud copy at the next sync.
+public struct BlockStoreSync: Sendable {
+    public let device: Device
+
+    public init(device: Device) { self.device = device }
+
+    /// What one sync did.
+    public struct Report: Sendable, Equatable {
+        public var uploaded = 0
+        public var removed = 0
+        /// Why nothing was exchanged, when nothing could be.
+        public var skipped: String?
+    }
+
+    /// Exchanges with the cloud account now: uploads backed-up entries, removes cloud copies of
+    /// entries that are no longer backed up. Without E2EE (or signed out, or not joined) nothing
+    /// is written to the cloud.
+    public func sync() throws(BlockStoreError) -> Report {
+        guard let cloud = device.cloud else { return Report(skipped: "signed out") }
+        guard try LocalLayout.call({ try device.isEndToEndEncryptionAvailable() }) else {
+            return Report(skipped: "no end-to-end-encryption-capable lock screen")
+        }
+        guard let cloudKey = try LocalLayout.call({ try device.cloudKey() }) else {
+            return Report(skipped: "this device does not hold the cloud account's key (join first)")
+        }
+        let keys = CloudKeys(cloudKey)
+        var report = Report()
+        for appID in device.appsWithData() {
+            guard let app = try? App(id: appID, container: device.directory) else { continue }
+            let layout = try LocalLayout(device: device, app: app)
+            let manifestFile = layout.directory.appendingPathComponent("cloud-manifest")
+            let previous = Set((try? Files.read(manifestFile)).flatMap { $0 }.map { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init) } ?? [])
+            var current = Set<String>()
+            for name in layout.names() {
+                guard let entry = try layout.read(name) else { continue }
+                let cloudName = keys.name(appID: appID, key: entry.key)
+                if entry.shouldBackupToCloud {
+                    try network { try cloud.write(cloudName, keys.seal(entry, appID: appID, name: cloudName)) }
+                    current.insert(cloudName)
+                    report.uploaded += 1
+                } else {
+                    try network { try cloud.delete(cloudName) }
+                }
+            }
+            for stale in previous.subtracting(current) {
+                try network { try cloud.delete(stale) }
+                report.removed += 1
+            }
+            do {
+                try Files.writeAtomically(Data(current.sorted().joined(separator: "\n").utf8), to: manifestFile)
+            } catch {
+                throw BlockStoreError(.internalError, "the cloud manifest could not be written")
+            }
+        }
+        return report
+    }
+
+    /// A new device: proves the passcode of a device of the account (`Device.join`), then restores
+    /// every backed-up entry into the local copy. A wrong passcode restores nothing.
+    @discardableResult
+    public func join(passcode: String) throws(BlockStoreError) -> Int {
+        do { try device.join(passcode: passcode) } catch {
+            let code: BlockStoreError.Code = error.code == .authFailed ? .internalError : .networkError
+            throw BlockStoreError(code, error.message, device: error)
+        }
+        return try restore()
+    }
+
+    /// Restores the cloud's backed-up entries into the local copy (existing local entries win).
+    public func restore() throws(BlockStoreError) -> Int {
+        guard let cloud = device.cloud,
+            let cloudKey = try LocalLayout.call({ try device.cloudKey(forUpload: false) })
+        else { return 0 }
+        let keys = CloudKeys(cloudKey)
+        var restored = 0
+        for name in try network({ try cloud.list() }) where name.hasPrefix("bs-") {
+            guard let bytes = try network({ try cloud.read(name) }) else { continue }
+            let (entry, appID) = try keys.open(bytes, name: name)
+            guard let app = try? App(id: appID, container: device.directory) else {
+                throw BlockStoreError(.internalError, "a cloud entry names an invalid app")
+            }
+            let client = BlockStoreClient(app: app, device: device)
+            if try client.retrieveBytes(RetrieveBytesRequest(keys: [entry.key]))[entry.key] != nil { continue }
+            do {
+                try client.storeBytes(StoreBytesData(bytes: entry.bytes, key: entry.key, shouldBackupToCloud: true))
+                restored += 1
+            } catch where error.code == .tooManyEntries {
+                continue
+            }
+        }
+        return restored
+    }
+
+    // MARK: - Device-to-device transfer
+
+    /// A transfer bundle of every app's local entries, sealed under a one-time key that is
+    /// returned (hex) to be given to the receiving device out of band. No cloud involved.
+    public func transferOut() throws(BlockStoreError) -> (bundle: Data, key: String) {
+        var out = TLV(magic: Data("KTB1".utf8))
+        var payload = Data()
+        for appID in device.appsWithData() {
+            guard let app = try? App(id: appID, container: device.directory) else { continue }
+            for entry in try BlockStoreClient(app: app, device: device).entries() {
+                let encoded = entry.encoded(appID: appID)
+                withUnsafeBytes(of: UInt32(encoded.count).bigEndian) { payload.append(contentsOf: $0) }
+                payload.append(encoded)
+            }
+        }
+        let key = SecureBytes(randomCount: Envelope.keyLength)
+        out.append(1, Envelope.seal(payload, key: key, associatedData: Data("keepsake.transfer.v1".utf8)))
+        return (out.bytes, hex(key.unsafeData()))
+    }
+
+    /// Imports a transfer bundle with its one-time key: each entry lands in its app's local copy.
+    @discardableResult
+    public func transferIn(_ bundle: Data, key hexKey: String) throws(BlockStoreError) -> Int {
+        guard let keyBytes = Self.fromHex(hexKey), keyBytes.count == Envelope.keyLength else {
+            throw BlockStoreError(.invalidArgument, "the transfer key is 64 hex digits")
+        }
+        let entries: [(BlockStoreEntry, String)]
+        do {
+            let fields = try TLV.fields(bundle, magic: Data("KTB1".utf8), known: 1...1)
+            entries = try Envelope.open(try fields.required(1), key: SecureBytes(copying: keyBytes), associatedData: Data("keepsake.transfer.v1".utf8)) { plaintext in
+                var result: [(BlockStoreEntry, String)] = []
+                var rest = Data(plaintext)
+                while !rest.isEmpty {
+                    guard rest.count >= 4 else { throw SealingError(.malformed) }
+                    let length = rest.prefix(4).reduce(0) { $0 << 8 | Int($1) }
+                    guard rest.count - 4 >= length else { throw SealingError(.malformed) }
+                    let (entry, appID) = try BlockStoreEntry.decode(Data(rest.dropFirst(4).prefix(length)))
+                    guard let appID else { throw SealingError(.malformed) }
+                    result.append((entry, appID))
+                    rest = Data(rest.dropFirst(4 + length))
+                }
+                return result
+            }
+        } catch {
+            throw BlockStoreError(.internalError, "the transfer bundle does not open (wrong key, tampered or corrupt)")
+        }
+        for (entry, appID) in entries {
+            guard let app = try? App(id: appID, container: device.directory) else {
+                throw BlockStoreError(.internalError, "the transfer bundle names an invalid app")
+            }
+            try BlockStoreClient(app: app, device: device).storeBytes(
+                StoreBytesData(bytes: entry.bytes, key: entry.key, shouldBackupToCloud: entry.shouldBackupToCloud))
+        }
+        return entries.count
+    }
+
+    private func network<R>(_ body: () throws -> R) throws(BlockStoreError) -> R {
+        do { return try body() } catch { throw BlockStoreError(.networkError, "cloud account: \(error)") }
+    }
+
+    static func fromHex(_ string: String) -> Data? {
+        guard string.count % 2 == 0 else { return nil }
+        var data = Data()
+        var index = string.startIndex
+        while index < string.endIndex {
+            let next = string.index(index, offsetBy: 2)
+            guard let byte = UInt8(string[index..<next], radix: 16) else { return nil }
+            data.append(byte)
+            index = next
+        }
+        return data
+    }
+}
+
+/// Names and seals of cloud objects, from the account's cloud key.
+struct CloudKeys {
+    private let entryKey: SecureBytes
+    private let nameKey: SecureBytes
+
+    init(_ cloudKey: SecureBytes) {
+        entryKey = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.entry.v1")
+        nameKey = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.name.v1")
+    }
+
+    func name(appID: String, key: String) -> String {
+        "bs-" + hex(KeyDerivation.keyedHash(key: nameKey, context: "keepsake.cloud.blockstore-name.v1", Data((appID + "\0" + key).utf8)).unsafeData())
+    }
+
+    func seal(_ entry: BlockStoreEntry, appID: String, name: String) -> Data {
+        Envelope.seal(entry.encoded(appID: appID), key: entryKey, associatedData: Data("keepsake.cloud.blockstore.v1\0\(name)".utf8))
+    }
+
+    func open(_ bytes: Data, name: String) throws(BlockStoreError) -> (BlockStoreEntry, String) {
+        do {
+            let (entry, appID) = try Envelope.open(bytes, key: entryKey, associatedData: Data("keepsake.cloud.blockstore.v1\0\(name)".utf8)) {
+                try BlockStoreEntry.decode(Data($0))
+            }
+            guard let appID, self.name(appID: appID, key: entry.key) == name else {
+                throw BlockStoreError(.internalError, "a cloud entry is stored under another name")
+            }
+            return (entry, appID)
+        } catch let error as BlockStoreError {
+            throw error
+        } catch {
+            throw BlockStoreError(.internalError, "a cloud entry does not open (tampered or corrupt)")
+        }
+    }
+}

@@ -1,0 +1,133 @@
+import Device
+import Foundation
+import Sealing
+
+/// One Block Store entry as an app sees it, plus what sync needs.
+public struct BlockStoreEntry: Sendable, Hashable {
+    public var key: String
+    public var bytes: Data
+    public var shouldBackupToCloud: Bool
+    /// Milliseconds since 1970 of the last store.
+    public var modified: Int64
+
+    static let magic = Data("KBE1".utf8)
+
+    /// The entry's fields (inside every envelope: local file, cloud object, transfer bundle).
+    func encoded(appID: String? = nil) -> Data {
+        var out = TLV(magic: Self.magic)
+        out.append(1, key)
+        out.append(2, bytes)
+        out.append(3, shouldBackupToCloud)
+        out.append(4, modified)
+        if let appID { out.append(5, appID) }
+        return out.bytes
+    }
+
+    static func decode(_ bytes: Data) throws(SealingError) -> (entry: BlockStoreEntry, appID: String?) {
+        let fields = try TLV.fields(bytes, magic: magic, known: 1...5)
+        let entry = BlockStoreEntry(
+            key: try fields.requiredString(1), bytes: Data(try fields.required(2)),
+            shouldBackupToCloud: try fields.bool(3) ?? false, modified: try fields.int64(4) ?? 0)
+        return (entry, try fields.string(5))
+    }
+}
+
+/// The keys and names of an app's local Block Store copy, all derived from the device's Block
+/// Store key (held in the Secret Service).
+///
+/// Layout: `<device dir>/apps/<app id>/blockstore/<name>.entry`, where name is a keyed hash of the
+/// entry key (so file names reveal no key), and the file is an envelope whose associated data binds
+/// the app id and the name: an entry copied to another app or renamed fails to open.
+struct LocalLayout {
+    let directory: URL
+    let appID: String
+    private let entryKey: SecureBytes
+    private let nameKey: SecureBytes
+
+    init(device: Device, app: App) throws(BlockStoreError) {
+        let blockStoreKey = try Self.call { try device.blockStoreKey() }
+        directory = device.appDataDirectory(app, store: "blockstore")
+        appID = app.id
+        entryKey = KeyDerivation.keyedHash(key: blockStoreKey, context: "keepsake.blockstore.entry.v1")
+        nameKey = KeyDerivation.keyedHash(key: blockStoreKey, context: "keepsake.blockstore.name.v1")
+    }
+
+    func name(_ key: String) -> String {
+        hex(KeyDerivation.keyedHash(key: nameKey, context: "keepsake.blockstore.local-name.v1", Data((appID + "\0" + key).utf8)).unsafeData())
+    }
+
+    func file(_ name: String) -> URL { directory.appendingPathComponent(name + ".entry") }
+
+    private func associatedData(_ name: String) -> Data {
+        Data("keepsake.blockstore.local.v1\0\(appID)\0\(name)".utf8)
+    }
+
+    func seal(_ entry: BlockStoreEntry, nonce: [UInt8]? = nil) -> Data {
+        Envelope.seal(entry.encoded(), key: entryKey, associatedData: associatedData(name(entry.key)), nonce: nonce)
+    }
+
+    func open(_ bytes: Data, name: String) throws(BlockStoreError) -> BlockStoreEntry {
+        do {
+            let entry = try Envelope.open(bytes, key: entryKey, associatedData: associatedData(name)) {
+                plaintext in try BlockStoreEntry.decode(Data(plaintext)).entry
+            }
+            guard self.name(entry.key) == name else {
+                throw BlockStoreError(.internalError, "an entry is stored under another key's name")
+            }
+            return entry
+        } catch let error as BlockStoreError {
+            throw error
+        } catch {
+            throw BlockStoreError(.internalError, "an entry does not open (tampered or corrupt)")
+        }
+    }
+
+    /// Every entry name on disk.
+    func names() -> [String] {
+        Files.list(directory).filter { $0.hasSuffix(".entry") }.map { String($0.dropLast(6)) }
+    }
+
+    func read(_ name: String) throws(BlockStoreError) -> BlockStoreEntry? {
+        let bytes: Data?
+        do { bytes = try Files.read(file(name)) } catch {
+            throw BlockStoreError(.internalError, "an entry could not be read: \(error)")
+        }
+        return try bytes.map { b throws(BlockStoreError) in try open(b, name: name) }
+    }
+
+    func write(_ entry: BlockStoreEntry) throws(BlockStoreError) {
+        do { try Files.writeAtomically(seal(entry), to: file(name(entry.key))) } catch {
+            throw BlockStoreError(.internalError, "an entry could not be written: \(error)")
+        }
+    }
+
+    func remove(_ name: String) throws(BlockStoreError) {
+        do { try Files.remove(file(name)) } catch {
+            throw BlockStoreError(.internalError, "an entry could not be deleted: \(error)")
+        }
+    }
+
+    /// Runs `body` holding the app's Block Store lock (flock), so that concurrent processes never
+    /// exceed the entry limit or lose a write.
+    func locked<R>(_ body: () throws(BlockStoreError) -> R) throws(BlockStoreError) -> R {
+        do { try Files.ensureDirectory(directory) } catch {
+            throw BlockStoreError(.internalError, "\(error)")
+        }
+        let fd = Foundation.open(directory.appendingPathComponent(".lock").path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw BlockStoreError(.internalError, "the Block Store lock could not be opened") }
+        defer { close(fd) }
+        flock(fd, LOCK_EX)
+        defer { flock(fd, LOCK_UN) }
+        return try body()
+    }
+
+    static func call<R>(_ body: () throws -> R) throws(BlockStoreError) -> R {
+        do { return try body() } catch let error as DeviceError {
+            throw BlockStoreError(.internalError, error.message, device: error)
+        } catch {
+            throw BlockStoreError(.internalError, "\(error)")
+        }
+    }
+}
+
+func hex(_ data: Data) -> String { data.map { String(format: "%02x", $0) }.joined() }
