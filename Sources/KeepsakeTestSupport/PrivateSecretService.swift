@@ -59,6 +59,7 @@ public final class PrivateSecretService: @unchecked Sendable {
     private init(masterPassword: String) throws {
         let base = FileManager.default.temporaryDirectory
             .appendingPathComponent("keepsake-ss-\(UUID().uuidString.prefix(8))")
+        _ = Registry.shared
         root = base
         self.masterPassword = masterPassword
         busAddress = "unix:path=\(base.appendingPathComponent("run/bus").path)"
@@ -216,9 +217,16 @@ final class Registry: @unchecked Sendable {
         lock.withLock { services.append(service) }
     }
 
+    private var directories: [URL] = []
+
+    func removeAtExit(_ directory: URL) { lock.withLock { directories.append(directory) } }
+
     func stopAll() {
         let all = lock.withLock { services }
         all.forEach { $0.stop() }
+        for directory in lock.withLock({ directories }) {
+            try? FileManager.default.removeItem(at: directory)
+        }
     }
 }
 

@@ -1,17 +1,32 @@
 import Device
 import Foundation
 
+/// Throwaway directories for tests and the benchmark, under one per-process root that is removed
+/// when the process exits.
+public enum Throwaway {
+    private static let root: URL = {
+        let url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("keepsake-throwaway-\(getpid())-\(UUID().uuidString.prefix(6))")
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        Registry.shared.removeAtExit(url)
+        return url
+    }()
+
+    /// A fresh, empty directory (mode 0700).
+    public static func directory(_ prefix: String) -> URL {
+        let url = root.appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8).lowercased())")
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        return url
+    }
+}
+
 /// A throwaway app: a unique reverse-DNS id and a fresh container directory.
 public enum ThrowawayApp {
     public static func make(
         id: String? = nil, accessGroups: [String]? = nil
     ) throws -> App {
-        let suffix = UUID().uuidString.prefix(8).lowercased()
-        let container = FileManager.default.temporaryDirectory
-            .appendingPathComponent("keepsake-app-\(suffix)")
-        try FileManager.default.createDirectory(
-            at: container, withIntermediateDirectories: true,
-            attributes: [.posixPermissions: 0o700])
+        let container = Throwaway.directory("app")
+        let suffix = container.lastPathComponent.dropFirst(4)
         return try App(
             id: id ?? "com.example.app\(suffix)", container: container, accessGroups: accessGroups)
     }

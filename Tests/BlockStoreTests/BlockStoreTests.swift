@@ -33,9 +33,7 @@ struct Phone {
     var sync: BlockStoreSync { BlockStoreSync(device: device) }
 }
 
-func newCloud() -> URL {
-    FileManager.default.temporaryDirectory.appendingPathComponent("keepsake-cloud-\(UUID().uuidString)")
-}
+func newCloud() -> URL { Throwaway.directory("cloud") }
 
 /// Every file under `directory`, recursively.
 func allFiles(_ directory: URL) -> [URL] {

@@ -117,8 +117,7 @@ struct CLITests {
     @Test("app uninstall deletes the container; the Keychain item survives a reinstall")
     func uninstallKeepsKeychain() throws {
         let service = try PrivateSecretService.shared()
-        let container = FileManager.default.temporaryDirectory.appendingPathComponent("c-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: container, withIntermediateDirectories: true)
+        let container = Throwaway.directory("container")
         try Data("x".utf8).write(to: container.appendingPathComponent("prefs.xml"))
         let app = ["--app-id", "com.example.cli\(UUID().uuidString.prefix(6).lowercased())", "--container", container.path]
         let s = ["--service", "hint", "--account", "a"]
