@@ -45,9 +45,14 @@ struct LocalLayout {
     private let nameKey: SecureBytes
 
     init(device: Device, app: App) throws(BlockStoreError) {
-        let blockStoreKey = try Self.call { try device.blockStoreKey() }
-        directory = device.appDataDirectory(app, store: "blockstore")
-        appID = app.id
+        self.init(
+            blockStoreKey: try Self.call { try device.blockStoreKey() },
+            directory: device.appDataDirectory(app, store: "blockstore"), appID: app.id)
+    }
+
+    init(blockStoreKey: SecureBytes, directory: URL, appID: String) {
+        self.directory = directory
+        self.appID = appID
         entryKey = KeyDerivation.keyedHash(key: blockStoreKey, context: "keepsake.blockstore.entry.v1")
         nameKey = KeyDerivation.keyedHash(key: blockStoreKey, context: "keepsake.blockstore.name.v1")
     }
