@@ -34,7 +34,9 @@ let package = Package(
         // Apple-source-compatible surface: SecItem*, kSec* constants, CF aliases.
         .target(name: "Security", dependencies: ["Keychain", "Device"]),
         // The private Secret Service harness and throwaway devices (tests, demo, benchmarks).
-        .target(name: "KeepsakeTestSupport", dependencies: ["SecretService", "Device", "Sealing", "CSecret"]),
+        .target(
+            name: "KeepsakeTestSupport",
+            dependencies: ["SecretService", "Device", "Sealing", "CSecret", "CSodium"]),
         .executableTarget(
             name: "keepsake",
             dependencies: [

@@ -34,6 +34,7 @@ public final class Device: Sendable {
     /// allocate owned memory each time. Never used without reading the runtime item first: a key
     /// dropped at lock is gone from the read, and so from the result.
     private let recentKeys = Mutex<[ProtectionClass: SecureBytes]>([:])
+    private let blockStoreKeyCache = Mutex<SecureBytes?>(nil)
 
     static let persistentCollection = CollectionPath.default
     static let runtimeCollection = CollectionPath("/org/freedesktop/secrets/aliases/session")
@@ -112,9 +113,14 @@ public final class Device: Sendable {
 
     /// The device's Block Store key: derived from the device secret held in the Secret Service,
     /// available in every lock state (Block Store data is readable whenever the app runs).
+    ///
+    /// Remembered for the process's life once derived: the device secret never changes.
     public func blockStoreKey() throws(DeviceError) -> SecureBytes {
-        KeyDerivation.keyedHash(
+        if let known = blockStoreKeyCache.withLock({ $0 }) { return known }
+        let key = KeyDerivation.keyedHash(
             key: SecureBytes(copying: try loadRecord().record.deviceSecret), context: "keepsake.blockstore.v1")
+        blockStoreKeyCache.withLock { $0 = key }
+        return key
     }
 
     // MARK: - End-to-end encryption and the cloud account

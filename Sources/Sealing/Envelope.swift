@@ -17,27 +17,66 @@ public enum Envelope {
     public static let overhead = headerLength + nonceLength + tagLength
 
     /// Seals `plaintext` under `key`, binding `associatedData`. A random nonce unless one is given
-    /// (fixed nonces are for test vectors only).
+    /// (fixed nonces are for test vectors only). Sealing is on every store's write path and must
+    /// cost about what libsodium itself costs: the inputs are used in place and the output is
+    /// written once.
     public static func seal(
         _ plaintext: some DataProtocol, key: SecureBytes, associatedData: some DataProtocol,
         nonce: [UInt8]? = nil
     ) -> Data {
         Sodium.initialize()
         precondition(key.count == keyLength, "an envelope key is \(keyLength) bytes")
-        let header = magic + [version]
-        var nonceBytes = nonce ?? [UInt8](repeating: 0, count: nonceLength)
-        if nonce == nil { randombytes_buf(&nonceBytes, nonceLength) }
-        precondition(nonceBytes.count == nonceLength)
-        let message = Array(plaintext)
-        let ad = header + Array(associatedData)
-        var out = [UInt8](repeating: 0, count: message.count + tagLength)
-        var outLength: UInt64 = 0
-        key.withUnsafeBytes { k in
-            _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
-                &out, &outLength, message, UInt64(message.count), ad, UInt64(ad.count), nil,
-                nonceBytes, k.bindMemory(to: UInt8.self).baseAddress!)
+        precondition(nonce == nil || nonce!.count == nonceLength)
+        return withBytes(plaintext) { m in
+            withHeaderedAssociatedData(magic + [version], associatedData) { a in
+                let total = headerLength + nonceLength + m.count + tagLength
+                let out = UnsafeMutablePointer<UInt8>.allocate(capacity: total)
+                out[0] = magic[0]
+                out[1] = magic[1]
+                out[2] = magic[2]
+                out[3] = version
+                let noncePointer = out + headerLength
+                if let nonce {
+                    nonce.withUnsafeBufferPointer { noncePointer.update(from: $0.baseAddress!, count: nonceLength) }
+                } else {
+                    randombytes_buf(noncePointer, nonceLength)
+                }
+                var outLength: UInt64 = 0
+                key.withUnsafeBytes { k in
+                    _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
+                        noncePointer + nonceLength, &outLength,
+                        m.bindMemory(to: UInt8.self).baseAddress, UInt64(m.count),
+                        a.bindMemory(to: UInt8.self).baseAddress, UInt64(a.count), nil,
+                        noncePointer, k.bindMemory(to: UInt8.self).baseAddress!)
+                }
+                // The Data takes the buffer over without a copy.
+                return Data(
+                    bytesNoCopy: out, count: total,
+                    deallocator: .custom { pointer, _ in pointer.deallocate() })
+            }
         }
-        return Data(header + nonceBytes + out[0..<Int(outLength)])
+    }
+
+    /// The bytes of a collection in place when it is contiguous (Data, [UInt8]), else copied once.
+    /// (Callers in other modules reach here unspecialized: no per-element generic access.)
+    static func withBytes<R>(_ bytes: some DataProtocol, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        if let result = try bytes.withContiguousStorageIfAvailable({ try body(UnsafeRawBufferPointer($0)) }) {
+            return result
+        }
+        return try Array(bytes).withUnsafeBytes(body)
+    }
+
+    /// `header ‖ associatedData` in one temporary buffer.
+    static func withHeaderedAssociatedData<R>(
+        _ header: [UInt8], _ associatedData: some DataProtocol, _ body: (UnsafeRawBufferPointer) throws -> R
+    ) rethrows -> R {
+        try withBytes(associatedData) { ad in
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: header.count + ad.count, alignment: 16)
+            defer { buffer.deallocate() }
+            buffer.copyBytes(from: header)
+            if ad.count > 0 { UnsafeMutableRawBufferPointer(rebasing: buffer[header.count...]).copyMemory(from: ad) }
+            return try body(UnsafeRawBufferPointer(buffer))
+        }
     }
 
     /// Opens an envelope into owned memory (`SecureBytes`): for keys and long-lived secrets.
@@ -60,36 +99,37 @@ public enum Envelope {
         _ body: (UnsafeRawBufferPointer) throws -> R
     ) throws(SealingError) -> R {
         Sodium.initialize()
-        let bytes = envelope as? Data ?? Data(envelope)
-        guard bytes.count >= overhead, bytes.prefix(3).elementsEqual(magic) else {
-            throw SealingError(.malformed)
-        }
-        guard bytes[bytes.startIndex + 3] == version else { throw SealingError(.unknownVersion) }
         guard key.count == keyLength else { throw SealingError(.authentication) }
-        let ad = bytes.prefix(headerLength) + (associatedData as? Data ?? Data(associatedData))
-        let plaintextLength = bytes.count - overhead
-        var plaintext = [UInt8](repeating: 0, count: max(plaintextLength, 1))
-        defer { plaintext.withUnsafeMutableBytes { _ = sodium_memzero($0.baseAddress, $0.count) } }
-        let ok = bytes.withUnsafeBytes { raw -> Bool in
-            let base = raw.bindMemory(to: UInt8.self).baseAddress!
+        let outcome: Result<R, SealingError> = withBytes(envelope) { bytes in
+            guard bytes.count >= overhead, bytes[0] == magic[0], bytes[1] == magic[1], bytes[2] == magic[2]
+            else { return .failure(SealingError(.malformed)) }
+            guard bytes[3] == version else { return .failure(SealingError(.unknownVersion)) }
+            let base = bytes.bindMemory(to: UInt8.self).baseAddress!
             let nonce = base + headerLength
             let ciphertext = nonce + nonceLength
-            return ad.withUnsafeBytes { adBytes in
+            let plaintextLength = bytes.count - overhead
+            let plaintext = UnsafeMutableRawBufferPointer.allocate(byteCount: max(plaintextLength, 1), alignment: 16)
+            defer {
+                sodium_memzero(plaintext.baseAddress, plaintext.count)
+                plaintext.deallocate()
+            }
+            let ok = withHeaderedAssociatedData(Array(bytes[0..<headerLength]), associatedData) { ad in
                 key.withUnsafeBytes { k in
                     var outLength: UInt64 = 0
                     return crypto_aead_xchacha20poly1305_ietf_decrypt(
-                        &plaintext, &outLength, nil, ciphertext,
+                        plaintext.bindMemory(to: UInt8.self).baseAddress, &outLength, nil, ciphertext,
                         UInt64(plaintextLength + tagLength),
-                        adBytes.bindMemory(to: UInt8.self).baseAddress, UInt64(adBytes.count), nonce,
+                        ad.bindMemory(to: UInt8.self).baseAddress, UInt64(ad.count), nonce,
                         k.bindMemory(to: UInt8.self).baseAddress!) == 0
                 }
             }
+            guard ok else { return .failure(SealingError(.authentication)) }
+            do {
+                return .success(try body(UnsafeRawBufferPointer(rebasing: plaintext[0..<plaintextLength])))
+            } catch {
+                return .failure(SealingError(.malformed, "the opened value did not decode"))
+            }
         }
-        guard ok else { throw SealingError(.authentication) }
-        do {
-            return try plaintext.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0.prefix(plaintextLength))) }
-        } catch {
-            throw SealingError(.malformed, "the opened value did not decode")
-        }
+        return try outcome.get()
     }
 }

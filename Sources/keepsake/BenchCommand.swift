@@ -1,6 +1,7 @@
 import Device
 import Foundation
 import KeepsakeTestSupport
+import BlockStore
 import Keychain
 import Sealing
 
@@ -9,10 +10,13 @@ import Sealing
 enum BenchCommand {
     static func run(_ verb: String?, _ context: Context) throws {
         try context.arguments.allowOnly(["items", "rounds"])
-        guard verb == "keychain" else { throw CommandError.usage("bench keychain [--items N]") }
         let items = Int(context.arguments.value("items") ?? "1000") ?? 1000
         let rounds = Int(context.arguments.value("rounds") ?? "300") ?? 300
-        try KeychainBenchmark(items: items, rounds: rounds).run()
+        switch verb {
+        case "keychain": try KeychainBenchmark(items: items, rounds: rounds).run()
+        case "blockstore": try BlockStoreBenchmark(rounds: rounds).run()
+        default: throw CommandError.usage("bench keychain [--items N] [--rounds N] | bench blockstore [--rounds N]")
+        }
     }
 }
 
@@ -150,4 +154,72 @@ struct KeychainBenchmark {
     }
 
     private func format(_ d: Duration) -> String { String(format: "%8.3f ms", seconds(d) * 1000) }
+}
+
+/// `keepsake bench blockstore`: 4 KB entries stored and retrieved, the envelope's cost against raw
+/// libsodium on the same bytes, and a new device's join + restore.
+struct BlockStoreBenchmark {
+    let rounds: Int
+
+    func run() throws {
+        let clock = ContinuousClock()
+        func time(_ body: () throws -> Void) rethrows -> Duration {
+            let start = clock.now
+            try body()
+            return clock.now - start
+        }
+        func ms(_ d: Duration) -> String {
+            String(format: "%8.3f ms", (Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18) * 1000)
+        }
+        func ratio(_ a: Duration, _ b: Duration) -> Double {
+            (Double(a.components.seconds) + Double(a.components.attoseconds) / 1e18)
+                / (Double(b.components.seconds) + Double(b.components.attoseconds) / 1e18)
+        }
+        print("keepsake bench blockstore: \(rounds) rounds, private gnome-keyring, 4 KB entries")
+        let cloud = Throwaway.directory("bench-cloud")
+        let one = try PrivateSecretService.start()
+        let two = try PrivateSecretService.start()
+        defer { one.stop(); two.stop() }
+        let device = Device(secretService: one.connection(), directory: one.root.appendingPathComponent("device"), cloud: CloudDirectory(cloud))
+        try device.setLockScreen(.pin, passcode: "123456", currentPasscode: nil)
+        let client = BlockStoreClient(app: try App(id: "com.example.bench", container: Throwaway.directory("app")), device: device)
+        let bytes = Data(repeating: 0x42, count: 4096 - 8)
+
+        var store = Duration.zero
+        var retrieve = Duration.zero
+        for round in 0..<rounds {
+            let key = "key-\(round % 16)"
+            store += try time { try client.storeBytes(StoreBytesData(bytes: bytes, key: key.padding(toLength: 8, withPad: "-", startingAt: 0), shouldBackupToCloud: true)) }
+            retrieve += try time { _ = try client.retrieveBytes(RetrieveBytesRequest(keys: [key.padding(toLength: 8, withPad: "-", startingAt: 0)])) }
+        }
+        print("store of one 4 KB entry        \(ms(store / rounds))")
+        print("retrieve of one 4 KB entry     \(ms(retrieve / rounds))")
+
+        let key = SecureBytes(randomCount: Envelope.keyLength)
+        let rawKey = [UInt8](key.unsafeData())
+        let ad = [UInt8](repeating: 0x61, count: 64)
+        let plaintext = [UInt8](bytes)
+        // Best of 10 interleaved batches each (the minimum is the least disturbed by the machine).
+        let batch = 4_000
+        var envelope = Duration.seconds(3600)
+        var raw = Duration.seconds(3600)
+        for _ in 0..<10 {
+            envelope = min(envelope, try time {
+                for _ in 0..<batch {
+                    let sealed = Envelope.seal(plaintext, key: key, associatedData: ad)
+                    _ = try Envelope.open(sealed, key: key, associatedData: ad) { $0.count }
+                }
+            })
+            raw = min(raw, time { for _ in 0..<batch { SodiumBaseline.sealAndOpen(plaintext, key: rawKey, associatedData: ad) } })
+        }
+        let r = ratio(envelope, raw)
+        func us(_ d: Duration) -> String { String(format: "%6.2f µs", (Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18) * 1e6) }
+        print("seal+open 4 KB: keepsake \(us(envelope / batch))  raw libsodium \(us(raw / batch))  ratio \(String(format: "%.3f", r))×  target ≤ 1.2×  \(r <= 1.2 ? "ok" : "MISSED")")
+
+        _ = try BlockStoreSync(device: device).sync()
+        let newDevice = Device(secretService: two.connection(), directory: two.root.appendingPathComponent("device"), cloud: CloudDirectory(cloud))
+        var restored = 0
+        let join = try time { restored = try BlockStoreSync(device: newDevice).join(passcode: "123456") }
+        print("join + restore of \(restored) entries (Argon2id moderate) \(ms(join))")
+    }
 }
