@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "Keychain", targets: ["Keychain"]),
         .library(name: "Security", targets: ["Security"]),
         .library(name: "BlockStore", targets: ["BlockStore"]),
+        .library(name: "RecoveryHint", targets: ["RecoveryHint"]),
         .library(name: "KeepsakeTestSupport", targets: ["KeepsakeTestSupport"]),
         .executable(name: "keepsake", targets: ["keepsake"]),
     ],
@@ -31,6 +32,8 @@ let package = Package(
         .target(name: "Keychain", dependencies: ["SecretService", "Device", "Sealing"]),
         // Google's Block Store: entries sealed in the device directory, cloud copies under E2EE.
         .target(name: "BlockStore", dependencies: ["Device", "Sealing"]),
+        // The hint: two stores per profile, dual write, read either, the never-throwing facade.
+        .target(name: "RecoveryHint", dependencies: ["Keychain", "BlockStore", "Device"]),
         // Apple-source-compatible surface: SecItem*, kSec* constants, CF aliases.
         .target(name: "Security", dependencies: ["Keychain", "Device"]),
         // The private Secret Service harness and throwaway devices (tests, demo, benchmarks).
@@ -40,11 +43,14 @@ let package = Package(
         .executableTarget(
             name: "keepsake",
             dependencies: [
-                "Keychain", "Security", "BlockStore", "SecretService", "Device", "Sealing",
-                "KeepsakeTestSupport",
+                "Keychain", "Security", "BlockStore", "RecoveryHint", "SecretService", "Device",
+                "Sealing", "KeepsakeTestSupport",
             ]),
 
         .testTarget(name: "SealingTests", dependencies: ["Sealing"]),
+        .testTarget(
+            name: "RecoveryHintTests",
+            dependencies: ["RecoveryHint", "Keychain", "BlockStore", "Device", "KeepsakeTestSupport", "SecretService"]),
         .testTarget(
             name: "BlockStoreTests",
             dependencies: ["BlockStore", "Device", "Sealing", "KeepsakeTestSupport", "SecretService"]),

@@ -2,6 +2,7 @@ import Foundation
 import BlockStore
 import Device
 import Keychain
+import RecoveryHint
 import SecretService
 
 /// `keepsake`: parse, run, print; failures name their status on standard error.
@@ -21,6 +22,7 @@ func main() -> Int32 {
         case "lockscreen": try LockScreenCommand.run(verb, context)
         case "device": try DeviceCommand.run(verb, context)
         case "blockstore": try BlockStoreCommand.run(verb, context)
+        case "hint": try HintCommand.run(verb, context)
         case "demo": try DemoCommand.run(context)
         case "bench": try BenchCommand.run(verb, context)
         default: throw CommandError.usage("unknown command \(command)\n\(usage)")
@@ -40,6 +42,9 @@ func main() -> Int32 {
             Output.error("keepsake: \(error.code): \(error.message)")
         }
         return 1
+    } catch let error as HintError {
+        Output.error("keepsake: \(error.code): \(error.message)")
+        return 1
     } catch let error as DeviceError {
         let status = KeychainError(error)
         Output.error("keepsake: \(status.statusName): \(error.message)")
@@ -58,6 +63,7 @@ let usage = """
       lockscreen unlock | lock | status
       device reboot | join | transfer --out FILE | --in FILE | settings [--block-store yes|no] [--device-backup yes|no]
       blockstore store --key K [--backup] | retrieve [--key K ...|--all] | delete [--key K ...|--all] | e2ee | sync
+      hint get | set [--authenticator-id X] [--wallet W] [--login-at MS] | clear [--profile linux|apple|android]
       app uninstall
       demo
       bench keychain [--items N]

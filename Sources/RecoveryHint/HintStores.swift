@@ -1,0 +1,80 @@
+import BlockStore
+import Device
+import Foundation
+import Keychain
+
+/// One place the hint is kept. Each platform store is wrapped by one of these; the service writes
+/// two and reads either.
+public protocol HintStore: Sendable {
+    /// Short name used in reports and logs (`keychain`, `blockstore`, …).
+    var name: String { get }
+    /// The stored hint, or nil when there is none.
+    func read() throws -> RecoveryHint?
+    func write(_ hint: RecoveryHint) throws
+    /// Removes the hint; no hint is not an error.
+    func clear() throws
+}
+
+/// The hint as a generic-password Keychain item (`com.keepsake.recovery-hint` / `hint`),
+/// accessible after first unlock — readable at launch after a reboot once the user has unlocked.
+public struct KeychainHintStore: HintStore {
+    public static let service = "com.keepsake.recovery-hint"
+    public static let account = "hint"
+    public let keychain: Keychain
+    public let synchronizable: Bool
+    public var name: String { synchronizable ? "keychain (synchronizable)" : "keychain" }
+
+    public init(keychain: Keychain, synchronizable: Bool = false) {
+        self.keychain = keychain
+        self.synchronizable = synchronizable
+    }
+
+    private var query: GenericPasswordQuery {
+        GenericPasswordQuery(service: Self.service, account: Self.account, synchronizable: synchronizable ? .yes : .no)
+    }
+
+    public func read() throws -> RecoveryHint? {
+        try keychain.dataIfPresent(matching: query).map { data throws in try RecoveryHint.decode(json: data) }
+    }
+
+    public func write(_ hint: RecoveryHint) throws {
+        do {
+            try keychain.add(
+                GenericPasswordAttributes(
+                    service: Self.service, account: Self.account, synchronizable: synchronizable,
+                    accessible: .afterFirstUnlock, label: "Recovery hint"),
+                data: hint.json())
+        } catch where error.status == KeychainError.duplicateItem {
+            try keychain.update(matching: query, with: GenericPasswordChanges(data: hint.json()))
+        }
+    }
+
+    public func clear() throws {
+        do { try keychain.delete(matching: query) } catch where error.status == KeychainError.itemNotFound {}
+    }
+}
+
+/// The hint as a Block Store entry (`com.keepsake.recovery-hint`), backed up to the cloud exactly
+/// when end-to-end encryption is available (Google's recommendation for the recovery hint).
+public struct BlockStoreHintStore: HintStore {
+    public static let key = "com.keepsake.recovery-hint"
+    public let client: BlockStoreClient
+    public var name: String { "blockstore" }
+
+    public init(client: BlockStoreClient) { self.client = client }
+
+    public func read() throws -> RecoveryHint? {
+        try client.retrieveBytes(RetrieveBytesRequest(keys: [Self.key]))[Self.key].map { data throws in
+            try RecoveryHint.decode(json: data)
+        }
+    }
+
+    public func write(_ hint: RecoveryHint) throws {
+        let backup = try client.isEndToEndEncryptionAvailable()
+        try client.storeBytes(StoreBytesData(bytes: hint.json(), key: Self.key, shouldBackupToCloud: backup))
+    }
+
+    public func clear() throws {
+        _ = try client.deleteBytes(DeleteBytesRequest(keys: [Self.key]))
+    }
+}

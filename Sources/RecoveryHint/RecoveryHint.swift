@@ -1,0 +1,113 @@
+import Foundation
+
+/// The recovery hint: tiny and non-sensitive — which authenticator, which wallet, when — kept so
+/// that a reinstall says "Welcome back" instead of "Create a wallet".
+///
+/// JSON: `{"lastAuthenticatorId": String?, "lastWallet": String?, "lastLoginAt": Int64?}`, these
+/// names exactly; `lastLoginAt` in milliseconds since 1970.
+public struct RecoveryHint: Sendable, Hashable, Codable {
+    public var lastAuthenticatorId: String?
+    public var lastWallet: String?
+    public var lastLoginAt: Int64?
+
+    public init(lastAuthenticatorId: String? = nil, lastWallet: String? = nil, lastLoginAt: Int64? = nil) {
+        self.lastAuthenticatorId = lastAuthenticatorId
+        self.lastWallet = lastWallet
+        self.lastLoginAt = lastLoginAt
+    }
+
+    public static let empty = RecoveryHint()
+    public var isEmpty: Bool { self == .empty }
+
+    /// The fields of `changes` that are set replace ours; the rest stay.
+    public func merging(_ changes: RecoveryHint) -> RecoveryHint {
+        RecoveryHint(
+            lastAuthenticatorId: changes.lastAuthenticatorId ?? lastAuthenticatorId,
+            lastWallet: changes.lastWallet ?? lastWallet, lastLoginAt: changes.lastLoginAt ?? lastLoginAt)
+    }
+
+    /// The longest string field, in characters.
+    public static let maximumFieldLength = 256
+    /// The latest accepted `lastLoginAt` (year 3000), in milliseconds.
+    public static let latestLoginAt: Int64 = 32_503_680_000_000
+
+    /// Checks every field; a violation names the field and why.
+    public func validate() throws(HintError) {
+        for (name, value) in [("lastAuthenticatorId", lastAuthenticatorId), ("lastWallet", lastWallet)] {
+            guard let value else { continue }
+            if value.isEmpty { throw HintError(.invalidField, "\(name) is empty") }
+            if value.count > Self.maximumFieldLength {
+                throw HintError(.invalidField, "\(name) is longer than \(Self.maximumFieldLength) characters")
+            }
+            if value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+                throw HintError(.invalidField, "\(name) contains a control character")
+            }
+        }
+        if let lastLoginAt, lastLoginAt < 0 || lastLoginAt > Self.latestLoginAt {
+            throw HintError(.invalidField, "lastLoginAt must be milliseconds between 1970 and 3000")
+        }
+    }
+
+    /// Canonical JSON: the set fields only, keys sorted.
+    public func json() -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return try! encoder.encode(self)
+    }
+
+    /// Strict decoding: an object with only the three known fields, of the right types, valid.
+    public static func decode(json data: Data) throws(HintError) -> RecoveryHint {
+        guard let object = try? JSONSerialization.jsonObject(with: data), let fields = object as? [String: Any] else {
+            throw HintError(.malformed, "the hint is not a JSON object")
+        }
+        let known: Set<String> = ["lastAuthenticatorId", "lastWallet", "lastLoginAt"]
+        if let unknown = fields.keys.sorted().first(where: { !known.contains($0) }) {
+            throw HintError(.invalidField, "unknown field \(unknown)")
+        }
+        // Types are checked by JSONDecoder: a number is not a string, true or 1.5 is not an Int64.
+        let hint: RecoveryHint
+        do {
+            hint = try JSONDecoder().decode(RecoveryHint.self, from: data)
+        } catch let DecodingError.typeMismatch(_, context) {
+            throw HintError(.invalidField, "\(context.codingPath.first?.stringValue ?? "a field") has the wrong type")
+        } catch let DecodingError.dataCorrupted(context) {
+            throw HintError(.invalidField, "\(context.codingPath.first?.stringValue ?? "a field") is not valid")
+        } catch {
+            throw HintError(.malformed, "the hint does not decode")
+        }
+        try hint.validate()
+        return hint
+    }
+}
+
+/// The one error type of the RecoveryHint module. Compares by code.
+public struct HintError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Value: Hashable, Sendable { case empty, invalidField, malformed, allStoresFailed }
+        private let value: Value
+        private init(_ value: Value) { self.value = value }
+        /// `set` with no field: refused, nothing touched.
+        public static let empty = Code(.empty)
+        public static let invalidField = Code(.invalidField)
+        public static let malformed = Code(.malformed)
+        /// Neither store could be written (or read).
+        public static let allStoresFailed = Code(.allStoresFailed)
+        public var description: String {
+            switch value {
+            case .empty: "empty hint"
+            case .invalidField: "invalid field"
+            case .malformed: "malformed hint"
+            case .allStoresFailed: "all stores failed"
+            }
+        }
+    }
+    public let code: Code
+    public let message: String
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+    public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
+    public func hash(into h: inout Hasher) { h.combine(code) }
+    public var description: String { message }
+}

@@ -1,0 +1,190 @@
+import BlockStore
+import Device
+import Foundation
+import KeepsakeTestSupport
+import Keychain
+import RecoveryHint
+import SecretService
+import Synchronization
+import Testing
+
+struct HintJSONCase: Decodable, Sendable, CustomTestStringConvertible {
+    var json: String
+    var canonical: String?
+    var error: String?
+    var testDescription: String { json }
+}
+private struct HintJSONFile: Decodable { var cases: [HintJSONCase] }
+private let jsonCases = (try? loadFixture(HintJSONFile.self, "hint/json.json").cases) ?? []
+
+/// A phone with the linux hint profile for one app.
+struct HintPhone {
+    let service: PrivateSecretService
+    let device: Device
+    let app: App
+
+    init(cloud: URL? = nil, timeout: Duration = .seconds(5)) throws {
+        service = try PrivateSecretService.start()
+        device = Device(
+            secretService: service.connection(timeout: timeout), directory: service.root.appendingPathComponent("device"),
+            cloud: cloud.map(CloudDirectory.init), passcodeCost: .minimum,
+            retryPolicy: RetryPolicy(base: .milliseconds(300), longestWait: .seconds(5)))
+        app = try App(id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
+    }
+
+    func hints() throws -> RecoveryHintService { try RecoveryHintService.make(profile: .linux, app: app, device: device) }
+}
+
+@Suite("Recovery hint model")
+struct RecoveryHintModelTests {
+    @Test("hint JSON is decoded strictly", arguments: jsonCases)
+    func decoding(_ c: HintJSONCase) {
+        do {
+            let hint = try RecoveryHint.decode(json: Data(c.json.utf8))
+            #expect(c.error == nil)
+            #expect(String(decoding: hint.json(), as: UTF8.self) == c.canonical)
+        } catch {
+            let expected: HintError.Code = c.error == "malformed" ? .malformed : .invalidField
+            #expect(error.code == expected)
+        }
+    }
+
+    @Test("merging keeps the fields not given")
+    func merging() {
+        let current = RecoveryHint(lastAuthenticatorId: "a", lastWallet: "w", lastLoginAt: 1)
+        #expect(current.merging(RecoveryHint(lastWallet: "w2")) == RecoveryHint(lastAuthenticatorId: "a", lastWallet: "w2", lastLoginAt: 1))
+    }
+}
+
+@Suite("Recovery hint: dual write, read either, the facade (linux profile)")
+struct RecoveryHintServiceTests {
+    @Test("set writes both stores and reports each; get reads the primary; clear removes both")
+    func dualWrite() throws {
+        let phone = try HintPhone()
+        let hints = try phone.hints()
+        let hint = RecoveryHint(lastAuthenticatorId: "passkey-7", lastWallet: "0x8A…3F", lastLoginAt: 1_795_000_000_000)
+        let outcomes = try hints.set(hint)
+        #expect(outcomes.map(\.store) == ["keychain", "blockstore"] && outcomes.allSatisfy { $0.succeeded })
+        #expect(try hints.get().hint == hint)
+        #expect(try hints.get().source == "keychain")
+        #expect(try hints.primary!.read() == hint)
+        #expect(try hints.fallback.read() == hint)
+        let cleared = hints.clear()
+        #expect(cleared.allSatisfy { $0.succeeded })
+        #expect(try hints.get().hint == .empty)
+        #expect(try hints.fallback.read() == nil)
+    }
+
+    @Test("an empty hint is refused and the stored hint is untouched")
+    func emptyRefused() throws {
+        let hints = try HintPhone().hints()
+        try hints.set(RecoveryHint(lastWallet: "kept"))
+        #expect(throws: HintError(.empty, "")) { try hints.set(.empty) }
+        do {
+            try hints.set(.empty)
+        } catch {
+            #expect(error.message == "Refusing to persist an empty recovery hint")
+        }
+        #expect(throws: HintError(.empty, "")) { try hints.update(.empty) }
+        #expect(try hints.get().hint == RecoveryHint(lastWallet: "kept"))
+    }
+
+    @Test("invalid fields are refused with a clear error and nothing is written")
+    func invalidFields() throws {
+        let hints = try HintPhone().hints()
+        try hints.set(RecoveryHint(lastWallet: "kept"))
+        #expect(throws: HintError(.invalidField, "")) { try hints.update(RecoveryHint(lastLoginAt: -1)) }
+        #expect(throws: HintError(.invalidField, "")) { try hints.update(RecoveryHint(lastWallet: String(repeating: "x", count: 300))) }
+        #expect(try hints.get().hint == RecoveryHint(lastWallet: "kept"))
+    }
+
+    @Test("when the primary is gone, the fallback answers")
+    func fallbackWhenPrimaryMissing() throws {
+        let phone = try HintPhone()
+        let hints = try phone.hints()
+        try hints.set(RecoveryHint(lastWallet: "w"))
+        try hints.primary!.clear()
+        #expect(try hints.get().hint == RecoveryHint(lastWallet: "w"))
+        #expect(try hints.get().source == "blockstore")
+    }
+
+    @Test("a frozen Secret Service fails the primary within its bound; the fallback stays readable")
+    func frozenPrimary() throws {
+        let phone = try HintPhone(timeout: .milliseconds(700))
+        let hints = try phone.hints()
+        try hints.set(RecoveryHint(lastWallet: "still here"))
+        phone.service.freeze()
+        defer { phone.service.thaw() }
+        let start = ContinuousClock.now
+        #expect(try hints.get().hint == RecoveryHint(lastWallet: "still here"))
+        #expect(try hints.get().source == "blockstore")
+        #expect(ContinuousClock.now - start < .seconds(3))
+    }
+
+    @Test("Block Store unavailable: the Keychain alone keeps the hint")
+    func blockStoreUnavailable() throws {
+        let phone = try HintPhone()
+        try phone.device.updateSettings { $0.blockStoreAvailable = false }
+        let hints = try phone.hints()
+        let outcomes = try hints.set(RecoveryHint(lastWallet: "w"))
+        #expect(outcomes.first { $0.store == "blockstore" }?.error?.contains("FEATURE_NOT_SUPPORTED") == true)
+        #expect(outcomes.first { $0.store == "keychain" }?.succeeded == true)
+        #expect(try hints.get().hint == RecoveryHint(lastWallet: "w"))
+    }
+
+    @Test("the facade never throws: it merges on set, answers empty on failure and logs what it swallowed")
+    func facade() throws {
+        let phone = try HintPhone(timeout: .milliseconds(500))
+        let logged = Mutex<[String]>([])
+        let facade = RecoveryHints(service: try phone.hints()) { line in logged.withLock { $0.append(line) } }
+        #expect(facade.get() == .empty)
+        facade.set(lastWallet: "0x8A…3F")
+        facade.set(lastAuthenticatorId: "passkey-7")
+        facade.set(lastLoginAt: 1_795_000_000_000)
+        #expect(facade.get() == RecoveryHint(lastAuthenticatorId: "passkey-7", lastWallet: "0x8A…3F", lastLoginAt: 1_795_000_000_000))
+        facade.set(RecoveryHint())  // empty: swallowed, logged, nothing changed
+        #expect(facade.get().lastWallet == "0x8A…3F")
+        #expect(logged.withLock { $0 }.contains { $0.contains("empty") })
+        facade.clear()
+        #expect(facade.get() == .empty)
+        // Both stores unreachable: still no throw, the empty hint, and a log line.
+        phone.service.kill()
+        let freshDevice = Device(secretService: phone.service.connection(timeout: .milliseconds(500)), directory: Throwaway.directory("device"))
+        let cold = RecoveryHints(service: try RecoveryHintService.make(profile: .linux, app: phone.app, device: freshDevice)) { line in logged.withLock { $0.append(line) } }
+        #expect(cold.get() == .empty)
+        cold.set(lastWallet: "x")
+        cold.clear()
+        #expect(logged.withLock { $0 }.contains { $0.contains("get failed") })
+        #expect(!logged.withLock { $0 }.contains { $0.contains("0x8A") })
+    }
+
+    @Test("the hint survives uninstall and reinstall")
+    func uninstallReinstall() throws {
+        let phone = try HintPhone()
+        RecoveryHints(service: try phone.hints()).set(lastWallet: "0x8A…3F")
+        try phone.device.uninstall(phone.app)
+        #expect(RecoveryHints(service: try phone.hints()).get().lastWallet == "0x8A…3F")
+    }
+
+    @Test("a new device that joins with the old device's pin is welcomed back through Block Store")
+    func newDevice() throws {
+        let cloud = Throwaway.directory("cloud")
+        let old = try HintPhone(cloud: cloud)
+        try old.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try old.hints().set(RecoveryHint(lastWallet: "0x8A…3F"))
+        _ = try BlockStoreSync(device: old.device).sync()
+        let new = try HintPhone(cloud: cloud)
+        #expect(RecoveryHints(service: try new.hints()).get() == .empty)
+        try BlockStoreSync(device: new.device).join(passcode: "1234")
+        #expect(RecoveryHints(service: try new.hints()).get().lastWallet == "0x8A…3F")
+    }
+
+    @Test("a device without a lock screen keeps its hint local: the cloud stays empty")
+    func noLockScreenStaysLocal() throws {
+        let cloud = Throwaway.directory("cloud")
+        let phone = try HintPhone(cloud: cloud)
+        RecoveryHints(service: try phone.hints()).set(lastWallet: "local")
+        _ = try BlockStoreSync(device: phone.device).sync()
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: cloud.path)) ?? []).isEmpty)
+    }
+}
