@@ -1,82 +1,117 @@
+import BlockStore
 import Device
 import Foundation
 import KeepsakeTestSupport
 import Keychain
+import RecoveryHint
+import Sealing
 
-/// `keepsake demo`: the story so far, told step by step on a private Secret Service that the demo
-/// starts and stops itself. The user's own keyring is never touched.
+/// `keepsake demo`: the whole story so far, step by step, on private Secret Services that the demo
+/// starts and stops itself (one per device). The user's own keyring is never touched.
 enum DemoCommand {
     static func run(_ context: Context) throws {
         try context.arguments.allowOnly([])
         let say = { (text: String) in Output.line(text) }
-        say("Keepsake demo: a wallet app's secrets outlive the app.")
+        say("Keepsake demo: \"Welcome back\" survives uninstall, reinstall and a new device.")
         say("")
-        say("1. Starting a private Secret Service (its own D-Bus and gnome-keyring on a throwaway")
-        say("   HOME). Your own keyring is never touched.")
-        let service = try PrivateSecretService.start(masterPassword: "demo-login-password")
-        defer { service.stop() }
-        let root = service.root
-        let container = root.appendingPathComponent("containers/com.example.wallet")
-        let app = try App(id: "com.example.wallet", container: container)
-        let keychain = Keychain(app: app, secretService: service.connection())
+        say("Starting a private Secret Service per device (its own D-Bus and gnome-keyring on a")
+        say("throwaway HOME). Your own keyring is never touched.")
+        let cloud = Throwaway.directory("demo-cloud")
+        let phone = try DemoDevice(name: "phone", cloud: cloud)
+        defer { phone.service.stop() }
 
         say("")
-        say("2. The app com.example.wallet is installed; its container is \(container.lastPathComponent)/.")
-        try FileManager.default.createDirectory(at: container, withIntermediateDirectories: true)
-        try Data("{\"onboarded\":true}".utf8).write(to: container.appendingPathComponent("settings.json"))
-        let hint = "{\"lastWallet\":\"0x8A…3F\",\"lastAuthenticatorId\":\"passkey-7\"}"
-        try keychain.add(
-            GenericPasswordAttributes(
-                service: "com.example.wallet.recovery", account: "hint",
-                accessible: .afterFirstUnlock, label: "Wallet recovery hint"),
-            data: Data(hint.utf8))
-        say("   The user creates wallet 0x8A…3F. The app writes settings.json into its container")
-        say("   and a recovery hint into the Keychain (accessible after first unlock).")
-        try show(container: container, keychain: keychain, say: say)
+        say("1. On the phone, the user sets a pin and installs com.example.wallet.")
+        try phone.device.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        try FileManager.default.createDirectory(at: phone.app.container, withIntermediateDirectories: true)
+        try Data("{\"onboarded\":true}".utf8).write(to: phone.app.container.appendingPathComponent("settings.json"))
+        say("   They create wallet 0x8A…3F; the app records the recovery hint.")
+        phone.hints.set(lastAuthenticatorId: "passkey-7", lastWallet: "0x8A…3F", lastLoginAt: 1_795_000_000_000)
+        try show(phone, cloud: cloud, say: say)
+        let report = try BlockStoreSync(device: phone.device).sync()
+        say("   The phone syncs: \(report.uploaded) Block Store entry sealed to the cloud account (E2EE: pin set).")
+        say("   cloud:      \(cloudListing(cloud))")
 
         say("")
-        say("3. The app is uninstalled: its container is deleted.")
-        try app.uninstall()
-        try show(container: container, keychain: keychain, say: say)
+        say("2. The app is uninstalled: its container is deleted.")
+        try phone.device.uninstall(phone.app)
+        try show(phone, cloud: cloud, say: say)
 
         say("")
-        say("4. The app is installed again, with an empty container, and reads the Keychain:")
-        try FileManager.default.createDirectory(at: container, withIntermediateDirectories: true)
-        say("   " + (try welcome(keychain)))
+        say("3. The app is installed again, with an empty container:")
+        try FileManager.default.createDirectory(at: phone.app.container, withIntermediateDirectories: true)
+        say("   " + welcome(phone.hints.get()))
 
         say("")
-        say("5. The device reboots (the Secret Service restarts and unlocks at login):")
-        try service.restart()
-        say("   " + (try welcome(keychain)))
+        say("4. The phone reboots; after the user unlocks, the hint is there:")
+        try phone.service.restart()
+        say("   before unlock: " + welcome(phone.hints.get()) + " (the hint is AfterFirstUnlock; Block Store answers)")
+        try phone.device.unlock(passcode: "4711")
+        say("   after unlock:  " + welcome(phone.hints.get()))
 
         say("")
-        say("Done. The private Secret Service is stopped and its files removed.")
-    }
-
-    static func welcome(_ keychain: Keychain) throws -> String {
-        let query = GenericPasswordQuery(service: "com.example.wallet.recovery", account: "hint")
-        guard let data = try keychain.dataIfPresent(matching: query) else {
-            return "Create a wallet (no hint found)."
+        say("5. A new device joins the cloud account with the phone's pin:")
+        let tablet = try DemoDevice(name: "tablet", cloud: cloud)
+        defer { tablet.service.stop() }
+        try tablet.device.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
+        say("   before joining: " + welcome(tablet.hints.get()))
+        do {
+            try BlockStoreSync(device: tablet.device).join(passcode: "0000")
+        } catch {
+            say("   with a wrong pin: refused (errSecAuthFailed), nothing restored.")
         }
-        let hint = try JSONSerialization.jsonObject(with: data) as? [String: Any]
-        let wallet = hint?["lastWallet"] as? String ?? "?"
-        return "Welcome back, your last wallet is \(wallet)."
+        let restored = try BlockStoreSync(device: tablet.device).join(passcode: "4711")
+        say("   with the phone's pin: \(restored) entry restored. " + welcome(tablet.hints.get()))
+
+        say("")
+        say("6. A device without a lock screen keeps its hint local:")
+        let otherCloud = Throwaway.directory("demo-cloud-2")
+        let plain = try DemoDevice(name: "laptop", cloud: otherCloud)
+        defer { plain.service.stop() }
+        plain.hints.set(lastWallet: "0x51…C0")
+        let plainReport = try BlockStoreSync(device: plain.device).sync()
+        say("   sync: \(plainReport.skipped ?? "done"); its cloud directory holds: \(cloudListing(otherCloud))")
+        say("   " + welcome(plain.hints.get()))
+
+        say("")
+        say("Done. The private Secret Services are stopped and their files removed.")
     }
 
-    static func show(container: URL, keychain: Keychain, say: (String) -> Void) throws {
-        let files = (try? FileManager.default.contentsOfDirectory(atPath: container.path)) ?? []
-        say(
-            "   container: "
-                + (FileManager.default.fileExists(atPath: container.path)
-                    ? (files.isEmpty ? "(empty)" : files.sorted().joined(separator: ", "))
-                    : "(gone)"))
-        let items = try KeychainCommand.listItems(
-            keychain, GenericPasswordQuery(service: "com.example.wallet.recovery"))
-        say(
-            "   keychain:  "
-                + (items.isEmpty
-                    ? "(nothing)"
-                    : items.map { "\($0.attributes.service) / \($0.attributes.account)" }.joined(
-                        separator: ", ")))
+    struct DemoDevice {
+        let service: PrivateSecretService
+        let device: Device
+        let app: App
+        let hints: RecoveryHints
+
+        init(name: String, cloud: URL) throws {
+            service = try PrivateSecretService.start(masterPassword: "\(name)-login-password")
+            device = Device(
+                secretService: service.connection(), directory: service.root.appendingPathComponent("device"),
+                cloud: CloudDirectory(cloud), passcodeCost: .interactive)
+            app = try App(id: "com.example.wallet", container: service.root.appendingPathComponent("containers/com.example.wallet"))
+            hints = RecoveryHints(service: try RecoveryHintService.make(profile: .linux, app: app, device: device)) { _ in }
+        }
+    }
+
+    static func welcome(_ hint: RecoveryHint) -> String {
+        guard let wallet = hint.lastWallet else { return "\"Create a wallet\" (no hint found)." }
+        return "\"Welcome back, your last wallet is \(wallet)\"."
+    }
+
+    static func cloudListing(_ cloud: URL) -> String {
+        let names = Files.list(cloud)
+        if names.isEmpty { return "(nothing)" }
+        return names.map { $0.count > 20 ? String($0.prefix(14)) + "…" : $0 }.joined(separator: ", ")
+    }
+
+    static func show(_ phone: DemoDevice, cloud: URL, say: (String) -> Void) throws {
+        let container = phone.app.container
+        let files = Files.list(container)
+        say("   container:  " + (FileManager.default.fileExists(atPath: container.path) ? (files.isEmpty ? "(empty)" : files.joined(separator: ", ")) : "(gone)"))
+        let keychain = Keychain(app: phone.app, device: phone.device)
+        let items = try KeychainCommand.listItems(keychain, GenericPasswordQuery(service: KeychainHintStore.service))
+        say("   keychain:   " + (items.isEmpty ? "(nothing)" : items.map { "\($0.attributes.service) / \($0.attributes.account) (\($0.attributes.accessible.commandLineName))" }.joined(separator: ", ")))
+        let entries = try BlockStoreClient(app: phone.app, device: phone.device).entries()
+        say("   blockstore: " + (entries.isEmpty ? "(nothing)" : entries.map { "\($0.key)\($0.shouldBackupToCloud ? " (backed up)" : "")" }.joined(separator: ", ")))
     }
 }
