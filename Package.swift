@@ -32,8 +32,10 @@ let package = Package(
         .target(name: "Keychain", dependencies: ["SecretService", "Device", "Sealing"]),
         // Google's Block Store: entries sealed in the device directory, cloud copies under E2EE.
         .target(name: "BlockStore", dependencies: ["Device", "Sealing"]),
+        // Apple's NSUbiquitousKeyValueStore: limits, local cache, synchronize, external changes.
+        .target(name: "KeyValueStore", dependencies: ["Device", "Sealing"]),
         // The hint: two stores per profile, dual write, read either, the never-throwing facade.
-        .target(name: "RecoveryHint", dependencies: ["Keychain", "BlockStore", "Device"]),
+        .target(name: "RecoveryHint", dependencies: ["Keychain", "BlockStore", "KeyValueStore", "Device"]),
         // Apple-source-compatible surface: SecItem*, kSec* constants, CF aliases.
         .target(name: "Security", dependencies: ["Keychain", "Device"]),
         // The private Secret Service harness and throwaway devices (tests, demo, benchmarks).
@@ -43,11 +45,14 @@ let package = Package(
         .executableTarget(
             name: "keepsake",
             dependencies: [
-                "Keychain", "Security", "BlockStore", "RecoveryHint", "SecretService", "Device",
+                "Keychain", "Security", "BlockStore", "KeyValueStore", "RecoveryHint", "SecretService", "Device",
                 "Sealing", "KeepsakeTestSupport",
             ]),
 
         .testTarget(name: "SealingTests", dependencies: ["Sealing"]),
+        .testTarget(
+            name: "KeyValueStoreTests",
+            dependencies: ["KeyValueStore", "Device", "KeepsakeTestSupport"]),
         .testTarget(
             name: "RecoveryHintTests",
             dependencies: ["RecoveryHint", "Keychain", "BlockStore", "Device", "KeepsakeTestSupport", "SecretService"]),

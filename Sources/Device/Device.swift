@@ -34,7 +34,7 @@ public final class Device: Sendable {
     /// allocate owned memory each time. Never used without reading the runtime item first: a key
     /// dropped at lock is gone from the read, and so from the result.
     private let recentKeys = Mutex<[ProtectionClass: SecureBytes]>([:])
-    private let blockStoreKeyCache = Mutex<SecureBytes?>(nil)
+    private let dataKeyCache = Mutex<[String: SecureBytes]>([:])
 
     static let persistentCollection = CollectionPath.default
     static let runtimeCollection = CollectionPath("/org/freedesktop/secrets/aliases/session")
@@ -115,11 +115,16 @@ public final class Device: Sendable {
     /// available in every lock state (Block Store data is readable whenever the app runs).
     ///
     /// Remembered for the process's life once derived: the device secret never changes.
-    public func blockStoreKey() throws(DeviceError) -> SecureBytes {
-        if let known = blockStoreKeyCache.withLock({ $0 }) { return known }
+    public func blockStoreKey() throws(DeviceError) -> SecureBytes { try dataKey("blockstore") }
+
+    /// A store's key for its data in the device directory (`blockstore`, `kvstore`, …): derived
+    /// from the device secret held in the Secret Service, available in every lock state, and
+    /// remembered for the process's life once derived (the device secret never changes).
+    public func dataKey(_ store: String) throws(DeviceError) -> SecureBytes {
+        if let known = dataKeyCache.withLock({ $0[store] }) { return known }
         let key = KeyDerivation.keyedHash(
-            key: SecureBytes(copying: try loadRecord().record.deviceSecret), context: "keepsake.blockstore.v1")
-        blockStoreKeyCache.withLock { $0 = key }
+            key: SecureBytes(copying: try loadRecord().record.deviceSecret), context: "keepsake.\(store).v1")
+        dataKeyCache.withLock { $0[store] = key }
         return key
     }
 

@@ -1,6 +1,7 @@
 import BlockStore
 import Device
 import Foundation
+import KeyValueStore
 import Keychain
 
 /// One place the hint is kept. Each platform store is wrapped by one of these; the service writes
@@ -76,5 +77,33 @@ public struct BlockStoreHintStore: HintStore {
 
     public func clear() throws {
         _ = try client.deleteBytes(DeleteBytesRequest(keys: [Self.key]))
+    }
+}
+
+/// The hint as a key-value store value (`com.keepsake.recovery-hint`, a JSON string), synchronized
+/// after each write when the cloud account allows.
+public struct KeyValueHintStore: HintStore {
+    public static let key = "com.keepsake.recovery-hint"
+    public let store: UbiquitousKeyValueStore
+    public var name: String { "kvstore" }
+
+    public init(store: UbiquitousKeyValueStore) { self.store = store }
+
+    public func read() throws -> RecoveryHint? {
+        try store.string(forKey: Self.key).map { string throws in try RecoveryHint.decode(json: Data(string.utf8)) }
+    }
+
+    public func write(_ hint: RecoveryHint) throws {
+        let json = String(decoding: hint.json(), as: UTF8.self)
+        store.set(json, forKey: Self.key)
+        guard store.string(forKey: Self.key) == json else {
+            throw HintError(.allStoresFailed, "the key-value store refused the hint (quota)")
+        }
+        store.synchronize()
+    }
+
+    public func clear() throws {
+        store.removeObject(forKey: Self.key)
+        store.synchronize()
     }
 }

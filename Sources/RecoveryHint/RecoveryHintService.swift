@@ -1,6 +1,7 @@
 import BlockStore
 import Device
 import Foundation
+import KeyValueStore
 import Keychain
 
 /// Which two stores keep the hint.
@@ -50,10 +51,15 @@ public final class RecoveryHintService: Sendable {
                 primary: KeychainHintStore(keychain: Keychain(app: app, device: device)),
                 fallback: BlockStoreHintStore(client: BlockStoreClient(app: app, device: device)),
                 lockFile: lockFile, profile: profile)
-        case .apple, .android:
+        case .apple:
+            return RecoveryHintService(
+                primary: KeyValueHintStore(store: UbiquitousKeyValueStore(app: app, device: device)),
+                fallback: KeychainHintStore(keychain: Keychain(app: app, device: device), synchronizable: true),
+                lockFile: lockFile, profile: profile)
+        case .android:
             throw HintError(
                 .allStoresFailed,
-                "the \(profile.rawValue) profile needs the key-value store / preferences stores, which are not built yet")
+                "the android profile needs the preferences + Auto Backup store, which is not built yet")
         }
     }
 

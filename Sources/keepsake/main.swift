@@ -23,6 +23,7 @@ func main() -> Int32 {
         case "device": try DeviceCommand.run(verb, context)
         case "blockstore": try BlockStoreCommand.run(verb, context)
         case "hint": try HintCommand.run(verb, context)
+        case "kv": try KeyValueCommand.run(verb, context)
         case "demo": try DemoCommand.run(context)
         case "bench": try BenchCommand.run(verb, context)
         default: throw CommandError.usage("unknown command \(command)\n\(usage)")
@@ -63,6 +64,7 @@ let usage = """
       lockscreen unlock | lock | status
       device reboot | join | transfer --out FILE | --in FILE | settings [--block-store yes|no] [--device-backup yes|no]
       blockstore store --key K [--backup] | retrieve [--key K ...|--all] | delete [--key K ...|--all] | e2ee | sync
+      kv set|get|remove|synchronize --key K
       hint get | set [--authenticator-id X] [--wallet W] [--login-at MS] | clear [--profile linux|apple|android]
       app uninstall
       demo

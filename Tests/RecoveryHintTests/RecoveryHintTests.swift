@@ -188,3 +188,30 @@ struct RecoveryHintServiceTests {
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: cloud.path)) ?? []).isEmpty)
     }
 }
+
+@Suite("Recovery hint: the apple profile")
+struct AppleProfileTests {
+    @Test("key-value store primary, synchronizable AfterFirstUnlock Keychain item fallback")
+    func stores() throws {
+        let phone = try HintPhone()
+        let hints = try RecoveryHintService.make(profile: .apple, app: phone.app, device: phone.device)
+        let outcomes = try hints.set(RecoveryHint(lastWallet: "0x8A…3F"))
+        #expect(outcomes.map(\.store) == ["kvstore", "keychain (synchronizable)"])
+        #expect(try hints.get().source == "kvstore")
+        let item = try Keychain(app: phone.app, device: phone.device).item(
+            matching: GenericPasswordQuery(service: KeychainHintStore.service, synchronizable: .yes))
+        #expect(item.attributes.accessible == .afterFirstUnlock && item.attributes.synchronizable)
+        try hints.primary!.clear()
+        #expect(try hints.get().source == "keychain (synchronizable)")
+    }
+
+    @Test("signed out of the cloud, the hint survives uninstall through the local key-value cache")
+    func signedOut() throws {
+        let phone = try HintPhone(cloud: nil)
+        RecoveryHints(service: try RecoveryHintService.make(profile: .apple, app: phone.app, device: phone.device)).set(lastWallet: "0x8A…3F")
+        try phone.device.uninstall(phone.app)
+        let hints = try RecoveryHintService.make(profile: .apple, app: phone.app, device: phone.device)
+        #expect(try hints.get().hint.lastWallet == "0x8A…3F")
+        #expect(try hints.get().source == "kvstore")
+    }
+}

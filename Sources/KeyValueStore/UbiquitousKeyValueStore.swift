@@ -1,0 +1,250 @@
+import Device
+import Foundation
+import Sealing
+import Synchronization
+
+/// A value in the key-value store (the property-list scalars apps use).
+public enum KVValue: Sendable, Hashable, Codable {
+    case string(String)
+    case data(Data)
+    case int(Int64)
+    case double(Double)
+    case bool(Bool)
+
+    /// Bytes counted against the 1 MB quota (the value's own size).
+    var size: Int {
+        switch self {
+        case .string(let s): s.utf8.count
+        case .data(let d): d.count
+        case .int, .double: 8
+        case .bool: 1
+        }
+    }
+}
+
+/// Mirrors `NSUbiquitousKeyValueStoreChangeReasonKey`'s values.
+public enum KVChangeReason: Int, Sendable, Hashable {
+    case serverChange = 0
+    case initialSyncChange = 1
+    case quotaViolationChange = 2
+    case accountChange = 3
+}
+
+/// One `NSUbiquitousKeyValueStoreDidChangeExternallyNotification`: why, and which keys.
+public struct KVExternalChange: Sendable, Hashable {
+    public var reason: KVChangeReason
+    public var changedKeys: [String]
+
+    public init(reason: KVChangeReason, changedKeys: [String]) {
+        self.reason = reason
+        self.changedKeys = changedKeys
+    }
+}
+
+/// Apple's `NSUbiquitousKeyValueStore` for one app: ≤ 1024 keys, ≤ 1 MB in all, keys ≤ 64 UTF-8
+/// bytes; a write over quota changes nothing and posts a quota-violation change.
+///
+/// Every write lands at once in a local cache in the device directory (outside the app's
+/// container, so it survives uninstall; sealed under the device's kvstore key). `synchronize()`
+/// exchanges with the signed-in cloud account: per key, the newer write wins — so a remote change
+/// newer than a pending local write wins — and what the remote side changed is posted as an
+/// external change (server, or initial sync the first time with an account, or account change when
+/// the account is another). Signed out, values stay in the cache and are reconciled at sign-in.
+/// Keepsake puts nothing in the cloud in clear: the cloud copy is sealed under the account's cloud
+/// key, so it syncs only while end-to-end encryption is available; otherwise it stays local.
+///
+/// Thread-safe; processes sharing the store see each other's writes at `synchronize()`.
+public final class UbiquitousKeyValueStore: Sendable {
+    public static let maximumKeys = 1024
+    public static let maximumTotalBytes = 1_048_576
+    public static let maximumKeyLength = 64
+
+    public let app: App
+    public let device: Device
+    private let onExternalChange: @Sendable (KVExternalChange) -> Void
+    private let state = Mutex<Snapshot?>(nil)
+
+    struct Entry: Codable, Sendable, Equatable {
+        var value: KVValue?  // nil: removed (a tombstone, so the removal syncs)
+        var modified: Int64
+    }
+
+    struct Snapshot: Codable, Sendable {
+        var entries: [String: Entry] = [:]
+        /// The check value of the cloud account last synchronized with.
+        var account: Data?
+    }
+
+    public init(
+        app: App, device: Device, onExternalChange: @escaping @Sendable (KVExternalChange) -> Void = { _ in }
+    ) {
+        self.app = app
+        self.device = device
+        self.onExternalChange = onExternalChange
+    }
+
+    // MARK: - Values
+
+    public func object(forKey key: String) -> KVValue? { (try? load())?.entries[key]?.value ?? nil }
+    public func string(forKey key: String) -> String? {
+        if case .string(let s) = object(forKey: key) { return s }
+        return nil
+    }
+    public func data(forKey key: String) -> Data? {
+        if case .data(let d) = object(forKey: key) { return d }
+        return nil
+    }
+
+    public var dictionaryRepresentation: [String: KVValue] {
+        ((try? load())?.entries ?? [:]).compactMapValues(\.value)
+    }
+
+    /// Mirrors `set(_:forKey:)`. Over a limit, nothing changes and a quota-violation change is
+    /// posted; `nil` removes.
+    public func set(_ value: KVValue?, forKey key: String) {
+        guard let value else { return removeObject(forKey: key) }
+        var violated = false
+        mutate { snapshot in
+            var candidate = snapshot.entries
+            candidate[key] = Entry(value: value, modified: Self.now())
+            if key.utf8.count > Self.maximumKeyLength || key.isEmpty || !Self.withinQuota(candidate) {
+                violated = true
+                return false
+            }
+            snapshot.entries = candidate
+            return true
+        }
+        if violated { onExternalChange(KVExternalChange(reason: .quotaViolationChange, changedKeys: [key])) }
+    }
+
+    public func set(_ string: String, forKey key: String) { set(.string(string), forKey: key) }
+
+    /// Mirrors `removeObject(forKey:)`.
+    public func removeObject(forKey key: String) {
+        mutate { snapshot in
+            guard snapshot.entries[key]?.value != nil else { return false }
+            snapshot.entries[key] = Entry(value: nil, modified: Self.now())
+            return true
+        }
+    }
+
+    static func withinQuota(_ entries: [String: Entry]) -> Bool {
+        let live = entries.filter { $0.value.value != nil }
+        let bytes = live.reduce(0) { $0 + $1.key.utf8.count + ($1.value.value?.size ?? 0) }
+        return live.count <= maximumKeys && bytes <= maximumTotalBytes
+    }
+
+    // MARK: - Synchronize
+
+    /// Mirrors `synchronize()`: exchanges with the cloud account now. false when it could not
+    /// (signed out, no end-to-end encryption, the account key not held, the cloud unreachable);
+    /// the local cache keeps every value either way.
+    @discardableResult
+    public func synchronize() -> Bool {
+        guard let cloud = device.cloud, let cloudKey = try? device.cloudKey() else { return false }
+        let keys = CloudNames(cloudKey: cloudKey, appID: app.id)
+        let remote: [String: Entry]
+        do {
+            if let bytes = try cloud.read(keys.name) {
+                remote = try keys.open(bytes)
+            } else {
+                remote = [:]
+            }
+        } catch {
+            return false
+        }
+        var change: KVExternalChange?
+        var merged: [String: Entry] = [:]
+        mutate { snapshot in
+            let reason: KVChangeReason =
+                snapshot.account == nil ? .initialSyncChange
+                : constantTimeEquals(snapshot.account!, keys.check) ? .serverChange : .accountChange
+            var changed: [String] = []
+            merged = snapshot.entries
+            for (key, theirs) in remote {
+                let ours = merged[key]
+                if ours == nil || theirs.modified >= ours!.modified {
+                    if ours?.value != theirs.value { changed.append(key) }
+                    merged[key] = theirs
+                }
+            }
+            // A merge that would break the quota keeps the local values.
+            if !Self.withinQuota(merged) { merged = snapshot.entries }
+            snapshot.entries = merged
+            snapshot.account = keys.check
+            if !changed.isEmpty { change = KVExternalChange(reason: reason, changedKeys: changed.sorted()) }
+            return true
+        }
+        do {
+            try cloud.write(keys.name, keys.seal(merged))
+        } catch {
+            return false
+        }
+        if let change { onExternalChange(change) }
+        return true
+    }
+
+    // MARK: - Local cache
+
+    private var cacheFile: URL { device.appDataDirectory(app, store: "kvstore").appendingPathComponent("cache") }
+
+    private func associatedData() -> Data { Data("keepsake.kvstore.local.v1\0\(app.id)".utf8) }
+
+    private func load() throws -> Snapshot {
+        if let known = state.withLock({ $0 }) { return known }
+        let snapshot = try read()
+        state.withLock { $0 = snapshot }
+        return snapshot
+    }
+
+    private func read() throws -> Snapshot {
+        guard let bytes = try Files.read(cacheFile) else { return Snapshot() }
+        return try Envelope.open(bytes, key: try device.dataKey("kvstore"), associatedData: associatedData()) {
+            try JSONDecoder().decode(Snapshot.self, from: Data($0))
+        }
+    }
+
+    /// Re-reads the cache (another process may have written), applies `change`, writes it back
+    /// atomically when `change` says so, under the store's file lock.
+    private func mutate(_ change: (inout Snapshot) -> Bool) {
+        let directory = cacheFile.deletingLastPathComponent()
+        try? Files.ensureDirectory(directory)
+        let fd = open(directory.appendingPathComponent(".lock").path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        defer { if fd >= 0 { close(fd) } }
+        if fd >= 0 { flock(fd, LOCK_EX) }
+        var snapshot = (try? read()) ?? Snapshot()
+        if change(&snapshot), let key = try? device.dataKey("kvstore"),
+            let encoded = try? JSONEncoder().encode(snapshot)
+        {
+            try? Files.writeAtomically(Envelope.seal(encoded, key: key, associatedData: associatedData()), to: cacheFile)
+        }
+        state.withLock { $0 = snapshot }
+    }
+
+    static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+}
+
+/// The app's cloud object: named by a keyed hash of the app id, sealed under the account key.
+struct CloudNames {
+    let name: String
+    let check: Data
+    private let key: SecureBytes
+
+    init(cloudKey: SecureBytes, appID: String) {
+        let nameKey = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.name.v1")
+        name = "kv-" + KeyDerivation.keyedHash(key: nameKey, context: "keepsake.cloud.kvstore-name.v1", Data(appID.utf8))
+            .unsafeData().map { String(format: "%02x", $0) }.joined()
+        key = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.kvstore.v1")
+        check = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.check.v1").unsafeData()
+    }
+
+    func seal(_ entries: [String: UbiquitousKeyValueStore.Entry]) throws -> Data {
+        Envelope.seal(try JSONEncoder().encode(entries), key: key, associatedData: Data("keepsake.cloud.kvstore.v1\0\(name)".utf8))
+    }
+
+    func open(_ bytes: Data) throws -> [String: UbiquitousKeyValueStore.Entry] {
+        try Envelope.open(bytes, key: key, associatedData: Data("keepsake.cloud.kvstore.v1\0\(name)".utf8)) {
+            try JSONDecoder().decode([String: UbiquitousKeyValueStore.Entry].self, from: Data($0))
+        }
+    }
+}

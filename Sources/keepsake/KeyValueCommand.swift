@@ -1,0 +1,40 @@
+import Foundation
+import KeyValueStore
+
+/// `keepsake kv set|get|remove|synchronize --key K`: values are strings, read from standard input
+/// and written raw to standard output; external changes are reported on standard error as JSON.
+enum KeyValueCommand {
+    static func run(_ verb: String?, _ context: Context) throws {
+        try context.arguments.allowOnly(["key"])
+        let store = UbiquitousKeyValueStore(app: context.app, device: context.device) { change in
+            let object: [String: Any] = ["reason": change.reason.rawValue, "changedKeys": change.changedKeys]
+            if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
+                FileHandle.standardError.write(data + Data("\n".utf8))
+            }
+        }
+        func key() throws -> String {
+            guard let key = context.arguments.value("key") else { throw CommandError.usage("kv \(verb ?? "") needs --key") }
+            return key
+        }
+        switch verb {
+        case "set":
+            let value = String(decoding: Context.readStandardInput(), as: UTF8.self)
+            let name = try key()
+            store.set(value, forKey: name)
+            guard store.string(forKey: name) == value else {
+                throw CommandError(statusName: "NSUbiquitousKeyValueStoreQuotaViolationChange (2)", message: "over the key-value store's limits; nothing changed")
+            }
+        case "get":
+            guard let value = store.string(forKey: try key()) else {
+                throw CommandError(statusName: "not found", message: "no value for that key")
+            }
+            Output.raw(Data(value.utf8))
+        case "remove":
+            store.removeObject(forKey: try key())
+        case "synchronize":
+            Output.json(store.synchronize())
+        default:
+            throw CommandError.usage("kv set|get|remove|synchronize --key K")
+        }
+    }
+}

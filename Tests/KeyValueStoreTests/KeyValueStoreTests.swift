@@ -1,0 +1,163 @@
+import Device
+import Foundation
+import KeepsakeTestSupport
+import KeyValueStore
+import Synchronization
+import Testing
+
+/// A device for key-value store tests, signed in to `cloud` when given.
+private final class Changes: Sendable {
+    let list = Mutex<[KVExternalChange]>([])
+}
+
+private struct Mac {
+    let service: PrivateSecretService
+    let device: Device
+    let app: App
+    private let changes = Changes()
+
+    init(cloud: URL?) throws {
+        service = try PrivateSecretService.start()
+        device = Device(
+            secretService: service.connection(), directory: service.root.appendingPathComponent("device"),
+            cloud: cloud.map(CloudDirectory.init), passcodeCost: .minimum)
+        app = try App(id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
+    }
+
+    func store() -> UbiquitousKeyValueStore {
+        let changes = self.changes
+        return UbiquitousKeyValueStore(app: app, device: device) { change in changes.list.withLock { $0.append(change) } }
+    }
+
+    var posted: [KVExternalChange] { changes.list.withLock { $0 } }
+}
+
+@Suite("Ubiquitous key-value store")
+struct KeyValueStoreTests {
+    @Test("1024 keys fit, a 1025th is a quota violation that changes nothing")
+    func keyLimit() throws {
+        let mac = try Mac(cloud: nil)
+        let store = mac.store()
+        for index in 0..<1024 { store.set(.int(Int64(index)), forKey: "k\(index)") }
+        #expect(store.dictionaryRepresentation.count == 1024)
+        store.set(.int(1), forKey: "k1024")
+        #expect(store.object(forKey: "k1024") == nil)
+        #expect(mac.posted == [KVExternalChange(reason: .quotaViolationChange, changedKeys: ["k1024"])])
+        store.set(.int(-1), forKey: "k0")  // overwriting stays within the quota
+        #expect(store.object(forKey: "k0") == .int(-1))
+    }
+
+    @Test("1 MB in all: a write over it changes nothing; keys are at most 64 UTF-8 bytes")
+    func byteLimits() throws {
+        let mac = try Mac(cloud: nil)
+        let store = mac.store()
+        store.set(.data(Data(count: 1_048_576 - 3)), forKey: "big")
+        #expect(store.data(forKey: "big")?.count == 1_048_573)
+        store.set(.data(Data(count: 1)), forKey: "x")
+        #expect(store.object(forKey: "x") == nil)
+        store.removeObject(forKey: "big")
+        store.set("v", forKey: String(repeating: "é", count: 33))  // 66 bytes
+        #expect(store.dictionaryRepresentation.isEmpty)
+        store.set("v", forKey: String(repeating: "k", count: 64))
+        #expect(store.dictionaryRepresentation.count == 1)
+        #expect(mac.posted.map(\.reason) == [.quotaViolationChange, .quotaViolationChange])
+    }
+
+    @Test("signed out, values live in a cache outside the container: they survive uninstall")
+    func signedOutCache() throws {
+        let mac = try Mac(cloud: nil)
+        mac.store().set("0x8A…3F", forKey: "hint")
+        #expect(mac.store().synchronize() == false)
+        try mac.device.uninstall(mac.app)
+        #expect(mac.store().string(forKey: "hint") == "0x8A…3F")
+        let files = try FileManager.default.subpathsOfDirectory(atPath: mac.device.directory.path)
+        for file in files where file.hasSuffix("cache") {
+            let bytes = try Data(contentsOf: mac.device.directory.appendingPathComponent(file))
+            #expect(bytes.range(of: Data("0x8A".utf8)) == nil)
+        }
+    }
+
+    @Test("synchronize exchanges with the account; the other device gets an initial-sync, then server changes")
+    func twoDevices() throws {
+        let cloud = Throwaway.directory("cloud")
+        let one = try Mac(cloud: cloud)
+        try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        let two = try Mac(cloud: cloud)
+        try two.device.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
+        try two.device.join(passcode: "1234")
+        one.store().set("first", forKey: "hint")
+        #expect(one.store().synchronize())
+        let storeTwo = two.store()
+        #expect(storeTwo.synchronize())
+        #expect(storeTwo.string(forKey: "hint") == "first")
+        #expect(two.posted == [KVExternalChange(reason: .initialSyncChange, changedKeys: ["hint"])])
+        one.store().set("second", forKey: "hint")
+        #expect(one.store().synchronize())
+        #expect(storeTwo.synchronize())
+        #expect(storeTwo.string(forKey: "hint") == "second")
+        #expect(two.posted.last == KVExternalChange(reason: .serverChange, changedKeys: ["hint"]))
+        // Nothing of it in clear in the cloud.
+        for name in try FileManager.default.contentsOfDirectory(atPath: cloud.path) {
+            let bytes = try Data(contentsOf: cloud.appendingPathComponent(name))
+            #expect(bytes.range(of: Data("second".utf8)) == nil && !name.contains("hint"))
+        }
+    }
+
+    @Test("a remote change newer than a pending local write wins; an older one does not")
+    func newerWins() throws {
+        let cloud = Throwaway.directory("cloud")
+        let one = try Mac(cloud: cloud)
+        try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        let two = try Mac(cloud: cloud)
+        try two.device.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
+        try two.device.join(passcode: "1234")
+        let local = two.store()
+        local.set("pending local", forKey: "a")  // older
+        Thread.sleep(forTimeInterval: 0.01)
+        one.store().set("newer remote", forKey: "a")
+        #expect(one.store().synchronize())
+        #expect(local.synchronize())
+        #expect(local.string(forKey: "a") == "newer remote")
+        one.store().set("older remote", forKey: "b")
+        #expect(one.store().synchronize())
+        Thread.sleep(forTimeInterval: 0.01)
+        local.set("newer local", forKey: "b")
+        #expect(local.synchronize())
+        #expect(local.string(forKey: "b") == "newer local")
+        #expect(one.store().synchronize())
+        #expect(one.store().string(forKey: "b") == "newer local")
+    }
+
+    @Test("signed-out values are reconciled at sign-in")
+    func reconcileAtSignIn() throws {
+        let cloud = Throwaway.directory("cloud")
+        let one = try Mac(cloud: cloud)
+        try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        one.store().set("from the account", forKey: "remote")
+        #expect(one.store().synchronize())
+        // A device that used the store signed out, then signs in (same device directory and
+        // Secret Service, now with the cloud).
+        let two = try Mac(cloud: nil)
+        two.store().set("written signed out", forKey: "local")
+        let signedIn = Device(
+            secretService: two.service.connection(), directory: two.device.directory,
+            cloud: CloudDirectory(cloud), passcodeCost: .minimum)
+        try signedIn.setLockScreen(.pin, passcode: "9999", currentPasscode: nil)
+        try signedIn.join(passcode: "1234")
+        let store = UbiquitousKeyValueStore(app: two.app, device: signedIn)
+        #expect(store.synchronize())
+        #expect(store.string(forKey: "remote") == "from the account")
+        #expect(store.string(forKey: "local") == "written signed out")
+        #expect(one.store().synchronize())
+        #expect(one.store().string(forKey: "local") == "written signed out")
+    }
+
+    @Test("without end-to-end encryption nothing reaches the cloud")
+    func noE2EE() throws {
+        let cloud = Throwaway.directory("cloud")
+        let mac = try Mac(cloud: cloud)
+        mac.store().set("v", forKey: "k")
+        #expect(mac.store().synchronize() == false)
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: cloud.path)) ?? []).isEmpty)
+    }
+}
