@@ -34,8 +34,12 @@ let package = Package(
         .target(name: "BlockStore", dependencies: ["Device", "Sealing"]),
         // Apple's NSUbiquitousKeyValueStore: limits, local cache, synchronize, external changes.
         .target(name: "KeyValueStore", dependencies: ["Device", "Sealing"]),
+        // Android's SharedPreferences and Auto Backup (backup rules, restore at reinstall, transfer).
+        .target(name: "Preferences", dependencies: ["Device", "Sealing"]),
         // The hint: two stores per profile, dual write, read either, the never-throwing facade.
-        .target(name: "RecoveryHint", dependencies: ["Keychain", "BlockStore", "KeyValueStore", "Device"]),
+        .target(
+            name: "RecoveryHint",
+            dependencies: ["Keychain", "BlockStore", "KeyValueStore", "Preferences", "Device"]),
         // Apple-source-compatible surface: SecItem*, kSec* constants, CF aliases.
         .target(name: "Security", dependencies: ["Keychain", "Device"]),
         // The private Secret Service harness and throwaway devices (tests, demo, benchmarks).
@@ -45,11 +49,14 @@ let package = Package(
         .executableTarget(
             name: "keepsake",
             dependencies: [
-                "Keychain", "Security", "BlockStore", "KeyValueStore", "RecoveryHint", "SecretService", "Device",
+                "Keychain", "Security", "BlockStore", "KeyValueStore", "Preferences", "RecoveryHint",
+                "SecretService", "Device",
                 "Sealing", "KeepsakeTestSupport",
             ]),
 
         .testTarget(name: "SealingTests", dependencies: ["Sealing"]),
+        .testTarget(
+            name: "PreferencesTests", dependencies: ["Preferences", "Device", "KeepsakeTestSupport"]),
         .testTarget(
             name: "KeyValueStoreTests",
             dependencies: ["KeyValueStore", "Device", "KeepsakeTestSupport"]),

@@ -3,6 +3,7 @@ import Device
 import Foundation
 import KeyValueStore
 import Keychain
+import Preferences
 
 /// One place the hint is kept. Each platform store is wrapped by one of these; the service writes
 /// two and reads either.
@@ -105,5 +106,57 @@ public struct KeyValueHintStore: HintStore {
     public func clear() throws {
         store.removeObject(forKey: Self.key)
         store.synchronize()
+    }
+}
+
+/// The hint in SharedPreferences (`shared_prefs/recovery_hint.xml`, key `hint`) with Auto Backup:
+/// the file is gone at uninstall, and its backup is restored at reinstall before the first read.
+public struct PreferencesHintStore: HintStore {
+    public static let file = "recovery_hint"
+    public static let key = "hint"
+    /// The backup rules the original Android app ships: only the hint's prefs file, to the cloud
+    /// only with client-side encryption, and in device-to-device transfers
+    /// (`Fixtures/backup-rules/data_extraction_rules.xml`).
+    public static let rules = """
+        <?xml version="1.0" encoding="utf-8"?>
+        <data-extraction-rules>
+            <cloud-backup disableIfNoEncryptionCapabilities="true">
+                <include domain="sharedpref" path="recovery_hint.xml" />
+            </cloud-backup>
+            <device-transfer>
+                <include domain="sharedpref" path="recovery_hint.xml" />
+            </device-transfer>
+        </data-extraction-rules>
+        """
+
+    public let app: App
+    public let backup: AutoBackup
+    public var name: String { "preferences" }
+
+    public init(app: App, device: Device) throws {
+        self.app = app
+        backup = AutoBackup(app: app, device: device, configuration: try BackupConfiguration.parse(Data(Self.rules.utf8)))
+    }
+
+    public func read() throws -> RecoveryHint? {
+        try backup.restoreIfNeeded()
+        return try SharedPreferences(app: app, name: Self.file).string(forKey: Self.key).map { json throws in
+            try RecoveryHint.decode(json: Data(json.utf8))
+        }
+    }
+
+    public func write(_ hint: RecoveryHint) throws {
+        try backup.restoreIfNeeded()
+        var prefs = try SharedPreferences(app: app, name: Self.file)
+        prefs.putString(String(decoding: hint.json(), as: UTF8.self), forKey: Self.key)
+        try prefs.commit()
+        try backup.backup()
+    }
+
+    public func clear() throws {
+        var prefs = try SharedPreferences(app: app, name: Self.file)
+        prefs.remove(Self.key)
+        try prefs.commit()
+        try backup.backup()
     }
 }

@@ -3,6 +3,7 @@ import Device
 import Foundation
 import KeyValueStore
 import Keychain
+import Preferences
 
 /// Which two stores keep the hint.
 public enum HintProfile: String, Sendable, CaseIterable {
@@ -57,9 +58,15 @@ public final class RecoveryHintService: Sendable {
                 fallback: KeychainHintStore(keychain: Keychain(app: app, device: device), synchronizable: true),
                 lockFile: lockFile, profile: profile)
         case .android:
-            throw HintError(
-                .allStoresFailed,
-                "the android profile needs the preferences + Auto Backup store, which is not built yet")
+            // A device without Block Store (no Play services) uses the fallback alone.
+            let blockStore = (try? device.settings().blockStoreAvailable) ?? true
+            let preferences: PreferencesHintStore
+            do { preferences = try PreferencesHintStore(app: app, device: device) } catch {
+                throw HintError(.allStoresFailed, "the preferences store could not be set up: \(error)")
+            }
+            return RecoveryHintService(
+                primary: blockStore ? BlockStoreHintStore(client: BlockStoreClient(app: app, device: device)) : nil,
+                fallback: preferences, lockFile: lockFile, profile: profile)
         }
     }
 
@@ -153,6 +160,7 @@ public final class RecoveryHintService: Sendable {
         case let error as BlockStoreError: error.description
         case let error as HintError: error.message
         case let error as DeviceError: error.description
+        case let error as PreferencesError: error.description
         default: "\(error)"
         }
     }

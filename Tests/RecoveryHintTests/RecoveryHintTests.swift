@@ -215,3 +215,49 @@ struct AppleProfileTests {
         #expect(try hints.get().source == "kvstore")
     }
 }
+
+@Suite("Recovery hint: the android profile")
+struct AndroidProfileTests {
+    @Test("Block Store primary, preferences + Auto Backup fallback; the shipped rules are the fixture's")
+    func stores() throws {
+        let phone = try HintPhone()
+        let hints = try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device)
+        let outcomes = try hints.set(RecoveryHint(lastWallet: "0x8A…3F"))
+        #expect(outcomes.map(\.store) == ["blockstore", "preferences"])
+        #expect(try hints.get().source == "blockstore")
+        let fixture = try String(contentsOf: fixturesDirectory.appendingPathComponent("backup-rules/data_extraction_rules.xml"), encoding: .utf8)
+        let strip = { (text: String) in text.split(separator: "\n").filter { !$0.contains("<!--") && !$0.contains("-->") && !$0.hasPrefix("     ") }.map { $0.trimmingCharacters(in: .whitespaces) }.joined() }
+        #expect(strip(fixture) == strip(PreferencesHintStore.rules))
+    }
+
+    @Test("uninstall and reinstall: welcomed back")
+    func reinstall() throws {
+        let phone = try HintPhone()
+        RecoveryHints(service: try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device)).set(lastWallet: "0x8A…3F")
+        try phone.device.uninstall(phone.app)
+        #expect(RecoveryHints(service: try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device)).get().lastWallet == "0x8A…3F")
+    }
+
+    @Test("a device without Block Store uses the fallback alone, restored at reinstall by Auto Backup (with a pin, as the rules require)")
+    func withoutBlockStore() throws {
+        let phone = try HintPhone()
+        try phone.device.updateSettings { $0.blockStoreAvailable = false }
+        try phone.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        let hints = try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device)
+        #expect(hints.primary == nil)
+        #expect(try hints.set(RecoveryHint(lastWallet: "0x8A…3F")).map(\.store) == ["preferences"])
+        try phone.device.uninstall(phone.app)
+        let reinstalled = try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device)
+        #expect(try reinstalled.get().hint.lastWallet == "0x8A…3F")
+        #expect(try reinstalled.get().source == "preferences")
+    }
+
+    @Test("without a pin the shipped rules back nothing up: the hint does not survive uninstall without Block Store")
+    func withoutBlockStoreOrPin() throws {
+        let phone = try HintPhone()
+        try phone.device.updateSettings { $0.blockStoreAvailable = false }
+        try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device).set(RecoveryHint(lastWallet: "w"))
+        try phone.device.uninstall(phone.app)
+        #expect(try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device).get().hint == .empty)
+    }
+}

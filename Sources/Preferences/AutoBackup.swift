@@ -1,0 +1,191 @@
+import Device
+import Foundation
+import Sealing
+
+/// Android's Auto Backup for one app: the files its rules take from its container, kept where an
+/// uninstall does not reach, and restored at reinstall before first launch.
+///
+/// Where the backup goes: a device-local copy in the device directory (sealed under the device's
+/// `autobackup` key) — the "backup transport" a reinstall on this device restores from — and, at
+/// sync, a cloud copy (sealed under the account's cloud key, named by a keyed hash of the app id)
+/// only while end-to-end encryption is available: Keepsake puts nothing in the cloud in clear.
+/// A backup over 25 MB is refused whole. Device-to-device transfer uses the `device-transfer`
+/// rules and works with cloud backup off.
+public struct AutoBackup: Sendable {
+    public static let quota = 25 * 1024 * 1024
+
+    public let app: App
+    public let device: Device
+    public let configuration: BackupConfiguration
+
+    public init(app: App, device: Device, configuration: BackupConfiguration) {
+        self.app = app
+        self.device = device
+        self.configuration = configuration
+    }
+
+    private var localBackup: URL { device.appDataDirectory(app, store: "autobackup").appendingPathComponent("backup") }
+
+    /// Every regular file of the container, container-relative.
+    func containerFiles() -> [String] {
+        let root = app.container.standardizedFileURL.path
+        guard let walker = FileManager.default.enumerator(atPath: root) else { return [] }
+        return walker.compactMap { $0 as? String }.filter { relative in
+            var isDirectory: ObjCBool = false
+            return FileManager.default.fileExists(atPath: root + "/" + relative, isDirectory: &isDirectory)
+                && !isDirectory.boolValue && !relative.split(separator: "/").contains(where: { $0.hasPrefix(".") })
+        }.sorted()
+    }
+
+    /// The files a backup (or a transfer) takes, with their bytes.
+    public func snapshot(forTransfer: Bool) throws(PreferencesError) -> [String: Data] {
+        let e2ee = (try? device.isEndToEndEncryptionAvailable()) ?? false
+        var files: [String: Data] = [:]
+        var total = 0
+        for path in configuration.select(containerFiles(), forTransfer: forTransfer, endToEndEncryption: e2ee) {
+            guard let bytes = try? Data(contentsOf: app.container.appendingPathComponent(path)) else { continue }
+            total += bytes.count
+            if total > Self.quota {
+                throw PreferencesError("the backup is over the 25 MB quota; nothing was backed up")
+            }
+            files[path] = bytes
+        }
+        return files
+    }
+
+    /// What one backup did.
+    public struct Report: Sendable, Equatable {
+        public var files: [String]
+        public var cloud: Bool
+    }
+
+    /// Backs the app up now: the local copy always (when the rules take anything), the cloud copy
+    /// only with E2EE and the account key.
+    @discardableResult
+    public func backup() throws(PreferencesError) -> Report {
+        let files = try snapshot(forTransfer: false)
+        let bundle = Self.encode(files)
+        let key = try call { try device.dataKey("autobackup") }
+        do {
+            if files.isEmpty {
+                try Files.remove(localBackup)
+            } else {
+                try Files.writeAtomically(Envelope.seal(bundle, key: key, associatedData: associatedData), to: localBackup)
+            }
+        } catch {
+            throw PreferencesError("the backup could not be written: \(error)")
+        }
+        var cloudWritten = false
+        if let cloud = device.cloud, let cloudKey = try? device.cloudKey() {
+            let (name, sealKey) = Self.cloudNames(cloudKey: cloudKey, appID: app.id)
+            do {
+                if files.isEmpty {
+                    try cloud.delete(name)
+                } else {
+                    try cloud.write(name, Envelope.seal(bundle, key: sealKey, associatedData: Data("keepsake.cloud.autobackup.v1\0\(name)".utf8)))
+                    cloudWritten = true
+                }
+            } catch {
+                throw PreferencesError("the cloud account could not be reached: \(error)")
+            }
+        }
+        return Report(files: files.keys.sorted(), cloud: cloudWritten)
+    }
+
+    /// At (re)install, before first launch: when the container is missing or empty, puts the
+    /// backed-up files back — from this device's local backup, else from the cloud account.
+    /// Returns the restored paths.
+    @discardableResult
+    public func restoreIfNeeded() throws(PreferencesError) -> [String] {
+        guard containerFiles().isEmpty else { return [] }
+        var files: [String: Data]?
+        if let sealed = try? Files.read(localBackup) {
+            let key = try call { try device.dataKey("autobackup") }
+            files = try open(sealed, key: key, associatedData: associatedData)
+        } else if let cloud = device.cloud, let cloudKey = try? device.cloudKey(forUpload: false) {
+            let (name, sealKey) = Self.cloudNames(cloudKey: cloudKey, appID: app.id)
+            if let sealed = try? cloud.read(name) {
+                files = try open(sealed, key: sealKey, associatedData: Data("keepsake.cloud.autobackup.v1\0\(name)".utf8))
+            }
+        }
+        try write(files ?? [:])
+        return (files ?? [:]).keys.sorted()
+    }
+
+    // MARK: - Device-to-device transfer
+
+    /// The app's `device-transfer` files, for a transfer bundle.
+    public func transferPayload() throws(PreferencesError) -> Data { Self.encode(try snapshot(forTransfer: true)) }
+
+    /// Puts a transfer payload's files into the container.
+    public func receiveTransfer(_ payload: Data) throws(PreferencesError) {
+        try write(try Self.decode(payload))
+    }
+
+    // MARK: - Encoding
+
+    private var associatedData: Data { Data("keepsake.autobackup.local.v1\0\(app.id)".utf8) }
+
+    private func write(_ files: [String: Data]) throws(PreferencesError) {
+        for (path, bytes) in files {
+            guard !path.hasPrefix("/"), !path.split(separator: "/").contains("..") else {
+                throw PreferencesError("a backed-up path leaves the container")
+            }
+            do { try Files.writeAtomically(bytes, to: app.container.appendingPathComponent(path)) } catch {
+                throw PreferencesError("a restored file could not be written: \(error)")
+            }
+        }
+    }
+
+    private func open(_ sealed: Data, key: SecureBytes, associatedData: Data) throws(PreferencesError) -> [String: Data] {
+        do {
+            return try Envelope.open(sealed, key: key, associatedData: associatedData) { try Self.decode(Data($0)) }
+        } catch {
+            throw PreferencesError("the backup does not open (tampered or corrupt)")
+        }
+    }
+
+    static func encode(_ files: [String: Data]) -> Data {
+        var out = TLV(magic: Data("KAB1".utf8))
+        var list = Data()
+        for path in files.keys.sorted() {
+            var entry = TLV(magic: Data())
+            entry.append(1, path)
+            entry.append(2, files[path]!)
+            withUnsafeBytes(of: UInt32(entry.bytes.count).bigEndian) { list.append(contentsOf: $0) }
+            list.append(entry.bytes)
+        }
+        out.append(1, list)
+        return out.bytes
+    }
+
+    static func decode(_ bytes: Data) throws(PreferencesError) -> [String: Data] {
+        do {
+            let fields = try TLV.fields(bytes, magic: Data("KAB1".utf8), known: 1...1)
+            var rest = Data(try fields.required(1))
+            var files: [String: Data] = [:]
+            while !rest.isEmpty {
+                guard rest.count >= 4 else { throw SealingError(.malformed) }
+                let length = rest.prefix(4).reduce(0) { $0 << 8 | Int($1) }
+                guard rest.count - 4 >= length else { throw SealingError(.malformed) }
+                let entry = try TLV.fields(Data(rest.dropFirst(4).prefix(length)), magic: Data(), known: 1...2)
+                files[try entry.requiredString(1)] = Data(try entry.required(2))
+                rest = Data(rest.dropFirst(4 + length))
+            }
+            return files
+        } catch {
+            throw PreferencesError("malformed backup")
+        }
+    }
+
+    static func cloudNames(cloudKey: SecureBytes, appID: String) -> (String, SecureBytes) {
+        let nameKey = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.name.v1")
+        let name = "ab-" + KeyDerivation.keyedHash(key: nameKey, context: "keepsake.cloud.autobackup-name.v1", Data(appID.utf8))
+            .unsafeData().map { String(format: "%02x", $0) }.joined()
+        return (name, KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.autobackup.v1"))
+    }
+
+    private func call<R>(_ body: () throws -> R) throws(PreferencesError) -> R {
+        do { return try body() } catch { throw PreferencesError("device: \(error)") }
+    }
+}

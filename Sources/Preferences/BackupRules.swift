@@ -1,0 +1,187 @@
+import Foundation
+#if canImport(FoundationXML)
+    import FoundationXML
+#endif
+
+/// An app's Auto Backup configuration: `android:allowBackup` and its rules, from a
+/// `full-backup-content` document (the same rules for cloud backup and device transfer) or a
+/// `data-extraction-rules` document (`<cloud-backup>` and `<device-transfer>` sections).
+///
+/// Rules: when any include is present, only included files are taken (include-only mode); an
+/// exclude always wins; `path="."` is the whole domain, a directory takes everything under it; no
+/// wildcards, no `..`, no absolute paths. `requireFlags="clientSideEncryption"` takes a file to the
+/// cloud only when the device is end-to-end-encryption capable, `deviceToDeviceTransfer` only in a
+/// transfer. `disableIfNoEncryptionCapabilities="true"` on `<cloud-backup>` turns cloud backup off
+/// without E2EE.
+public struct BackupConfiguration: Sendable, Equatable {
+    public var allowBackup: Bool
+    public var cloud: RuleSet
+    public var deviceTransfer: RuleSet
+
+    public static let everything = BackupConfiguration(allowBackup: true, cloud: RuleSet(), deviceTransfer: RuleSet())
+
+    public struct RuleSet: Sendable, Equatable {
+        public var includes: [Rule] = []
+        public var excludes: [Rule] = []
+        public var disableIfNoEncryptionCapabilities = false
+    }
+
+    public struct Rule: Sendable, Equatable {
+        public var domain: Domain
+        public var path: String
+        public var requireClientSideEncryption = false
+        public var requireDeviceTransfer = false
+    }
+
+    public enum Domain: String, Sendable, CaseIterable {
+        case root, file, database, sharedpref, external
+        case deviceRoot = "device_root", deviceFile = "device_file"
+        case deviceDatabase = "device_database", deviceSharedpref = "device_sharedpref"
+
+        /// The domain's directory inside the container, relative ("" = the container); nil for
+        /// external storage, which Keepsake's apps do not have.
+        var directory: String? {
+            switch self {
+            case .root: ""
+            case .file: "files"
+            case .database: "databases"
+            case .sharedpref: "shared_prefs"
+            case .external: nil
+            case .deviceRoot: "device"
+            case .deviceFile: "device/files"
+            case .deviceDatabase: "device/databases"
+            case .deviceSharedpref: "device/shared_prefs"
+            }
+        }
+    }
+
+    /// Parses either document kind.
+    public static func parse(_ xml: Data, allowBackup: Bool = true) throws(PreferencesError) -> BackupConfiguration {
+        // Well-formedness first (the root element must close), so a broken document is named as
+        // such rather than by whatever partial element the parser saw before giving up.
+        let checker = RootChecker()
+        let check = XMLParser(data: xml)
+        check.delegate = checker
+        guard check.parse(), checker.closed else { throw PreferencesError("backup rules: not well-formed XML") }
+        let delegate = RuleParser()
+        let parser = XMLParser(data: xml)
+        parser.delegate = delegate
+        let ok = parser.parse()
+        if let error = delegate.error { throw PreferencesError("backup rules: \(error)") }
+        guard ok else { throw PreferencesError("backup rules: not well-formed XML") }
+        guard let root = delegate.root else { throw PreferencesError("backup rules: empty document (XML)") }
+        var configuration = BackupConfiguration(allowBackup: allowBackup, cloud: RuleSet(), deviceTransfer: RuleSet())
+        if root == "full-backup-content" {
+            configuration.cloud = delegate.sets[""] ?? RuleSet()
+            configuration.deviceTransfer = delegate.sets[""] ?? RuleSet()
+        } else {
+            configuration.cloud = delegate.sets["cloud-backup"] ?? RuleSet()
+            configuration.deviceTransfer = delegate.sets["device-transfer"] ?? RuleSet()
+        }
+        return configuration
+    }
+
+    /// The container-relative paths of `files` that a backup takes.
+    public func select(_ files: [String], forTransfer: Bool, endToEndEncryption: Bool) -> [String] {
+        guard allowBackup else { return [] }
+        let set = forTransfer ? deviceTransfer : cloud
+        if !forTransfer && set.disableIfNoEncryptionCapabilities && !endToEndEncryption { return [] }
+        // A device-to-device transfer satisfies both flags; a cloud backup only
+        // clientSideEncryption, and only with E2EE.
+        func applies(_ rule: Rule) -> Bool {
+            if forTransfer { return true }
+            if rule.requireDeviceTransfer { return false }
+            return !rule.requireClientSideEncryption || endToEndEncryption
+        }
+        func matches(_ rule: Rule, _ file: String) -> Bool {
+            guard let directory = rule.domain.directory else { return false }
+            let base = directory.isEmpty ? "" : directory + "/"
+            if rule.path == "." { return directory.isEmpty || file.hasPrefix(base) }
+            let target = base + rule.path
+            return file == target || file.hasPrefix(target + "/")
+        }
+        let includes = set.includes.filter(applies)
+        return files.filter { file in
+            let inInclude = set.includes.isEmpty || includes.contains { matches($0, file) }
+            let excluded = set.excludes.contains { matches($0, file) }
+            return inInclude && !excluded
+        }.sorted()
+    }
+
+    private final class RootChecker: NSObject, XMLParserDelegate {
+        var depth = 0
+        var closed = false
+        func parser(_ parser: XMLParser, didStartElement element: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]) {
+            depth += 1
+        }
+        func parser(_ parser: XMLParser, didEndElement element: String, namespaceURI: String?, qualifiedName: String?) {
+            depth -= 1
+            if depth == 0 { closed = true }
+        }
+    }
+
+    private final class RuleParser: NSObject, XMLParserDelegate {
+        var root: String?
+        var section = ""
+        var sets: [String: RuleSet] = [:]
+        var error: String?
+
+        func parser(_ parser: XMLParser, didStartElement element: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]) {
+            guard error == nil else { return }
+            if root == nil {
+                guard element == "full-backup-content" || element == "data-extraction-rules" else {
+                    error = "the root element must be full-backup-content or data-extraction-rules"
+                    return parser.abortParsing()
+                }
+                root = element
+                if element == "full-backup-content" { sets[""] = RuleSet() }
+                return
+            }
+            switch element {
+            case "cloud-backup", "device-transfer" where root == "data-extraction-rules":
+                section = element
+                var set = RuleSet()
+                set.disableIfNoEncryptionCapabilities = attributes["disableIfNoEncryptionCapabilities"] == "true"
+                sets[element] = set
+            case "include", "exclude":
+                do {
+                    let rule = try Self.rule(attributes)
+                    if element == "include" { sets[section, default: RuleSet()].includes.append(rule) } else {
+                        sets[section, default: RuleSet()].excludes.append(rule)
+                    }
+                } catch {
+                    self.error = error.description
+                    parser.abortParsing()
+                }
+            default:
+                error = "unknown element \(element)"
+                parser.abortParsing()
+            }
+        }
+
+        func parser(_ parser: XMLParser, didEndElement element: String, namespaceURI: String?, qualifiedName: String?) {
+            if element == "cloud-backup" || element == "device-transfer" { section = "" }
+        }
+
+        static func rule(_ attributes: [String: String]) throws(PreferencesError) -> Rule {
+            guard let domainName = attributes["domain"], let domain = Domain(rawValue: domainName) else {
+                throw PreferencesError("unknown or missing domain")
+            }
+            guard let path = attributes["path"], !path.isEmpty else { throw PreferencesError("missing path") }
+            if path.contains("*") || path.contains("?") { throw PreferencesError("wildcard in path \(path)") }
+            if path.hasPrefix("/") { throw PreferencesError("absolute path \(path)") }
+            if path.split(separator: "/").contains("..") { throw PreferencesError("'..' in path \(path)") }
+            var rule = Rule(domain: domain, path: path.hasSuffix("/") ? String(path.dropLast()) : path)
+            if let flags = attributes["requireFlags"] {
+                for flag in flags.split(separator: "|").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+                    switch flag {
+                    case "clientSideEncryption": rule.requireClientSideEncryption = true
+                    case "deviceToDeviceTransfer": rule.requireDeviceTransfer = true
+                    default: throw PreferencesError("unknown requireFlags value \(flag)")
+                    }
+                }
+            }
+            return rule
+        }
+    }
+}
