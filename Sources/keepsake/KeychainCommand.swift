@@ -10,6 +10,13 @@ enum KeychainCommand {
     static func run(_ verb: String?, _ context: Context) throws {
         let arguments = context.arguments
         try arguments.allowOnly(options)
+        if verb == "sync" {
+            // Synchronizable items of every app on the device, with --cloud, now.
+            let report = try KeychainSync(device: context.device).sync()
+            var object: [String: Any] = ["uploaded": report.uploaded, "downloaded": report.downloaded, "deleted": report.deleted]
+            object["skipped"] = report.skipped
+            return Output.json(object)
+        }
         let keychain = Keychain(app: context.app, device: context.device)
         guard let service = arguments.value("service") else {
             throw CommandError.usage("keychain \(verb ?? "") needs --service")
@@ -46,7 +53,7 @@ enum KeychainCommand {
             let items = try listItems(keychain, query)
             Output.json(items.map { json($0.attributes) })
         default:
-            throw CommandError.usage("keychain add|get|update|delete|list")
+            throw CommandError.usage("keychain add|get|update|delete|list|sync")
         }
     }
 

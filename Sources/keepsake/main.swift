@@ -60,6 +60,7 @@ let usage = """
     usage: keepsake [--app-id ID] [--container DIR] [--device-dir DIR] [--cloud DIR] COMMAND
       keychain add|get|update|delete|list --service S [--account A] [--sync yes|no|any]
                                           [--accessible CLASS] [--label L] [--access-group G]
+      keychain sync                       (synchronizable items with --cloud, now)
       lockscreen set --kind none|swipe|pin|pattern|password   (stdin: current passcode line, new one)
       lockscreen unlock | lock | status
       device reboot | join | transfer --out FILE | --in FILE | settings [--block-store yes|no] [--device-backup yes|no]

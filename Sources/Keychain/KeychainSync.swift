@@ -1,0 +1,226 @@
+import Device
+import Foundation
+import Sealing
+import SecretService
+
+/// Synchronizable Keychain items, mirrored to the cloud account.
+///
+/// Each synchronizable item is one cloud object `kc-<keyed hash of its primary key>`, sealed under
+/// a key derived from the account's cloud key (the account sync key: it exists only while an
+/// E2EE-capable lock screen is configured; another device gets it by proving an existing device's
+/// passcode — `Device.join`). Conflicts: the later modification wins; deletions travel as
+/// tombstones. `…ThisDeviceOnly` items are never synchronizable, so never leave the device.
+/// Without E2EE nothing is exchanged and items stay local.
+public struct KeychainSync: Sendable {
+    public let device: Device
+
+    public init(device: Device) { self.device = device }
+
+    public struct Report: Sendable, Equatable {
+        public var uploaded = 0
+        public var downloaded = 0
+        public var deleted = 0
+        public var skipped: String?
+    }
+
+    fileprivate struct Local {
+        var path: ItemPath
+        var record: StoredRecord
+    }
+
+    fileprivate struct Remote: Codable {
+        var accessGroup: String
+        var service: String
+        var account: String
+        var modified: Int64
+        var deleted: Bool
+        var record: Data?  // StoredRecord encoding, absent for a tombstone
+    }
+
+    /// Exchanges now; false-y report (`skipped`) when it cannot.
+    public func sync() throws(KeychainError) -> Report {
+        guard let cloud = device.cloud else { return Report(skipped: "signed out") }
+        let cloudKey: SecureBytes
+        do {
+            guard let key = try device.cloudKey() else {
+                return Report(skipped: "no end-to-end-encryption-capable lock screen, or the account key is not held")
+            }
+            cloudKey = key
+        } catch {
+            throw KeychainError(error)
+        }
+        let names = Names(cloudKey)
+        var report = Report()
+
+        // Local synchronizable items.
+        let secretService = device.secretService
+        let found: SearchResult
+        do {
+            found = try secretService.search(["xdg:schema": SecretServiceSchema.name, SecretServiceSchema.synchronizable: "true"])
+        } catch {
+            throw KeychainError(error)
+        }
+        if !found.locked.isEmpty { throw Keychain.locked }
+        var read: Device.KeyedRead
+        do { read = try device.read(found.unlocked) } catch { throw KeychainError(error) }
+        var local: [String: Local] = [:]
+        for path in found.unlocked {
+            guard let bytes = read.secrets[path] else { continue }
+            let sealed = try SealedItem.parse(bytes)
+            let protection = sealed.protectionClass
+            if read.classKeys[protection] == nil {
+                do { read.classKeys[protection] = try device.classKey(protection) } catch { throw KeychainError(error) }
+            }
+            let record = try sealed.open(key: read.classKeys[protection]!)
+            let name = names.name(record.key)
+            if let existing = local[name], existing.path < path { continue }  // duplicates: first created wins
+            local[name] = Local(path: path, record: record)
+        }
+
+        // What this device synced last time, to tell deletions from items never seen.
+        let manifestFile = device.directory.appendingPathComponent("keychain-sync/manifest")
+        let manifest = Set((try? Files.read(manifestFile)).flatMap { $0 }.map { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init) } ?? [])
+
+        var remoteNames = Set<String>()
+        do {
+            remoteNames = Set(try cloud.list().filter { $0.hasPrefix("kc-") })
+        } catch {
+            throw KeychainError(KeychainError.notAvailable, "cloud account unreachable")
+        }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        for name in remoteNames.union(local.keys).union(manifest) {
+            let remote: Remote? = try remoteNames.contains(name) ? names.open(try cloudRead(cloud, name), name: name) : nil
+            let mine = local[name]
+            let mineModified = mine.map { Int64(($0.record.attributes.modificationDate?.timeIntervalSince1970 ?? 0) * 1000) }
+            switch (mine, remote) {
+            case (let mine?, nil):
+                try cloudWrite(cloud, name, names.seal(Remote(item: mine.record, modified: mineModified!), name: name))
+                report.uploaded += 1
+            case (nil, let remote?) where remote.deleted:
+                continue
+            case (nil, let remote?):
+                if manifest.contains(name) {
+                    // Deleted here since the last sync, and the cloud copy is not newer: tombstone.
+                    try cloudWrite(cloud, name, names.seal(Remote(tombstoneFor: remote, modified: now), name: name))
+                    report.deleted += 1
+                } else {
+                    try store(remote)
+                    report.downloaded += 1
+                }
+            case (let mine?, let remote?):
+                if remote.modified > mineModified! {
+                    if remote.deleted {
+                        do { try secretService.deleteItem(at: mine.path) } catch { throw KeychainError(error) }
+                        report.deleted += 1
+                    } else {
+                        try store(remote, replacing: mine)
+                        report.downloaded += 1
+                    }
+                } else if remote.modified < mineModified! {
+                    try cloudWrite(cloud, name, names.seal(Remote(item: mine.record, modified: mineModified!), name: name))
+                    report.uploaded += 1
+                }
+            case (nil, nil):
+                continue
+            }
+        }
+        // The manifest: every name now present on both sides.
+        var present = Set(local.keys)
+        present.formUnion(remoteNames)
+        do { try Files.writeAtomically(Data(present.sorted().joined(separator: "\n").utf8), to: manifestFile) } catch {
+            throw KeychainError(KeychainError.notAvailable, "the sync manifest could not be written")
+        }
+        return report
+    }
+
+    /// Writes a remote item locally (over `replacing` when given), sealed under this device's key
+    /// for its class, keeping its creation and modification dates.
+    private func store(_ remote: Remote, replacing old: Local? = nil) throws(KeychainError) {
+        guard let bytes = remote.record else { return }
+        var record = try StoredRecord.decode(bytes)
+        guard record.attributes.synchronizable, !record.attributes.accessible.isThisDeviceOnly,
+            record.key.accessGroup == remote.accessGroup, record.key.service == remote.service,
+            record.key.account == remote.account
+        else { throw KeychainError(KeychainError.decode, "a synced item does not match its envelope") }
+        record.id = old?.record.id ?? UUID().uuidString
+        let classKey: SecureBytes
+        do { classKey = try device.classKey(ProtectionClass(rawValue: record.attributes.accessible.rawValue)!) } catch {
+            throw KeychainError(error)
+        }
+        do {
+            if let old, old.record.secretServiceAttributes != record.secretServiceAttributes {
+                try device.secretService.deleteItem(at: old.path)
+            }
+            _ = try device.secretService.createItem(
+                label: record.secretServiceLabel, attributes: record.secretServiceAttributes,
+                secret: SealedItem.seal(record, key: classKey), replacing: true)
+        } catch {
+            throw KeychainError(error)
+        }
+    }
+
+    private func cloudRead(_ cloud: any CloudStorage, _ name: String) throws(KeychainError) -> Data {
+        do {
+            guard let bytes = try cloud.read(name) else { throw KeychainError(KeychainError.notAvailable, "a cloud object vanished") }
+            return bytes
+        } catch let error as KeychainError { throw error } catch {
+            throw KeychainError(KeychainError.notAvailable, "cloud account unreachable")
+        }
+    }
+
+    private func cloudWrite(_ cloud: any CloudStorage, _ name: String, _ bytes: Data) throws(KeychainError) {
+        do { try cloud.write(name, bytes) } catch {
+            throw KeychainError(KeychainError.notAvailable, "cloud account unreachable")
+        }
+    }
+
+    private struct Names {
+        let nameKey: SecureBytes
+        let sealKey: SecureBytes
+
+        init(_ cloudKey: SecureBytes) {
+            nameKey = KeyDerivation.keyedHash(key: KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.name.v1"), context: "keepsake.cloud.keychain-name.v1")
+            sealKey = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.keychain.v1")
+        }
+
+        func name(_ key: PrimaryKey) -> String {
+            "kc-" + KeyDerivation.keyedHash(key: nameKey, context: "keepsake.cloud.keychain-item.v1", Data("\(key.accessGroup)\0\(key.service)\0\(key.account)".utf8))
+                .unsafeData().map { String(format: "%02x", $0) }.joined()
+        }
+
+        func seal(_ remote: Remote, name: String) throws(KeychainError) -> Data {
+            guard let json = try? JSONEncoder().encode(remote) else { throw KeychainError(KeychainError.param, "encoding") }
+            return Envelope.seal(json, key: sealKey, associatedData: Data("keepsake.cloud.keychain.v1\0\(name)".utf8))
+        }
+
+        func open(_ bytes: Data, name: String) throws(KeychainError) -> Remote {
+            do {
+                let remote = try Envelope.open(bytes, key: sealKey, associatedData: Data("keepsake.cloud.keychain.v1\0\(name)".utf8)) {
+                    try JSONDecoder().decode(Remote.self, from: Data($0))
+                }
+                guard self.name(PrimaryKey(accessGroup: remote.accessGroup, service: remote.service, account: remote.account, synchronizable: true)) == name else {
+                    throw KeychainError(KeychainError.decode, "a synced item is stored under another name")
+                }
+                return remote
+            } catch let error as KeychainError {
+                throw error
+            } catch {
+                throw KeychainError(KeychainError.decode, "a synced item does not open (tampered or corrupt)")
+            }
+        }
+    }
+}
+
+extension KeychainSync.Remote {
+    init(item record: StoredRecord, modified: Int64) {
+        self.init(
+            accessGroup: record.key.accessGroup, service: record.key.service, account: record.key.account,
+            modified: modified, deleted: false, record: record.encoded())
+    }
+
+    init(tombstoneFor remote: KeychainSync.Remote, modified: Int64) {
+        self.init(
+            accessGroup: remote.accessGroup, service: remote.service, account: remote.account, modified: modified,
+            deleted: true, record: nil)
+    }
+}
