@@ -200,21 +200,25 @@ public struct HarnessError: Error, CustomStringConvertible, Sendable {
     public init(_ description: String) { self.description = description }
 }
 
-/// Keeps every service this process started alive until it exits (a test's local variable may be
-/// released after its last use while the Keychain or Device made from it is still working), and
-/// stops them all at exit, so no test run leaves a daemon behind.
+/// Stops every service this process started that is still alive when it exits, so no test run
+/// leaves a daemon behind. (A service stops when its last reference goes: keep the value that
+/// owns it alive for as long as the test uses the Keychain or Device made from it.)
 final class Registry: @unchecked Sendable {
     // Sendable: `services` is guarded by `lock`.
     static let shared = Registry()
     private let lock = NSLock()
-    private var services: [PrivateSecretService] = []
+    private var services: [WeakService] = []
+    private struct WeakService { weak var service: PrivateSecretService? }
 
     private init() {
         atexit { Registry.shared.stopAll() }
     }
 
     func add(_ service: PrivateSecretService) {
-        lock.withLock { services.append(service) }
+        lock.withLock {
+            services.removeAll { $0.service == nil }
+            services.append(WeakService(service: service))
+        }
     }
 
     private var directories: [URL] = []
@@ -222,7 +226,7 @@ final class Registry: @unchecked Sendable {
     func removeAtExit(_ directory: URL) { lock.withLock { directories.append(directory) } }
 
     func stopAll() {
-        let all = lock.withLock { services }
+        let all = lock.withLock { services.compactMap(\.service) }
         all.forEach { $0.stop() }
         for directory in lock.withLock({ directories }) {
             try? FileManager.default.removeItem(at: directory)
@@ -244,7 +248,7 @@ final class Daemon: @unchecked Sendable {
         shell.arguments = [
             "-c", """
             \(command) >/dev/null 2>&1 & echo $!
-            while kill -0 $PPID 2>/dev/null && kill -0 $! 2>/dev/null; do sleep 0.1; done
+            while kill -0 $PPID 2>/dev/null && kill -0 $! 2>/dev/null; do sleep 1; done
             kill -9 $! 2>/dev/null; wait
             """,
         ]
@@ -267,11 +271,12 @@ final class Daemon: @unchecked Sendable {
         self.guardProcess = shell
     }
 
-    /// SIGKILLs the daemon, waits until it is gone, and lets the guard exit.
+    /// SIGKILLs the daemon and its guard, and waits until the daemon is gone.
     func stop() {
         Foundation.kill(pid, SIGCONT)
         Foundation.kill(pid, SIGKILL)
-        // The guard notices within 0.1 s and reaps it; until then it is a zombie, which is dead.
+        if guardProcess.isRunning { guardProcess.terminate() }
+        // A zombie waiting to be reaped is dead.
         let deadline = Date().addingTimeInterval(5)
         while isAlive, Date() < deadline { usleep(5_000) }
     }

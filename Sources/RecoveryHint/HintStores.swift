@@ -91,7 +91,8 @@ public struct KeyValueHintStore: HintStore {
     public init(store: UbiquitousKeyValueStore) { self.store = store }
 
     public func read() throws -> RecoveryHint? {
-        try store.string(forKey: Self.key).map { string throws in try RecoveryHint.decode(json: Data(string.utf8)) }
+        store.synchronize()  // as an app does at launch; false (signed out, no E2EE) is fine
+        return try store.string(forKey: Self.key).map { string throws in try RecoveryHint.decode(json: Data(string.utf8)) }
     }
 
     public func write(_ hint: RecoveryHint) throws {

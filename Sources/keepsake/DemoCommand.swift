@@ -74,6 +74,24 @@ enum DemoCommand {
         say("   " + welcome(plain.hints.get()))
 
         say("")
+        say("7. The apple profile (key-value store + synchronizable Keychain item), signed out of the cloud:")
+        let mac = try DemoDevice(name: "mac", cloud: nil, profile: .apple)
+        defer { mac.service.stop() }
+        mac.hints.set(lastWallet: "0x77…AB")
+        try mac.device.uninstall(mac.app)
+        say("   after uninstall and reinstall: " + welcome(mac.hints.get()) + " (from the local key-value cache)")
+
+        say("")
+        say("8. The android profile on a device without Block Store (preferences + Auto Backup alone):")
+        let android = try DemoDevice(name: "android", cloud: nil, profile: .android, blockStore: false)
+        defer { android.service.stop() }
+        try android.device.setLockScreen(.pin, passcode: "1357", currentPasscode: nil)
+        android.hints.set(lastWallet: "0x3C…9D")
+        try android.device.uninstall(android.app)
+        say("   the container is gone; at reinstall Auto Backup restores shared_prefs/recovery_hint.xml:")
+        say("   " + welcome(android.hints.get()))
+
+        say("")
         say("Done. The private Secret Services are stopped and their files removed.")
     }
 
@@ -83,13 +101,14 @@ enum DemoCommand {
         let app: App
         let hints: RecoveryHints
 
-        init(name: String, cloud: URL) throws {
+        init(name: String, cloud: URL?, profile: HintProfile = .linux, blockStore: Bool = true) throws {
             service = try PrivateSecretService.start(masterPassword: "\(name)-login-password")
             device = Device(
                 secretService: service.connection(), directory: service.root.appendingPathComponent("device"),
-                cloud: CloudDirectory(cloud), passcodeCost: .interactive)
+                cloud: cloud.map(CloudDirectory.init), passcodeCost: .interactive)
+            if !blockStore { try device.updateSettings { $0.blockStoreAvailable = false } }
             app = try App(id: "com.example.wallet", container: service.root.appendingPathComponent("containers/com.example.wallet"))
-            hints = RecoveryHints(service: try RecoveryHintService.make(profile: .linux, app: app, device: device)) { _ in }
+            hints = RecoveryHints(service: try RecoveryHintService.make(profile: profile, app: app, device: device)) { _ in }
         }
     }
 

@@ -56,7 +56,8 @@ func code(_ body: () throws -> Void) -> BlockStoreError.Code? {
 struct BlockStoreRuleTests {
     @Test("16 entries are fine, a 17th key is TOO_MANY_ENTRIES, overwriting the 16th is fine")
     func entryLimit() throws {
-        let client = try Phone(cloud: nil).client()
+        let phone = try Phone(cloud: nil)
+        let client = try phone.client()
         for index in 0..<16 { try client.storeBytes(StoreBytesData(bytes: Data([UInt8(index)]), key: "k\(index)")) }
         #expect(code { try client.storeBytes(StoreBytesData(bytes: Data([1]), key: "k16")) } == .tooManyEntries)
         #expect(try client.storeBytes(StoreBytesData(bytes: Data([9, 9]), key: "k15")) == 2)
@@ -66,7 +67,8 @@ struct BlockStoreRuleTests {
 
     @Test("key and bytes of exactly 4096 are stored, 4097 is MAX_SIZE_EXCEEDED")
     func sizeLimit() throws {
-        let client = try Phone(cloud: nil).client()
+        let phone = try Phone(cloud: nil)
+        let client = try phone.client()
         let key = "sixteen-byte-key"
         #expect(try client.storeBytes(StoreBytesData(bytes: Data(count: 4096 - 16), key: key)) == 4080)
         #expect(code { try client.storeBytes(StoreBytesData(bytes: Data(count: 4097 - 16), key: key)) } == .maxSizeExceeded)
@@ -77,7 +79,8 @@ struct BlockStoreRuleTests {
 
     @Test("the default key, overwrite, retrieve and delete semantics")
     func semantics() throws {
-        let client = try Phone(cloud: nil).client()
+        let phone = try Phone(cloud: nil)
+        let client = try phone.client()
         #expect(try client.storeBytes(StoreBytesData(bytes: Data("a".utf8))) == 1)
         #expect(try client.retrieveBytes(RetrieveBytesRequest(keys: [StoreBytesData.defaultKey])) == [StoreBytesData.defaultKey: Data("a".utf8)])
         try client.storeBytes(StoreBytesData(bytes: Data("b".utf8)))

@@ -177,6 +177,8 @@ struct CLITests {
         #expect(line(after: "5. A new device joins", containing: "with a wrong pin: refused"))
         #expect(line(after: "5. A new device joins", containing: "with the phone's pin: 1 entry restored. \"Welcome back, your last wallet is 0x8A…3F\"."))
         #expect(line(after: "6. A device without a lock screen", containing: "its cloud directory holds: (nothing)"))
+        #expect(line(after: "7. The apple profile", containing: "after uninstall and reinstall: \"Welcome back, your last wallet is 0x77…AB\"."))
+        #expect(line(after: "8. The android profile", containing: "\"Welcome back, your last wallet is 0x3C…9D\"."))
         #expect(!run.text.contains("4711\n") && !run.text.contains("login-password"))
     }
 }

@@ -77,3 +77,21 @@ struct HintCLITests {
         }
     }
 }
+
+@Suite("keepsake kv")
+struct KeyValueCLITests {
+    @Test("set, get, remove and synchronize through the command line")
+    func story() throws {
+        let service = try PrivateSecretService.shared()
+        let app = ["--app-id", "com.example.k\(UUID().uuidString.prefix(6).lowercased())", "--device-dir", Throwaway.directory("device").path]
+        #expect(try keepsake(["kv", "set", "--key", "hint"] + app, input: Data("v1".utf8), service: service).status == 0)
+        #expect(try keepsake(["kv", "get", "--key", "hint"] + app, service: service).text == "v1")
+        #expect(try keepsake(["kv", "synchronize"] + app, service: service).text == "false\n")  // signed out
+        let long = try keepsake(["kv", "set", "--key", String(repeating: "k", count: 65)] + app, input: Data("x".utf8), service: service)
+        #expect(long.status == 1 && long.stderr.contains("QuotaViolation"))
+        #expect(try keepsake(["kv", "remove", "--key", "hint"] + app, service: service).status == 0)
+        #expect(try keepsake(["kv", "get", "--key", "hint"] + app, service: service).status == 1)
+        #expect(try keepsake(["hint", "set", "--wallet", "w", "--profile", "apple"] + app, service: service).text.contains("\"store\":\"kvstore\""))
+        #expect(try keepsake(["hint", "get", "--profile", "android"] + app, service: service).text == "{}\n")
+    }
+}

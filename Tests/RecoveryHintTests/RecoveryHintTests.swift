@@ -77,7 +77,8 @@ struct RecoveryHintServiceTests {
 
     @Test("an empty hint is refused and the stored hint is untouched")
     func emptyRefused() throws {
-        let hints = try HintPhone().hints()
+        let phone = try HintPhone()
+        let hints = try phone.hints()
         try hints.set(RecoveryHint(lastWallet: "kept"))
         #expect(throws: HintError(.empty, "")) { try hints.set(.empty) }
         do {
@@ -91,7 +92,8 @@ struct RecoveryHintServiceTests {
 
     @Test("invalid fields are refused with a clear error and nothing is written")
     func invalidFields() throws {
-        let hints = try HintPhone().hints()
+        let phone = try HintPhone()
+        let hints = try phone.hints()
         try hints.set(RecoveryHint(lastWallet: "kept"))
         #expect(throws: HintError(.invalidField, "")) { try hints.update(RecoveryHint(lastLoginAt: -1)) }
         #expect(throws: HintError(.invalidField, "")) { try hints.update(RecoveryHint(lastWallet: String(repeating: "x", count: 300))) }

@@ -1,0 +1,74 @@
+import BlockStore
+import Device
+import Foundation
+import KeepsakeTestSupport
+import KeyValueStore
+import Keychain
+import RecoveryHint
+import Testing
+
+/// Everything a device exchanges with its cloud account, now.
+private func syncEverything(_ device: Device) throws {
+    _ = try BlockStoreSync(device: device).sync()
+    _ = try KeychainSync(device: device).sync()
+}
+
+private func restoreEverything(_ device: Device) throws {
+    _ = try BlockStoreSync(device: device).restore()
+    _ = try KeychainSync(device: device).sync()
+}
+
+/// A cloud account that cannot be reached (fault injection).
+private struct UnreachableCloud: CloudStorage {
+    struct Down: Error {}
+    func read(_ name: String) throws -> Data? { throw Down() }
+    func write(_ name: String, _ data: Data) throws { throw Down() }
+    func delete(_ name: String) throws { throw Down() }
+    func list() throws -> [String] { throw Down() }
+}
+
+@Suite("The demo's scenarios for every profile (two private Secret Services, one cloud)")
+struct ProfileScenarioTests {
+    @Test("set → uninstall → reinstall → welcome back; a new device joining with the old pin is welcomed back too", arguments: HintProfile.allCases)
+    func welcomeBack(_ profile: HintProfile) throws {
+        let cloud = Throwaway.directory("cloud")
+        let phone = try HintPhone(cloud: cloud)
+        try phone.device.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        let hint = RecoveryHint(lastAuthenticatorId: "passkey-7", lastWallet: "0x8A…3F", lastLoginAt: 1_795_000_000_000)
+        RecoveryHints(service: try RecoveryHintService.make(profile: profile, app: phone.app, device: phone.device)).set(hint)
+        try syncEverything(phone.device)
+        try phone.device.uninstall(phone.app)
+        #expect(RecoveryHints(service: try RecoveryHintService.make(profile: profile, app: phone.app, device: phone.device)).get() == hint)
+
+        let tablet = try HintPhone(cloud: cloud)
+        try tablet.device.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
+        #expect(RecoveryHints(service: try RecoveryHintService.make(profile: profile, app: tablet.app, device: tablet.device)).get() == .empty)
+        try tablet.device.join(passcode: "4711")
+        try restoreEverything(tablet.device)
+        #expect(RecoveryHints(service: try RecoveryHintService.make(profile: profile, app: tablet.app, device: tablet.device)).get() == hint)
+    }
+
+    @Test("a device without a lock screen keeps its hint local: the cloud directory shows nothing", arguments: HintProfile.allCases)
+    func noLockScreen(_ profile: HintProfile) throws {
+        let cloud = Throwaway.directory("cloud")
+        let phone = try HintPhone(cloud: cloud)
+        let hints = RecoveryHints(service: try RecoveryHintService.make(profile: profile, app: phone.app, device: phone.device))
+        hints.set(lastWallet: "local only")
+        try syncEverything(phone.device)
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: cloud.path)) ?? []).isEmpty)
+        #expect(hints.get().lastWallet == "local only")
+    }
+
+    @Test("an unreachable cloud fails no write: the hint is kept on the device", arguments: HintProfile.allCases)
+    func cloudUnreachable(_ profile: HintProfile) throws {
+        let service = try PrivateSecretService.start()
+        let device = Device(
+            secretService: service.connection(), directory: service.root.appendingPathComponent("device"),
+            cloud: UnreachableCloud(), passcodeCost: .minimum)
+        let app = try App(id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
+        let hints = try RecoveryHintService.make(profile: profile, app: app, device: device)
+        let outcomes = try hints.set(RecoveryHint(lastWallet: "kept"))
+        #expect(outcomes.contains { $0.succeeded })
+        #expect(try hints.get().hint.lastWallet == "kept")
+    }
+}
