@@ -105,6 +105,13 @@ public struct BlockStoreSync: Sendable {
     /// A transfer bundle of every app's local entries, sealed under a one-time key that is
     /// returned (hex) to be given to the receiving device out of band. No cloud involved.
     public func transferOut() throws(BlockStoreError) -> (bundle: Data, key: String) {
+        let key = SecureBytes(randomCount: Envelope.keyLength)
+        return (try transferOut(key: key), hex(key.unsafeData()))
+    }
+
+    /// The same bundle, sealed under a key the caller chose (to seal other stores' parts of one
+    /// device-to-device transfer under the same one-time key).
+    public func transferOut(key: SecureBytes) throws(BlockStoreError) -> Data {
         var out = TLV(magic: Data("KTB1".utf8))
         var payload = Data()
         for appID in device.appsWithData() {
@@ -115,9 +122,8 @@ public struct BlockStoreSync: Sendable {
                 payload.append(encoded)
             }
         }
-        let key = SecureBytes(randomCount: Envelope.keyLength)
         out.append(1, Envelope.seal(payload, key: key, associatedData: Data("keepsake.transfer.v1".utf8)))
-        return (out.bytes, hex(key.unsafeData()))
+        return out.bytes
     }
 
     /// Imports a transfer bundle with its one-time key: each entry lands in its app's local copy.
@@ -126,10 +132,16 @@ public struct BlockStoreSync: Sendable {
         guard let keyBytes = Self.fromHex(hexKey), keyBytes.count == Envelope.keyLength else {
             throw BlockStoreError(.invalidArgument, "the transfer key is 64 hex digits")
         }
+        return try transferIn(bundle, key: SecureBytes(copying: keyBytes))
+    }
+
+    /// Imports a bundle sealed under `key`.
+    @discardableResult
+    public func transferIn(_ bundle: Data, key: SecureBytes) throws(BlockStoreError) -> Int {
         let entries: [(BlockStoreEntry, String)]
         do {
             let fields = try TLV.fields(bundle, magic: Data("KTB1".utf8), known: 1...1)
-            entries = try Envelope.open(try fields.required(1), key: SecureBytes(copying: keyBytes), associatedData: Data("keepsake.transfer.v1".utf8)) { plaintext in
+            entries = try Envelope.open(try fields.required(1), key: key, associatedData: Data("keepsake.transfer.v1".utf8)) { plaintext in
                 var result: [(BlockStoreEntry, String)] = []
                 var rest = Data(plaintext)
                 while !rest.isEmpty {
@@ -160,7 +172,7 @@ public struct BlockStoreSync: Sendable {
         do { return try body() } catch { throw BlockStoreError(.networkError, "cloud account: \(error)") }
     }
 
-    static func fromHex(_ string: String) -> Data? {
+    public static func fromHex(_ string: String) -> Data? {
         guard string.count % 2 == 0 else { return nil }
         var data = Data()
         var index = string.startIndex

@@ -66,5 +66,14 @@ struct BlockStoreCLITests {
         let imported = try keepsake(["device", "transfer", "--in", bundle.path] + device2, input: Data((key + "\n").utf8), service: two, environment: fast)
         #expect(imported.text.contains("\"imported\":1"))
         #expect(try keepsake(["blockstore", "retrieve", "--key", "hint"] + device2, service: two, environment: fast).text.contains(Data("carried".utf8).base64EncodedString()))
+        // The app's preferences travel too, by its device-transfer rules, with cloud backup off.
+        _ = try keepsake(["hint", "set", "--wallet", "0x8A…3F", "--profile", "android"] + device1, service: one, environment: fast)
+        let bundle2 = Throwaway.directory("transfer").appendingPathComponent("bundle")
+        let key2 = try keepsake(["device", "transfer", "--out", bundle2.path] + device1, service: one, environment: fast).text
+        let three = try PrivateSecretService.start()
+        let device3 = ["--device-dir", three.root.appendingPathComponent("device").path, "--app-id", "com.example.wallet"]
+        _ = try keepsake(["device", "settings", "--block-store", "no"] + device3, service: three, environment: fast)
+        #expect(try keepsake(["device", "transfer", "--in", bundle2.path] + device3, input: Data(key2.utf8), service: three, environment: fast).status == 0)
+        #expect(try keepsake(["hint", "get", "--profile", "android"] + device3, service: three, environment: fast).text.contains("0x8A…3F"))
     }
 }
