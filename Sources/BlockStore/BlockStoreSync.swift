@@ -113,15 +113,12 @@ public struct BlockStoreSync: Sendable {
     /// device-to-device transfer under the same one-time key).
     public func transferOut(key: SecureBytes) throws(BlockStoreError) -> Data {
         var out = TLV(magic: Data("KTB1".utf8))
-        var payload = Data()
+        var all: [(BlockStoreEntry, String)] = []
         for appID in device.appsWithData() {
             guard let app = try? App(id: appID, container: device.directory) else { continue }
-            for entry in try BlockStoreClient(app: app, device: device).entries() {
-                let encoded = entry.encoded(appID: appID)
-                withUnsafeBytes(of: UInt32(encoded.count).bigEndian) { payload.append(contentsOf: $0) }
-                payload.append(encoded)
-            }
+            for entry in try BlockStoreClient(app: app, device: device).entries() { all.append((entry, appID)) }
         }
+        let payload = BlockStoreEntry.encodeTransfer(all)
         out.append(1, Envelope.seal(payload, key: key, associatedData: Data("keepsake.transfer.v1".utf8)))
         return out.bytes
     }
@@ -142,18 +139,7 @@ public struct BlockStoreSync: Sendable {
         do {
             let fields = try TLV.fields(bundle, magic: Data("KTB1".utf8), known: 1...1)
             entries = try Envelope.open(try fields.required(1), key: key, associatedData: Data("keepsake.transfer.v1".utf8)) { plaintext in
-                var result: [(BlockStoreEntry, String)] = []
-                var rest = Data(plaintext)
-                while !rest.isEmpty {
-                    guard rest.count >= 4 else { throw SealingError(.malformed) }
-                    let length = rest.prefix(4).reduce(0) { $0 << 8 | Int($1) }
-                    guard rest.count - 4 >= length else { throw SealingError(.malformed) }
-                    let (entry, appID) = try BlockStoreEntry.decode(Data(rest.dropFirst(4).prefix(length)))
-                    guard let appID else { throw SealingError(.malformed) }
-                    result.append((entry, appID))
-                    rest = Data(rest.dropFirst(4 + length))
-                }
-                return result
+                try BlockStoreEntry.decodeTransfer(Data(plaintext))
             }
         } catch {
             throw BlockStoreError(.internalError, "the transfer bundle does not open (wrong key, tampered or corrupt)")

@@ -1,4 +1,3 @@
-import Device
 import Foundation
 import Sealing
 
@@ -32,106 +31,31 @@ public struct BlockStoreEntry: Sendable, Hashable {
     }
 }
 
-/// The keys and names of an app's local Block Store copy, all derived from the device's Block
-/// Store key (held in the Secret Service).
-///
-/// Layout: `<device dir>/apps/<app id>/blockstore/<name>.entry`, where name is a keyed hash of the
-/// entry key (so file names reveal no key), and the file is an envelope whose associated data binds
-/// the app id and the name: an entry copied to another app or renamed fails to open.
-struct LocalLayout {
-    let directory: URL
-    let appID: String
-    private let entryKey: SecureBytes
-    private let nameKey: SecureBytes
-
-    init(device: Device, app: App) throws(BlockStoreError) {
-        self.init(
-            blockStoreKey: try Self.call { try device.blockStoreKey() },
-            directory: device.appDataDirectory(app, store: "blockstore"), appID: app.id)
-    }
-
-    init(blockStoreKey: SecureBytes, directory: URL, appID: String) {
-        self.directory = directory
-        self.appID = appID
-        entryKey = KeyDerivation.keyedHash(key: blockStoreKey, context: "keepsake.blockstore.entry.v1")
-        nameKey = KeyDerivation.keyedHash(key: blockStoreKey, context: "keepsake.blockstore.name.v1")
-    }
-
-    func name(_ key: String) -> String {
-        hex(KeyDerivation.keyedHash(key: nameKey, context: "keepsake.blockstore.local-name.v1", Data((appID + "\0" + key).utf8)).unsafeData())
-    }
-
-    func file(_ name: String) -> URL { directory.appendingPathComponent(name + ".entry") }
-
-    private func associatedData(_ name: String) -> Data {
-        Data("keepsake.blockstore.local.v1\0\(appID)\0\(name)".utf8)
-    }
-
-    func seal(_ entry: BlockStoreEntry, nonce: [UInt8]? = nil) -> Data {
-        Envelope.seal(entry.encoded(), key: entryKey, associatedData: associatedData(name(entry.key)), nonce: nonce)
-    }
-
-    func open(_ bytes: Data, name: String) throws(BlockStoreError) -> BlockStoreEntry {
-        do {
-            let entry = try Envelope.open(bytes, key: entryKey, associatedData: associatedData(name)) {
-                plaintext in try BlockStoreEntry.decode(Data(plaintext)).entry
-            }
-            guard self.name(entry.key) == name else {
-                throw BlockStoreError(.internalError, "an entry is stored under another key's name")
-            }
-            return entry
-        } catch let error as BlockStoreError {
-            throw error
-        } catch {
-            throw BlockStoreError(.internalError, "an entry does not open (tampered or corrupt)")
+extension BlockStoreEntry {
+    /// A transfer payload: length-prefixed entries, each naming its app.
+    static func encodeTransfer(_ entries: [(BlockStoreEntry, String)]) -> Data {
+        var payload = Data()
+        for (entry, appID) in entries {
+            let encoded = entry.encoded(appID: appID)
+            withUnsafeBytes(of: UInt32(encoded.count).bigEndian) { payload.append(contentsOf: $0) }
+            payload.append(encoded)
         }
+        return payload
     }
 
-    /// Every entry name on disk.
-    func names() -> [String] {
-        Files.list(directory).filter { $0.hasSuffix(".entry") }.map { String($0.dropLast(6)) }
-    }
-
-    func read(_ name: String) throws(BlockStoreError) -> BlockStoreEntry? {
-        let bytes: Data?
-        do { bytes = try Files.read(file(name)) } catch {
-            throw BlockStoreError(.internalError, "an entry could not be read: \(error)")
+    static func decodeTransfer(_ payload: Data) throws(SealingError) -> [(BlockStoreEntry, String)] {
+        var result: [(BlockStoreEntry, String)] = []
+        var rest = payload
+        while !rest.isEmpty {
+            guard rest.count >= 4 else { throw SealingError(.malformed) }
+            let length = rest.prefix(4).reduce(0) { $0 << 8 | Int($1) }
+            guard rest.count - 4 >= length else { throw SealingError(.malformed) }
+            let (entry, appID) = try BlockStoreEntry.decode(Data(rest.dropFirst(4).prefix(length)))
+            guard let appID else { throw SealingError(.malformed) }
+            result.append((entry, appID))
+            rest = Data(rest.dropFirst(4 + length))
         }
-        return try bytes.map { b throws(BlockStoreError) in try open(b, name: name) }
-    }
-
-    func write(_ entry: BlockStoreEntry) throws(BlockStoreError) {
-        do { try Files.writeAtomically(seal(entry), to: file(name(entry.key))) } catch {
-            throw BlockStoreError(.internalError, "an entry could not be written: \(error)")
-        }
-    }
-
-    func remove(_ name: String) throws(BlockStoreError) {
-        do { try Files.remove(file(name)) } catch {
-            throw BlockStoreError(.internalError, "an entry could not be deleted: \(error)")
-        }
-    }
-
-    /// Runs `body` holding the app's Block Store lock (flock), so that concurrent processes never
-    /// exceed the entry limit or lose a write.
-    func locked<R>(_ body: () throws(BlockStoreError) -> R) throws(BlockStoreError) -> R {
-        do { try Files.ensureDirectory(directory) } catch {
-            throw BlockStoreError(.internalError, "\(error)")
-        }
-        let fd = Foundation.open(directory.appendingPathComponent(".lock").path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw BlockStoreError(.internalError, "the Block Store lock could not be opened") }
-        defer { close(fd) }
-        flock(fd, LOCK_EX)
-        defer { flock(fd, LOCK_UN) }
-        return try body()
-    }
-
-    static func call<R>(_ body: () throws -> R) throws(BlockStoreError) -> R {
-        do { return try body() } catch let error as DeviceError {
-            throw BlockStoreError(.internalError, error.message, device: error)
-        } catch {
-            throw BlockStoreError(.internalError, "\(error)")
-        }
+        return result
     }
 }
 

@@ -1,5 +1,3 @@
-import Device
-import SecretService
 
 /// The one error type of the Keychain: an Apple `OSStatus` (an `Int32`), exactly as Apple numbers it, with what
 /// happened underneath. Compares by status.
@@ -7,10 +5,10 @@ public struct KeychainError: Error, Sendable, Hashable, CustomStringConvertible 
     public let status: Int32
     /// What went wrong, in words; never a secret.
     public let message: String
-    /// The Secret Service failure underneath, when there was one.
-    public let underlying: SecretServiceError?
+    /// The failure underneath, when there was one (a `SecretServiceError`, a `DeviceError`).
+    public let underlying: (any Error & Sendable)?
 
-    public init(_ status: Int32, _ message: String = "", underlying: SecretServiceError? = nil) {
+    public init(_ status: Int32, _ message: String = "", underlying: (any Error & Sendable)? = nil) {
         self.status = status
         self.message = message
         self.underlying = underlying
@@ -57,28 +55,4 @@ public struct KeychainError: Error, Sendable, Hashable, CustomStringConvertible 
         }
     }
 
-    /// How a Device failure looks to a keychain caller (and on the command line).
-    public init(_ error: DeviceError) {
-        let status: Int32 =
-            switch error.code {
-            case .authFailed: KeychainError.authFailed
-            case .interactionNotAllowed: KeychainError.interactionNotAllowed
-            case .invalidPasscode: KeychainError.param
-            case .corrupt: KeychainError.decode
-            default: KeychainError.notAvailable
-            }
-        self.init(status, error.message, underlying: error.underlying)
-    }
-
-    /// How a Secret Service failure looks to a keychain caller.
-    init(_ error: SecretServiceError) {
-        let status: Int32 =
-            switch error.code {
-            case .locked, .promptRequired: KeychainError.interactionNotAllowed
-            case .invalidArgument: KeychainError.param
-            case .noSuchObject: KeychainError.itemNotFound
-            default: KeychainError.notAvailable
-            }
-        self.init(status, "\(error.code): \(error.message)", underlying: error)
-    }
 }

@@ -57,6 +57,7 @@ public struct BackupConfiguration: Sendable, Equatable {
 
     /// Parses either document kind.
     public static func parse(_ xml: Data, allowBackup: Bool = true) throws(PreferencesError) -> BackupConfiguration {
+        try XMLInput.check(xml, "backup rules")
         // Well-formedness first (the root element must close), so a broken document is named as
         // such rather than by whatever partial element the parser saw before giving up.
         let checker = RootChecker()

@@ -49,6 +49,7 @@ public struct SharedPreferences: Sendable {
     }
 
     static func parse(_ bytes: Data) throws -> [String: String] {
+        try XMLInput.check(bytes, "the preferences file")
         let delegate = MapParser()
         let parser = XMLParser(data: bytes)
         parser.delegate = delegate
@@ -83,9 +84,4 @@ public struct SharedPreferences: Sendable {
             currentName = nil
         }
     }
-}
-
-public struct PreferencesError: Error, CustomStringConvertible, Sendable, Equatable {
-    public let description: String
-    public init(_ description: String) { self.description = description }
 }

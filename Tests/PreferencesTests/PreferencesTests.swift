@@ -68,6 +68,18 @@ struct BackupRuleTests {
         }
     }
 
+    @Test("inputs the fuzzer found are refused cleanly (Fixtures/fuzz/backup-rules)")
+    func fuzzRegressions() throws {
+        let directory = fixturesDirectory.appendingPathComponent("fuzz/backup-rules")
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        #expect(!names.isEmpty)
+        for name in names {
+            #expect(throws: PreferencesError.self) {
+                try BackupConfiguration.parse(try Data(contentsOf: directory.appendingPathComponent(name)))
+            }
+        }
+    }
+
     @Test("allowBackup false takes nothing")
     func allowBackupFalse() throws {
         let configuration = try BackupConfiguration.parse(Data("<full-backup-content/>".utf8), allowBackup: false)
