@@ -26,6 +26,7 @@ func main() -> Int32 {
         case "kv": try KeyValueCommand.run(verb, context)
         case "demo": try DemoCommand.run(context)
         case "bench": try BenchCommand.run(verb, context)
+        case "stress": try StressCommand.run(context)
         default: throw CommandError.usage("unknown command \(command)\n\(usage)")
         }
         return 0
