@@ -51,3 +51,67 @@ struct KillTests {
         #expect(killedMidway > 10)
     }
 }
+
+@Suite("Faults: a full disk, a Secret Service killed mid-operation")
+struct DiskAndDaemonFaultTests {
+    @Test("a full disk (ulimit -f) fails a Block Store store with a clear error and keeps the old value")
+    func diskFull() throws {
+        let service = try PrivateSecretService.start()
+        let app = ["--app-id", "com.example.disk", "--device-dir", service.root.appendingPathComponent("device").path]
+        #expect(try keepsake(["blockstore", "store", "--key", "k"] + app, input: Data("old".utf8), service: service).status == 0)
+        // A file-size limit of 1 block: the new entry file cannot be written.
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "trap '' XFSZ; ulimit -f 1; exec \"$0\" \"$@\"", keepsakeExecutable.path, "blockstore", "store", "--key", "k"] + app
+        process.environment = service.environment
+        let input = Pipe()
+        let errors = Pipe()
+        process.standardInput = input
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = errors
+        try process.run()
+        input.fileHandleForWriting.write(Data(repeating: 0x6e, count: 3000))
+        try input.fileHandleForWriting.close()
+        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 1)
+        #expect(message.contains("INTERNAL_ERROR (8)") && message.contains("could not be written"), "\(message)")
+        let read = try keepsake(["blockstore", "retrieve", "--key", "k"] + app, service: service).stdout
+        #expect(String(decoding: read, as: UTF8.self).contains(Data("old".utf8).base64EncodedString()))
+        // No temporary file left behind.
+        let directory = service.root.appendingPathComponent("device/apps/com.example.disk/blockstore")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".tmp") }.isEmpty)
+    }
+
+    @Test("the Secret Service killed during Keychain writes: each call returns within its bound, later reads are old or new")
+    func daemonKilledMidOperation() throws {
+        let service = try PrivateSecretService.start()
+        let app = ["--app-id", "com.example.daemon"]
+        #expect(try keepsake(["keychain", "add", "--service", "d", "--account", "a"] + app, input: Data("old".utf8), service: service).status == 0)
+        for trial in 0..<5 {
+            let writers = try (0..<4).map { index -> Process in
+                let process = Process()
+                process.executableURL = keepsakeExecutable
+                process.arguments = ["keychain", "update", "--service", "d", "--account", "a"] + app
+                process.environment = service.environment
+                let input = Pipe()
+                process.standardInput = input
+                process.standardOutput = FileHandle.nullDevice
+                process.standardError = FileHandle.nullDevice
+                try process.run()
+                input.fileHandleForWriting.write(Data("new-\(trial)-\(index)".utf8))
+                try input.fileHandleForWriting.close()
+                return process
+            }
+            usleep(UInt32.random(in: 0...20_000))
+            service.kill()
+            let start = Date()
+            for writer in writers { writer.waitUntilExit() }
+            #expect(Date().timeIntervalSince(start) < 12, "a call outlived its bound")
+            try service.restart()
+            let read = String(decoding: try keepsake(["keychain", "get", "--service", "d", "--account", "a"] + app, service: service).stdout, as: UTF8.self)
+            #expect(read == "old" || read.hasPrefix("new-"), "torn or wrong: \(read)")
+            #expect(try service.connection().search(["service": "d"]).unlocked.count == 1)
+        }
+    }
+}
