@@ -54,7 +54,7 @@ let package = Package(
                 "Sealing", "KeepsakeTestSupport",
             ]),
 
-        .testTarget(name: "SealingTests", dependencies: ["Sealing"]),
+        .testTarget(name: "SealingTests", dependencies: ["Sealing", "KeepsakeTestSupport"]),
         .testTarget(
             name: "PreferencesTests", dependencies: ["Preferences", "Device", "KeepsakeTestSupport"]),
         .testTarget(

@@ -30,7 +30,7 @@ struct BlockStoreFixtureTests {
             blockStoreKey: SecureBytes(copying: fromHex(v.blockStoreKey)), directory: Throwaway.directory("vector"), appID: v.appID)
         let entry = BlockStoreEntry(key: v.key, bytes: fromHex(v.bytes), shouldBackupToCloud: v.shouldBackupToCloud, modified: v.modified)
         #expect(layout.name(v.key) + ".entry" == v.fileName)
-        #expect(hex(layout.seal(entry, nonce: Array(fromHex(v.nonce)))) == v.file)
+        #expect(KeepsakeTestSupport.hex(layout.seal(entry, nonce: Array(fromHex(v.nonce)))) == v.file)
         #expect(try layout.open(fromHex(v.file), name: String(v.fileName.dropLast(6))) == entry)
         // Under another app's layout the same file does not open.
         let other = LocalLayout(
