@@ -7,18 +7,6 @@ import Testing
 
 @testable import Keychain
 
-private func status(_ body: () throws -> Void) -> Int32 {
-    do {
-        try body()
-        return 0
-    } catch let error as KeychainError {
-        return error.status
-    } catch let error as DeviceError {
-        return KeychainError(error).status
-    } catch {
-        return Int32.min
-    }
-}
 
 /// A phone: its own Secret Service, a device with fast Argon2id, one app.
 private struct Phone {

@@ -15,16 +15,6 @@ private func makeKeychain(_ service: PrivateSecretService? = nil, groups: [Strin
         app: try ThrowawayApp.make(accessGroups: groups), secretService: secretService.connection())
 }
 
-private func status(_ body: () throws -> Void) -> Int32 {
-    do {
-        try body()
-        return 0
-    } catch let error as KeychainError {
-        return error.status
-    } catch {
-        return Int32.min
-    }
-}
 
 @Suite("Keychain behaviour on a shared private gnome-keyring")
 struct KeychainBehaviourTests {

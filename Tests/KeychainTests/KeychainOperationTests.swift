@@ -116,16 +116,6 @@ private struct CaseRunner {
     }
 }
 
-private func status(_ body: () throws -> Void) -> Int32 {
-    do {
-        try body()
-        return 0
-    } catch let error as KeychainError {
-        return error.status
-    } catch {
-        return Int32.min
-    }
-}
 
 @Suite("Keychain rules from Fixtures/keychain/operations.json")
 struct KeychainOperationTests {
