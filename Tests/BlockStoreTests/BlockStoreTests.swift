@@ -169,6 +169,7 @@ struct BlockStoreRuleTests {
             }
         }
         #expect(refused == original.count * 8)
+        print("tamper: local Block Store entry, \(refused) of \(original.count * 8) single-bit flips refused")
         try original.write(to: file)
         #expect(try client.retrieveBytes(RetrieveBytesRequest(keys: ["k"])) == ["k": Data("the hint".utf8)])
     }
@@ -262,6 +263,7 @@ struct BlockStoreCloudTests {
             }
         }
         #expect(refused == original.count * 8)
+        print("tamper: cloud Block Store object, \(refused) of \(original.count * 8) single-bit flips refused")
         #expect(try new.client().retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == [:])
     }
 

@@ -46,6 +46,26 @@ struct ProfileScenarioTests {
         try tablet.device.join(passcode: "4711")
         try restoreEverything(tablet.device)
         #expect(RecoveryHints(service: try RecoveryHintService.make(profile: profile, app: tablet.app, device: tablet.device)).get() == hint)
+
+        // Hygiene: the cloud and both device directories hold no plaintext of the hint, their
+        // files are 0600 and their directories 0700.
+        for root in [cloud, phone.device.directory, tablet.device.directory] {
+            let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: [.isDirectoryKey])!
+            for case let url as URL in walker {
+                let attributes = try FileManager.default.attributesOfItem(atPath: url.path)
+                let mode = (attributes[.posixPermissions] as? Int) ?? 0
+                if attributes[.type] as? FileAttributeType == .typeDirectory {
+                    #expect(mode == 0o700, "\(url.path)")
+                } else {
+                    #expect(mode == 0o600, "\(url.path)")
+                    let bytes = try Data(contentsOf: url)
+                    for plain in ["0x8A…3F", "passkey-7", "4711", "2580"] {
+                        #expect(bytes.range(of: Data(plain.utf8)) == nil, "\(url.lastPathComponent) holds \(plain)")
+                    }
+                }
+                #expect(!url.lastPathComponent.contains("recovery-hint") || root != cloud)
+            }
+        }
     }
 
     @Test("a device without a lock screen keeps its hint local: the cloud directory shows nothing", arguments: HintProfile.allCases)

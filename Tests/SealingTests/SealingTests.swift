@@ -81,6 +81,7 @@ struct SealingTests {
             }
         }
         #expect(refused == envelope.count * 8)
+        print("tamper: envelope vector \"\(v.name)\", \(refused) of \(envelope.count * 8) single-bit flips refused")
     }
 
     @Test("an envelope opens only with its own key and associated data")
