@@ -49,32 +49,41 @@ let package = Package(
         .executableTarget(
             name: "keepsake",
             dependencies: [
-                "Keychain", "Security", "BlockStore", "KeyValueStore", "Preferences", "RecoveryHint",
+                "Keychain", "Security", "BlockStore", "KeyValueStore", "Preferences",
+                "RecoveryHint",
                 "SecretService", "Device",
                 "Sealing", "KeepsakeTestSupport",
             ]),
 
         .testTarget(name: "SealingTests", dependencies: ["Sealing", "KeepsakeTestSupport"]),
         .testTarget(
-            name: "PreferencesTests", dependencies: ["Preferences", "Device", "KeepsakeTestSupport"]),
+            name: "PreferencesTests",
+            dependencies: ["Preferences", "Device", "KeepsakeTestSupport"]),
         .testTarget(
             name: "KeyValueStoreTests",
             dependencies: ["KeyValueStore", "Device", "KeepsakeTestSupport"]),
         .testTarget(
             name: "RecoveryHintTests",
-            dependencies: ["RecoveryHint", "Keychain", "BlockStore", "Device", "KeepsakeTestSupport", "SecretService"]),
+            dependencies: [
+                "RecoveryHint", "Keychain", "BlockStore", "Device", "KeepsakeTestSupport",
+                "SecretService",
+            ]),
         .testTarget(
             name: "BlockStoreTests",
-            dependencies: ["BlockStore", "Device", "Sealing", "KeepsakeTestSupport", "SecretService"]),
+            dependencies: [
+                "BlockStore", "Device", "Sealing", "KeepsakeTestSupport", "SecretService",
+            ]),
         .testTarget(
             name: "SecretServiceTests", dependencies: ["SecretService", "KeepsakeTestSupport"]),
         .testTarget(
             name: "KeychainTests",
             dependencies: ["Keychain", "KeepsakeTestSupport", "SecretService", "Device", "Sealing"]),
         .testTarget(
-            name: "DeviceTests", dependencies: ["Device", "KeepsakeTestSupport", "SecretService", "Sealing"]),
+            name: "DeviceTests",
+            dependencies: ["Device", "KeepsakeTestSupport", "SecretService", "Sealing"]),
         .testTarget(
-            name: "SecurityTests", dependencies: ["Security", "Keychain", "KeepsakeTestSupport", "Device"]),
+            name: "SecurityTests",
+            dependencies: ["Security", "Keychain", "KeepsakeTestSupport", "Device"]),
         .testTarget(
             name: "KeepsakeCLITests", dependencies: ["KeepsakeTestSupport"]),
     ],

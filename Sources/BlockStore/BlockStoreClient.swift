@@ -25,7 +25,8 @@ public final class BlockStoreClient: Sendable {
     public func storeBytes(_ data: StoreBytesData) throws(BlockStoreError) -> Int {
         let layout = try available()
         guard data.key.utf8.count + data.bytes.count <= Self.maximumSize else {
-            throw BlockStoreError(.maxSizeExceeded, "key and bytes together exceed \(Self.maximumSize) bytes")
+            throw BlockStoreError(
+                .maxSizeExceeded, "key and bytes together exceed \(Self.maximumSize) bytes")
         }
         guard !data.key.isEmpty else { throw BlockStoreError(.invalidArgument, "an empty key") }
         let entry = BlockStoreEntry(
@@ -34,7 +35,8 @@ public final class BlockStoreClient: Sendable {
         try layout.locked { () throws(BlockStoreError) in
             let names = layout.names()
             if !names.contains(layout.name(data.key)) && names.count >= Self.maximumEntries {
-                throw BlockStoreError(.tooManyEntries, "this app already has \(Self.maximumEntries) entries")
+                throw BlockStoreError(
+                    .tooManyEntries, "this app already has \(Self.maximumEntries) entries")
             }
             try layout.write(entry)
         }
@@ -43,7 +45,9 @@ public final class BlockStoreClient: Sendable {
 
     /// Mirrors `retrieveBytes`: key → bytes. An empty key list gives an empty map; keys and
     /// retrieveAll together are an invalid argument. A tampered entry is an error, never wrong bytes.
-    public func retrieveBytes(_ request: RetrieveBytesRequest) throws(BlockStoreError) -> [String: Data] {
+    public func retrieveBytes(_ request: RetrieveBytesRequest) throws(BlockStoreError) -> [String:
+        Data]
+    {
         let layout = try available()
         if request.retrieveAll && !request.keys.isEmpty {
             throw BlockStoreError(.invalidArgument, "keys and retrieveAll together")
@@ -74,7 +78,9 @@ public final class BlockStoreClient: Sendable {
         }
         return try layout.locked { () throws(BlockStoreError) in
             let present = Set(layout.names())
-            let names = request.deleteAll ? Array(present) : request.keys.map(layout.name).filter(present.contains)
+            let names =
+                request.deleteAll
+                ? Array(present) : request.keys.map(layout.name).filter(present.contains)
             for name in names { try layout.remove(name) }
             return !names.isEmpty
         }
@@ -88,7 +94,8 @@ public final class BlockStoreClient: Sendable {
 
     private func available() throws(BlockStoreError) -> LocalLayout {
         guard try LocalLayout.call({ try device.settings() }).blockStoreAvailable else {
-            throw BlockStoreError(.featureNotSupported, "Block Store is not available on this device")
+            throw BlockStoreError(
+                .featureNotSupported, "Block Store is not available on this device")
         }
         return try LocalLayout(device: device, app: app)
     }

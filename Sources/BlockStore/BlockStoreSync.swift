@@ -38,13 +38,18 @@ public struct BlockStoreSync: Sendable {
             guard let app = try? App(id: appID, container: device.directory) else { continue }
             let layout = try LocalLayout(device: device, app: app)
             let manifestFile = layout.directory.appendingPathComponent("cloud-manifest")
-            let previous = Set((try? Files.read(manifestFile)).flatMap { $0 }.map { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init) } ?? [])
+            let previous = Set(
+                (try? Files.read(manifestFile)).flatMap { $0 }.map {
+                    String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init)
+                } ?? [])
             var current = Set<String>()
             for name in layout.names() {
                 guard let entry = try layout.read(name) else { continue }
                 let cloudName = keys.name(appID: appID, key: entry.key)
                 if entry.shouldBackupToCloud {
-                    try network { try cloud.write(cloudName, keys.seal(entry, appID: appID, name: cloudName)) }
+                    try network {
+                        try cloud.write(cloudName, keys.seal(entry, appID: appID, name: cloudName))
+                    }
                     current.insert(cloudName)
                     report.uploaded += 1
                 } else {
@@ -56,7 +61,8 @@ public struct BlockStoreSync: Sendable {
                 report.removed += 1
             }
             do {
-                try Files.writeAtomically(Data(current.sorted().joined(separator: "\n").utf8), to: manifestFile)
+                try Files.writeAtomically(
+                    Data(current.sorted().joined(separator: "\n").utf8), to: manifestFile)
             } catch {
                 throw BlockStoreError(.internalError, "the cloud manifest could not be written")
             }
@@ -69,7 +75,8 @@ public struct BlockStoreSync: Sendable {
     @discardableResult
     public func join(passcode: String) throws(BlockStoreError) -> Int {
         do { try device.join(passcode: passcode) } catch {
-            let code: BlockStoreError.Code = error.code == .authFailed ? .internalError : .networkError
+            let code: BlockStoreError.Code =
+                error.code == .authFailed ? .internalError : .networkError
             throw BlockStoreError(code, error.message, device: error)
         }
         return try restore()
@@ -89,11 +96,14 @@ public struct BlockStoreSync: Sendable {
                 throw BlockStoreError(.internalError, "a cloud entry names an invalid app")
             }
             let client = BlockStoreClient(app: app, device: device)
-            if try client.retrieveBytes(RetrieveBytesRequest(keys: [entry.key]))[entry.key] != nil { continue }
+            if try client.retrieveBytes(RetrieveBytesRequest(keys: [entry.key]))[entry.key] != nil {
+                continue
+            }
             do {
-                try client.storeBytes(StoreBytesData(bytes: entry.bytes, key: entry.key, shouldBackupToCloud: true))
+                try client.storeBytes(
+                    StoreBytesData(bytes: entry.bytes, key: entry.key, shouldBackupToCloud: true))
                 restored += 1
-            } catch where error.code == .tooManyEntries {
+            } catch  where error.code == .tooManyEntries {
                 continue
             }
         }
@@ -116,10 +126,13 @@ public struct BlockStoreSync: Sendable {
         var all: [(BlockStoreEntry, String)] = []
         for appID in device.appsWithData() {
             guard let app = try? App(id: appID, container: device.directory) else { continue }
-            for entry in try BlockStoreClient(app: app, device: device).entries() { all.append((entry, appID)) }
+            for entry in try BlockStoreClient(app: app, device: device).entries() {
+                all.append((entry, appID))
+            }
         }
         let payload = BlockStoreEntry.encodeTransfer(all)
-        out.append(1, Envelope.seal(payload, key: key, associatedData: Data("keepsake.transfer.v1".utf8)))
+        out.append(
+            1, Envelope.seal(payload, key: key, associatedData: Data("keepsake.transfer.v1".utf8)))
         return out.bytes
     }
 
@@ -138,24 +151,32 @@ public struct BlockStoreSync: Sendable {
         let entries: [(BlockStoreEntry, String)]
         do {
             let fields = try TLV.fields(bundle, magic: Data("KTB1".utf8), known: 1...1)
-            entries = try Envelope.open(try fields.required(1), key: key, associatedData: Data("keepsake.transfer.v1".utf8)) { plaintext in
+            entries = try Envelope.open(
+                try fields.required(1), key: key, associatedData: Data("keepsake.transfer.v1".utf8)
+            ) { plaintext in
                 try BlockStoreEntry.decodeTransfer(Data(plaintext))
             }
         } catch {
-            throw BlockStoreError(.internalError, "the transfer bundle does not open (wrong key, tampered or corrupt)")
+            throw BlockStoreError(
+                .internalError, "the transfer bundle does not open (wrong key, tampered or corrupt)"
+            )
         }
         for (entry, appID) in entries {
             guard let app = try? App(id: appID, container: device.directory) else {
                 throw BlockStoreError(.internalError, "the transfer bundle names an invalid app")
             }
             try BlockStoreClient(app: app, device: device).storeBytes(
-                StoreBytesData(bytes: entry.bytes, key: entry.key, shouldBackupToCloud: entry.shouldBackupToCloud))
+                StoreBytesData(
+                    bytes: entry.bytes, key: entry.key,
+                    shouldBackupToCloud: entry.shouldBackupToCloud))
         }
         return entries.count
     }
 
     private func network<R>(_ body: () throws -> R) throws(BlockStoreError) -> R {
-        do { return try body() } catch { throw BlockStoreError(.networkError, "cloud account: \(error)") }
+        do { return try body() } catch {
+            throw BlockStoreError(.networkError, "cloud account: \(error)")
+        }
     }
 
     public static func fromHex(_ string: String) -> Data? {
@@ -183,16 +204,26 @@ struct CloudKeys {
     }
 
     func name(appID: String, key: String) -> String {
-        "bs-" + hex(KeyDerivation.keyedHash(key: nameKey, context: "keepsake.cloud.blockstore-name.v1", Data((appID + "\0" + key).utf8)).unsafeData())
+        "bs-"
+            + hex(
+                KeyDerivation.keyedHash(
+                    key: nameKey, context: "keepsake.cloud.blockstore-name.v1",
+                    Data((appID + "\0" + key).utf8)
+                ).unsafeData())
     }
 
     func seal(_ entry: BlockStoreEntry, appID: String, name: String) -> Data {
-        Envelope.seal(entry.encoded(appID: appID), key: entryKey, associatedData: Data("keepsake.cloud.blockstore.v1\0\(name)".utf8))
+        Envelope.seal(
+            entry.encoded(appID: appID), key: entryKey,
+            associatedData: Data("keepsake.cloud.blockstore.v1\0\(name)".utf8))
     }
 
     func open(_ bytes: Data, name: String) throws(BlockStoreError) -> (BlockStoreEntry, String) {
         do {
-            let (entry, appID) = try Envelope.open(bytes, key: entryKey, associatedData: Data("keepsake.cloud.blockstore.v1\0\(name)".utf8)) {
+            let (entry, appID) = try Envelope.open(
+                bytes, key: entryKey,
+                associatedData: Data("keepsake.cloud.blockstore.v1\0\(name)".utf8)
+            ) {
                 try BlockStoreEntry.decode(Data($0))
             }
             guard let appID, self.name(appID: appID, key: entry.key) == name else {
@@ -202,7 +233,8 @@ struct CloudKeys {
         } catch let error as BlockStoreError {
             throw error
         } catch {
-            throw BlockStoreError(.internalError, "a cloud entry does not open (tampered or corrupt)")
+            throw BlockStoreError(
+                .internalError, "a cloud entry does not open (tampered or corrupt)")
         }
     }
 }

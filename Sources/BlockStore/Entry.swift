@@ -22,7 +22,9 @@ public struct BlockStoreEntry: Sendable, Hashable {
         return out.bytes
     }
 
-    static func decode(_ bytes: Data) throws(SealingError) -> (entry: BlockStoreEntry, appID: String?) {
+    static func decode(_ bytes: Data) throws(SealingError) -> (
+        entry: BlockStoreEntry, appID: String?
+    ) {
         let fields = try TLV.fields(bytes, magic: magic, known: 1...5)
         let entry = BlockStoreEntry(
             key: try fields.requiredString(1), bytes: Data(try fields.required(2)),
@@ -43,7 +45,8 @@ extension BlockStoreEntry {
         return payload
     }
 
-    static func decodeTransfer(_ payload: Data) throws(SealingError) -> [(BlockStoreEntry, String)] {
+    static func decodeTransfer(_ payload: Data) throws(SealingError) -> [(BlockStoreEntry, String)]
+    {
         var result: [(BlockStoreEntry, String)] = []
         var rest = payload
         while !rest.isEmpty {

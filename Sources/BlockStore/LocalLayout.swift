@@ -23,12 +23,18 @@ struct LocalLayout {
     init(blockStoreKey: SecureBytes, directory: URL, appID: String) {
         self.directory = directory
         self.appID = appID
-        entryKey = KeyDerivation.keyedHash(key: blockStoreKey, context: "keepsake.blockstore.entry.v1")
-        nameKey = KeyDerivation.keyedHash(key: blockStoreKey, context: "keepsake.blockstore.name.v1")
+        entryKey = KeyDerivation.keyedHash(
+            key: blockStoreKey, context: "keepsake.blockstore.entry.v1")
+        nameKey = KeyDerivation.keyedHash(
+            key: blockStoreKey, context: "keepsake.blockstore.name.v1")
     }
 
     func name(_ key: String) -> String {
-        hex(KeyDerivation.keyedHash(key: nameKey, context: "keepsake.blockstore.local-name.v1", Data((appID + "\0" + key).utf8)).unsafeData())
+        hex(
+            KeyDerivation.keyedHash(
+                key: nameKey, context: "keepsake.blockstore.local-name.v1",
+                Data((appID + "\0" + key).utf8)
+            ).unsafeData())
     }
 
     func file(_ name: String) -> URL { directory.appendingPathComponent(name + ".entry") }
@@ -38,12 +44,16 @@ struct LocalLayout {
     }
 
     func seal(_ entry: BlockStoreEntry, nonce: [UInt8]? = nil) -> Data {
-        Envelope.seal(entry.encoded(), key: entryKey, associatedData: associatedData(name(entry.key)), nonce: nonce)
+        Envelope.seal(
+            entry.encoded(), key: entryKey, associatedData: associatedData(name(entry.key)),
+            nonce: nonce)
     }
 
     func open(_ bytes: Data, name: String) throws(BlockStoreError) -> BlockStoreEntry {
         do {
-            let entry = try Envelope.open(bytes, key: entryKey, associatedData: associatedData(name)) {
+            let entry = try Envelope.open(
+                bytes, key: entryKey, associatedData: associatedData(name)
+            ) {
                 plaintext in try BlockStoreEntry.decode(Data(plaintext)).entry
             }
             guard self.name(entry.key) == name else {
@@ -88,8 +98,11 @@ struct LocalLayout {
         do { try Files.ensureDirectory(directory) } catch {
             throw BlockStoreError(.internalError, "\(error)")
         }
-        let fd = Foundation.open(directory.appendingPathComponent(".lock").path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw BlockStoreError(.internalError, "the Block Store lock could not be opened") }
+        let fd = Foundation.open(
+            directory.appendingPathComponent(".lock").path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw BlockStoreError(.internalError, "the Block Store lock could not be opened")
+        }
         defer { close(fd) }
         flock(fd, LOCK_EX)
         defer { flock(fd, LOCK_UN) }
@@ -104,4 +117,3 @@ struct LocalLayout {
         }
     }
 }
-

@@ -22,7 +22,8 @@ public struct App: Sendable, Hashable {
         return labels.allSatisfy { label in
             !label.isEmpty
                 && label.unicodeScalars.allSatisfy {
-                    $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_")
+                    $0.isASCII
+                        && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_")
                 }
         }
     }
@@ -35,4 +36,3 @@ public struct App: Sendable, Hashable {
         }
     }
 }
-

@@ -20,13 +20,17 @@ public struct CloudDirectory: CloudStorage {
 
     private func file(_ name: String) throws -> URL {
         guard !name.isEmpty, name.utf8.count <= 200,
-            name.unicodeScalars.allSatisfy({ $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_") })
+            name.unicodeScalars.allSatisfy({
+                $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_")
+            })
         else { throw CloudError("invalid cloud object name") }
         return url.appendingPathComponent(name)
     }
 
     public func read(_ name: String) throws -> Data? { try Files.read(try file(name)) }
-    public func write(_ name: String, _ data: Data) throws { try Files.writeAtomically(data, to: try file(name)) }
+    public func write(_ name: String, _ data: Data) throws {
+        try Files.writeAtomically(data, to: try file(name))
+    }
     public func delete(_ name: String) throws { try Files.remove(try file(name)) }
     public func list() throws -> [String] {
         guard FileManager.default.fileExists(atPath: url.path) else { return [] }

@@ -39,7 +39,9 @@ public final class Device: Sendable {
     static let persistentCollection = CollectionPath.default
     static let runtimeCollection = CollectionPath("/org/freedesktop/secrets/aliases/session")
     static let stateAttributes = ["xdg:schema": "org.keepsake.Device", "keepsake-device": "state"]
-    static let runtimeAttributes = ["xdg:schema": "org.keepsake.Runtime", "keepsake-runtime": "class-key"]
+    static let runtimeAttributes = [
+        "xdg:schema": "org.keepsake.Runtime", "keepsake-runtime": "class-key",
+    ]
     static let runtimeMagic = Data("KRK1".utf8)
 
     public init(
@@ -57,8 +59,10 @@ public final class Device: Sendable {
     /// `$XDG_DATA_HOME/keepsake/device`.
     public static var defaultDirectory: URL {
         let environment = ProcessInfo.processInfo.environment
-        let dataHome = environment["XDG_DATA_HOME"].map { URL(fileURLWithPath: $0) }
-            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/share")
+        let dataHome =
+            environment["XDG_DATA_HOME"].map { URL(fileURLWithPath: $0) }
+            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(
+                ".local/share")
         return dataHome.appendingPathComponent("keepsake/device")
     }
 
@@ -123,7 +127,8 @@ public final class Device: Sendable {
     public func dataKey(_ store: String) throws(DeviceError) -> SecureBytes {
         if let known = dataKeyCache.withLock({ $0[store] }) { return known }
         let key = KeyDerivation.keyedHash(
-            key: SecureBytes(copying: try loadRecord().record.deviceSecret), context: "keepsake.\(store).v1")
+            key: SecureBytes(copying: try loadRecord().record.deviceSecret),
+            context: "keepsake.\(store).v1")
         dataKeyCache.withLock { $0[store] = key }
         return key
     }
@@ -145,7 +150,9 @@ public final class Device: Sendable {
         if forUpload && !record.kind.hasKnowledgeFactor { return nil }
         guard let wrapped = record.wrappedCloudKey else { return nil }
         let key = try openCloudKey(wrapped)
-        guard let blobBytes = try cloudCall({ try cloud.read(AccountKeyBlob.name) }) else { return nil }
+        guard let blobBytes = try cloudCall({ try cloud.read(AccountKeyBlob.name) }) else {
+            return nil
+        }
         let blob = try AccountKeyBlob.decode(blobBytes)
         return constantTimeEquals(blob.check, AccountKeyBlob.check(key)) ? key : nil
     }
@@ -161,7 +168,9 @@ public final class Device: Sendable {
         var (path, record) = try loadRecord()
         try waitForRetry(record)
         let kek = try derive(passcode, salt: blob.salt, cost: blob.cost)
-        guard let cloudKey = try? Envelope.open(blob.wrappedKey, key: kek, associatedData: AccountKeyBlob.associatedData()),
+        guard
+            let cloudKey = try? Envelope.open(
+                blob.wrappedKey, key: kek, associatedData: AccountKeyBlob.associatedData()),
             constantTimeEquals(blob.check, AccountKeyBlob.check(cloudKey))
         else {
             try recordFailure(&record, at: path)
@@ -183,7 +192,8 @@ public final class Device: Sendable {
     private func openCloudKey(_ wrapped: Data) throws(DeviceError) -> SecureBytes {
         let classKey = try classKey(.afterFirstUnlock)
         do {
-            return try Envelope.open(wrapped, key: classKey, associatedData: Data("keepsake.cloudkey.v1".utf8))
+            return try Envelope.open(
+                wrapped, key: classKey, associatedData: Data("keepsake.cloudkey.v1".utf8))
         } catch {
             throw DeviceError(.corrupt, "the cloud key does not open")
         }
@@ -192,13 +202,19 @@ public final class Device: Sendable {
     /// With the passcode at hand (set or unlock): creates the account key when neither this
     /// device nor the cloud has one, and (re)writes the cloud's account-key blob when this device
     /// holds the account's key.
-    private func maintainCloudKey(_ record: inout DeviceRecord, passcode: String) throws(DeviceError) -> Bool {
+    private func maintainCloudKey(_ record: inout DeviceRecord, passcode: String)
+        throws(DeviceError) -> Bool
+    {
         guard record.kind.hasKnowledgeFactor else { return false }
         var changed = false
         let blob = try cloud.flatMap { cloud throws(DeviceError) in
-            try cloudCall({ try cloud.read(AccountKeyBlob.name) }).map { bytes throws(DeviceError) in try AccountKeyBlob.decode(bytes) }
+            try cloudCall({ try cloud.read(AccountKeyBlob.name) }).map {
+                bytes throws(DeviceError) in try AccountKeyBlob.decode(bytes)
+            }
         }
-        var cloudKey = try record.wrappedCloudKey.map { wrapped throws(DeviceError) in try openCloudKey(wrapped) }
+        var cloudKey = try record.wrappedCloudKey.map { wrapped throws(DeviceError) in
+            try openCloudKey(wrapped)
+        }
         if cloudKey == nil && blob == nil {
             let key = SecureBytes(randomCount: Envelope.keyLength)
             record.wrappedCloudKey = try sealCloudKey(key)
@@ -208,7 +224,11 @@ public final class Device: Sendable {
         guard let cloud, let cloudKey else { return changed }
         let check = AccountKeyBlob.check(cloudKey)
         if let blob, !constantTimeEquals(blob.check, check) { return changed }  // another account key: join first
-        if let blob, (try? Envelope.open(blob.wrappedKey, key: try derive(passcode, salt: blob.salt, cost: blob.cost), associatedData: AccountKeyBlob.associatedData())) != nil {
+        if let blob,
+            (try? Envelope.open(
+                blob.wrappedKey, key: try derive(passcode, salt: blob.salt, cost: blob.cost),
+                associatedData: AccountKeyBlob.associatedData())) != nil
+        {
             return changed  // already wrapped under this passcode
         }
         let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
@@ -216,7 +236,8 @@ public final class Device: Sendable {
         let wrapped = cloudKey.withUnsafeBytes {
             Envelope.seal($0, key: kek, associatedData: AccountKeyBlob.associatedData())
         }
-        let newBlob = AccountKeyBlob(salt: salt, cost: passcodeCost, wrappedKey: wrapped, check: check)
+        let newBlob = AccountKeyBlob(
+            salt: salt, cost: passcodeCost, wrappedKey: wrapped, check: check)
         try cloudCall { try cloud.write(AccountKeyBlob.name, newBlob.encoded()) }
         return changed
     }
@@ -229,7 +250,9 @@ public final class Device: Sendable {
 
     // MARK: - Lock screen
 
-    public func lockScreenKind() throws(DeviceError) -> LockScreenKind { try loadRecord().record.kind }
+    public func lockScreenKind() throws(DeviceError) -> LockScreenKind {
+        try loadRecord().record.kind
+    }
 
     /// The lock state. Without a knowledge factor the device is always unlocked.
     public func state() throws(DeviceError) -> LockState {
@@ -255,7 +278,9 @@ public final class Device: Sendable {
     {
         let newPasscode: String?
         if kind.hasKnowledgeFactor {
-            guard let passcode else { throw DeviceError(.invalidPasscode, "a \(kind.rawValue) needs a passcode") }
+            guard let passcode else {
+                throw DeviceError(.invalidPasscode, "a \(kind.rawValue) needs a passcode")
+            }
             newPasscode = try kind.validate(passcode)
         } else {
             newPasscode = nil
@@ -350,7 +375,9 @@ public final class Device: Sendable {
         var keys: [ProtectionClass: SecureBytes] = [:]
         known = all.filter { !extra.contains($0.value) }
         for path in extra {
-            guard let bytes = secrets[path], let (protection, key) = parseRuntime(bytes) else { continue }
+            guard let bytes = secrets[path], let (protection, key) = parseRuntime(bytes) else {
+                continue
+            }
             keys[protection] = key
             known[protection] = path
         }
@@ -409,7 +436,9 @@ public final class Device: Sendable {
         throw DeviceError(.notAvailable, "the device state could not be read")
     }
 
-    private func store(_ record: DeviceRecord, replacing path: ItemPath?) throws(DeviceError) -> ItemPath {
+    private func store(_ record: DeviceRecord, replacing path: ItemPath?) throws(DeviceError)
+        -> ItemPath
+    {
         let bytes = record.encoded()
         // Same attributes, replace: the state item is updated in place.
         return try call {
@@ -446,20 +475,27 @@ public final class Device: Sendable {
         let now = Self.milliseconds()
         guard record.notBefore > now else { return }
         if Duration.milliseconds(record.notBefore - now) > retryPolicy.longestWait {
-            throw DeviceError(.authFailed, "too many wrong passcodes; try again in \(record.notBefore - now) ms")
+            throw DeviceError(
+                .authFailed, "too many wrong passcodes; try again in \(record.notBefore - now) ms")
         }
         Thread.sleep(forTimeInterval: Double(record.notBefore - now) / 1000)
     }
 
-    private func recordFailure(_ record: inout DeviceRecord, at path: ItemPath) throws(DeviceError) {
+    private func recordFailure(_ record: inout DeviceRecord, at path: ItemPath) throws(DeviceError)
+    {
         record.failures += 1
-        record.notBefore = Self.milliseconds() + Self.milliseconds(retryPolicy.delay(afterFailures: record.failures))
+        record.notBefore =
+            Self.milliseconds()
+            + Self.milliseconds(retryPolicy.delay(afterFailures: record.failures))
         _ = try store(record, replacing: path)
     }
 
-    private func derive(_ passcode: String, salt: Data, cost: Argon2Cost) throws(DeviceError) -> SecureBytes {
+    private func derive(_ passcode: String, salt: Data, cost: Argon2Cost) throws(DeviceError)
+        -> SecureBytes
+    {
         do {
-            return try KeyDerivation.argon2id(passcode: SecureBytes(copying: Data(passcode.utf8)), salt: salt, cost: cost)
+            return try KeyDerivation.argon2id(
+                passcode: SecureBytes(copying: Data(passcode.utf8)), salt: salt, cost: cost)
         } catch {
             throw DeviceError(.corrupt, "\(error)")
         }
@@ -469,7 +505,8 @@ public final class Device: Sendable {
         KeyDerivation.keyedHash(key: passcodeKey, context: "keepsake.passcode.verifier.v1")
     }
 
-    private static func passcodeKEK(_ record: DeviceRecord, passcodeKey: SecureBytes) -> SecureBytes {
+    private static func passcodeKEK(_ record: DeviceRecord, passcodeKey: SecureBytes) -> SecureBytes
+    {
         passcodeKey.withUnsafeBytes { bytes in
             KeyDerivation.keyedHash(
                 key: SecureBytes(copying: record.deviceSecret), context: "keepsake.kek.passcode.v1",
@@ -499,14 +536,17 @@ public final class Device: Sendable {
         return wrapped
     }
 
-    private func unwrap(_ record: DeviceRecord, kek: SecureBytes) throws(DeviceError) -> [ProtectionClass: SecureBytes] {
+    private func unwrap(_ record: DeviceRecord, kek: SecureBytes) throws(DeviceError)
+        -> [ProtectionClass: SecureBytes]
+    {
         var keys: [ProtectionClass: SecureBytes] = [:]
         for (raw, envelope) in record.wrappedKeys {
             guard let protection = ProtectionClass(rawValue: raw) else {
                 throw DeviceError(.corrupt, "unknown class in device state")
             }
             do {
-                keys[protection] = try Envelope.open(envelope, key: kek, associatedData: Self.associatedData(protection))
+                keys[protection] = try Envelope.open(
+                    envelope, key: kek, associatedData: Self.associatedData(protection))
             } catch {
                 throw DeviceError(.corrupt, "a class key does not open: \(error)")
             }
@@ -521,7 +561,9 @@ public final class Device: Sendable {
         for (protection, key) in keys {
             var attributes = Self.runtimeAttributes
             attributes["class"] = protection.rawValue
-            let secret = key.withUnsafeBytes { Self.runtimeMagic + Data(protection.rawValue.utf8) + [0] + Data($0) }
+            let secret = key.withUnsafeBytes {
+                Self.runtimeMagic + Data(protection.rawValue.utf8) + [0] + Data($0)
+            }
             known[protection] = try call {
                 try secretService.createItem(
                     label: "Keepsake class key", attributes: attributes, secret: secret,
@@ -543,8 +585,10 @@ public final class Device: Sendable {
     }
 
     private func parseRuntime(_ bytes: Data) -> (ProtectionClass, SecureBytes)? {
-        guard bytes.starts(with: Self.runtimeMagic), let zero = bytes.dropFirst(4).firstIndex(of: 0),
-            let protection = ProtectionClass(rawValue: String(decoding: bytes[(bytes.startIndex + 4)..<zero], as: UTF8.self)),
+        guard bytes.starts(with: Self.runtimeMagic),
+            let zero = bytes.dropFirst(4).firstIndex(of: 0),
+            let protection = ProtectionClass(
+                rawValue: String(decoding: bytes[(bytes.startIndex + 4)..<zero], as: UTF8.self)),
             bytes.endIndex - zero - 1 == Envelope.keyLength
         else { return nil }
         let keyBytes = bytes[(zero + 1)...]
@@ -598,7 +642,8 @@ struct DeviceRecord: Codable, Sendable {
     static func fresh() -> DeviceRecord {
         let secret = SecureBytes(randomCount: 32)
         var record = DeviceRecord(
-            deviceSecret: secret.unsafeData(), kind: .none, wrappedKeys: [:], failures: 0, notBefore: 0)
+            deviceSecret: secret.unsafeData(), kind: .none, wrappedKeys: [:], failures: 0,
+            notBefore: 0)
         var keys: [ProtectionClass: SecureBytes] = [:]
         for protection in ProtectionClass.allCases where !protection.requiresPasscode {
             keys[protection] = SecureBytes(randomCount: Envelope.keyLength)

@@ -12,7 +12,8 @@ public enum Files {
     public static func writeAtomically(_ data: Data, to url: URL) throws {
         let directory = url.deletingLastPathComponent()
         try ensureDirectory(directory)
-        let temporary = directory.appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString).tmp")
+        let temporary = directory.appendingPathComponent(
+            ".\(url.lastPathComponent).\(UUID().uuidString).tmp")
         let fd = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw posixError("open") }
         var ok = false
@@ -57,6 +58,10 @@ public enum Files {
     }
 
     private static func posixError(_ call: String) -> Error {
-        NSError(domain: NSPOSIXErrorDomain, code: Int(errno), userInfo: [NSLocalizedDescriptionKey: "\(call) failed: \(String(cString: strerror(errno)))"])
+        NSError(
+            domain: NSPOSIXErrorDomain, code: Int(errno),
+            userInfo: [
+                NSLocalizedDescriptionKey: "\(call) failed: \(String(cString: strerror(errno)))"
+            ])
     }
 }

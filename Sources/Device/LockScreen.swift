@@ -78,7 +78,10 @@ public struct RetryPolicy: Sendable, Hashable {
     /// Longest wait an attempt sits through before answering errSecAuthFailed at once.
     public var longestWait: Duration
 
-    public init(base: Duration = .seconds(1), maximum: Duration = .seconds(3600), longestWait: Duration = .seconds(10)) {
+    public init(
+        base: Duration = .seconds(1), maximum: Duration = .seconds(3600),
+        longestWait: Duration = .seconds(10)
+    ) {
         self.base = base
         self.maximum = maximum
         self.longestWait = longestWait

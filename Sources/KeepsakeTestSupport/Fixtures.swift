@@ -7,7 +7,8 @@ public let fixturesDirectory = URL(fileURLWithPath: #filePath)
 
 /// Decodes `Fixtures/<path>` (JSON) as `T`.
 public func loadFixture<T: Decodable>(_ type: T.Type, _ path: String) throws -> T {
-    try JSONDecoder().decode(T.self, from: Data(contentsOf: fixturesDirectory.appendingPathComponent(path)))
+    try JSONDecoder().decode(
+        T.self, from: Data(contentsOf: fixturesDirectory.appendingPathComponent(path)))
 }
 
 /// Lower-case hex of `data`.

@@ -9,10 +9,13 @@ public enum LibsecretBaseline {
     public static func store(_ attributes: [String: String], label: String, secret: Data) throws {
         try withAttributes(attributes) { table, error in
             let value = secret.withUnsafeBytes {
-                secret_value_new($0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count, "application/octet-stream")
+                secret_value_new(
+                    $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count,
+                    "application/octet-stream")
             }
             defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
-            return secret_password_storev_binary_sync(nil, table, nil, label, value, nil, &error) != 0
+            return secret_password_storev_binary_sync(nil, table, nil, label, value, nil, &error)
+                != 0
         }
     }
 
@@ -38,7 +41,8 @@ public enum LibsecretBaseline {
         var count = 0
         try withAttributes(attributes) { table, error in
             let flags = SECRET_SEARCH_ALL.rawValue | SECRET_SEARCH_LOAD_SECRETS.rawValue
-            let list = secret_password_searchv_sync(nil, table, SecretSearchFlags(flags), nil, &error)
+            let list = secret_password_searchv_sync(
+                nil, table, SecretSearchFlags(flags), nil, &error)
             count = Int(g_list_length(list))
             g_list_free_full(list) { g_object_unref($0) }
             return error == nil
@@ -65,7 +69,8 @@ public enum LibsecretBaseline {
         }
         var error: UnsafeMutablePointer<GError>?
         if !body(table, &error) || error != nil {
-            let message = error.flatMap { $0.pointee.message.map { String(cString: $0) } } ?? "failed"
+            let message =
+                error.flatMap { $0.pointee.message.map { String(cString: $0) } } ?? "failed"
             if let error { g_error_free(error) }
             throw HarnessError("libsecret: \(message)")
         }

@@ -47,7 +47,8 @@ public final class PrivateSecretService: @unchecked Sendable {
     }
 
     /// Starts a bus and an unlocked gnome-keyring (secrets component only).
-    public static func start(masterPassword: String = "keepsake-test") throws -> PrivateSecretService
+    public static func start(masterPassword: String = "keepsake-test") throws
+        -> PrivateSecretService
     {
         let service = try PrivateSecretService(masterPassword: masterPassword)
         try service.startBus()
@@ -104,7 +105,9 @@ public final class PrivateSecretService: @unchecked Sendable {
             environment: environment)
         state.withLock { $0.bus = bus }
         let socket = runtimeDirectory.appendingPathComponent("bus").path
-        try Self.wait("the private D-Bus to listen") { FileManager.default.fileExists(atPath: socket) }
+        try Self.wait("the private D-Bus to listen") {
+            FileManager.default.fileExists(atPath: socket)
+        }
     }
 
     private func startKeyring() throws {
@@ -246,7 +249,8 @@ final class Daemon: @unchecked Sendable {
         let shell = Process()
         shell.executableURL = URL(fileURLWithPath: "/bin/sh")
         shell.arguments = [
-            "-c", """
+            "-c",
+            """
             \(command) >/dev/null 2>&1 & echo $!
             while kill -0 $PPID 2>/dev/null && kill -0 $! 2>/dev/null; do sleep 1; done
             kill -9 $! 2>/dev/null; wait

@@ -7,15 +7,18 @@ public enum Throwaway {
     private static let root: URL = {
         let url = FileManager.default.temporaryDirectory
             .appendingPathComponent("keepsake-throwaway-\(getpid())-\(UUID().uuidString.prefix(6))")
-        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try? FileManager.default.createDirectory(
+            at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         Registry.shared.removeAtExit(url)
         return url
     }()
 
     /// A fresh, empty directory (mode 0700).
     public static func directory(_ prefix: String) -> URL {
-        let url = root.appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8).lowercased())")
-        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let url = root.appendingPathComponent(
+            "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())")
+        try? FileManager.default.createDirectory(
+            at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         return url
     }
 }

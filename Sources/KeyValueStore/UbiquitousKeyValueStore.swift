@@ -76,7 +76,8 @@ public final class UbiquitousKeyValueStore: Sendable {
     }
 
     public init(
-        app: App, device: Device, onExternalChange: @escaping @Sendable (KVExternalChange) -> Void = { _ in }
+        app: App, device: Device,
+        onExternalChange: @escaping @Sendable (KVExternalChange) -> Void = { _ in }
     ) {
         self.app = app
         self.device = device
@@ -107,14 +108,17 @@ public final class UbiquitousKeyValueStore: Sendable {
         mutate { snapshot in
             var candidate = snapshot.entries
             candidate[key] = Entry(value: value, modified: Self.now())
-            if key.utf8.count > Self.maximumKeyLength || key.isEmpty || !Self.withinQuota(candidate) {
+            if key.utf8.count > Self.maximumKeyLength || key.isEmpty || !Self.withinQuota(candidate)
+            {
                 violated = true
                 return false
             }
             snapshot.entries = candidate
             return true
         }
-        if violated { onExternalChange(KVExternalChange(reason: .quotaViolationChange, changedKeys: [key])) }
+        if violated {
+            onExternalChange(KVExternalChange(reason: .quotaViolationChange, changedKeys: [key]))
+        }
     }
 
     public func set(_ string: String, forKey key: String) { set(.string(string), forKey: key) }
@@ -157,7 +161,8 @@ public final class UbiquitousKeyValueStore: Sendable {
         var merged: [String: Entry] = [:]
         mutate { snapshot in
             let reason: KVChangeReason =
-                snapshot.account == nil ? .initialSyncChange
+                snapshot.account == nil
+                ? .initialSyncChange
                 : constantTimeEquals(snapshot.account!, keys.check) ? .serverChange : .accountChange
             var changed: [String] = []
             merged = snapshot.entries
@@ -172,7 +177,9 @@ public final class UbiquitousKeyValueStore: Sendable {
             if !Self.withinQuota(merged) { merged = snapshot.entries }
             snapshot.entries = merged
             snapshot.account = keys.check
-            if !changed.isEmpty { change = KVExternalChange(reason: reason, changedKeys: changed.sorted()) }
+            if !changed.isEmpty {
+                change = KVExternalChange(reason: reason, changedKeys: changed.sorted())
+            }
             return true
         }
         do {
@@ -186,7 +193,9 @@ public final class UbiquitousKeyValueStore: Sendable {
 
     // MARK: - Local cache
 
-    private var cacheFile: URL { device.appDataDirectory(app, store: "kvstore").appendingPathComponent("cache") }
+    private var cacheFile: URL {
+        device.appDataDirectory(app, store: "kvstore").appendingPathComponent("cache")
+    }
 
     private func associatedData() -> Data { Data("keepsake.kvstore.local.v1\0\(app.id)".utf8) }
 
@@ -199,7 +208,9 @@ public final class UbiquitousKeyValueStore: Sendable {
 
     private func read() throws -> Snapshot {
         guard let bytes = try Files.read(cacheFile) else { return Snapshot() }
-        return try Envelope.open(bytes, key: try device.dataKey("kvstore"), associatedData: associatedData()) {
+        return try Envelope.open(
+            bytes, key: try device.dataKey("kvstore"), associatedData: associatedData()
+        ) {
             try JSONDecoder().decode(Snapshot.self, from: Data($0))
         }
     }
@@ -209,14 +220,16 @@ public final class UbiquitousKeyValueStore: Sendable {
     private func mutate(_ change: (inout Snapshot) -> Bool) {
         let directory = cacheFile.deletingLastPathComponent()
         try? Files.ensureDirectory(directory)
-        let fd = open(directory.appendingPathComponent(".lock").path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let fd = open(
+            directory.appendingPathComponent(".lock").path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         defer { if fd >= 0 { close(fd) } }
         if fd >= 0 { flock(fd, LOCK_EX) }
         var snapshot = (try? read()) ?? Snapshot()
         if change(&snapshot), let key = try? device.dataKey("kvstore"),
             let encoded = try? JSONEncoder().encode(snapshot)
         {
-            try? Files.writeAtomically(Envelope.seal(encoded, key: key, associatedData: associatedData()), to: cacheFile)
+            try? Files.writeAtomically(
+                Envelope.seal(encoded, key: key, associatedData: associatedData()), to: cacheFile)
         }
         state.withLock { $0 = snapshot }
     }
@@ -232,18 +245,27 @@ struct CloudNames {
 
     init(cloudKey: SecureBytes, appID: String) {
         let nameKey = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.name.v1")
-        name = "kv-" + KeyDerivation.keyedHash(key: nameKey, context: "keepsake.cloud.kvstore-name.v1", Data(appID.utf8))
+        name =
+            "kv-"
+            + KeyDerivation.keyedHash(
+                key: nameKey, context: "keepsake.cloud.kvstore-name.v1", Data(appID.utf8)
+            )
             .unsafeData().map { String(format: "%02x", $0) }.joined()
         key = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.kvstore.v1")
-        check = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.check.v1").unsafeData()
+        check = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.check.v1")
+            .unsafeData()
     }
 
     func seal(_ entries: [String: UbiquitousKeyValueStore.Entry]) throws -> Data {
-        Envelope.seal(try JSONEncoder().encode(entries), key: key, associatedData: Data("keepsake.cloud.kvstore.v1\0\(name)".utf8))
+        Envelope.seal(
+            try JSONEncoder().encode(entries), key: key,
+            associatedData: Data("keepsake.cloud.kvstore.v1\0\(name)".utf8))
     }
 
     func open(_ bytes: Data) throws -> [String: UbiquitousKeyValueStore.Entry] {
-        try Envelope.open(bytes, key: key, associatedData: Data("keepsake.cloud.kvstore.v1\0\(name)".utf8)) {
+        try Envelope.open(
+            bytes, key: key, associatedData: Data("keepsake.cloud.kvstore.v1\0\(name)".utf8)
+        ) {
             try JSONDecoder().decode([String: UbiquitousKeyValueStore.Entry].self, from: Data($0))
         }
     }

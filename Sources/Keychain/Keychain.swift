@@ -24,7 +24,8 @@ public final class Keychain: Sendable {
     /// Query → object path of the item it last found, so a hot read is one `GetSecrets` round
     /// trip. Validated on every use: the record read back must match the query (and names its own
     /// primary key), so a stale or reused path can never yield another item's secret.
-    private let pathCache = Mutex<[GenericPasswordQuery: (path: ItemPath, class: ProtectionClass)]>([:])
+    private let pathCache = Mutex<[GenericPasswordQuery: (path: ItemPath, class: ProtectionClass)]>(
+        [:])
 
     public init(app: App, device: Device) {
         self.app = app
@@ -143,7 +144,8 @@ public final class Keychain: Sendable {
             try Validation.checkClass(attributes)
             attributes.modificationDate = now
             let record = StoredRecord(
-                id: match.record.id, attributes: attributes, data: changes.data ?? match.record.data)
+                id: match.record.id, attributes: attributes, data: changes.data ?? match.record.data
+            )
             guard newKeys.insert(record.key).inserted else { throw Self.duplicate }
             planned.append((match, record))
         }
@@ -186,7 +188,7 @@ public final class Keychain: Sendable {
         for path in paths {
             do {
                 try secretService.deleteItem(at: path)
-            } catch where error.code == .noSuchObject {
+            } catch  where error.code == .noSuchObject {
                 continue  // deleted concurrently: the outcome is the same
             } catch {
                 throw KeychainError(error)
@@ -249,7 +251,8 @@ public final class Keychain: Sendable {
             // The index found it for these attributes: a record that says otherwise was moved
             // or edited.
             guard record.matchesIndex(attributes) else {
-                throw KeychainError(KeychainError.decode, "an item's record does not match its index")
+                throw KeychainError(
+                    KeychainError.decode, "an item's record does not match its index")
             }
             guard groups.contains(record.key.accessGroup), query.matches(record.attributes)
             else { continue }
@@ -278,7 +281,8 @@ public final class Keychain: Sendable {
 
     /// One `GetSecrets` round trip on the path this query found last time, validated.
     private func hotRead(_ query: GenericPasswordQuery) throws(KeychainError) -> StoredRecord? {
-        guard Self.isCacheable(query), let (path, protection) = pathCache.withLock({ $0[query] }) else {
+        guard Self.isCacheable(query), let (path, protection) = pathCache.withLock({ $0[query] })
+        else {
             return nil
         }
         try Validation.check(query)
@@ -293,7 +297,9 @@ public final class Keychain: Sendable {
         return record
     }
 
-    private func create(_ record: StoredRecord, sealedWith classKey: SecureBytes, replacing: Bool = false)
+    private func create(
+        _ record: StoredRecord, sealedWith classKey: SecureBytes, replacing: Bool = false
+    )
         throws(KeychainError) -> ItemPath
     {
         let secret = SealedItem.seal(record, key: classKey)
@@ -305,7 +311,8 @@ public final class Keychain: Sendable {
     }
 
     /// Opens a stored secret with its class key, asking the Device for keys `keys` lacks.
-    private func open(_ bytes: Data, keys: inout [ProtectionClass: SecureBytes]) throws(KeychainError)
+    private func open(_ bytes: Data, keys: inout [ProtectionClass: SecureBytes])
+        throws(KeychainError)
         -> StoredRecord
     {
         let sealed = try SealedItem.parse(bytes)

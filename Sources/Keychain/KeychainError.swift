@@ -1,4 +1,3 @@
-
 /// The one error type of the Keychain: an Apple `OSStatus` (an `Int32`), exactly as Apple numbers it, with what
 /// happened underneath. Compares by status.
 public struct KeychainError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -8,7 +7,8 @@ public struct KeychainError: Error, Sendable, Hashable, CustomStringConvertible 
     /// The failure underneath, when there was one (a `SecretServiceError`, a `DeviceError`).
     public let underlying: (any Error & Sendable)?
 
-    public init(_ status: Int32, _ message: String = "", underlying: (any Error & Sendable)? = nil) {
+    public init(_ status: Int32, _ message: String = "", underlying: (any Error & Sendable)? = nil)
+    {
         self.status = status
         self.message = message
         self.underlying = underlying

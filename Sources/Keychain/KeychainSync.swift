@@ -43,7 +43,10 @@ public struct KeychainSync: Sendable {
         let cloudKey: SecureBytes
         do {
             guard let key = try device.cloudKey() else {
-                return Report(skipped: "no end-to-end-encryption-capable lock screen, or the account key is not held")
+                return Report(
+                    skipped:
+                        "no end-to-end-encryption-capable lock screen, or the account key is not held"
+                )
             }
             cloudKey = key
         } catch {
@@ -56,7 +59,9 @@ public struct KeychainSync: Sendable {
         let secretService = device.secretService
         let found: SearchResult
         do {
-            found = try secretService.search(["xdg:schema": SecretServiceSchema.name, SecretServiceSchema.synchronizable: "true"])
+            found = try secretService.search([
+                "xdg:schema": SecretServiceSchema.name, SecretServiceSchema.synchronizable: "true",
+            ])
         } catch {
             throw KeychainError(error)
         }
@@ -69,7 +74,9 @@ public struct KeychainSync: Sendable {
             let sealed = try SealedItem.parse(bytes)
             let protection = sealed.protectionClass
             if read.classKeys[protection] == nil {
-                do { read.classKeys[protection] = try device.classKey(protection) } catch { throw KeychainError(error) }
+                do { read.classKeys[protection] = try device.classKey(protection) } catch {
+                    throw KeychainError(error)
+                }
             }
             let record = try sealed.open(key: read.classKeys[protection]!)
             let name = names.name(record.key)
@@ -79,7 +86,10 @@ public struct KeychainSync: Sendable {
 
         // What this device synced last time, to tell deletions from items never seen.
         let manifestFile = device.directory.appendingPathComponent("keychain-sync/manifest")
-        let manifest = Set((try? Files.read(manifestFile)).flatMap { $0 }.map { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init) } ?? [])
+        let manifest = Set(
+            (try? Files.read(manifestFile)).flatMap { $0 }.map {
+                String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init)
+            } ?? [])
 
         var remoteNames = Set<String>()
         do {
@@ -89,19 +99,27 @@ public struct KeychainSync: Sendable {
         }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         for name in remoteNames.union(local.keys).union(manifest) {
-            let remote: Remote? = try remoteNames.contains(name) ? names.open(try cloudRead(cloud, name), name: name) : nil
+            let remote: Remote? =
+                try remoteNames.contains(name)
+                ? names.open(try cloudRead(cloud, name), name: name) : nil
             let mine = local[name]
-            let mineModified = mine.map { Int64(($0.record.attributes.modificationDate?.timeIntervalSince1970 ?? 0) * 1000) }
+            let mineModified = mine.map {
+                Int64(($0.record.attributes.modificationDate?.timeIntervalSince1970 ?? 0) * 1000)
+            }
             switch (mine, remote) {
             case (let mine?, nil):
-                try cloudWrite(cloud, name, names.seal(Remote(item: mine.record, modified: mineModified!), name: name))
+                try cloudWrite(
+                    cloud, name,
+                    names.seal(Remote(item: mine.record, modified: mineModified!), name: name))
                 report.uploaded += 1
             case (nil, let remote?) where remote.deleted:
                 continue
             case (nil, let remote?):
                 if manifest.contains(name) {
                     // Deleted here since the last sync, and the cloud copy is not newer: tombstone.
-                    try cloudWrite(cloud, name, names.seal(Remote(tombstoneFor: remote, modified: now), name: name))
+                    try cloudWrite(
+                        cloud, name,
+                        names.seal(Remote(tombstoneFor: remote, modified: now), name: name))
                     report.deleted += 1
                 } else {
                     try store(remote)
@@ -110,14 +128,18 @@ public struct KeychainSync: Sendable {
             case (let mine?, let remote?):
                 if remote.modified > mineModified! {
                     if remote.deleted {
-                        do { try secretService.deleteItem(at: mine.path) } catch { throw KeychainError(error) }
+                        do { try secretService.deleteItem(at: mine.path) } catch {
+                            throw KeychainError(error)
+                        }
                         report.deleted += 1
                     } else {
                         try store(remote, replacing: mine)
                         report.downloaded += 1
                     }
                 } else if remote.modified < mineModified! {
-                    try cloudWrite(cloud, name, names.seal(Remote(item: mine.record, modified: mineModified!), name: name))
+                    try cloudWrite(
+                        cloud, name,
+                        names.seal(Remote(item: mine.record, modified: mineModified!), name: name))
                     report.uploaded += 1
                 }
             case (nil, nil):
@@ -127,8 +149,12 @@ public struct KeychainSync: Sendable {
         // The manifest: every name now present on both sides.
         var present = Set(local.keys)
         present.formUnion(remoteNames)
-        do { try Files.writeAtomically(Data(present.sorted().joined(separator: "\n").utf8), to: manifestFile) } catch {
-            throw KeychainError(KeychainError.notAvailable, "the sync manifest could not be written")
+        do {
+            try Files.writeAtomically(
+                Data(present.sorted().joined(separator: "\n").utf8), to: manifestFile)
+        } catch {
+            throw KeychainError(
+                KeychainError.notAvailable, "the sync manifest could not be written")
         }
         return report
     }
@@ -141,10 +167,15 @@ public struct KeychainSync: Sendable {
         guard record.attributes.synchronizable, !record.attributes.accessible.isThisDeviceOnly,
             record.key.accessGroup == remote.accessGroup, record.key.service == remote.service,
             record.key.account == remote.account
-        else { throw KeychainError(KeychainError.decode, "a synced item does not match its envelope") }
+        else {
+            throw KeychainError(KeychainError.decode, "a synced item does not match its envelope")
+        }
         record.id = old?.record.id ?? UUID().uuidString
         let classKey: SecureBytes
-        do { classKey = try device.classKey(ProtectionClass(rawValue: record.attributes.accessible.rawValue)!) } catch {
+        do {
+            classKey = try device.classKey(
+                ProtectionClass(rawValue: record.attributes.accessible.rawValue)!)
+        } catch {
             throw KeychainError(error)
         }
         do {
@@ -159,16 +190,21 @@ public struct KeychainSync: Sendable {
         }
     }
 
-    private func cloudRead(_ cloud: any CloudStorage, _ name: String) throws(KeychainError) -> Data {
+    private func cloudRead(_ cloud: any CloudStorage, _ name: String) throws(KeychainError) -> Data
+    {
         do {
-            guard let bytes = try cloud.read(name) else { throw KeychainError(KeychainError.notAvailable, "a cloud object vanished") }
+            guard let bytes = try cloud.read(name) else {
+                throw KeychainError(KeychainError.notAvailable, "a cloud object vanished")
+            }
             return bytes
         } catch let error as KeychainError { throw error } catch {
             throw KeychainError(KeychainError.notAvailable, "cloud account unreachable")
         }
     }
 
-    private func cloudWrite(_ cloud: any CloudStorage, _ name: String, _ bytes: Data) throws(KeychainError) {
+    private func cloudWrite(_ cloud: any CloudStorage, _ name: String, _ bytes: Data)
+        throws(KeychainError)
+    {
         do { try cloud.write(name, bytes) } catch {
             throw KeychainError(KeychainError.notAvailable, "cloud account unreachable")
         }
@@ -179,33 +215,53 @@ public struct KeychainSync: Sendable {
         let sealKey: SecureBytes
 
         init(_ cloudKey: SecureBytes) {
-            nameKey = KeyDerivation.keyedHash(key: KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.name.v1"), context: "keepsake.cloud.keychain-name.v1")
+            nameKey = KeyDerivation.keyedHash(
+                key: KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.name.v1"),
+                context: "keepsake.cloud.keychain-name.v1")
             sealKey = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.keychain.v1")
         }
 
         func name(_ key: PrimaryKey) -> String {
-            "kc-" + KeyDerivation.keyedHash(key: nameKey, context: "keepsake.cloud.keychain-item.v1", Data("\(key.accessGroup)\0\(key.service)\0\(key.account)".utf8))
+            "kc-"
+                + KeyDerivation.keyedHash(
+                    key: nameKey, context: "keepsake.cloud.keychain-item.v1",
+                    Data("\(key.accessGroup)\0\(key.service)\0\(key.account)".utf8)
+                )
                 .unsafeData().map { String(format: "%02x", $0) }.joined()
         }
 
         func seal(_ remote: Remote, name: String) throws(KeychainError) -> Data {
-            guard let json = try? JSONEncoder().encode(remote) else { throw KeychainError(KeychainError.param, "encoding") }
-            return Envelope.seal(json, key: sealKey, associatedData: Data("keepsake.cloud.keychain.v1\0\(name)".utf8))
+            guard let json = try? JSONEncoder().encode(remote) else {
+                throw KeychainError(KeychainError.param, "encoding")
+            }
+            return Envelope.seal(
+                json, key: sealKey, associatedData: Data("keepsake.cloud.keychain.v1\0\(name)".utf8)
+            )
         }
 
         func open(_ bytes: Data, name: String) throws(KeychainError) -> Remote {
             do {
-                let remote = try Envelope.open(bytes, key: sealKey, associatedData: Data("keepsake.cloud.keychain.v1\0\(name)".utf8)) {
+                let remote = try Envelope.open(
+                    bytes, key: sealKey,
+                    associatedData: Data("keepsake.cloud.keychain.v1\0\(name)".utf8)
+                ) {
                     try JSONDecoder().decode(Remote.self, from: Data($0))
                 }
-                guard self.name(PrimaryKey(accessGroup: remote.accessGroup, service: remote.service, account: remote.account, synchronizable: true)) == name else {
-                    throw KeychainError(KeychainError.decode, "a synced item is stored under another name")
+                guard
+                    self.name(
+                        PrimaryKey(
+                            accessGroup: remote.accessGroup, service: remote.service,
+                            account: remote.account, synchronizable: true)) == name
+                else {
+                    throw KeychainError(
+                        KeychainError.decode, "a synced item is stored under another name")
                 }
                 return remote
             } catch let error as KeychainError {
                 throw error
             } catch {
-                throw KeychainError(KeychainError.decode, "a synced item does not open (tampered or corrupt)")
+                throw KeychainError(
+                    KeychainError.decode, "a synced item does not open (tampered or corrupt)")
             }
         }
     }
@@ -214,13 +270,15 @@ public struct KeychainSync: Sendable {
 extension KeychainSync.Remote {
     init(item record: StoredRecord, modified: Int64) {
         self.init(
-            accessGroup: record.key.accessGroup, service: record.key.service, account: record.key.account,
+            accessGroup: record.key.accessGroup, service: record.key.service,
+            account: record.key.account,
             modified: modified, deleted: false, record: record.encoded())
     }
 
     init(tombstoneFor remote: KeychainSync.Remote, modified: Int64) {
         self.init(
-            accessGroup: remote.accessGroup, service: remote.service, account: remote.account, modified: modified,
+            accessGroup: remote.accessGroup, service: remote.service, account: remote.account,
+            modified: modified,
             deleted: true, record: nil)
     }
 }

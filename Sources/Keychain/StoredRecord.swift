@@ -29,7 +29,9 @@ enum SecretServiceSchema {
         attributes[SecretServiceSchema.accessGroup] = accessGroup
         attributes[SecretServiceSchema.service] = service
         attributes[SecretServiceSchema.account] = account
-        attributes[SecretServiceSchema.synchronizable] = synchronizable.map { $0 ? "true" : "false" }
+        attributes[SecretServiceSchema.synchronizable] = synchronizable.map {
+            $0 ? "true" : "false"
+        }
         attributes[SecretServiceSchema.accessible] = accessible?.rawValue
         return attributes
     }
@@ -79,7 +81,8 @@ struct StoredRecord: Sendable, Equatable {
             case SecretServiceSchema.service: value == self.attributes.service
             case SecretServiceSchema.account: value == self.attributes.account
             case SecretServiceSchema.accessGroup: value == key.accessGroup
-            case SecretServiceSchema.synchronizable: value == (key.synchronizable ? "true" : "false")
+            case SecretServiceSchema.synchronizable:
+                value == (key.synchronizable ? "true" : "false")
             case SecretServiceSchema.accessible: value == self.attributes.accessible.rawValue
             case SecretServiceSchema.itemID: value == id
             default: false
@@ -92,7 +95,8 @@ struct StoredRecord: Sendable, Equatable {
     }
 
     private enum Tag: UInt8 {
-        case id = 1, service, account, accessGroup, synchronizable, accessible, label, comment
+        case id = 1
+        case service, account, accessGroup, synchronizable, accessible, label, comment
         case itemDescription, generic, creationDate, modificationDate, data
     }
 
@@ -112,7 +116,9 @@ struct StoredRecord: Sendable, Equatable {
         out.append(Tag.accessible.rawValue, a.accessible.rawValue.utf8)
         if let label = a.label { out.append(Tag.label.rawValue, label.utf8) }
         if let comment = a.comment { out.append(Tag.comment.rawValue, comment.utf8) }
-        if let description = a.itemDescription { out.append(Tag.itemDescription.rawValue, description.utf8) }
+        if let description = a.itemDescription {
+            out.append(Tag.itemDescription.rawValue, description.utf8)
+        }
         if let generic = a.generic { out.append(Tag.generic.rawValue, generic) }
         put(.creationDate, a.creationDate)
         put(.modificationDate, a.modificationDate)
@@ -122,7 +128,8 @@ struct StoredRecord: Sendable, Equatable {
 
     /// - Throws: `errSecDecode` for anything that is not a well-formed record of this version.
     static func decode(_ bytes: Data) throws(KeychainError) -> StoredRecord {
-        let raw = try KeychainTLV.fields(bytes, magic: magic, knownTags: Tag.id.rawValue...Tag.data.rawValue)
+        let raw = try KeychainTLV.fields(
+            bytes, magic: magic, knownTags: Tag.id.rawValue...Tag.data.rawValue)
         struct ByTag {
             let raw: TLV.Fields
             subscript(tag: Tag) -> Data? { raw[tag.rawValue] }
@@ -156,7 +163,8 @@ struct StoredRecord: Sendable, Equatable {
             service: try required(.service), account: try required(.account),
             accessGroup: try required(.accessGroup), synchronizable: sync.first! == 1,
             accessible: accessible, label: try string(.label), comment: try string(.comment),
-            itemDescription: try string(.itemDescription), generic: fields[.generic].map { Data($0) })
+            itemDescription: try string(.itemDescription),
+            generic: fields[.generic].map { Data($0) })
         attributes.creationDate = try date(.creationDate)
         attributes.modificationDate = try date(.modificationDate)
         return StoredRecord(id: try required(.id), attributes: attributes, data: Data(data))

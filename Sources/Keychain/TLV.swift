@@ -3,7 +3,8 @@ import Sealing
 
 /// Keychain's use of the shared record layout (`Sealing.TLV`): failures are `errSecDecode`.
 enum KeychainTLV {
-    static func fields(_ bytes: Data, magic: Data, knownTags: ClosedRange<UInt8>) throws(KeychainError)
+    static func fields(_ bytes: Data, magic: Data, knownTags: ClosedRange<UInt8>)
+        throws(KeychainError)
         -> TLV.Fields
     {
         do {

@@ -18,7 +18,8 @@ enum Validation {
     static func check(generic: Data?) throws(KeychainError) {
         if let generic, generic.count > Keychain.maximumAttributeSize {
             throw KeychainError(
-                KeychainError.param, "generic is larger than \(Keychain.maximumAttributeSize) bytes")
+                KeychainError.param, "generic is larger than \(Keychain.maximumAttributeSize) bytes"
+            )
         }
     }
 

@@ -24,7 +24,9 @@ public struct AutoBackup: Sendable {
         self.configuration = configuration
     }
 
-    private var localBackup: URL { device.appDataDirectory(app, store: "autobackup").appendingPathComponent("backup") }
+    private var localBackup: URL {
+        device.appDataDirectory(app, store: "autobackup").appendingPathComponent("backup")
+    }
 
     /// Every regular file of the container, container-relative.
     func containerFiles() -> [String] {
@@ -32,8 +34,10 @@ public struct AutoBackup: Sendable {
         guard let walker = FileManager.default.enumerator(atPath: root) else { return [] }
         return walker.compactMap { $0 as? String }.filter { relative in
             var isDirectory: ObjCBool = false
-            return FileManager.default.fileExists(atPath: root + "/" + relative, isDirectory: &isDirectory)
-                && !isDirectory.boolValue && !relative.split(separator: "/").contains(where: { $0.hasPrefix(".") })
+            return FileManager.default.fileExists(
+                atPath: root + "/" + relative, isDirectory: &isDirectory)
+                && !isDirectory.boolValue
+                && !relative.split(separator: "/").contains(where: { $0.hasPrefix(".") })
         }.sorted()
     }
 
@@ -42,8 +46,11 @@ public struct AutoBackup: Sendable {
         let e2ee = (try? device.isEndToEndEncryptionAvailable()) ?? false
         var files: [String: Data] = [:]
         var total = 0
-        for path in configuration.select(containerFiles(), forTransfer: forTransfer, endToEndEncryption: e2ee) {
-            guard let bytes = try? Data(contentsOf: app.container.appendingPathComponent(path)) else { continue }
+        for path in configuration.select(
+            containerFiles(), forTransfer: forTransfer, endToEndEncryption: e2ee)
+        {
+            guard let bytes = try? Data(contentsOf: app.container.appendingPathComponent(path))
+            else { continue }
             total += bytes.count
             if total > Self.quota {
                 throw PreferencesError("the backup is over the 25 MB quota; nothing was backed up")
@@ -70,7 +77,9 @@ public struct AutoBackup: Sendable {
             if files.isEmpty {
                 try Files.remove(localBackup)
             } else {
-                try Files.writeAtomically(Envelope.seal(bundle, key: key, associatedData: associatedData), to: localBackup)
+                try Files.writeAtomically(
+                    Envelope.seal(bundle, key: key, associatedData: associatedData), to: localBackup
+                )
             }
         } catch {
             throw PreferencesError("the backup could not be written: \(error)")
@@ -82,7 +91,11 @@ public struct AutoBackup: Sendable {
                 if files.isEmpty {
                     try cloud.delete(name)
                 } else {
-                    try cloud.write(name, Envelope.seal(bundle, key: sealKey, associatedData: Data("keepsake.cloud.autobackup.v1\0\(name)".utf8)))
+                    try cloud.write(
+                        name,
+                        Envelope.seal(
+                            bundle, key: sealKey,
+                            associatedData: Data("keepsake.cloud.autobackup.v1\0\(name)".utf8)))
                     cloudWritten = true
                 }
             } catch {
@@ -105,7 +118,9 @@ public struct AutoBackup: Sendable {
         } else if let cloud = device.cloud, let cloudKey = try? device.cloudKey(forUpload: false) {
             let (name, sealKey) = Self.cloudNames(cloudKey: cloudKey, appID: app.id)
             if let sealed = try? cloud.read(name) {
-                files = try open(sealed, key: sealKey, associatedData: Data("keepsake.cloud.autobackup.v1\0\(name)".utf8))
+                files = try open(
+                    sealed, key: sealKey,
+                    associatedData: Data("keepsake.cloud.autobackup.v1\0\(name)".utf8))
             }
         }
         try write(files ?? [:])
@@ -115,7 +130,9 @@ public struct AutoBackup: Sendable {
     // MARK: - Device-to-device transfer
 
     /// The app's `device-transfer` files, for a transfer bundle.
-    public func transferPayload() throws(PreferencesError) -> Data { Self.encode(try snapshot(forTransfer: true)) }
+    public func transferPayload() throws(PreferencesError) -> Data {
+        Self.encode(try snapshot(forTransfer: true))
+    }
 
     /// Puts a transfer payload's files into the container.
     public func receiveTransfer(_ payload: Data) throws(PreferencesError) {
@@ -131,15 +148,21 @@ public struct AutoBackup: Sendable {
             guard !path.hasPrefix("/"), !path.split(separator: "/").contains("..") else {
                 throw PreferencesError("a backed-up path leaves the container")
             }
-            do { try Files.writeAtomically(bytes, to: app.container.appendingPathComponent(path)) } catch {
+            do {
+                try Files.writeAtomically(bytes, to: app.container.appendingPathComponent(path))
+            } catch {
                 throw PreferencesError("a restored file could not be written: \(error)")
             }
         }
     }
 
-    private func open(_ sealed: Data, key: SecureBytes, associatedData: Data) throws(PreferencesError) -> [String: Data] {
+    private func open(_ sealed: Data, key: SecureBytes, associatedData: Data)
+        throws(PreferencesError) -> [String: Data]
+    {
         do {
-            return try Envelope.open(sealed, key: key, associatedData: associatedData) { try Self.decode(Data($0)) }
+            return try Envelope.open(sealed, key: key, associatedData: associatedData) {
+                try Self.decode(Data($0))
+            }
         } catch {
             throw PreferencesError("the backup does not open (tampered or corrupt)")
         }
@@ -168,7 +191,8 @@ public struct AutoBackup: Sendable {
                 guard rest.count >= 4 else { throw SealingError(.malformed) }
                 let length = rest.prefix(4).reduce(0) { $0 << 8 | Int($1) }
                 guard rest.count - 4 >= length else { throw SealingError(.malformed) }
-                let entry = try TLV.fields(Data(rest.dropFirst(4).prefix(length)), magic: Data(), known: 1...2)
+                let entry = try TLV.fields(
+                    Data(rest.dropFirst(4).prefix(length)), magic: Data(), known: 1...2)
                 files[try entry.requiredString(1)] = Data(try entry.required(2))
                 rest = Data(rest.dropFirst(4 + length))
             }
@@ -180,9 +204,15 @@ public struct AutoBackup: Sendable {
 
     static func cloudNames(cloudKey: SecureBytes, appID: String) -> (String, SecureBytes) {
         let nameKey = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.name.v1")
-        let name = "ab-" + KeyDerivation.keyedHash(key: nameKey, context: "keepsake.cloud.autobackup-name.v1", Data(appID.utf8))
+        let name =
+            "ab-"
+            + KeyDerivation.keyedHash(
+                key: nameKey, context: "keepsake.cloud.autobackup-name.v1", Data(appID.utf8)
+            )
             .unsafeData().map { String(format: "%02x", $0) }.joined()
-        return (name, KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.autobackup.v1"))
+        return (
+            name, KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.autobackup.v1")
+        )
     }
 
     private func call<R>(_ body: () throws -> R) throws(PreferencesError) -> R {

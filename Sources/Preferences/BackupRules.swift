@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(FoundationXML)
     import FoundationXML
 #endif
@@ -18,7 +19,8 @@ public struct BackupConfiguration: Sendable, Equatable {
     public var cloud: RuleSet
     public var deviceTransfer: RuleSet
 
-    public static let everything = BackupConfiguration(allowBackup: true, cloud: RuleSet(), deviceTransfer: RuleSet())
+    public static let everything = BackupConfiguration(
+        allowBackup: true, cloud: RuleSet(), deviceTransfer: RuleSet())
 
     public struct RuleSet: Sendable, Equatable {
         public var includes: [Rule] = []
@@ -35,8 +37,10 @@ public struct BackupConfiguration: Sendable, Equatable {
 
     public enum Domain: String, Sendable, CaseIterable {
         case root, file, database, sharedpref, external
-        case deviceRoot = "device_root", deviceFile = "device_file"
-        case deviceDatabase = "device_database", deviceSharedpref = "device_sharedpref"
+        case deviceRoot = "device_root"
+        case deviceFile = "device_file"
+        case deviceDatabase = "device_database"
+        case deviceSharedpref = "device_sharedpref"
 
         /// The domain's directory inside the container, relative ("" = the container); nil for
         /// external storage, which Keepsake's apps do not have.
@@ -56,22 +60,29 @@ public struct BackupConfiguration: Sendable, Equatable {
     }
 
     /// Parses either document kind.
-    public static func parse(_ xml: Data, allowBackup: Bool = true) throws(PreferencesError) -> BackupConfiguration {
+    public static func parse(_ xml: Data, allowBackup: Bool = true) throws(PreferencesError)
+        -> BackupConfiguration
+    {
         try XMLInput.check(xml, "backup rules")
         // Well-formedness first (the root element must close), so a broken document is named as
         // such rather than by whatever partial element the parser saw before giving up.
         let checker = RootChecker()
         let check = XMLParser(data: xml)
         check.delegate = checker
-        guard check.parse(), checker.closed else { throw PreferencesError("backup rules: not well-formed XML") }
+        guard check.parse(), checker.closed else {
+            throw PreferencesError("backup rules: not well-formed XML")
+        }
         let delegate = RuleParser()
         let parser = XMLParser(data: xml)
         parser.delegate = delegate
         let ok = parser.parse()
         if let error = delegate.error { throw PreferencesError("backup rules: \(error)") }
         guard ok else { throw PreferencesError("backup rules: not well-formed XML") }
-        guard let root = delegate.root else { throw PreferencesError("backup rules: empty document (XML)") }
-        var configuration = BackupConfiguration(allowBackup: allowBackup, cloud: RuleSet(), deviceTransfer: RuleSet())
+        guard let root = delegate.root else {
+            throw PreferencesError("backup rules: empty document (XML)")
+        }
+        var configuration = BackupConfiguration(
+            allowBackup: allowBackup, cloud: RuleSet(), deviceTransfer: RuleSet())
         if root == "full-backup-content" {
             configuration.cloud = delegate.sets[""] ?? RuleSet()
             configuration.deviceTransfer = delegate.sets[""] ?? RuleSet()
@@ -86,7 +97,9 @@ public struct BackupConfiguration: Sendable, Equatable {
     public func select(_ files: [String], forTransfer: Bool, endToEndEncryption: Bool) -> [String] {
         guard allowBackup else { return [] }
         let set = forTransfer ? deviceTransfer : cloud
-        if !forTransfer && set.disableIfNoEncryptionCapabilities && !endToEndEncryption { return [] }
+        if !forTransfer && set.disableIfNoEncryptionCapabilities && !endToEndEncryption {
+            return []
+        }
         // A device-to-device transfer satisfies both flags; a cloud backup only
         // clientSideEncryption, and only with E2EE.
         func applies(_ rule: Rule) -> Bool {
@@ -112,10 +125,16 @@ public struct BackupConfiguration: Sendable, Equatable {
     private final class RootChecker: NSObject, XMLParserDelegate {
         var depth = 0
         var closed = false
-        func parser(_ parser: XMLParser, didStartElement element: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]) {
+        func parser(
+            _ parser: XMLParser, didStartElement element: String, namespaceURI: String?,
+            qualifiedName: String?, attributes: [String: String] = [:]
+        ) {
             depth += 1
         }
-        func parser(_ parser: XMLParser, didEndElement element: String, namespaceURI: String?, qualifiedName: String?) {
+        func parser(
+            _ parser: XMLParser, didEndElement element: String, namespaceURI: String?,
+            qualifiedName: String?
+        ) {
             depth -= 1
             if depth == 0 { closed = true }
         }
@@ -127,7 +146,10 @@ public struct BackupConfiguration: Sendable, Equatable {
         var sets: [String: RuleSet] = [:]
         var error: String?
 
-        func parser(_ parser: XMLParser, didStartElement element: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]) {
+        func parser(
+            _ parser: XMLParser, didStartElement element: String, namespaceURI: String?,
+            qualifiedName: String?, attributes: [String: String] = [:]
+        ) {
             guard error == nil else { return }
             if root == nil {
                 guard element == "full-backup-content" || element == "data-extraction-rules" else {
@@ -139,15 +161,19 @@ public struct BackupConfiguration: Sendable, Equatable {
                 return
             }
             switch element {
-            case "cloud-backup", "device-transfer" where root == "data-extraction-rules":
+            case "cloud-backup",
+                "device-transfer" where root == "data-extraction-rules":
                 section = element
                 var set = RuleSet()
-                set.disableIfNoEncryptionCapabilities = attributes["disableIfNoEncryptionCapabilities"] == "true"
+                set.disableIfNoEncryptionCapabilities =
+                    attributes["disableIfNoEncryptionCapabilities"] == "true"
                 sets[element] = set
             case "include", "exclude":
                 do {
                     let rule = try Self.rule(attributes)
-                    if element == "include" { sets[section, default: RuleSet()].includes.append(rule) } else {
+                    if element == "include" {
+                        sets[section, default: RuleSet()].includes.append(rule)
+                    } else {
                         sets[section, default: RuleSet()].excludes.append(rule)
                     }
                 } catch {
@@ -160,21 +186,34 @@ public struct BackupConfiguration: Sendable, Equatable {
             }
         }
 
-        func parser(_ parser: XMLParser, didEndElement element: String, namespaceURI: String?, qualifiedName: String?) {
+        func parser(
+            _ parser: XMLParser, didEndElement element: String, namespaceURI: String?,
+            qualifiedName: String?
+        ) {
             if element == "cloud-backup" || element == "device-transfer" { section = "" }
         }
 
         static func rule(_ attributes: [String: String]) throws(PreferencesError) -> Rule {
-            guard let domainName = attributes["domain"], let domain = Domain(rawValue: domainName) else {
+            guard let domainName = attributes["domain"], let domain = Domain(rawValue: domainName)
+            else {
                 throw PreferencesError("unknown or missing domain")
             }
-            guard let path = attributes["path"], !path.isEmpty else { throw PreferencesError("missing path") }
-            if path.contains("*") || path.contains("?") { throw PreferencesError("wildcard in path \(path)") }
+            guard let path = attributes["path"], !path.isEmpty else {
+                throw PreferencesError("missing path")
+            }
+            if path.contains("*") || path.contains("?") {
+                throw PreferencesError("wildcard in path \(path)")
+            }
             if path.hasPrefix("/") { throw PreferencesError("absolute path \(path)") }
-            if path.split(separator: "/").contains("..") { throw PreferencesError("'..' in path \(path)") }
-            var rule = Rule(domain: domain, path: path.hasSuffix("/") ? String(path.dropLast()) : path)
+            if path.split(separator: "/").contains("..") {
+                throw PreferencesError("'..' in path \(path)")
+            }
+            var rule = Rule(
+                domain: domain, path: path.hasSuffix("/") ? String(path.dropLast()) : path)
             if let flags = attributes["requireFlags"] {
-                for flag in flags.split(separator: "|").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+                for flag in flags.split(separator: "|").map({
+                    $0.trimmingCharacters(in: .whitespaces)
+                }) {
                     switch flag {
                     case "clientSideEncryption": rule.requireClientSideEncryption = true
                     case "deviceToDeviceTransfer": rule.requireDeviceTransfer = true

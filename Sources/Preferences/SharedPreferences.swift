@@ -1,5 +1,6 @@
 import Device
 import Foundation
+
 #if canImport(FoundationXML)
     import FoundationXML
 #endif
@@ -37,15 +38,18 @@ public struct SharedPreferences: Sendable {
     public func commit() throws {
         var xml = "<?xml version='1.0' encoding='utf-8' standalone='yes' ?>\n<map>\n"
         for key in values.keys.sorted() {
-            xml += "    <string name=\"\(Self.escape(key))\">\(Self.escape(values[key]!))</string>\n"
+            xml +=
+                "    <string name=\"\(Self.escape(key))\">\(Self.escape(values[key]!))</string>\n"
         }
         xml += "</map>\n"
         try Files.writeAtomically(Data(xml.utf8), to: file)
     }
 
     static func escape(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(
+            of: "<", with: "&lt;"
+        )
+        .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
     static func parse(_ bytes: Data) throws -> [String: String] {
@@ -65,21 +69,29 @@ public struct SharedPreferences: Sendable {
         private var currentName: String?
         private var text = ""
 
-        func parser(_ parser: XMLParser, didStartElement element: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]) {
+        func parser(
+            _ parser: XMLParser, didStartElement element: String, namespaceURI: String?,
+            qualifiedName: String?, attributes: [String: String] = [:]
+        ) {
             switch element {
             case "map": break
             case "string":
                 currentName = attributes["name"]
                 text = ""
             case "boolean", "int", "long", "float":
-                if let name = attributes["name"], let value = attributes["value"] { values[name] = value }
+                if let name = attributes["name"], let value = attributes["value"] {
+                    values[name] = value
+                }
             default: error = "unexpected element \(element)"
             }
         }
 
         func parser(_ parser: XMLParser, foundCharacters string: String) { text += string }
 
-        func parser(_ parser: XMLParser, didEndElement element: String, namespaceURI: String?, qualifiedName: String?) {
+        func parser(
+            _ parser: XMLParser, didEndElement element: String, namespaceURI: String?,
+            qualifiedName: String?
+        ) {
             if element == "string", let name = currentName { values[name] = text }
             currentName = nil
         }

@@ -16,7 +16,9 @@ enum XMLInput {
         if let declaration = text.range(of: declarationPattern, options: .regularExpression) {
             text = String(text[declaration.upperBound...])
         }
-        if text.contains("<?") { throw PreferencesError("\(what): processing instructions are not allowed (XML)") }
+        if text.contains("<?") {
+            throw PreferencesError("\(what): processing instructions are not allowed (XML)")
+        }
         if text.contains("<!DOCTYPE") || text.contains("<!ENTITY") {
             throw PreferencesError("\(what): DOCTYPE and entity declarations are not allowed (XML)")
         }

@@ -32,11 +32,15 @@ public struct KeychainHintStore: HintStore {
     }
 
     private var query: GenericPasswordQuery {
-        GenericPasswordQuery(service: Self.service, account: Self.account, synchronizable: synchronizable ? .yes : .no)
+        GenericPasswordQuery(
+            service: Self.service, account: Self.account,
+            synchronizable: synchronizable ? .yes : .no)
     }
 
     public func read() throws -> RecoveryHint? {
-        try keychain.dataIfPresent(matching: query).map { data throws in try RecoveryHint.decode(json: data) }
+        try keychain.dataIfPresent(matching: query).map { data throws in
+            try RecoveryHint.decode(json: data)
+        }
     }
 
     public func write(_ hint: RecoveryHint) throws {
@@ -46,13 +50,15 @@ public struct KeychainHintStore: HintStore {
                     service: Self.service, account: Self.account, synchronizable: synchronizable,
                     accessible: .afterFirstUnlock, label: "Recovery hint"),
                 data: hint.json())
-        } catch where error.status == KeychainError.duplicateItem {
+        } catch  where error.status == KeychainError.duplicateItem {
             try keychain.update(matching: query, with: GenericPasswordChanges(data: hint.json()))
         }
     }
 
     public func clear() throws {
-        do { try keychain.delete(matching: query) } catch where error.status == KeychainError.itemNotFound {}
+        do { try keychain.delete(matching: query) } catch
+            where error.status == KeychainError.itemNotFound
+        {}
     }
 }
 
@@ -66,14 +72,16 @@ public struct BlockStoreHintStore: HintStore {
     public init(client: BlockStoreClient) { self.client = client }
 
     public func read() throws -> RecoveryHint? {
-        try client.retrieveBytes(RetrieveBytesRequest(keys: [Self.key]))[Self.key].map { data throws in
+        try client.retrieveBytes(RetrieveBytesRequest(keys: [Self.key]))[Self.key].map {
+            data throws in
             try RecoveryHint.decode(json: data)
         }
     }
 
     public func write(_ hint: RecoveryHint) throws {
         let backup = try client.isEndToEndEncryptionAvailable()
-        try client.storeBytes(StoreBytesData(bytes: hint.json(), key: Self.key, shouldBackupToCloud: backup))
+        try client.storeBytes(
+            StoreBytesData(bytes: hint.json(), key: Self.key, shouldBackupToCloud: backup))
     }
 
     public func clear() throws {
@@ -92,7 +100,9 @@ public struct KeyValueHintStore: HintStore {
 
     public func read() throws -> RecoveryHint? {
         store.synchronize()  // as an app does at launch; false (signed out, no E2EE) is fine
-        return try store.string(forKey: Self.key).map { string throws in try RecoveryHint.decode(json: Data(string.utf8)) }
+        return try store.string(forKey: Self.key).map { string throws in
+            try RecoveryHint.decode(json: Data(string.utf8))
+        }
     }
 
     public func write(_ hint: RecoveryHint) throws {
@@ -136,12 +146,15 @@ public struct PreferencesHintStore: HintStore {
 
     public init(app: App, device: Device) throws {
         self.app = app
-        backup = AutoBackup(app: app, device: device, configuration: try BackupConfiguration.parse(Data(Self.rules.utf8)))
+        backup = AutoBackup(
+            app: app, device: device,
+            configuration: try BackupConfiguration.parse(Data(Self.rules.utf8)))
     }
 
     public func read() throws -> RecoveryHint? {
         try backup.restoreIfNeeded()
-        return try SharedPreferences(app: app, name: Self.file).string(forKey: Self.key).map { json throws in
+        return try SharedPreferences(app: app, name: Self.file).string(forKey: Self.key).map {
+            json throws in
             try RecoveryHint.decode(json: Data(json.utf8))
         }
     }

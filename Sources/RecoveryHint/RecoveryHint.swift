@@ -10,7 +10,9 @@ public struct RecoveryHint: Sendable, Hashable, Codable {
     public var lastWallet: String?
     public var lastLoginAt: Int64?
 
-    public init(lastAuthenticatorId: String? = nil, lastWallet: String? = nil, lastLoginAt: Int64? = nil) {
+    public init(
+        lastAuthenticatorId: String? = nil, lastWallet: String? = nil, lastLoginAt: Int64? = nil
+    ) {
         self.lastAuthenticatorId = lastAuthenticatorId
         self.lastWallet = lastWallet
         self.lastLoginAt = lastLoginAt
@@ -23,7 +25,8 @@ public struct RecoveryHint: Sendable, Hashable, Codable {
     public func merging(_ changes: RecoveryHint) -> RecoveryHint {
         RecoveryHint(
             lastAuthenticatorId: changes.lastAuthenticatorId ?? lastAuthenticatorId,
-            lastWallet: changes.lastWallet ?? lastWallet, lastLoginAt: changes.lastLoginAt ?? lastLoginAt)
+            lastWallet: changes.lastWallet ?? lastWallet,
+            lastLoginAt: changes.lastLoginAt ?? lastLoginAt)
     }
 
     /// The longest string field, in characters.
@@ -33,11 +36,14 @@ public struct RecoveryHint: Sendable, Hashable, Codable {
 
     /// Checks every field; a violation names the field and why.
     public func validate() throws(HintError) {
-        for (name, value) in [("lastAuthenticatorId", lastAuthenticatorId), ("lastWallet", lastWallet)] {
+        for (name, value) in [
+            ("lastAuthenticatorId", lastAuthenticatorId), ("lastWallet", lastWallet),
+        ] {
             guard let value else { continue }
             if value.isEmpty { throw HintError(.invalidField, "\(name) is empty") }
             if value.count > Self.maximumFieldLength {
-                throw HintError(.invalidField, "\(name) is longer than \(Self.maximumFieldLength) characters")
+                throw HintError(
+                    .invalidField, "\(name) is longer than \(Self.maximumFieldLength) characters")
             }
             if value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
                 throw HintError(.invalidField, "\(name) contains a control character")
@@ -57,7 +63,9 @@ public struct RecoveryHint: Sendable, Hashable, Codable {
 
     /// Strict decoding: an object with only the three known fields, of the right types, valid.
     public static func decode(json data: Data) throws(HintError) -> RecoveryHint {
-        guard let object = try? JSONSerialization.jsonObject(with: data), let fields = object as? [String: Any] else {
+        guard let object = try? JSONSerialization.jsonObject(with: data),
+            let fields = object as? [String: Any]
+        else {
             throw HintError(.malformed, "the hint is not a JSON object")
         }
         let known: Set<String> = ["lastAuthenticatorId", "lastWallet", "lastLoginAt"]
@@ -69,9 +77,12 @@ public struct RecoveryHint: Sendable, Hashable, Codable {
         do {
             hint = try JSONDecoder().decode(RecoveryHint.self, from: data)
         } catch let DecodingError.typeMismatch(_, context) {
-            throw HintError(.invalidField, "\(context.codingPath.first?.stringValue ?? "a field") has the wrong type")
+            throw HintError(
+                .invalidField,
+                "\(context.codingPath.first?.stringValue ?? "a field") has the wrong type")
         } catch let DecodingError.dataCorrupted(context) {
-            throw HintError(.invalidField, "\(context.codingPath.first?.stringValue ?? "a field") is not valid")
+            throw HintError(
+                .invalidField, "\(context.codingPath.first?.stringValue ?? "a field") is not valid")
         } catch {
             throw HintError(.malformed, "the hint does not decode")
         }
@@ -83,7 +94,9 @@ public struct RecoveryHint: Sendable, Hashable, Codable {
 /// The one error type of the RecoveryHint module. Compares by code.
 public struct HintError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Value: Hashable, Sendable { case empty, invalidField, malformed, allStoresFailed }
+        private enum Value: Hashable, Sendable {
+            case empty, invalidField, malformed, allStoresFailed
+        }
         private let value: Value
         private init(_ value: Value) { self.value = value }
         /// `set` with no field: refused, nothing touched.

@@ -36,7 +36,9 @@ public final class RecoveryHintService: Sendable {
     public let fallback: any HintStore
     private let lockFile: URL
 
-    public init(primary: (any HintStore)?, fallback: any HintStore, lockFile: URL, profile: HintProfile) {
+    public init(
+        primary: (any HintStore)?, fallback: any HintStore, lockFile: URL, profile: HintProfile
+    ) {
         self.primary = primary
         self.fallback = fallback
         self.lockFile = lockFile
@@ -44,8 +46,11 @@ public final class RecoveryHintService: Sendable {
     }
 
     /// The stores of `profile` for `app` on `device`.
-    public static func make(profile: HintProfile, app: App, device: Device) throws(HintError) -> RecoveryHintService {
-        let lockFile = device.appDataDirectory(app, store: "recovery-hint").appendingPathComponent("lock")
+    public static func make(profile: HintProfile, app: App, device: Device) throws(HintError)
+        -> RecoveryHintService
+    {
+        let lockFile = device.appDataDirectory(app, store: "recovery-hint").appendingPathComponent(
+            "lock")
         switch profile {
         case .linux:
             return RecoveryHintService(
@@ -54,18 +59,22 @@ public final class RecoveryHintService: Sendable {
                 lockFile: lockFile, profile: profile)
         case .apple:
             return RecoveryHintService(
-                primary: KeyValueHintStore(store: UbiquitousKeyValueStore(app: app, device: device)),
-                fallback: KeychainHintStore(keychain: Keychain(app: app, device: device), synchronizable: true),
+                primary: KeyValueHintStore(
+                    store: UbiquitousKeyValueStore(app: app, device: device)),
+                fallback: KeychainHintStore(
+                    keychain: Keychain(app: app, device: device), synchronizable: true),
                 lockFile: lockFile, profile: profile)
         case .android:
             // A device without Block Store (no Play services) uses the fallback alone.
             let blockStore = (try? device.settings().blockStoreAvailable) ?? true
             let preferences: PreferencesHintStore
             do { preferences = try PreferencesHintStore(app: app, device: device) } catch {
-                throw HintError(.allStoresFailed, "the preferences store could not be set up: \(error)")
+                throw HintError(
+                    .allStoresFailed, "the preferences store could not be set up: \(error)")
             }
             return RecoveryHintService(
-                primary: blockStore ? BlockStoreHintStore(client: BlockStoreClient(app: app, device: device)) : nil,
+                primary: blockStore
+                    ? BlockStoreHintStore(client: BlockStoreClient(app: app, device: device)) : nil,
                 fallback: preferences, lockFile: lockFile, profile: profile)
         }
     }
@@ -93,15 +102,21 @@ public final class RecoveryHintService: Sendable {
     /// touching anything. Succeeds when at least one store was written; reports each.
     @discardableResult
     public func set(_ hint: RecoveryHint) throws(HintError) -> [StoreOutcome] {
-        guard !hint.isEmpty else { throw HintError(.empty, "Refusing to persist an empty recovery hint") }
+        guard !hint.isEmpty else {
+            throw HintError(.empty, "Refusing to persist an empty recovery hint")
+        }
         try hint.validate()
         return try locked { () throws(HintError) in try write(hint) }
     }
 
     /// Merges `changes` into the current hint and writes the result, under the hint lock.
     @discardableResult
-    public func update(_ changes: RecoveryHint) throws(HintError) -> (hint: RecoveryHint, outcomes: [StoreOutcome]) {
-        guard !changes.isEmpty else { throw HintError(.empty, "Refusing to persist an empty recovery hint") }
+    public func update(_ changes: RecoveryHint) throws(HintError) -> (
+        hint: RecoveryHint, outcomes: [StoreOutcome]
+    ) {
+        guard !changes.isEmpty else {
+            throw HintError(.empty, "Refusing to persist an empty recovery hint")
+        }
         try changes.validate()
         return try locked { () throws(HintError) in
             let current = (try? get().hint) ?? .empty
@@ -147,7 +162,9 @@ public final class RecoveryHintService: Sendable {
             throw HintError(.allStoresFailed, "the hint lock directory could not be made")
         }
         let fd = open(lockFile.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw HintError(.allStoresFailed, "the hint lock could not be opened") }
+        guard fd >= 0 else {
+            throw HintError(.allStoresFailed, "the hint lock could not be opened")
+        }
         defer { close(fd) }
         flock(fd, LOCK_EX)
         defer { flock(fd, LOCK_UN) }
@@ -177,7 +194,9 @@ public final class RecoveryHints: Sendable {
     /// no-op.
     public init(
         service: RecoveryHintService?,
-        log: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data("keepsake: recovery hint: \($0)\n".utf8)) }
+        log: @escaping @Sendable (String) -> Void = {
+            FileHandle.standardError.write(Data("keepsake: recovery hint: \($0)\n".utf8))
+        }
     ) {
         self.service = service
         self.log = log
@@ -194,8 +213,13 @@ public final class RecoveryHints: Sendable {
         }
     }
 
-    public func set(lastAuthenticatorId: String? = nil, lastWallet: String? = nil, lastLoginAt: Int64? = nil) {
-        set(RecoveryHint(lastAuthenticatorId: lastAuthenticatorId, lastWallet: lastWallet, lastLoginAt: lastLoginAt))
+    public func set(
+        lastAuthenticatorId: String? = nil, lastWallet: String? = nil, lastLoginAt: Int64? = nil
+    ) {
+        set(
+            RecoveryHint(
+                lastAuthenticatorId: lastAuthenticatorId, lastWallet: lastWallet,
+                lastLoginAt: lastLoginAt))
     }
 
     public func set(_ changes: RecoveryHint) {

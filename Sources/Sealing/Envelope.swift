@@ -37,7 +37,9 @@ public enum Envelope {
                 out[3] = version
                 let noncePointer = out + headerLength
                 if let nonce {
-                    nonce.withUnsafeBufferPointer { noncePointer.update(from: $0.baseAddress!, count: nonceLength) }
+                    nonce.withUnsafeBufferPointer {
+                        noncePointer.update(from: $0.baseAddress!, count: nonceLength)
+                    }
                 } else {
                     randombytes_buf(noncePointer, nonceLength)
                 }
@@ -59,8 +61,12 @@ public enum Envelope {
 
     /// The bytes of a collection in place when it is contiguous (Data, [UInt8]), else copied once.
     /// (Callers in other modules reach here unspecialized: no per-element generic access.)
-    static func withBytes<R>(_ bytes: some DataProtocol, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        if let result = try bytes.withContiguousStorageIfAvailable({ try body(UnsafeRawBufferPointer($0)) }) {
+    static func withBytes<R>(
+        _ bytes: some DataProtocol, _ body: (UnsafeRawBufferPointer) throws -> R
+    ) rethrows -> R {
+        if let result = try bytes.withContiguousStorageIfAvailable({
+            try body(UnsafeRawBufferPointer($0))
+        }) {
             return result
         }
         return try Array(bytes).withUnsafeBytes(body)
@@ -68,13 +74,18 @@ public enum Envelope {
 
     /// `header ‖ associatedData` in one temporary buffer.
     static func withHeaderedAssociatedData<R>(
-        _ header: [UInt8], _ associatedData: some DataProtocol, _ body: (UnsafeRawBufferPointer) throws -> R
+        _ header: [UInt8], _ associatedData: some DataProtocol,
+        _ body: (UnsafeRawBufferPointer) throws -> R
     ) rethrows -> R {
         try withBytes(associatedData) { ad in
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: header.count + ad.count, alignment: 16)
+            let buffer = UnsafeMutableRawBufferPointer.allocate(
+                byteCount: header.count + ad.count, alignment: 16)
             defer { buffer.deallocate() }
             buffer.copyBytes(from: header)
-            if ad.count > 0 { UnsafeMutableRawBufferPointer(rebasing: buffer[header.count...]).copyMemory(from: ad) }
+            if ad.count > 0 {
+                UnsafeMutableRawBufferPointer(rebasing: buffer[header.count...]).copyMemory(
+                    from: ad)
+            }
             return try body(UnsafeRawBufferPointer(buffer))
         }
     }
@@ -101,23 +112,27 @@ public enum Envelope {
         Sodium.initialize()
         guard key.count == keyLength else { throw SealingError(.authentication) }
         let outcome: Result<R, SealingError> = withBytes(envelope) { bytes in
-            guard bytes.count >= overhead, bytes[0] == magic[0], bytes[1] == magic[1], bytes[2] == magic[2]
+            guard bytes.count >= overhead, bytes[0] == magic[0], bytes[1] == magic[1],
+                bytes[2] == magic[2]
             else { return .failure(SealingError(.malformed)) }
             guard bytes[3] == version else { return .failure(SealingError(.unknownVersion)) }
             let base = bytes.bindMemory(to: UInt8.self).baseAddress!
             let nonce = base + headerLength
             let ciphertext = nonce + nonceLength
             let plaintextLength = bytes.count - overhead
-            let plaintext = UnsafeMutableRawBufferPointer.allocate(byteCount: max(plaintextLength, 1), alignment: 16)
+            let plaintext = UnsafeMutableRawBufferPointer.allocate(
+                byteCount: max(plaintextLength, 1), alignment: 16)
             defer {
                 sodium_memzero(plaintext.baseAddress, plaintext.count)
                 plaintext.deallocate()
             }
-            let ok = withHeaderedAssociatedData(Array(bytes[0..<headerLength]), associatedData) { ad in
+            let ok = withHeaderedAssociatedData(Array(bytes[0..<headerLength]), associatedData) {
+                ad in
                 key.withUnsafeBytes { k in
                     var outLength: UInt64 = 0
                     return crypto_aead_xchacha20poly1305_ietf_decrypt(
-                        plaintext.bindMemory(to: UInt8.self).baseAddress, &outLength, nil, ciphertext,
+                        plaintext.bindMemory(to: UInt8.self).baseAddress, &outLength, nil,
+                        ciphertext,
                         UInt64(plaintextLength + tagLength),
                         ad.bindMemory(to: UInt8.self).baseAddress, UInt64(ad.count), nonce,
                         k.bindMemory(to: UInt8.self).baseAddress!) == 0
@@ -125,7 +140,8 @@ public enum Envelope {
             }
             guard ok else { return .failure(SealingError(.authentication)) }
             do {
-                return .success(try body(UnsafeRawBufferPointer(rebasing: plaintext[0..<plaintextLength])))
+                return .success(
+                    try body(UnsafeRawBufferPointer(rebasing: plaintext[0..<plaintextLength])))
             } catch {
                 return .failure(SealingError(.malformed, "the opened value did not decode"))
             }

@@ -14,13 +14,16 @@ public struct Argon2Cost: Sendable, Hashable, Codable {
 
     /// libsodium's MODERATE: about half a second here — the default for a device's passcode.
     public static let moderate = Argon2Cost(
-        operations: UInt64(crypto_pwhash_OPSLIMIT_MODERATE), memoryBytes: Int(crypto_pwhash_MEMLIMIT_MODERATE))
+        operations: UInt64(crypto_pwhash_OPSLIMIT_MODERATE),
+        memoryBytes: Int(crypto_pwhash_MEMLIMIT_MODERATE))
     /// libsodium's INTERACTIVE: about 0.1 s.
     public static let interactive = Argon2Cost(
-        operations: UInt64(crypto_pwhash_OPSLIMIT_INTERACTIVE), memoryBytes: Int(crypto_pwhash_MEMLIMIT_INTERACTIVE))
+        operations: UInt64(crypto_pwhash_OPSLIMIT_INTERACTIVE),
+        memoryBytes: Int(crypto_pwhash_MEMLIMIT_INTERACTIVE))
     /// The minimum libsodium accepts: for tests only, never for real passcodes.
     public static let minimum = Argon2Cost(
-        operations: UInt64(crypto_pwhash_OPSLIMIT_MIN), memoryBytes: Int(crypto_pwhash_MEMLIMIT_MIN))
+        operations: UInt64(crypto_pwhash_OPSLIMIT_MIN), memoryBytes: Int(crypto_pwhash_MEMLIMIT_MIN)
+    )
 
     /// By name, as `KEEPSAKE_ARGON2_COST` gives it.
     public init?(name: String) {
@@ -42,7 +45,9 @@ public enum KeyDerivation {
     {
         Sodium.initialize()
         let saltBytes = Array(salt)
-        guard saltBytes.count == saltLength else { throw SealingError(.keyDerivation, "bad salt length") }
+        guard saltBytes.count == saltLength else {
+            throw SealingError(.keyDerivation, "bad salt length")
+        }
         var result: Int32 = -1
         let key = SecureBytes(count: Envelope.keyLength) { out in
             result = passcode.withUnsafeBytes { p in
@@ -59,7 +64,9 @@ public enum KeyDerivation {
     /// A 32-byte subkey: BLAKE2b keyed by `key` over a context label and `input`
     /// (`crypto_generichash`). Used to combine a passcode key with the device secret and to name
     /// things without revealing them.
-    public static func keyedHash(key: SecureBytes, context: String, _ input: some DataProtocol = Data())
+    public static func keyedHash(
+        key: SecureBytes, context: String, _ input: some DataProtocol = Data()
+    )
         -> SecureBytes
     {
         Sodium.initialize()

@@ -1,7 +1,9 @@
 /// The one error type of the Sealing module. Compares by code; never carries key material.
 public struct SealingError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Value: Hashable, Sendable { case malformed, unknownVersion, authentication, keyDerivation }
+        private enum Value: Hashable, Sendable {
+            case malformed, unknownVersion, authentication, keyDerivation
+        }
         private let value: Value
         private init(_ value: Value) { self.value = value }
         /// Too short, a wrong magic, or a header that does not parse.

@@ -38,18 +38,24 @@ public struct TLV: Sendable {
         }
 
         public func requiredString(_ tag: UInt8) throws(SealingError) -> String {
-            guard let value = try string(tag) else { throw SealingError(.malformed, "missing field \(tag)") }
+            guard let value = try string(tag) else {
+                throw SealingError(.malformed, "missing field \(tag)")
+            }
             return value
         }
 
         public func required(_ tag: UInt8) throws(SealingError) -> Data {
-            guard let value = self[tag] else { throw SealingError(.malformed, "missing field \(tag)") }
+            guard let value = self[tag] else {
+                throw SealingError(.malformed, "missing field \(tag)")
+            }
             return value
         }
 
         public func bool(_ tag: UInt8) throws(SealingError) -> Bool? {
             guard let field = self[tag] else { return nil }
-            guard field.count == 1, field.first! <= 1 else { throw SealingError(.malformed, "bad boolean") }
+            guard field.count == 1, field.first! <= 1 else {
+                throw SealingError(.malformed, "bad boolean")
+            }
             return field.first! == 1
         }
 
@@ -61,20 +67,24 @@ public struct TLV: Sendable {
     }
 
     /// Parses `bytes`; only tags in `known` are allowed.
-    public static func fields(_ bytes: Data, magic: Data, known: ClosedRange<UInt8>) throws(SealingError)
+    public static func fields(_ bytes: Data, magic: Data, known: ClosedRange<UInt8>)
+        throws(SealingError)
         -> Fields
     {
         guard bytes.starts(with: magic) else { throw SealingError(.malformed, "unknown header") }
         var fields = Fields()
         var index = bytes.startIndex + magic.count
         while index < bytes.endIndex {
-            guard bytes.endIndex - index >= 5, known.contains(bytes[index]), bytes[index] < 32 else {
+            guard bytes.endIndex - index >= 5, known.contains(bytes[index]), bytes[index] < 32
+            else {
                 throw SealingError(.malformed, "bad field header")
             }
             let tag = bytes[index]
             let length = bytes[(index + 1)..<(index + 5)].reduce(0) { $0 << 8 | Int($1) }
             let start = index + 5
-            guard length <= bytes.endIndex - start else { throw SealingError(.malformed, "truncated field") }
+            guard length <= bytes.endIndex - start else {
+                throw SealingError(.malformed, "truncated field")
+            }
             guard fields[tag] == nil else { throw SealingError(.malformed, "repeated field") }
             fields[tag] = bytes[start..<(start + length)]
             index = start + length

@@ -59,7 +59,9 @@ private func classify(domain: String, code: Int32, dbusName: String?, message: S
     default: break
     }
     if domain == "g-io-error-quark" {
-        if code == Int32(G_IO_ERROR_CANCELLED.rawValue) || code == Int32(G_IO_ERROR_TIMED_OUT.rawValue) {
+        if code == Int32(G_IO_ERROR_CANCELLED.rawValue)
+            || code == Int32(G_IO_ERROR_TIMED_OUT.rawValue)
+        {
             return .timedOut
         }
         if code == Int32(G_IO_ERROR_CLOSED.rawValue) { return .serviceUnavailable }

@@ -98,7 +98,10 @@ public final class SecretServiceConnection: Sendable {
     /// reconnects once and retries.
     private func call<R>(
         retrying: Bool = true,
-        _ body: (UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>, inout UnsafeMutablePointer<GError>?)
+        _ body: (
+            UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>,
+            inout UnsafeMutablePointer<GError>?
+        )
             -> R?
     ) throws(SecretServiceError) -> R {
         let service = try service()
@@ -210,7 +213,8 @@ public final class SecretServiceConnection: Sendable {
                 != 0 ? prompt != 0 : nil
         }
         if needsPrompt {
-            throw SecretServiceError(.promptRequired, message: "locking \(collection) needs a prompt")
+            throw SecretServiceError(
+                .promptRequired, message: "locking \(collection) needs a prompt")
         }
     }
 

@@ -49,9 +49,15 @@ struct QueryDictionary {
         allowed.insert(kSecUseDataProtectionKeychain as String)
         switch purpose {
         case .add:
-            allowed.formUnion([kSecClass, kSecValueData, kSecReturnData, kSecReturnAttributes].map { $0 as String })
+            allowed.formUnion(
+                [kSecClass, kSecValueData, kSecReturnData, kSecReturnAttributes].map {
+                    $0 as String
+                })
         case .query:
-            allowed.formUnion([kSecClass, kSecReturnData, kSecReturnAttributes, kSecMatchLimit].map { $0 as String })
+            allowed.formUnion(
+                [kSecClass, kSecReturnData, kSecReturnAttributes, kSecMatchLimit].map {
+                    $0 as String
+                })
         case .update, .delete:
             allowed.insert(kSecClass as String)
             if purpose == .delete { allowed.insert(kSecMatchLimit as String) }

@@ -14,7 +14,6 @@ struct Arguments {
 
     static let flagNames: Set<String> = ["all", "backup", "help"]
 
-
     static func fromProcess() throws(CommandError) -> Arguments {
         var raw: [String] = []
         for index in 1..<Int(CommandLine.argc) {
@@ -65,7 +64,8 @@ struct Arguments {
     /// Fails on any option the command does not know, so a typo never goes unnoticed.
     func allowOnly(_ names: Set<String>) throws(CommandError) {
         let global: Set<String> = ["app-id", "container", "device-dir", "cloud", "entitled-group"]
-        for name in Set(options.keys).union(flags) where !names.contains(name) && !global.contains(name) {
+        for name in Set(options.keys).union(flags)
+        where !names.contains(name) && !global.contains(name) {
             throw CommandError.usage("unknown option --\(name)")
         }
     }

@@ -1,7 +1,7 @@
+import BlockStore
 import Device
 import Foundation
 import KeepsakeTestSupport
-import BlockStore
 import Keychain
 import Sealing
 
@@ -15,7 +15,9 @@ enum BenchCommand {
         switch verb {
         case "keychain": try KeychainBenchmark(items: items, rounds: rounds).run()
         case "blockstore": try BlockStoreBenchmark(rounds: rounds).run()
-        default: throw CommandError.usage("bench keychain [--items N] [--rounds N] | bench blockstore [--rounds N]")
+        default:
+            throw CommandError.usage(
+                "bench keychain [--items N] [--rounds N] | bench blockstore [--rounds N]")
         }
     }
 }
@@ -51,7 +53,8 @@ struct KeychainBenchmark {
             }
             libsecretAdd += try time {
                 try LibsecretBaseline.store(
-                    ["service": "baseline", "account": "l\(index)"], label: "baseline", secret: secret)
+                    ["service": "baseline", "account": "l\(index)"], label: "baseline",
+                    secret: secret)
             }
         }
 
@@ -88,7 +91,8 @@ struct KeychainBenchmark {
         var libsecretDelete = Duration.zero
         for index in 0..<min(items, rounds) {
             keepsakeDelete += try time {
-                try keychain.delete(matching: GenericPasswordQuery(service: "bench", account: "k\(index)"))
+                try keychain.delete(
+                    matching: GenericPasswordQuery(service: "bench", account: "k\(index)"))
             }
             libsecretDelete += try time {
                 try LibsecretBaseline.clear(["service": "baseline", "account": "l\(index)"])
@@ -97,7 +101,8 @@ struct KeychainBenchmark {
 
         // Sealing cost per item against the round trip it rides on (one GetSecrets of one item).
         let connection = service.connection()
-        try keychain.add(GenericPasswordAttributes(service: "bench-roundtrip", account: "one"), data: secret)
+        try keychain.add(
+            GenericPasswordAttributes(service: "bench-roundtrip", account: "one"), data: secret)
         let path = try connection.search(["service": "bench-roundtrip"]).unlocked[0]
         var roundTrip = Duration.zero
         for _ in 0..<rounds { roundTrip += try time { _ = try connection.secrets(at: [path]) } }
@@ -108,7 +113,9 @@ struct KeychainBenchmark {
         let sealing = try time {
             for _ in 0..<sealings {
                 let sealed = Envelope.seal(record, key: classKey, associatedData: associatedData)
-                _ = try Envelope.open(sealed, key: classKey, associatedData: associatedData) { $0.count }
+                _ = try Envelope.open(sealed, key: classKey, associatedData: associatedData) {
+                    $0.count
+                }
             }
         }
 
@@ -123,11 +130,15 @@ struct KeychainBenchmark {
 
         let deletes = min(items, rounds)
         report("add (per item)", keepsakeAdd / items, libsecretAdd / items, "≤ 1.2×", limit: 1.2)
-        report("hot read of one item", keepsakeRead / rounds, libsecretRead / rounds, "≤ 0.5×", limit: 0.5)
+        report(
+            "hot read of one item", keepsakeRead / rounds, libsecretRead / rounds, "≤ 0.5×",
+            limit: 0.5)
         report(
             "read all \(items) (per item)", keepsakeAll / (3 * items), libsecretAll / (3 * items),
             "≤ 0.1× (≥ 10× faster)", limit: 0.1)
-        report("delete (per item)", keepsakeDelete / deletes, libsecretDelete / deletes, "≤ 1.2×", limit: 1.2)
+        report(
+            "delete (per item)", keepsakeDelete / deletes, libsecretDelete / deletes, "≤ 1.2×",
+            limit: 1.2)
         let perSealing = sealing / sealings
         print(
             "seal+open of one item         \(format(perSealing))  vs one GetSecrets round trip \(format(roundTrip / rounds))"
@@ -169,7 +180,9 @@ struct BlockStoreBenchmark {
             return clock.now - start
         }
         func ms(_ d: Duration) -> String {
-            String(format: "%8.3f ms", (Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18) * 1000)
+            String(
+                format: "%8.3f ms",
+                (Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18) * 1000)
         }
         func ratio(_ a: Duration, _ b: Duration) -> Double {
             (Double(a.components.seconds) + Double(a.components.attoseconds) / 1e18)
@@ -179,18 +192,35 @@ struct BlockStoreBenchmark {
         let cloud = Throwaway.directory("bench-cloud")
         let one = try PrivateSecretService.start()
         let two = try PrivateSecretService.start()
-        defer { one.stop(); two.stop() }
-        let device = Device(secretService: one.connection(), directory: one.root.appendingPathComponent("device"), cloud: CloudDirectory(cloud))
+        defer {
+            one.stop()
+            two.stop()
+        }
+        let device = Device(
+            secretService: one.connection(), directory: one.root.appendingPathComponent("device"),
+            cloud: CloudDirectory(cloud))
         try device.setLockScreen(.pin, passcode: "123456", currentPasscode: nil)
-        let client = BlockStoreClient(app: try App(id: "com.example.bench", container: Throwaway.directory("app")), device: device)
+        let client = BlockStoreClient(
+            app: try App(id: "com.example.bench", container: Throwaway.directory("app")),
+            device: device)
         let bytes = Data(repeating: 0x42, count: 4096 - 8)
 
         var store = Duration.zero
         var retrieve = Duration.zero
         for round in 0..<rounds {
             let key = "key-\(round % 16)"
-            store += try time { try client.storeBytes(StoreBytesData(bytes: bytes, key: key.padding(toLength: 8, withPad: "-", startingAt: 0), shouldBackupToCloud: true)) }
-            retrieve += try time { _ = try client.retrieveBytes(RetrieveBytesRequest(keys: [key.padding(toLength: 8, withPad: "-", startingAt: 0)])) }
+            store += try time {
+                try client.storeBytes(
+                    StoreBytesData(
+                        bytes: bytes, key: key.padding(toLength: 8, withPad: "-", startingAt: 0),
+                        shouldBackupToCloud: true))
+            }
+            retrieve += try time {
+                _ = try client.retrieveBytes(
+                    RetrieveBytesRequest(keys: [
+                        key.padding(toLength: 8, withPad: "-", startingAt: 0)
+                    ]))
+            }
         }
         print("store of one 4 KB entry        \(ms(store / rounds))")
         print("retrieve of one 4 KB entry     \(ms(retrieve / rounds))")
@@ -204,22 +234,40 @@ struct BlockStoreBenchmark {
         var envelope = Duration.seconds(3600)
         var raw = Duration.seconds(3600)
         for _ in 0..<10 {
-            envelope = min(envelope, try time {
-                for _ in 0..<batch {
-                    let sealed = Envelope.seal(plaintext, key: key, associatedData: ad)
-                    _ = try Envelope.open(sealed, key: key, associatedData: ad) { $0.count }
-                }
-            })
-            raw = min(raw, time { for _ in 0..<batch { SodiumBaseline.sealAndOpen(plaintext, key: rawKey, associatedData: ad) } })
+            envelope = min(
+                envelope,
+                try time {
+                    for _ in 0..<batch {
+                        let sealed = Envelope.seal(plaintext, key: key, associatedData: ad)
+                        _ = try Envelope.open(sealed, key: key, associatedData: ad) { $0.count }
+                    }
+                })
+            raw = min(
+                raw,
+                time {
+                    for _ in 0..<batch {
+                        SodiumBaseline.sealAndOpen(plaintext, key: rawKey, associatedData: ad)
+                    }
+                })
         }
         let r = ratio(envelope, raw)
-        func us(_ d: Duration) -> String { String(format: "%6.2f µs", (Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18) * 1e6) }
-        print("seal+open 4 KB: keepsake \(us(envelope / batch))  raw libsodium \(us(raw / batch))  ratio \(String(format: "%.3f", r))×  target ≤ 1.2×  \(r <= 1.2 ? "ok" : "MISSED")")
+        func us(_ d: Duration) -> String {
+            String(
+                format: "%6.2f µs",
+                (Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18) * 1e6)
+        }
+        print(
+            "seal+open 4 KB: keepsake \(us(envelope / batch))  raw libsodium \(us(raw / batch))  ratio \(String(format: "%.3f", r))×  target ≤ 1.2×  \(r <= 1.2 ? "ok" : "MISSED")"
+        )
 
         _ = try BlockStoreSync(device: device).sync()
-        let newDevice = Device(secretService: two.connection(), directory: two.root.appendingPathComponent("device"), cloud: CloudDirectory(cloud))
+        let newDevice = Device(
+            secretService: two.connection(), directory: two.root.appendingPathComponent("device"),
+            cloud: CloudDirectory(cloud))
         var restored = 0
-        let join = try time { restored = try BlockStoreSync(device: newDevice).join(passcode: "123456") }
+        let join = try time {
+            restored = try BlockStoreSync(device: newDevice).join(passcode: "123456")
+        }
         print("join + restore of \(restored) entries (Argon2id moderate) \(ms(join))")
     }
 }

@@ -10,15 +10,22 @@ enum BlockStoreCommand {
         case "store":
             try arguments.allowOnly(["key", "backup"])
             let stored = try client.storeBytes(
-                StoreBytesData(bytes: Context.readStandardInput(), key: arguments.value("key"), shouldBackupToCloud: arguments.has("backup")))
+                StoreBytesData(
+                    bytes: Context.readStandardInput(), key: arguments.value("key"),
+                    shouldBackupToCloud: arguments.has("backup")))
             Output.json(stored)
         case "retrieve":
             try arguments.allowOnly(["key", "all"])
-            let result = try client.retrieveBytes(RetrieveBytesRequest(keys: arguments.values("key"), retrieveAll: arguments.has("all")))
+            let result = try client.retrieveBytes(
+                RetrieveBytesRequest(
+                    keys: arguments.values("key"), retrieveAll: arguments.has("all")))
             Output.json(result.mapValues { $0.base64EncodedString() })
         case "delete":
             try arguments.allowOnly(["key", "all"])
-            Output.json(try client.deleteBytes(DeleteBytesRequest(keys: arguments.values("key"), deleteAll: arguments.has("all"))))
+            Output.json(
+                try client.deleteBytes(
+                    DeleteBytesRequest(
+                        keys: arguments.values("key"), deleteAll: arguments.has("all"))))
         case "e2ee":
             try arguments.allowOnly([])
             Output.json(try client.isEndToEndEncryptionAvailable())

@@ -23,13 +23,18 @@ enum DemoCommand {
         say("")
         say("1. On the phone, the user sets a pin and installs com.example.wallet.")
         try phone.device.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
-        try FileManager.default.createDirectory(at: phone.app.container, withIntermediateDirectories: true)
-        try Data("{\"onboarded\":true}".utf8).write(to: phone.app.container.appendingPathComponent("settings.json"))
+        try FileManager.default.createDirectory(
+            at: phone.app.container, withIntermediateDirectories: true)
+        try Data("{\"onboarded\":true}".utf8).write(
+            to: phone.app.container.appendingPathComponent("settings.json"))
         say("   They create wallet 0x8A…3F; the app records the recovery hint.")
-        phone.hints.set(lastAuthenticatorId: "passkey-7", lastWallet: "0x8A…3F", lastLoginAt: 1_795_000_000_000)
+        phone.hints.set(
+            lastAuthenticatorId: "passkey-7", lastWallet: "0x8A…3F", lastLoginAt: 1_795_000_000_000)
         try show(phone, cloud: cloud, say: say)
         let report = try BlockStoreSync(device: phone.device).sync()
-        say("   The phone syncs: \(report.uploaded) Block Store entry sealed to the cloud account (E2EE: pin set).")
+        say(
+            "   The phone syncs: \(report.uploaded) Block Store entry sealed to the cloud account (E2EE: pin set)."
+        )
         say("   cloud:      \(cloudListing(cloud))")
 
         say("")
@@ -39,13 +44,16 @@ enum DemoCommand {
 
         say("")
         say("3. The app is installed again, with an empty container:")
-        try FileManager.default.createDirectory(at: phone.app.container, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: phone.app.container, withIntermediateDirectories: true)
         say("   " + welcome(phone.hints.get()))
 
         say("")
         say("4. The phone reboots; after the user unlocks, the hint is there:")
         try phone.service.restart()
-        say("   before unlock: " + welcome(phone.hints.get()) + " (the hint is AfterFirstUnlock; Block Store answers)")
+        say(
+            "   before unlock: " + welcome(phone.hints.get())
+                + " (the hint is AfterFirstUnlock; Block Store answers)")
         try phone.device.unlock(passcode: "4711")
         say("   after unlock:  " + welcome(phone.hints.get()))
 
@@ -70,25 +78,36 @@ enum DemoCommand {
         defer { plain.service.stop() }
         plain.hints.set(lastWallet: "0x51…C0")
         let plainReport = try BlockStoreSync(device: plain.device).sync()
-        say("   sync: \(plainReport.skipped ?? "done"); its cloud directory holds: \(cloudListing(otherCloud))")
+        say(
+            "   sync: \(plainReport.skipped ?? "done"); its cloud directory holds: \(cloudListing(otherCloud))"
+        )
         say("   " + welcome(plain.hints.get()))
 
         say("")
-        say("7. The apple profile (key-value store + synchronizable Keychain item), signed out of the cloud:")
+        say(
+            "7. The apple profile (key-value store + synchronizable Keychain item), signed out of the cloud:"
+        )
         let mac = try DemoDevice(name: "mac", cloud: nil, profile: .apple)
         defer { mac.service.stop() }
         mac.hints.set(lastWallet: "0x77…AB")
         try mac.device.uninstall(mac.app)
-        say("   after uninstall and reinstall: " + welcome(mac.hints.get()) + " (from the local key-value cache)")
+        say(
+            "   after uninstall and reinstall: " + welcome(mac.hints.get())
+                + " (from the local key-value cache)")
 
         say("")
-        say("8. The android profile on a device without Block Store (preferences + Auto Backup alone):")
-        let android = try DemoDevice(name: "android", cloud: nil, profile: .android, blockStore: false)
+        say(
+            "8. The android profile on a device without Block Store (preferences + Auto Backup alone):"
+        )
+        let android = try DemoDevice(
+            name: "android", cloud: nil, profile: .android, blockStore: false)
         defer { android.service.stop() }
         try android.device.setLockScreen(.pin, passcode: "1357", currentPasscode: nil)
         android.hints.set(lastWallet: "0x3C…9D")
         try android.device.uninstall(android.app)
-        say("   the container is gone; at reinstall Auto Backup restores shared_prefs/recovery_hint.xml:")
+        say(
+            "   the container is gone; at reinstall Auto Backup restores shared_prefs/recovery_hint.xml:"
+        )
         say("   " + welcome(android.hints.get()))
 
         say("")
@@ -101,14 +120,21 @@ enum DemoCommand {
         let app: App
         let hints: RecoveryHints
 
-        init(name: String, cloud: URL?, profile: HintProfile = .linux, blockStore: Bool = true) throws {
+        init(name: String, cloud: URL?, profile: HintProfile = .linux, blockStore: Bool = true)
+            throws
+        {
             service = try PrivateSecretService.start(masterPassword: "\(name)-login-password")
             device = Device(
-                secretService: service.connection(), directory: service.root.appendingPathComponent("device"),
+                secretService: service.connection(),
+                directory: service.root.appendingPathComponent("device"),
                 cloud: cloud.map(CloudDirectory.init), passcodeCost: .interactive)
             if !blockStore { try device.updateSettings { $0.blockStoreAvailable = false } }
-            app = try App(id: "com.example.wallet", container: service.root.appendingPathComponent("containers/com.example.wallet"))
-            hints = RecoveryHints(service: try RecoveryHintService.make(profile: profile, app: app, device: device)) { _ in }
+            app = try App(
+                id: "com.example.wallet",
+                container: service.root.appendingPathComponent("containers/com.example.wallet"))
+            hints = RecoveryHints(
+                service: try RecoveryHintService.make(profile: profile, app: app, device: device)
+            ) { _ in }
         }
     }
 
@@ -120,17 +146,33 @@ enum DemoCommand {
     static func cloudListing(_ cloud: URL) -> String {
         let names = Files.list(cloud)
         if names.isEmpty { return "(nothing)" }
-        return names.map { $0.count > 20 ? String($0.prefix(14)) + "…" : $0 }.joined(separator: ", ")
+        return names.map { $0.count > 20 ? String($0.prefix(14)) + "…" : $0 }.joined(
+            separator: ", ")
     }
 
     static func show(_ phone: DemoDevice, cloud: URL, say: (String) -> Void) throws {
         let container = phone.app.container
         let files = Files.list(container)
-        say("   container:  " + (FileManager.default.fileExists(atPath: container.path) ? (files.isEmpty ? "(empty)" : files.joined(separator: ", ")) : "(gone)"))
+        say(
+            "   container:  "
+                + (FileManager.default.fileExists(atPath: container.path)
+                    ? (files.isEmpty ? "(empty)" : files.joined(separator: ", ")) : "(gone)"))
         let keychain = Keychain(app: phone.app, device: phone.device)
-        let items = try KeychainCommand.listItems(keychain, GenericPasswordQuery(service: KeychainHintStore.service))
-        say("   keychain:   " + (items.isEmpty ? "(nothing)" : items.map { "\($0.attributes.service) / \($0.attributes.account) (\($0.attributes.accessible.commandLineName))" }.joined(separator: ", ")))
+        let items = try KeychainCommand.listItems(
+            keychain, GenericPasswordQuery(service: KeychainHintStore.service))
+        say(
+            "   keychain:   "
+                + (items.isEmpty
+                    ? "(nothing)"
+                    : items.map {
+                        "\($0.attributes.service) / \($0.attributes.account) (\($0.attributes.accessible.commandLineName))"
+                    }.joined(separator: ", ")))
         let entries = try BlockStoreClient(app: phone.app, device: phone.device).entries()
-        say("   blockstore: " + (entries.isEmpty ? "(nothing)" : entries.map { "\($0.key)\($0.shouldBackupToCloud ? " (backed up)" : "")" }.joined(separator: ", ")))
+        say(
+            "   blockstore: "
+                + (entries.isEmpty
+                    ? "(nothing)"
+                    : entries.map { "\($0.key)\($0.shouldBackupToCloud ? " (backed up)" : "")" }
+                        .joined(separator: ", ")))
     }
 }

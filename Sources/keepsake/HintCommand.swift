@@ -10,7 +10,8 @@ enum HintCommand {
         guard let profile = HintProfile(rawValue: profileName) else {
             throw CommandError.usage("--profile linux|apple|android")
         }
-        let service = try RecoveryHintService.make(profile: profile, app: context.app, device: context.device)
+        let service = try RecoveryHintService.make(
+            profile: profile, app: context.app, device: context.device)
         switch verb {
         case "get":
             try arguments.allowOnly(["profile"])
@@ -19,18 +20,24 @@ enum HintCommand {
             try arguments.allowOnly(["profile", "authenticator-id", "wallet", "login-at"])
             var loginAt: Int64?
             if let text = arguments.value("login-at") {
-                guard let value = Int64(text) else { throw HintError(.invalidField, "--login-at takes milliseconds since 1970") }
+                guard let value = Int64(text) else {
+                    throw HintError(.invalidField, "--login-at takes milliseconds since 1970")
+                }
                 loginAt = value
             }
             let (hint, outcomes) = try service.update(
-                RecoveryHint(lastAuthenticatorId: arguments.value("authenticator-id"), lastWallet: arguments.value("wallet"), lastLoginAt: loginAt))
+                RecoveryHint(
+                    lastAuthenticatorId: arguments.value("authenticator-id"),
+                    lastWallet: arguments.value("wallet"), lastLoginAt: loginAt))
             let hintObject = try JSONSerialization.jsonObject(with: hint.json())
             Output.json(["hint": hintObject, "stores": outcomes.map(json)])
         case "clear":
             try arguments.allowOnly(["profile"])
             Output.json(["stores": service.clear().map(json)])
         default:
-            throw CommandError.usage("hint get | set [--authenticator-id X] [--wallet W] [--login-at MS] | clear [--profile P]")
+            throw CommandError.usage(
+                "hint get | set [--authenticator-id X] [--wallet W] [--login-at MS] | clear [--profile P]"
+            )
         }
     }
 

@@ -7,13 +7,19 @@ enum KeyValueCommand {
     static func run(_ verb: String?, _ context: Context) throws {
         try context.arguments.allowOnly(["key"])
         let store = UbiquitousKeyValueStore(app: context.app, device: context.device) { change in
-            let object: [String: Any] = ["reason": change.reason.rawValue, "changedKeys": change.changedKeys]
-            if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
+            let object: [String: Any] = [
+                "reason": change.reason.rawValue, "changedKeys": change.changedKeys,
+            ]
+            if let data = try? JSONSerialization.data(
+                withJSONObject: object, options: [.sortedKeys])
+            {
                 FileHandle.standardError.write(data + Data("\n".utf8))
             }
         }
         func key() throws -> String {
-            guard let key = context.arguments.value("key") else { throw CommandError.usage("kv \(verb ?? "") needs --key") }
+            guard let key = context.arguments.value("key") else {
+                throw CommandError.usage("kv \(verb ?? "") needs --key")
+            }
             return key
         }
         switch verb {
@@ -22,7 +28,9 @@ enum KeyValueCommand {
             let name = try key()
             store.set(value, forKey: name)
             guard store.string(forKey: name) == value else {
-                throw CommandError(statusName: "NSUbiquitousKeyValueStoreQuotaViolationChange (2)", message: "over the key-value store's limits; nothing changed")
+                throw CommandError(
+                    statusName: "NSUbiquitousKeyValueStoreQuotaViolationChange (2)",
+                    message: "over the key-value store's limits; nothing changed")
             }
         case "get":
             guard let value = store.string(forKey: try key()) else {

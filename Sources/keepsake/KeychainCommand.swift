@@ -13,7 +13,10 @@ enum KeychainCommand {
         if verb == "sync" {
             // Synchronizable items of every app on the device, with --cloud, now.
             let report = try KeychainSync(device: context.device).sync()
-            var object: [String: Any] = ["uploaded": report.uploaded, "downloaded": report.downloaded, "deleted": report.deleted]
+            var object: [String: Any] = [
+                "uploaded": report.uploaded, "downloaded": report.downloaded,
+                "deleted": report.deleted,
+            ]
             object["skipped"] = report.skipped
             return Output.json(object)
         }

@@ -1,10 +1,10 @@
 import BlockStore
 import Device
+import Foundation
+import Keychain
 import Preferences
 import RecoveryHint
 import Sealing
-import Foundation
-import Keychain
 
 /// `keepsake lockscreen set|unlock|lock|status`. Passcodes come from standard input, one per line.
 enum LockScreenCommand {
@@ -13,14 +13,17 @@ enum LockScreenCommand {
         switch verb {
         case "set":
             try context.arguments.allowOnly(["kind"])
-            guard let name = context.arguments.value("kind"), let kind = LockScreenKind(rawValue: name) else {
+            guard let name = context.arguments.value("kind"),
+                let kind = LockScreenKind(rawValue: name)
+            else {
                 throw CommandError.usage("lockscreen set --kind none|swipe|pin|pattern|password")
             }
             let current = try device.lockScreenKind()
             var lines = Context.readLines()[...]
             let currentPasscode = current.hasKnowledgeFactor ? lines.popFirst() : nil
             let newPasscode = kind.hasKnowledgeFactor ? lines.popFirst() : nil
-            let change = try device.setLockScreen(kind, passcode: newPasscode, currentPasscode: currentPasscode)
+            let change = try device.setLockScreen(
+                kind, passcode: newPasscode, currentPasscode: currentPasscode)
             if change.knowledgeFactorRemoved {
                 try Keychain.deleteItemsRequiringPasscode(on: device)
             }
@@ -54,7 +57,8 @@ enum DeviceCommand {
         case "join":
             // A new device joins --cloud with an existing device's passcode, and restores.
             try context.arguments.allowOnly([])
-            let restored = try BlockStoreSync(device: device).join(passcode: Context.readLines().first ?? "")
+            let restored = try BlockStoreSync(device: device).join(
+                passcode: Context.readLines().first ?? "")
             Output.json(["restored": restored])
         case "transfer":
             // One file, one one-time key: the device's Block Store entries and the app's
@@ -67,7 +71,9 @@ enum DeviceCommand {
                 let key = SecureBytes(randomCount: Envelope.keyLength)
                 var bundle = TLV(magic: Data("KDT1".utf8))
                 bundle.append(1, try sync.transferOut(key: key))
-                bundle.append(2, Envelope.seal(try preferences.transferPayload(), key: key, associatedData: ad))
+                bundle.append(
+                    2,
+                    Envelope.seal(try preferences.transferPayload(), key: key, associatedData: ad))
                 try Files.writeAtomically(bundle.bytes, to: URL(fileURLWithPath: out))
                 Output.line(key.unsafeData().map { String(format: "%02x", $0) }.joined())
             } else if let input = context.arguments.value("in") {
@@ -75,21 +81,32 @@ enum DeviceCommand {
                     throw CommandError.usage("no transfer file at \(input)")
                 }
                 let hexKey = Context.readLines().first ?? ""
-                guard let keyBytes = BlockStoreSync.fromHex(hexKey), keyBytes.count == Envelope.keyLength else {
+                guard let keyBytes = BlockStoreSync.fromHex(hexKey),
+                    keyBytes.count == Envelope.keyLength
+                else {
                     throw BlockStoreError(.invalidArgument, "the transfer key is 64 hex digits")
                 }
                 let key = SecureBytes(copying: keyBytes)
                 let fields: TLV.Fields
-                do { fields = try TLV.fields(bytes, magic: Data("KDT1".utf8), known: 1...2) } catch {
+                do { fields = try TLV.fields(bytes, magic: Data("KDT1".utf8), known: 1...2) } catch
+                {
                     throw BlockStoreError(.internalError, "not a transfer file")
                 }
                 // Both parts must open before anything is written.
                 let payload: Data
-                do { payload = try Envelope.open(try fields.required(2), key: key, associatedData: ad) { Data($0) } } catch {
-                    throw BlockStoreError(.internalError, "the transfer file does not open (wrong key, tampered or corrupt)")
+                do {
+                    payload = try Envelope.open(
+                        try fields.required(2), key: key, associatedData: ad
+                    ) { Data($0) }
+                } catch {
+                    throw BlockStoreError(
+                        .internalError,
+                        "the transfer file does not open (wrong key, tampered or corrupt)")
                 }
                 // A device without Block Store takes the preferences alone.
-                let count = try device.settings().blockStoreAvailable ? try sync.transferIn(try fields.required(1), key: key) : 0
+                let count =
+                    try device.settings().blockStoreAvailable
+                    ? try sync.transferIn(try fields.required(1), key: key) : 0
                 try preferences.receiveTransfer(payload)
                 Output.json(["imported": count])
             } else {
@@ -99,7 +116,9 @@ enum DeviceCommand {
             try context.arguments.allowOnly(["block-store", "device-backup"])
             func flag(_ name: String) throws -> Bool? {
                 guard let value = context.arguments.value(name) else { return nil }
-                guard value == "yes" || value == "no" else { throw CommandError.usage("--\(name) yes|no") }
+                guard value == "yes" || value == "no" else {
+                    throw CommandError.usage("--\(name) yes|no")
+                }
                 return value == "yes"
             }
             let blockStore = try flag("block-store")
@@ -109,9 +128,12 @@ enum DeviceCommand {
                 if let backup { settings.backupEnabled = backup }
             }
             let settings = try device.settings()
-            Output.json(["blockStore": settings.blockStoreAvailable, "backup": settings.backupEnabled])
+            Output.json([
+                "blockStore": settings.blockStoreAvailable, "backup": settings.backupEnabled,
+            ])
         default:
-            throw CommandError.usage("device reboot | join | transfer --out FILE|--in FILE | settings")
+            throw CommandError.usage(
+                "device reboot | join | transfer --out FILE|--in FILE | settings")
         }
     }
 }

@@ -3,7 +3,8 @@ import Foundation
 enum Output {
     static func json(_ value: Any) {
         let data = try! JSONSerialization.data(
-            withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed, .withoutEscapingSlashes])
+            withJSONObject: value,
+            options: [.sortedKeys, .fragmentsAllowed, .withoutEscapingSlashes])
         FileHandle.standardOutput.write(data + Data("\n".utf8))
     }
 

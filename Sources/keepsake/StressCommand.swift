@@ -13,7 +13,8 @@ enum StressCommand {
         let ops = Int(context.arguments.value("ops") ?? "200") ?? 200
         let keychain = Keychain(app: context.app, device: context.device)
         let blockStore = BlockStoreClient(app: context.app, device: context.device)
-        let hints = try RecoveryHintService.make(profile: .linux, app: context.app, device: context.device)
+        let hints = try RecoveryHintService.make(
+            profile: .linux, app: context.app, device: context.device)
         var outcomes: [String: Int] = [:]
         var generator = SystemRandomNumberGenerator()
         func record(_ body: () throws -> Void) {
@@ -32,18 +33,49 @@ enum StressCommand {
             let mine = GenericPasswordQuery(service: "stress", account: "w\(worker)")
             let shared = GenericPasswordQuery(service: "stress", account: "shared")
             switch op % 8 {
-            case 0: record { try keychain.add(GenericPasswordAttributes(service: "stress", account: "w\(worker)"), data: Data("\(op)".utf8)) }
-            case 1: record { try keychain.update(matching: mine, with: GenericPasswordChanges(data: Data("\(op)".utf8))) }
+            case 0:
+                record {
+                    try keychain.add(
+                        GenericPasswordAttributes(service: "stress", account: "w\(worker)"),
+                        data: Data("\(op)".utf8))
+                }
+            case 1:
+                record {
+                    try keychain.update(
+                        matching: mine, with: GenericPasswordChanges(data: Data("\(op)".utf8)))
+                }
             case 2: record { _ = try keychain.data(matching: mine) }
-            case 3: record { try keychain.add(GenericPasswordAttributes(service: "stress", account: "shared"), data: Data("w\(worker)".utf8)) }
+            case 3:
+                record {
+                    try keychain.add(
+                        GenericPasswordAttributes(service: "stress", account: "shared"),
+                        data: Data("w\(worker)".utf8))
+                }
             case 4: record { _ = try keychain.data(matching: shared) }
-            case 5: record { try blockStore.storeBytes(StoreBytesData(bytes: Data("\(worker)-\(op)".utf8), key: "k\(worker)-\(Int.random(in: 0..<3, using: &generator))")) }
-            case 6: record { _ = try blockStore.retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) }
-            default: record { _ = try hints.update(RecoveryHint(lastAuthenticatorId: worker % 2 == 0 ? "a\(worker)-\(op)" : nil, lastWallet: worker % 2 == 1 ? "w\(worker)-\(op)" : nil)) }
+            case 5:
+                record {
+                    try blockStore.storeBytes(
+                        StoreBytesData(
+                            bytes: Data("\(worker)-\(op)".utf8),
+                            key: "k\(worker)-\(Int.random(in: 0..<3, using: &generator))"))
+                }
+            case 6:
+                record { _ = try blockStore.retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) }
+            default:
+                record {
+                    _ = try hints.update(
+                        RecoveryHint(
+                            lastAuthenticatorId: worker % 2 == 0 ? "a\(worker)-\(op)" : nil,
+                            lastWallet: worker % 2 == 1 ? "w\(worker)-\(op)" : nil))
+                }
             }
         }
         // The worker's own item ends with its last value.
-        record { try keychain.update(matching: GenericPasswordQuery(service: "stress", account: "w\(worker)"), with: GenericPasswordChanges(data: Data("final-\(worker)".utf8))) }
+        record {
+            try keychain.update(
+                matching: GenericPasswordQuery(service: "stress", account: "w\(worker)"),
+                with: GenericPasswordChanges(data: Data("final-\(worker)".utf8)))
+        }
         Output.json(outcomes)
     }
 }

@@ -1,6 +1,6 @@
-import Foundation
 import BlockStore
 import Device
+import Foundation
 import Keychain
 import RecoveryHint
 import SecretService

@@ -19,23 +19,36 @@ struct EntryVector: Decodable, Sendable, CustomTestStringConvertible {
     var testDescription: String { "\(appID) / \(key.prefix(20))" }
 }
 private struct EntryFile: Decodable { var vectors: [EntryVector] }
-private struct CloudSample: Decodable { var passcode: String; var entries: [String: [String: String]] }
-private let entryVectors = (try? loadFixture(EntryFile.self, "blockstore/entries.json").vectors) ?? []
+private struct CloudSample: Decodable {
+    var passcode: String
+    var entries: [String: [String: String]]
+}
+private let entryVectors =
+    (try? loadFixture(EntryFile.self, "blockstore/entries.json").vectors) ?? []
 
 @Suite("Block Store formats against an independent implementation (Fixtures/blockstore)")
 struct BlockStoreFixtureTests {
-    @Test("a sealed local entry matches its vector byte for byte, name included, and opens back", arguments: entryVectors)
+    @Test(
+        "a sealed local entry matches its vector byte for byte, name included, and opens back",
+        arguments: entryVectors)
     func localEntry(_ v: EntryVector) throws {
         let layout = LocalLayout(
-            blockStoreKey: SecureBytes(copying: fromHex(v.blockStoreKey)), directory: Throwaway.directory("vector"), appID: v.appID)
-        let entry = BlockStoreEntry(key: v.key, bytes: fromHex(v.bytes), shouldBackupToCloud: v.shouldBackupToCloud, modified: v.modified)
+            blockStoreKey: SecureBytes(copying: fromHex(v.blockStoreKey)),
+            directory: Throwaway.directory("vector"), appID: v.appID)
+        let entry = BlockStoreEntry(
+            key: v.key, bytes: fromHex(v.bytes), shouldBackupToCloud: v.shouldBackupToCloud,
+            modified: v.modified)
         #expect(layout.name(v.key) + ".entry" == v.fileName)
-        #expect(KeepsakeTestSupport.hex(layout.seal(entry, nonce: Array(fromHex(v.nonce)))) == v.file)
+        #expect(
+            KeepsakeTestSupport.hex(layout.seal(entry, nonce: Array(fromHex(v.nonce)))) == v.file)
         #expect(try layout.open(fromHex(v.file), name: String(v.fileName.dropLast(6))) == entry)
         // Under another app's layout the same file does not open.
         let other = LocalLayout(
-            blockStoreKey: SecureBytes(copying: fromHex(v.blockStoreKey)), directory: Throwaway.directory("vector"), appID: v.appID + "x")
-        #expect(throws: BlockStoreError.self) { try other.open(fromHex(v.file), name: String(v.fileName.dropLast(6))) }
+            blockStoreKey: SecureBytes(copying: fromHex(v.blockStoreKey)),
+            directory: Throwaway.directory("vector"), appID: v.appID + "x")
+        #expect(throws: BlockStoreError.self) {
+            try other.open(fromHex(v.file), name: String(v.fileName.dropLast(6)))
+        }
     }
 
     @Test("joining the sample cloud account with its passcode restores exactly its entries")
@@ -44,7 +57,8 @@ struct BlockStoreFixtureTests {
         let cloud = Throwaway.directory("cloud")
         let source = fixturesDirectory.appendingPathComponent("blockstore/cloud-sample")
         for name in try FileManager.default.contentsOfDirectory(atPath: source.path) {
-            try FileManager.default.copyItem(at: source.appendingPathComponent(name), to: cloud.appendingPathComponent(name))
+            try FileManager.default.copyItem(
+                at: source.appendingPathComponent(name), to: cloud.appendingPathComponent(name))
         }
         let phone = try Phone(cloud: cloud)
         try phone.device.setLockScreen(.pin, passcode: "1111", currentPasscode: nil)
@@ -52,11 +66,14 @@ struct BlockStoreFixtureTests {
         Thread.sleep(forTimeInterval: 0.35)
         #expect(try phone.sync.join(passcode: sample.passcode) == 2)
         for (appID, entries) in sample.entries {
-            let restored = try phone.client(appID).retrieveBytes(RetrieveBytesRequest(retrieveAll: true))
+            let restored = try phone.client(appID).retrieveBytes(
+                RetrieveBytesRequest(retrieveAll: true))
             #expect(restored == entries.mapValues(fromHex))
         }
         // The joined device syncs to the same names: the sample's objects stay, nothing else appears.
         _ = try phone.sync.sync()
-        #expect(Set(Files.list(cloud)) == Set(try FileManager.default.contentsOfDirectory(atPath: source.path)))
+        #expect(
+            Set(Files.list(cloud))
+                == Set(try FileManager.default.contentsOfDirectory(atPath: source.path)))
     }
 }

@@ -37,8 +37,13 @@ func newCloud() -> URL { Throwaway.directory("cloud") }
 
 /// Every file under `directory`, recursively.
 func allFiles(_ directory: URL) -> [URL] {
-    guard let walker = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil) else { return [] }
-    return walker.compactMap { $0 as? URL }.filter { !$0.hasDirectoryPath && (try? $0.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true }
+    guard
+        let walker = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)
+    else { return [] }
+    return walker.compactMap { $0 as? URL }.filter {
+        !$0.hasDirectoryPath
+            && (try? $0.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true
+    }
 }
 
 func code(_ body: () throws -> Void) -> BlockStoreError.Code? {
@@ -58,11 +63,16 @@ struct BlockStoreRuleTests {
     func entryLimit() throws {
         let phone = try Phone(cloud: nil)
         let client = try phone.client()
-        for index in 0..<16 { try client.storeBytes(StoreBytesData(bytes: Data([UInt8(index)]), key: "k\(index)")) }
-        #expect(code { try client.storeBytes(StoreBytesData(bytes: Data([1]), key: "k16")) } == .tooManyEntries)
+        for index in 0..<16 {
+            try client.storeBytes(StoreBytesData(bytes: Data([UInt8(index)]), key: "k\(index)"))
+        }
+        #expect(
+            code { try client.storeBytes(StoreBytesData(bytes: Data([1]), key: "k16")) }
+                == .tooManyEntries)
         #expect(try client.storeBytes(StoreBytesData(bytes: Data([9, 9]), key: "k15")) == 2)
         #expect(try client.retrieveBytes(RetrieveBytesRequest(retrieveAll: true)).count == 16)
-        #expect(try client.retrieveBytes(RetrieveBytesRequest(keys: ["k15"])) == ["k15": Data([9, 9])])
+        #expect(
+            try client.retrieveBytes(RetrieveBytesRequest(keys: ["k15"])) == ["k15": Data([9, 9])])
     }
 
     @Test("key and bytes of exactly 4096 are stored, 4097 is MAX_SIZE_EXCEEDED")
@@ -70,11 +80,16 @@ struct BlockStoreRuleTests {
         let phone = try Phone(cloud: nil)
         let client = try phone.client()
         let key = "sixteen-byte-key"
-        #expect(try client.storeBytes(StoreBytesData(bytes: Data(count: 4096 - 16), key: key)) == 4080)
-        #expect(code { try client.storeBytes(StoreBytesData(bytes: Data(count: 4097 - 16), key: key)) } == .maxSizeExceeded)
+        #expect(
+            try client.storeBytes(StoreBytesData(bytes: Data(count: 4096 - 16), key: key)) == 4080)
+        #expect(
+            code { try client.storeBytes(StoreBytesData(bytes: Data(count: 4097 - 16), key: key)) }
+                == .maxSizeExceeded)
         #expect(try client.retrieveBytes(RetrieveBytesRequest(keys: [key]))[key]?.count == 4080)
         // Multi-byte keys count in UTF-8 bytes.
-        #expect(code { try client.storeBytes(StoreBytesData(bytes: Data(count: 4095), key: "é")) } == .maxSizeExceeded)
+        #expect(
+            code { try client.storeBytes(StoreBytesData(bytes: Data(count: 4095), key: "é")) }
+                == .maxSizeExceeded)
     }
 
     @Test("the default key, overwrite, retrieve and delete semantics")
@@ -82,14 +97,26 @@ struct BlockStoreRuleTests {
         let phone = try Phone(cloud: nil)
         let client = try phone.client()
         #expect(try client.storeBytes(StoreBytesData(bytes: Data("a".utf8))) == 1)
-        #expect(try client.retrieveBytes(RetrieveBytesRequest(keys: [StoreBytesData.defaultKey])) == [StoreBytesData.defaultKey: Data("a".utf8)])
+        #expect(
+            try client.retrieveBytes(RetrieveBytesRequest(keys: [StoreBytesData.defaultKey])) == [
+                StoreBytesData.defaultKey: Data("a".utf8)
+            ])
         try client.storeBytes(StoreBytesData(bytes: Data("b".utf8)))
-        #expect(try client.retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == [StoreBytesData.defaultKey: Data("b".utf8)])
+        #expect(
+            try client.retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == [
+                StoreBytesData.defaultKey: Data("b".utf8)
+            ])
         #expect(try client.retrieveBytes(RetrieveBytesRequest(keys: [])) == [:])
-        #expect(code { _ = try client.retrieveBytes(RetrieveBytesRequest(keys: ["x"], retrieveAll: true)) } == .invalidArgument)
-        #expect(code { _ = try client.deleteBytes(DeleteBytesRequest(keys: ["x"], deleteAll: true)) } == .invalidArgument)
+        #expect(
+            code {
+                _ = try client.retrieveBytes(RetrieveBytesRequest(keys: ["x"], retrieveAll: true))
+            } == .invalidArgument)
+        #expect(
+            code { _ = try client.deleteBytes(DeleteBytesRequest(keys: ["x"], deleteAll: true)) }
+                == .invalidArgument)
         #expect(try client.deleteBytes(DeleteBytesRequest(keys: ["absent"])) == false)
-        #expect(try client.deleteBytes(DeleteBytesRequest(keys: [StoreBytesData.defaultKey])) == true)
+        #expect(
+            try client.deleteBytes(DeleteBytesRequest(keys: [StoreBytesData.defaultKey])) == true)
         #expect(try client.deleteBytes(DeleteBytesRequest(deleteAll: true)) == false)
     }
 
@@ -102,25 +129,35 @@ struct BlockStoreRuleTests {
         #expect(try other.retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == [:])
         // Copy the wallet's entry file into the other app's directory under the name the other app
         // would use for the same key: it must not open there.
-        let walletDir = phone.device.appDataDirectory(try phone.app("com.example.wallet"), store: "blockstore")
-        let otherDir = phone.device.appDataDirectory(try phone.app("com.example.other"), store: "blockstore")
+        let walletDir = phone.device.appDataDirectory(
+            try phone.app("com.example.wallet"), store: "blockstore")
+        let otherDir = phone.device.appDataDirectory(
+            try phone.app("com.example.other"), store: "blockstore")
         try other.storeBytes(StoreBytesData(bytes: Data("mine".utf8), key: "k"))
         let walletFile = Files.list(walletDir).first { $0.hasSuffix(".entry") }!
         let otherFile = Files.list(otherDir).first { $0.hasSuffix(".entry") }!
         try FileManager.default.removeItem(at: otherDir.appendingPathComponent(otherFile))
-        try FileManager.default.copyItem(at: walletDir.appendingPathComponent(walletFile), to: otherDir.appendingPathComponent(otherFile))
-        #expect(code { _ = try other.retrieveBytes(RetrieveBytesRequest(keys: ["k"])) } == .internalError)
+        try FileManager.default.copyItem(
+            at: walletDir.appendingPathComponent(walletFile),
+            to: otherDir.appendingPathComponent(otherFile))
+        #expect(
+            code { _ = try other.retrieveBytes(RetrieveBytesRequest(keys: ["k"])) }
+                == .internalError)
     }
 
     @Test("entries survive uninstall while backup is on, and are gone with it when backup is off")
     func uninstall() throws {
         let phone = try Phone(cloud: nil)
         let app = try phone.app()
-        try FileManager.default.createDirectory(at: app.container, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: app.container, withIntermediateDirectories: true)
         try phone.client().storeBytes(StoreBytesData(bytes: Data("kept".utf8), key: "k"))
         try phone.device.uninstall(app)
         #expect(!FileManager.default.fileExists(atPath: app.container.path))
-        #expect(try phone.client().retrieveBytes(RetrieveBytesRequest(keys: ["k"])) == ["k": Data("kept".utf8)])
+        #expect(
+            try phone.client().retrieveBytes(RetrieveBytesRequest(keys: ["k"])) == [
+                "k": Data("kept".utf8)
+            ])
         try phone.device.updateSettings { $0.backupEnabled = false }
         try phone.device.uninstall(app)
         #expect(try phone.client().retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == [:])
@@ -131,24 +168,35 @@ struct BlockStoreRuleTests {
         let phone = try Phone(cloud: nil)
         try phone.device.updateSettings { $0.blockStoreAvailable = false }
         let client = try phone.client()
-        #expect(code { try client.storeBytes(StoreBytesData(bytes: Data([1]))) } == .featureNotSupported)
-        #expect(code { _ = try client.retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) } == .featureNotSupported)
-        #expect(code { _ = try client.deleteBytes(DeleteBytesRequest(deleteAll: true)) } == .featureNotSupported)
+        #expect(
+            code { try client.storeBytes(StoreBytesData(bytes: Data([1]))) } == .featureNotSupported
+        )
+        #expect(
+            code { _ = try client.retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) }
+                == .featureNotSupported)
+        #expect(
+            code { _ = try client.deleteBytes(DeleteBytesRequest(deleteAll: true)) }
+                == .featureNotSupported)
         #expect(code { _ = try client.isEndToEndEncryptionAvailable() } == .featureNotSupported)
     }
 
     @Test("local files are 0600 in 0700 directories and their names reveal no key")
     func fileHygiene() throws {
         let phone = try Phone(cloud: nil)
-        try phone.client().storeBytes(StoreBytesData(bytes: Data("v".utf8), key: "recovery-hint-key"))
+        try phone.client().storeBytes(
+            StoreBytesData(bytes: Data("v".utf8), key: "recovery-hint-key"))
         for file in allFiles(phone.directory) {
-            let mode = (try FileManager.default.attributesOfItem(atPath: file.path)[.posixPermissions] as? Int) ?? 0
+            let mode =
+                (try FileManager.default.attributesOfItem(atPath: file.path)[.posixPermissions]
+                    as? Int) ?? 0
             #expect(mode == 0o600, "\(file.lastPathComponent)")
             #expect(!file.path.contains("recovery-hint-key"))
             #expect(try Data(contentsOf: file).range(of: Data("recovery-hint-key".utf8)) == nil)
         }
         let dir = phone.device.appDataDirectory(try phone.app(), store: "blockstore")
-        #expect((try FileManager.default.attributesOfItem(atPath: dir.path)[.posixPermissions] as? Int) == 0o700)
+        #expect(
+            (try FileManager.default.attributesOfItem(atPath: dir.path)[.posixPermissions] as? Int)
+                == 0o700)
     }
 
     @Test("flipping any single bit of a local entry file gives an error, never wrong bytes")
@@ -165,19 +213,30 @@ struct BlockStoreRuleTests {
                 var flipped = original
                 flipped[position] ^= UInt8(1 << bit)
                 try flipped.write(to: file)
-                if code({ _ = try client.retrieveBytes(RetrieveBytesRequest(keys: ["k"])) }) == .internalError { refused += 1 }
+                if code({ _ = try client.retrieveBytes(RetrieveBytesRequest(keys: ["k"])) })
+                    == .internalError
+                {
+                    refused += 1
+                }
             }
         }
         #expect(refused == original.count * 8)
-        print("tamper: local Block Store entry, \(refused) of \(original.count * 8) single-bit flips refused")
+        print(
+            "tamper: local Block Store entry, \(refused) of \(original.count * 8) single-bit flips refused"
+        )
         try original.write(to: file)
-        #expect(try client.retrieveBytes(RetrieveBytesRequest(keys: ["k"])) == ["k": Data("the hint".utf8)])
+        #expect(
+            try client.retrieveBytes(RetrieveBytesRequest(keys: ["k"])) == [
+                "k": Data("the hint".utf8)
+            ])
     }
 }
 
 @Suite("Block Store cloud copies and devices (two private Secret Services sharing a cloud)")
 struct BlockStoreCloudTests {
-    @Test("without a knowledge-factor lock screen the cloud directory stays empty after every operation and sync")
+    @Test(
+        "without a knowledge-factor lock screen the cloud directory stays empty after every operation and sync"
+    )
     func noLockScreenNoCloud() throws {
         let cloud = newCloud()
         let phone = try Phone(cloud: cloud)
@@ -185,7 +244,8 @@ struct BlockStoreCloudTests {
         for kind in [LockScreenKind.none, .swipe] {
             try phone.device.setLockScreen(kind, passcode: nil, currentPasscode: nil)
             #expect(try client.isEndToEndEncryptionAvailable() == false)
-            try client.storeBytes(StoreBytesData(bytes: Data("hint".utf8), key: "k", shouldBackupToCloud: true))
+            try client.storeBytes(
+                StoreBytesData(bytes: Data("hint".utf8), key: "k", shouldBackupToCloud: true))
             #expect(try phone.sync.sync().uploaded == 0)
             _ = try client.retrieveBytes(RetrieveBytesRequest(retrieveAll: true))
             _ = try client.deleteBytes(DeleteBytesRequest(keys: ["k"]))
@@ -194,14 +254,19 @@ struct BlockStoreCloudTests {
         }
     }
 
-    @Test("with a pin: a new device restores backed-up entries with the right pin, nothing with a wrong one")
+    @Test(
+        "with a pin: a new device restores backed-up entries with the right pin, nothing with a wrong one"
+    )
     func restoreOnNewDevice() throws {
         let cloud = newCloud()
         let old = try Phone(cloud: cloud)
         try old.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let client = try old.client()
-        try client.storeBytes(StoreBytesData(bytes: Data("backed up".utf8), key: "hint", shouldBackupToCloud: true))
-        try client.storeBytes(StoreBytesData(bytes: Data("local only".utf8), key: "local", shouldBackupToCloud: false))
+        try client.storeBytes(
+            StoreBytesData(bytes: Data("backed up".utf8), key: "hint", shouldBackupToCloud: true))
+        try client.storeBytes(
+            StoreBytesData(bytes: Data("local only".utf8), key: "local", shouldBackupToCloud: false)
+        )
         #expect(try old.sync.sync().uploaded == 1)
         // Nothing in the cloud in clear, and no name reveals an app id or key.
         for file in allFiles(cloud) {
@@ -219,23 +284,31 @@ struct BlockStoreCloudTests {
         let start = ContinuousClock.now
         #expect(try new.sync.join(passcode: "1234") == 1)  // waits out the delay of the wrong try
         #expect(ContinuousClock.now - start >= .milliseconds(250))
-        #expect(try new.client().retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == ["hint": Data("backed up".utf8)])
+        #expect(
+            try new.client().retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == [
+                "hint": Data("backed up".utf8)
+            ])
     }
 
-    @Test("storing a key with shouldBackupToCloud false removes its earlier cloud copy at the next sync (the deletion trap)")
+    @Test(
+        "storing a key with shouldBackupToCloud false removes its earlier cloud copy at the next sync (the deletion trap)"
+    )
     func deletionTrap() throws {
         let cloud = newCloud()
         let phone = try Phone(cloud: cloud)
         try phone.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let client = try phone.client()
-        try client.storeBytes(StoreBytesData(bytes: Data("v1".utf8), key: "hint", shouldBackupToCloud: true))
+        try client.storeBytes(
+            StoreBytesData(bytes: Data("v1".utf8), key: "hint", shouldBackupToCloud: true))
         _ = try phone.sync.sync()
         #expect(Files.list(cloud).filter { $0.hasPrefix("bs-") }.count == 1)
-        try client.storeBytes(StoreBytesData(bytes: Data("v2".utf8), key: "hint", shouldBackupToCloud: false))
+        try client.storeBytes(
+            StoreBytesData(bytes: Data("v2".utf8), key: "hint", shouldBackupToCloud: false))
         _ = try phone.sync.sync()
         #expect(Files.list(cloud).filter { $0.hasPrefix("bs-") }.isEmpty)
         // Deleting a backed-up key removes its copy too.
-        try client.storeBytes(StoreBytesData(bytes: Data("v3".utf8), key: "other", shouldBackupToCloud: true))
+        try client.storeBytes(
+            StoreBytesData(bytes: Data("v3".utf8), key: "other", shouldBackupToCloud: true))
         _ = try phone.sync.sync()
         _ = try client.deleteBytes(DeleteBytesRequest(keys: ["other"]))
         #expect(try phone.sync.sync().removed == 1)
@@ -247,7 +320,8 @@ struct BlockStoreCloudTests {
         let cloud = newCloud()
         let old = try Phone(cloud: cloud)
         try old.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-        try old.client().storeBytes(StoreBytesData(bytes: Data("v".utf8), key: "k", shouldBackupToCloud: true))
+        try old.client().storeBytes(
+            StoreBytesData(bytes: Data("v".utf8), key: "k", shouldBackupToCloud: true))
         _ = try old.sync.sync()
         let new = try Phone(cloud: cloud)
         try new.device.join(passcode: "1234")
@@ -263,25 +337,36 @@ struct BlockStoreCloudTests {
             }
         }
         #expect(refused == original.count * 8)
-        print("tamper: cloud Block Store object, \(refused) of \(original.count * 8) single-bit flips refused")
+        print(
+            "tamper: cloud Block Store object, \(refused) of \(original.count * 8) single-bit flips refused"
+        )
         #expect(try new.client().retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == [:])
     }
 
-    @Test("device-to-device transfer carries the local entries without the cloud, only with its key")
+    @Test(
+        "device-to-device transfer carries the local entries without the cloud, only with its key")
     func deviceToDevice() throws {
         let old = try Phone(cloud: nil)
         try old.client().storeBytes(StoreBytesData(bytes: Data("a".utf8), key: "k1"))
-        try old.client("com.example.other").storeBytes(StoreBytesData(bytes: Data("b".utf8), key: "k2", shouldBackupToCloud: true))
+        try old.client("com.example.other").storeBytes(
+            StoreBytesData(bytes: Data("b".utf8), key: "k2", shouldBackupToCloud: true))
         let (bundle, key) = try old.sync.transferOut()
         #expect(bundle.range(of: Data("k1".utf8)) == nil)
         let new = try Phone(cloud: nil)
-        #expect(code { try new.sync.transferIn(bundle, key: String(repeating: "0", count: 64)) } == .internalError)
+        #expect(
+            code { try new.sync.transferIn(bundle, key: String(repeating: "0", count: 64)) }
+                == .internalError)
         var tampered = bundle
         tampered[tampered.count - 1] ^= 1
         #expect(code { try new.sync.transferIn(tampered, key: key) } == .internalError)
         #expect(try new.client().retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == [:])
         #expect(try new.sync.transferIn(bundle, key: key) == 2)
-        #expect(try new.client().retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == ["k1": Data("a".utf8)])
-        #expect(try new.client("com.example.other").retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == ["k2": Data("b".utf8)])
+        #expect(
+            try new.client().retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == [
+                "k1": Data("a".utf8)
+            ])
+        #expect(
+            try new.client("com.example.other").retrieveBytes(
+                RetrieveBytesRequest(retrieveAll: true)) == ["k2": Data("b".utf8)])
     }
 }

@@ -13,10 +13,12 @@ struct PasscodeCase: Decodable, Sendable, CustomTestStringConvertible {
     var testDescription: String { "\(kind) \"\(passcode)\"" }
 }
 private struct PasscodeFile: Decodable { var cases: [PasscodeCase] }
-private let passcodeCases = (try? loadFixture(PasscodeFile.self, "device/passcodes.json").cases) ?? []
+private let passcodeCases =
+    (try? loadFixture(PasscodeFile.self, "device/passcodes.json").cases) ?? []
 
 /// A device on its own private Secret Service, fast Argon2id and short retry delays.
-func makeDevice(_ service: PrivateSecretService, retryBase: Duration = .milliseconds(300)) -> Device {
+func makeDevice(_ service: PrivateSecretService, retryBase: Duration = .milliseconds(300)) -> Device
+{
     Device(
         secretService: service.connection(), passcodeCost: .minimum,
         retryPolicy: RetryPolicy(base: retryBase, longestWait: .seconds(5)))
@@ -81,10 +83,15 @@ struct LockScreenTests {
         try device.lock()
         #expect(try device.state() == .locked)
         #expect(try device.classKey(.afterFirstUnlock) == afu)
-        #expect(try device.classKey(.afterFirstUnlockThisDeviceOnly) == device.classKey(.afterFirstUnlockThisDeviceOnly))
+        #expect(
+            try device.classKey(.afterFirstUnlockThisDeviceOnly)
+                == device.classKey(.afterFirstUnlockThisDeviceOnly))
         #expect(code { _ = try device.classKey(.whenUnlocked) } == .interactionNotAllowed)
-        #expect(code { _ = try device.classKey(.whenUnlockedThisDeviceOnly) } == .interactionNotAllowed)
-        #expect(code { _ = try device.classKey(.whenPasscodeSetThisDeviceOnly) } == .interactionNotAllowed)
+        #expect(
+            code { _ = try device.classKey(.whenUnlockedThisDeviceOnly) } == .interactionNotAllowed)
+        #expect(
+            code { _ = try device.classKey(.whenPasscodeSetThisDeviceOnly) }
+                == .interactionNotAllowed)
         try device.reboot()
         #expect(try device.state() == .beforeFirstUnlock)
     }
@@ -126,7 +133,10 @@ struct LockScreenTests {
         let device = makeDevice(service)
         try device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let keys = try ProtectionClass.allCases.map { try device.classKey($0) }
-        #expect(code { try device.setLockScreen(.pattern, passcode: "1-5-9-6", currentPasscode: "0000") } == .authFailed)
+        #expect(
+            code {
+                try device.setLockScreen(.pattern, passcode: "1-5-9-6", currentPasscode: "0000")
+            } == .authFailed)
         try device.setLockScreen(.pattern, passcode: "1-5-9-6", currentPasscode: "1234")
         try device.reboot()
         #expect(code { try device.unlock(passcode: "1234") } == .authFailed)
@@ -135,7 +145,9 @@ struct LockScreenTests {
         #expect(try ProtectionClass.allCases.map { try device.classKey($0) } == keys)
     }
 
-    @Test("removing the knowledge factor destroys the passcode-set key and leaves the device unlocked")
+    @Test(
+        "removing the knowledge factor destroys the passcode-set key and leaves the device unlocked"
+    )
     func removeKnowledgeFactor() throws {
         let service = try PrivateSecretService.start()
         let device = makeDevice(service)

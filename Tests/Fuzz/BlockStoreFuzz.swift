@@ -11,7 +11,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         precondition(again?.entry == entry && again?.appID == appID)
     }
     if let entries = try? BlockStoreEntry.decodeTransfer(bytes) {
-        precondition((try? BlockStoreEntry.decodeTransfer(BlockStoreEntry.encodeTransfer(entries)))?.count == entries.count)
+        precondition(
+            (try? BlockStoreEntry.decodeTransfer(BlockStoreEntry.encodeTransfer(entries)))?.count
+                == entries.count)
     }
     return 0
 }

@@ -19,6 +19,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     }
     // Round trip: what is sealed opens to itself.
     let sealed = Envelope.seal(bytes, key: key, associatedData: Data())
-    precondition((try? Envelope.open(sealed, key: key, associatedData: Data()) { Data($0) }) == bytes)
+    precondition(
+        (try? Envelope.open(sealed, key: key, associatedData: Data()) { Data($0) }) == bytes)
     return 0
 }

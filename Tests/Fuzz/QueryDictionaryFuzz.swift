@@ -6,11 +6,13 @@ import Foundation
 private let keys: [String] = [
     kSecClass, kSecAttrService, kSecAttrAccount, kSecAttrAccessGroup, kSecAttrSynchronizable,
     kSecAttrAccessible, kSecAttrLabel, kSecAttrComment, kSecAttrDescription, kSecAttrGeneric,
-    kSecValueData, kSecReturnData, kSecReturnAttributes, kSecMatchLimit, kSecUseDataProtectionKeychain,
+    kSecValueData, kSecReturnData, kSecReturnAttributes, kSecMatchLimit,
+    kSecUseDataProtectionKeychain,
     kSecAttrAccessControl, kSecReturnRef, "bogus", "",
 ].map { $0 as String }
 private let strings: [String] = [
-    kSecClassGenericPassword, kSecClassInternetPassword, kSecAttrSynchronizableAny, kSecMatchLimitOne,
+    kSecClassGenericPassword, kSecClassInternetPassword, kSecAttrSynchronizableAny,
+    kSecMatchLimitOne,
     kSecMatchLimitAll, kSecAttrAccessibleAfterFirstUnlock, "ak", "zz", "",
 ].map { $0 as String }
 
@@ -23,7 +25,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         let key = keys[Int(bytes[index]) % keys.count]
         let kind = bytes[index + 1] % 7
         let length = Int(bytes[index + 2]) % 16
-        let payload = Array(bytes[min(index + 3, bytes.count)..<min(index + 3 + length, bytes.count)])
+        let payload = Array(
+            bytes[min(index + 3, bytes.count)..<min(index + 3 + length, bytes.count)])
         index += 3 + length
         let value: Any =
             switch kind {

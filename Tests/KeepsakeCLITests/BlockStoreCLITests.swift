@@ -6,20 +6,34 @@ private let fast = ["KEEPSAKE_ARGON2_COST": "minimum", "KEEPSAKE_RETRY_BASE_MS":
 
 @Suite("keepsake blockstore, device join and device transfer")
 struct BlockStoreCLITests {
-    @Test("store, retrieve, delete, e2ee and sync through the command line, then a second device joins")
+    @Test(
+        "store, retrieve, delete, e2ee and sync through the command line, then a second device joins"
+    )
     func story() throws {
         let cloud = Throwaway.directory("cloud")
         let one = try PrivateSecretService.start()
         let two = try PrivateSecretService.start()
-        let device1 = ["--device-dir", one.root.appendingPathComponent("device").path, "--cloud", cloud.path, "--app-id", "com.example.wallet"]
-        let device2 = ["--device-dir", two.root.appendingPathComponent("device").path, "--cloud", cloud.path, "--app-id", "com.example.wallet"]
-        func run(_ args: [String], _ input: String = "", on service: PrivateSecretService) throws -> Run {
+        let device1 = [
+            "--device-dir", one.root.appendingPathComponent("device").path, "--cloud", cloud.path,
+            "--app-id", "com.example.wallet",
+        ]
+        let device2 = [
+            "--device-dir", two.root.appendingPathComponent("device").path, "--cloud", cloud.path,
+            "--app-id", "com.example.wallet",
+        ]
+        func run(_ args: [String], _ input: String = "", on service: PrivateSecretService) throws
+            -> Run
+        {
             try keepsake(args, input: Data(input.utf8), service: service, environment: fast)
         }
-        #expect(try run(["blockstore", "store", "--key", "hint", "--backup"] + device1, "0x8A…3F", on: one).text == "9\n")
+        #expect(
+            try run(
+                ["blockstore", "store", "--key", "hint", "--backup"] + device1, "0x8A…3F", on: one
+            ).text == "9\n")
         #expect(try run(["blockstore", "store"] + device1, "default", on: one).text == "7\n")
         let all = try run(["blockstore", "retrieve", "--all"] + device1, on: one)
-        let json = try #require(try JSONSerialization.jsonObject(with: all.stdout) as? [String: String])
+        let json = try #require(
+            try JSONSerialization.jsonObject(with: all.stdout) as? [String: String])
         #expect(json["hint"].flatMap { Data(base64Encoded: $0) } == Data("0x8A…3F".utf8))
         #expect(json["com.google.android.gms.auth.blockstore.DEFAULT_BYTES_DATA_KEY"] != nil)
         #expect(try run(["blockstore", "e2ee"] + device1, on: one).text == "false\n")
@@ -28,7 +42,9 @@ struct BlockStoreCLITests {
         let both = try run(["blockstore", "retrieve", "--all", "--key", "hint"] + device1, on: one)
         #expect(both.stderr.contains("DEVELOPER_ERROR (10)"))
 
-        #expect(try run(["lockscreen", "set", "--kind", "pin"] + device1, "1234\n", on: one).status == 0)
+        #expect(
+            try run(["lockscreen", "set", "--kind", "pin"] + device1, "1234\n", on: one).status == 0
+        )
         #expect(try run(["blockstore", "e2ee"] + device1, on: one).text == "true\n")
         #expect(try run(["blockstore", "sync"] + device1, on: one).text.contains("\"uploaded\":1"))
 
@@ -40,40 +56,88 @@ struct BlockStoreCLITests {
         let restored = try run(["blockstore", "retrieve", "--key", "hint"] + device2, on: two)
         #expect(restored.text.contains(Data("0x8A…3F".utf8).base64EncodedString()))
 
-        #expect(try run(["blockstore", "delete", "--key", "nope"] + device1, on: one).text == "false\n")
+        #expect(
+            try run(["blockstore", "delete", "--key", "nope"] + device1, on: one).text == "false\n")
         #expect(try run(["blockstore", "delete", "--all"] + device1, on: one).text == "true\n")
 
         // Limits and availability name Google's codes.
-        for index in 0..<16 { _ = try run(["blockstore", "store", "--key", "k\(index)"] + device1, "x", on: one) }
-        #expect(try run(["blockstore", "store", "--key", "k16"] + device1, "x", on: one).stderr.contains("TOO_MANY_ENTRIES (40001)"))
-        #expect(try run(["blockstore", "store", "--key", "big"] + device1, String(repeating: "x", count: 4094), on: one).stderr.contains("MAX_SIZE_EXCEEDED (40000)"))
-        #expect(try run(["device", "settings", "--block-store", "no"] + device1, on: one).status == 0)
-        #expect(try run(["blockstore", "e2ee"] + device1, on: one).stderr.contains("FEATURE_NOT_SUPPORTED (40002)"))
+        for index in 0..<16 {
+            _ = try run(["blockstore", "store", "--key", "k\(index)"] + device1, "x", on: one)
+        }
+        #expect(
+            try run(["blockstore", "store", "--key", "k16"] + device1, "x", on: one).stderr
+                .contains("TOO_MANY_ENTRIES (40001)"))
+        #expect(
+            try run(
+                ["blockstore", "store", "--key", "big"] + device1,
+                String(repeating: "x", count: 4094), on: one
+            ).stderr.contains("MAX_SIZE_EXCEEDED (40000)"))
+        #expect(
+            try run(["device", "settings", "--block-store", "no"] + device1, on: one).status == 0)
+        #expect(
+            try run(["blockstore", "e2ee"] + device1, on: one).stderr.contains(
+                "FEATURE_NOT_SUPPORTED (40002)"))
     }
 
     @Test("device transfer --out prints a one-time key; --in with it imports the entries")
     func transfer() throws {
         let one = try PrivateSecretService.start()
         let two = try PrivateSecretService.start()
-        let device1 = ["--device-dir", one.root.appendingPathComponent("device").path, "--app-id", "com.example.wallet"]
-        let device2 = ["--device-dir", two.root.appendingPathComponent("device").path, "--app-id", "com.example.wallet"]
-        _ = try keepsake(["blockstore", "store", "--key", "hint"] + device1, input: Data("carried".utf8), service: one, environment: fast)
+        let device1 = [
+            "--device-dir", one.root.appendingPathComponent("device").path, "--app-id",
+            "com.example.wallet",
+        ]
+        let device2 = [
+            "--device-dir", two.root.appendingPathComponent("device").path, "--app-id",
+            "com.example.wallet",
+        ]
+        _ = try keepsake(
+            ["blockstore", "store", "--key", "hint"] + device1, input: Data("carried".utf8),
+            service: one, environment: fast)
         let bundle = Throwaway.directory("transfer").appendingPathComponent("bundle")
-        let out = try keepsake(["device", "transfer", "--out", bundle.path] + device1, service: one, environment: fast)
+        let out = try keepsake(
+            ["device", "transfer", "--out", bundle.path] + device1, service: one, environment: fast)
         let key = out.text.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(key.count == 64)
-        #expect(try keepsake(["device", "transfer", "--in", bundle.path] + device2, input: Data((String(repeating: "ab", count: 32) + "\n").utf8), service: two, environment: fast).stderr.contains("INTERNAL_ERROR"))
-        let imported = try keepsake(["device", "transfer", "--in", bundle.path] + device2, input: Data((key + "\n").utf8), service: two, environment: fast)
+        #expect(
+            try keepsake(
+                ["device", "transfer", "--in", bundle.path] + device2,
+                input: Data((String(repeating: "ab", count: 32) + "\n").utf8), service: two,
+                environment: fast
+            ).stderr.contains("INTERNAL_ERROR"))
+        let imported = try keepsake(
+            ["device", "transfer", "--in", bundle.path] + device2, input: Data((key + "\n").utf8),
+            service: two, environment: fast)
         #expect(imported.text.contains("\"imported\":1"))
-        #expect(try keepsake(["blockstore", "retrieve", "--key", "hint"] + device2, service: two, environment: fast).text.contains(Data("carried".utf8).base64EncodedString()))
+        #expect(
+            try keepsake(
+                ["blockstore", "retrieve", "--key", "hint"] + device2, service: two,
+                environment: fast
+            ).text.contains(Data("carried".utf8).base64EncodedString()))
         // The app's preferences travel too, by its device-transfer rules, with cloud backup off.
-        _ = try keepsake(["hint", "set", "--wallet", "0x8A…3F", "--profile", "android"] + device1, service: one, environment: fast)
+        _ = try keepsake(
+            ["hint", "set", "--wallet", "0x8A…3F", "--profile", "android"] + device1, service: one,
+            environment: fast)
         let bundle2 = Throwaway.directory("transfer").appendingPathComponent("bundle")
-        let key2 = try keepsake(["device", "transfer", "--out", bundle2.path] + device1, service: one, environment: fast).text
+        let key2 = try keepsake(
+            ["device", "transfer", "--out", bundle2.path] + device1, service: one, environment: fast
+        ).text
         let three = try PrivateSecretService.start()
-        let device3 = ["--device-dir", three.root.appendingPathComponent("device").path, "--app-id", "com.example.wallet"]
-        _ = try keepsake(["device", "settings", "--block-store", "no"] + device3, service: three, environment: fast)
-        #expect(try keepsake(["device", "transfer", "--in", bundle2.path] + device3, input: Data(key2.utf8), service: three, environment: fast).status == 0)
-        #expect(try keepsake(["hint", "get", "--profile", "android"] + device3, service: three, environment: fast).text.contains("0x8A…3F"))
+        let device3 = [
+            "--device-dir", three.root.appendingPathComponent("device").path, "--app-id",
+            "com.example.wallet",
+        ]
+        _ = try keepsake(
+            ["device", "settings", "--block-store", "no"] + device3, service: three,
+            environment: fast)
+        #expect(
+            try keepsake(
+                ["device", "transfer", "--in", bundle2.path] + device3, input: Data(key2.utf8),
+                service: three, environment: fast
+            ).status == 0)
+        #expect(
+            try keepsake(
+                ["hint", "get", "--profile", "android"] + device3, service: three, environment: fast
+            ).text.contains("0x8A…3F"))
     }
 }

@@ -37,7 +37,9 @@ func keepsake(
     let out = stdout.fileHandleForReading.readDataToEndOfFile()
     let err = stderr.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
-    return Run(status: process.terminationStatus, stdout: out, stderr: String(decoding: err, as: UTF8.self))
+    return Run(
+        status: process.terminationStatus, stdout: out, stderr: String(decoding: err, as: UTF8.self)
+    )
 }
 
 @Suite("keepsake command line")
@@ -47,17 +49,27 @@ struct CLITests {
         let service = try PrivateSecretService.shared()
         let app = ["--app-id", "com.example.cli\(UUID().uuidString.prefix(6).lowercased())"]
         let s = ["--service", "svc", "--account", "alice"]
-        #expect(try keepsake(["keychain", "add"] + s + app, input: Data([0, 1, 255]), service: service).status == 0)
-        #expect(try keepsake(["keychain", "get"] + s + app, service: service).stdout == Data([0, 1, 255]))
+        #expect(
+            try keepsake(
+                ["keychain", "add"] + s + app, input: Data([0, 1, 255]), service: service
+            ).status == 0)
+        #expect(
+            try keepsake(["keychain", "get"] + s + app, service: service).stdout
+                == Data([0, 1, 255]))
         // Global options may stand before the subcommand too.
         let list = try keepsake(app + ["keychain", "list", "--service", "svc"], service: service)
         #expect(list.status == 0)
-        let items = try #require(try JSONSerialization.jsonObject(with: list.stdout) as? [[String: Any]])
+        let items = try #require(
+            try JSONSerialization.jsonObject(with: list.stdout) as? [[String: Any]])
         #expect(items.count == 1)
         #expect(items[0]["account"] as? String == "alice")
         #expect(items[0]["accessible"] as? String == "when-unlocked")
         #expect(items[0]["data"] == nil && !list.text.contains("AAH/"))
-        #expect(try keepsake(["keychain", "update", "--label", "L"] + s + app, input: Data("new".utf8), service: service).status == 0)
+        #expect(
+            try keepsake(
+                ["keychain", "update", "--label", "L"] + s + app, input: Data("new".utf8),
+                service: service
+            ).status == 0)
         #expect(try keepsake(["keychain", "get"] + s + app, service: service).text == "new")
         #expect(try keepsake(["keychain", "delete"] + s + app, service: service).status == 0)
         let gone = try keepsake(["keychain", "get"] + s + app, service: service)
@@ -70,17 +82,25 @@ struct CLITests {
         let service = try PrivateSecretService.shared()
         let app = ["--app-id", "com.example.cli\(UUID().uuidString.prefix(6).lowercased())"]
         let s = ["--service", "svc", "--account", "a"]
-        #expect(try keepsake(["keychain", "add"] + s + app, input: Data("1".utf8), service: service).status == 0)
-        let duplicate = try keepsake(["keychain", "add"] + s + app, input: Data("2".utf8), service: service)
+        #expect(
+            try keepsake(["keychain", "add"] + s + app, input: Data("1".utf8), service: service)
+                .status == 0)
+        let duplicate = try keepsake(
+            ["keychain", "add"] + s + app, input: Data("2".utf8), service: service)
         #expect(duplicate.status == 1)
         #expect(duplicate.stderr.contains("errSecDuplicateItem (-25299)"))
         let thisDevice = try keepsake(
-            ["keychain", "add", "--sync", "yes", "--accessible", "after-first-unlock-this-device-only"] + ["--service", "t"] + app,
+            [
+                "keychain", "add", "--sync", "yes", "--accessible",
+                "after-first-unlock-this-device-only",
+            ] + ["--service", "t"] + app,
             service: service)
         #expect(thisDevice.stderr.contains("errSecParam (-50)"))
-        let entitlement = try keepsake(["keychain", "get", "--access-group", "other.group"] + s + app, service: service)
+        let entitlement = try keepsake(
+            ["keychain", "get", "--access-group", "other.group"] + s + app, service: service)
         #expect(entitlement.stderr.contains("errSecMissingEntitlement (-34018)"))
-        let unknown = try keepsake(["keychain", "get", "--colour", "red"] + s + app, service: service)
+        let unknown = try keepsake(
+            ["keychain", "get", "--colour", "red"] + s + app, service: service)
         #expect(unknown.status == 2)
         let noService = try keepsake(["keychain", "get"] + s + app, service: nil)
         #expect(noService.stderr.contains("errSecNotAvailable (-25291)"))
@@ -93,9 +113,12 @@ struct CLITests {
         let secret = "hunter2-\(UUID().uuidString)"
         let s = ["--service", "svc", "--account", "a"]
         _ = try keepsake(["keychain", "add"] + s + app, input: Data(secret.utf8), service: service)
-        let duplicate = try keepsake(["keychain", "add"] + s + app, input: Data(secret.utf8), service: service)
+        let duplicate = try keepsake(
+            ["keychain", "add"] + s + app, input: Data(secret.utf8), service: service)
         #expect(!duplicate.stderr.contains(secret))
-        let oversize = try keepsake(["keychain", "add", "--service", "big"] + app, input: Data(repeating: 65, count: 70_000), service: service)
+        let oversize = try keepsake(
+            ["keychain", "add", "--service", "big"] + app,
+            input: Data(repeating: 65, count: 70_000), service: service)
         #expect(oversize.stderr.contains("errSecParam"))
         #expect(!oversize.stderr.contains("AAAAAAAA"))
     }
@@ -104,11 +127,14 @@ struct CLITests {
     func nonUTF8Argument() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "\"$0\" keychain get --service \"$(printf 'x\\377')\"", keepsakeExecutable.path]
+        process.arguments = [
+            "-c", "\"$0\" keychain get --service \"$(printf 'x\\377')\"", keepsakeExecutable.path,
+        ]
         let stderr = Pipe()
         process.standardError = stderr
         try process.run()
-        let text = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = String(
+            decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationStatus == 1)
         #expect(text.contains("errSecParam (-50)"))
@@ -119,9 +145,14 @@ struct CLITests {
         let service = try PrivateSecretService.shared()
         let container = Throwaway.directory("container")
         try Data("x".utf8).write(to: container.appendingPathComponent("prefs.xml"))
-        let app = ["--app-id", "com.example.cli\(UUID().uuidString.prefix(6).lowercased())", "--container", container.path]
+        let app = [
+            "--app-id", "com.example.cli\(UUID().uuidString.prefix(6).lowercased())", "--container",
+            container.path,
+        ]
         let s = ["--service", "hint", "--account", "a"]
-        #expect(try keepsake(["keychain", "add"] + s + app, input: Data("kept".utf8), service: service).status == 0)
+        #expect(
+            try keepsake(["keychain", "add"] + s + app, input: Data("kept".utf8), service: service)
+                .status == 0)
         #expect(try keepsake(["app", "uninstall"] + app, service: service).status == 0)
         #expect(!FileManager.default.fileExists(atPath: container.path))
         #expect(try keepsake(["keychain", "get"] + s + app, service: service).text == "kept")
@@ -152,7 +183,9 @@ struct CLITests {
         let list = try keepsake(["keychain", "list", "--service", "race"] + app, service: service)
         let items = try #require(try JSONSerialization.jsonObject(with: list.stdout) as? [Any])
         #expect(items.count == 1)
-        #expect(try service.connection().search(["service": "race", "access-group": app[1]]).unlocked.count == 1)
+        #expect(
+            try service.connection().search(["service": "race", "access-group": app[1]]).unlocked
+                .count == 1)
     }
 
     @Test("keepsake demo tells the story on its own private Secret Services, in under a minute")
@@ -167,18 +200,47 @@ struct CLITests {
             return lines[index...].contains { $0.contains(text) }
         }
         #expect(run.text.contains("Your own keyring is never touched."))
-        #expect(line(after: "1. On the phone", containing: "keychain:   com.keepsake.recovery-hint / hint (after-first-unlock)"))
-        #expect(line(after: "1. On the phone", containing: "blockstore: com.keepsake.recovery-hint (backed up)"))
+        #expect(
+            line(
+                after: "1. On the phone",
+                containing: "keychain:   com.keepsake.recovery-hint / hint (after-first-unlock)"))
+        #expect(
+            line(
+                after: "1. On the phone",
+                containing: "blockstore: com.keepsake.recovery-hint (backed up)"))
         #expect(line(after: "1. On the phone", containing: "cloud:      account-key, bs-"))
         #expect(line(after: "2. The app is uninstalled", containing: "container:  (gone)"))
-        #expect(line(after: "3. The app is installed again", containing: "\"Welcome back, your last wallet is 0x8A…3F\"."))
-        #expect(line(after: "4. The phone reboots", containing: "after unlock:  \"Welcome back, your last wallet is 0x8A…3F\"."))
-        #expect(line(after: "5. A new device joins", containing: "before joining: \"Create a wallet\""))
+        #expect(
+            line(
+                after: "3. The app is installed again",
+                containing: "\"Welcome back, your last wallet is 0x8A…3F\"."))
+        #expect(
+            line(
+                after: "4. The phone reboots",
+                containing: "after unlock:  \"Welcome back, your last wallet is 0x8A…3F\"."))
+        #expect(
+            line(after: "5. A new device joins", containing: "before joining: \"Create a wallet\""))
         #expect(line(after: "5. A new device joins", containing: "with a wrong pin: refused"))
-        #expect(line(after: "5. A new device joins", containing: "with the phone's pin: 1 entry restored. \"Welcome back, your last wallet is 0x8A…3F\"."))
-        #expect(line(after: "6. A device without a lock screen", containing: "its cloud directory holds: (nothing)"))
-        #expect(line(after: "7. The apple profile", containing: "after uninstall and reinstall: \"Welcome back, your last wallet is 0x77…AB\"."))
-        #expect(line(after: "8. The android profile", containing: "\"Welcome back, your last wallet is 0x3C…9D\"."))
+        #expect(
+            line(
+                after: "5. A new device joins",
+                containing:
+                    "with the phone's pin: 1 entry restored. \"Welcome back, your last wallet is 0x8A…3F\"."
+            ))
+        #expect(
+            line(
+                after: "6. A device without a lock screen",
+                containing: "its cloud directory holds: (nothing)"))
+        #expect(
+            line(
+                after: "7. The apple profile",
+                containing:
+                    "after uninstall and reinstall: \"Welcome back, your last wallet is 0x77…AB\".")
+        )
+        #expect(
+            line(
+                after: "8. The android profile",
+                containing: "\"Welcome back, your last wallet is 0x3C…9D\"."))
         #expect(!run.text.contains("4711\n") && !run.text.contains("login-password"))
     }
 }

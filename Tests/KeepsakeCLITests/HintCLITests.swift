@@ -5,7 +5,8 @@ import Testing
 private let fast = ["KEEPSAKE_ARGON2_COST": "minimum", "KEEPSAKE_RETRY_BASE_MS": "300"]
 
 /// Starts `keepsake` without waiting; the caller collects it.
-private func launch(_ arguments: [String], service: PrivateSecretService) throws -> (Process, Pipe) {
+private func launch(_ arguments: [String], service: PrivateSecretService) throws -> (Process, Pipe)
+{
     let process = Process()
     process.executableURL = keepsakeExecutable
     process.arguments = arguments
@@ -25,44 +26,71 @@ struct HintCLITests {
     @Test("get, set (merging), refusing the empty hint, clear")
     func story() throws {
         let service = try PrivateSecretService.shared()
-        let app = ["--app-id", "com.example.h\(UUID().uuidString.prefix(6).lowercased())", "--device-dir", Throwaway.directory("device").path]
-        #expect(try keepsake(["hint", "get"] + app, service: service, environment: fast).text == "{}\n")
+        let app = [
+            "--app-id", "com.example.h\(UUID().uuidString.prefix(6).lowercased())", "--device-dir",
+            Throwaway.directory("device").path,
+        ]
+        #expect(
+            try keepsake(["hint", "get"] + app, service: service, environment: fast).text == "{}\n")
         let empty = try keepsake(["hint", "set"] + app, service: service, environment: fast)
-        #expect(empty.status == 1 && empty.stderr.contains("Refusing to persist an empty recovery hint"))
-        let set = try keepsake(["hint", "set", "--wallet", "0x8A…3F"] + app, service: service, environment: fast)
-        #expect(set.text.contains("\"store\":\"keychain\"") && set.text.contains("\"store\":\"blockstore\""))
-        _ = try keepsake(["hint", "set", "--login-at", "1795000000000"] + app, service: service, environment: fast)
-        #expect(try keepsake(["hint", "get"] + app, service: service, environment: fast).text == "{\"lastLoginAt\":1795000000000,\"lastWallet\":\"0x8A…3F\"}\n")
-        let bad = try keepsake(["hint", "set", "--login-at", "soon"] + app, service: service, environment: fast)
+        #expect(
+            empty.status == 1 && empty.stderr.contains("Refusing to persist an empty recovery hint")
+        )
+        let set = try keepsake(
+            ["hint", "set", "--wallet", "0x8A…3F"] + app, service: service, environment: fast)
+        #expect(
+            set.text.contains("\"store\":\"keychain\"")
+                && set.text.contains("\"store\":\"blockstore\""))
+        _ = try keepsake(
+            ["hint", "set", "--login-at", "1795000000000"] + app, service: service,
+            environment: fast)
+        #expect(
+            try keepsake(["hint", "get"] + app, service: service, environment: fast).text
+                == "{\"lastLoginAt\":1795000000000,\"lastWallet\":\"0x8A…3F\"}\n")
+        let bad = try keepsake(
+            ["hint", "set", "--login-at", "soon"] + app, service: service, environment: fast)
         #expect(bad.status == 1 && bad.stderr.contains("invalid field"))
-        #expect(try keepsake(["hint", "clear"] + app, service: service, environment: fast).status == 0)
-        #expect(try keepsake(["hint", "get"] + app, service: service, environment: fast).text == "{}\n")
+        #expect(
+            try keepsake(["hint", "clear"] + app, service: service, environment: fast).status == 0)
+        #expect(
+            try keepsake(["hint", "get"] + app, service: service, environment: fast).text == "{}\n")
     }
 
     @Test("two processes setting different fields at the same moment both keep their field")
     func noLostUpdate() throws {
         let service = try PrivateSecretService.shared()
-        let app = ["--app-id", "com.example.h\(UUID().uuidString.prefix(6).lowercased())", "--device-dir", Throwaway.directory("device").path]
+        let app = [
+            "--app-id", "com.example.h\(UUID().uuidString.prefix(6).lowercased())", "--device-dir",
+            Throwaway.directory("device").path,
+        ]
         for round in 0..<6 {
             let a = try launch(["hint", "set", "--wallet", "w\(round)"] + app, service: service)
-            let b = try launch(["hint", "set", "--authenticator-id", "a\(round)"] + app, service: service)
+            let b = try launch(
+                ["hint", "set", "--authenticator-id", "a\(round)"] + app, service: service)
             for (process, output) in [a, b] {
                 _ = output.fileHandleForReading.readDataToEndOfFile()
                 process.waitUntilExit()
                 #expect(process.terminationStatus == 0)
             }
             let hint = try keepsake(["hint", "get"] + app, service: service, environment: fast).text
-            #expect(hint.contains("\"lastWallet\":\"w\(round)\"") && hint.contains("\"lastAuthenticatorId\":\"a\(round)\""), "\(hint)")
+            #expect(
+                hint.contains("\"lastWallet\":\"w\(round)\"")
+                    && hint.contains("\"lastAuthenticatorId\":\"a\(round)\""), "\(hint)")
         }
     }
 
     @Test("a reader never sees a torn hint while writers replace it")
     func noTornReads() throws {
         let service = try PrivateSecretService.shared()
-        let app = ["--app-id", "com.example.h\(UUID().uuidString.prefix(6).lowercased())", "--device-dir", Throwaway.directory("device").path]
+        let app = [
+            "--app-id", "com.example.h\(UUID().uuidString.prefix(6).lowercased())", "--device-dir",
+            Throwaway.directory("device").path,
+        ]
         var processes: [(Process, Pipe, Bool)] = []
         for index in 0..<6 {
-            let (p, o) = try launch(["hint", "set", "--wallet", "v\(index)", "--authenticator-id", "v\(index)"] + app, service: service)
+            let (p, o) = try launch(
+                ["hint", "set", "--wallet", "v\(index)", "--authenticator-id", "v\(index)"] + app,
+                service: service)
             processes.append((p, o, false))
             let (r, ro) = try launch(["hint", "get"] + app, service: service)
             processes.append((r, ro, true))
@@ -72,8 +100,11 @@ struct HintCLITests {
             process.waitUntilExit()
             #expect(process.terminationStatus == 0)
             guard isReader else { continue }
-            let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
-            #expect(object["lastWallet"] as? String == object["lastAuthenticatorId"] as? String, "\(object)")
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: data) as? [String: Any])
+            #expect(
+                object["lastWallet"] as? String == object["lastAuthenticatorId"] as? String,
+                "\(object)")
         }
     }
 }
@@ -83,15 +114,29 @@ struct KeyValueCLITests {
     @Test("set, get, remove and synchronize through the command line")
     func story() throws {
         let service = try PrivateSecretService.shared()
-        let app = ["--app-id", "com.example.k\(UUID().uuidString.prefix(6).lowercased())", "--device-dir", Throwaway.directory("device").path]
-        #expect(try keepsake(["kv", "set", "--key", "hint"] + app, input: Data("v1".utf8), service: service).status == 0)
+        let app = [
+            "--app-id", "com.example.k\(UUID().uuidString.prefix(6).lowercased())", "--device-dir",
+            Throwaway.directory("device").path,
+        ]
+        #expect(
+            try keepsake(
+                ["kv", "set", "--key", "hint"] + app, input: Data("v1".utf8), service: service
+            ).status == 0)
         #expect(try keepsake(["kv", "get", "--key", "hint"] + app, service: service).text == "v1")
         #expect(try keepsake(["kv", "synchronize"] + app, service: service).text == "false\n")  // signed out
-        let long = try keepsake(["kv", "set", "--key", String(repeating: "k", count: 65)] + app, input: Data("x".utf8), service: service)
+        let long = try keepsake(
+            ["kv", "set", "--key", String(repeating: "k", count: 65)] + app, input: Data("x".utf8),
+            service: service)
         #expect(long.status == 1 && long.stderr.contains("QuotaViolation"))
-        #expect(try keepsake(["kv", "remove", "--key", "hint"] + app, service: service).status == 0)
+        #expect(
+            try keepsake(["kv", "remove", "--key", "hint"] + app, service: service).status == 0)
         #expect(try keepsake(["kv", "get", "--key", "hint"] + app, service: service).status == 1)
-        #expect(try keepsake(["hint", "set", "--wallet", "w", "--profile", "apple"] + app, service: service).text.contains("\"store\":\"kvstore\""))
-        #expect(try keepsake(["hint", "get", "--profile", "android"] + app, service: service).text == "{}\n")
+        #expect(
+            try keepsake(
+                ["hint", "set", "--wallet", "w", "--profile", "apple"] + app, service: service
+            ).text.contains("\"store\":\"kvstore\""))
+        #expect(
+            try keepsake(["hint", "get", "--profile", "android"] + app, service: service).text
+                == "{}\n")
     }
 }

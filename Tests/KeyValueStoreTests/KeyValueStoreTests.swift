@@ -19,14 +19,18 @@ private struct Mac {
     init(cloud: URL?) throws {
         service = try PrivateSecretService.start()
         device = Device(
-            secretService: service.connection(), directory: service.root.appendingPathComponent("device"),
+            secretService: service.connection(),
+            directory: service.root.appendingPathComponent("device"),
             cloud: cloud.map(CloudDirectory.init), passcodeCost: .minimum)
-        app = try App(id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
+        app = try App(
+            id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
     }
 
     func store() -> UbiquitousKeyValueStore {
         let changes = self.changes
-        return UbiquitousKeyValueStore(app: app, device: device) { change in changes.list.withLock { $0.append(change) } }
+        return UbiquitousKeyValueStore(app: app, device: device) { change in
+            changes.list.withLock { $0.append(change) }
+        }
     }
 
     var posted: [KVExternalChange] { changes.list.withLock { $0 } }
@@ -42,7 +46,8 @@ struct KeyValueStoreTests {
         #expect(store.dictionaryRepresentation.count == 1024)
         store.set(.int(1), forKey: "k1024")
         #expect(store.object(forKey: "k1024") == nil)
-        #expect(mac.posted == [KVExternalChange(reason: .quotaViolationChange, changedKeys: ["k1024"])])
+        #expect(
+            mac.posted == [KVExternalChange(reason: .quotaViolationChange, changedKeys: ["k1024"])])
         store.set(.int(-1), forKey: "k0")  // overwriting stays within the quota
         #expect(store.object(forKey: "k0") == .int(-1))
     }
@@ -77,7 +82,9 @@ struct KeyValueStoreTests {
         }
     }
 
-    @Test("synchronize exchanges with the account; the other device gets an initial-sync, then server changes")
+    @Test(
+        "synchronize exchanges with the account; the other device gets an initial-sync, then server changes"
+    )
     func twoDevices() throws {
         let cloud = Throwaway.directory("cloud")
         let one = try Mac(cloud: cloud)

@@ -7,7 +7,6 @@ import Testing
 
 @testable import Keychain
 
-
 /// A phone: its own Secret Service, a device with fast Argon2id, one app.
 private struct Phone {
     let service: PrivateSecretService
@@ -32,7 +31,10 @@ private struct Phone {
     func read(_ account: String) -> String {
         var result = ""
         let code = status {
-            result = String(decoding: try keychain.data(matching: GenericPasswordQuery(service: "table", account: account)), as: UTF8.self)
+            result = String(
+                decoding: try keychain.data(
+                    matching: GenericPasswordQuery(service: "table", account: account)),
+                as: UTF8.self)
         }
         return code == 0 ? "ok:" + result : "\(code)"
     }
@@ -42,7 +44,9 @@ private struct Phone {
 struct DataProtectionTests {
     let denied = "\(KeychainError.interactionNotAllowed)"
 
-    @Test("with a pin: after reboot neither class reads; after unlock both; after lock only AfterFirstUnlock; after another reboot neither")
+    @Test(
+        "with a pin: after reboot neither class reads; after unlock both; after lock only AfterFirstUnlock; after another reboot neither"
+    )
     func iosTable() throws {
         let phone = try Phone()
         try phone.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
@@ -56,12 +60,15 @@ struct DataProtectionTests {
         try phone.device.reboot()
         #expect(accounts.map(phone.read) == Array(repeating: denied, count: 5))
         // Writing needs the class key too.
-        #expect(status { try phone.add("new", .afterFirstUnlock, "x") } == KeychainError.interactionNotAllowed)
-        #expect(status {
-            try phone.keychain.update(
-                matching: GenericPasswordQuery(service: "table", account: "wu"),
-                with: GenericPasswordChanges(data: Data("changed".utf8)))
-        } == KeychainError.interactionNotAllowed)
+        #expect(
+            status { try phone.add("new", .afterFirstUnlock, "x") }
+                == KeychainError.interactionNotAllowed)
+        #expect(
+            status {
+                try phone.keychain.update(
+                    matching: GenericPasswordQuery(service: "table", account: "wu"),
+                    with: GenericPasswordChanges(data: Data("changed".utf8)))
+            } == KeychainError.interactionNotAllowed)
 
         try phone.device.unlock(passcode: "1234")
         #expect(accounts.map(phone.read) == ["ok:A", "ok:W", "ok:AT", "ok:WT", "ok:P"])
@@ -87,9 +94,13 @@ struct DataProtectionTests {
     @Test("WhenPasscodeSet cannot be added without a knowledge factor")
     func passcodeSetNeedsPasscode() throws {
         let phone = try Phone()
-        #expect(status { try phone.add("pc", .whenPasscodeSetThisDeviceOnly, "P") } == KeychainError.authFailed)
+        #expect(
+            status { try phone.add("pc", .whenPasscodeSetThisDeviceOnly, "P") }
+                == KeychainError.authFailed)
         try phone.device.setLockScreen(.swipe, passcode: nil, currentPasscode: nil)
-        #expect(status { try phone.add("pc", .whenPasscodeSetThisDeviceOnly, "P") } == KeychainError.authFailed)
+        #expect(
+            status { try phone.add("pc", .whenPasscodeSetThisDeviceOnly, "P") }
+                == KeychainError.authFailed)
         #expect(try phone.keychain.secretService.search(["service": "table"]).unlocked.isEmpty)
     }
 
@@ -105,8 +116,13 @@ struct DataProtectionTests {
         #expect(change.knowledgeFactorRemoved)
         try Keychain.deleteItemsRequiringPasscode(on: phone.device)
         try phone.device.reboot()
-        #expect(["afu", "wu", "pc"].map(phone.read) == ["ok:A", "ok:W", "\(KeychainError.itemNotFound)"])
-        #expect(try phone.keychain.secretService.search(["service": "table", "accessible": "akpu"]).unlocked.isEmpty)
+        #expect(
+            ["afu", "wu", "pc"].map(phone.read) == [
+                "ok:A", "ok:W", "\(KeychainError.itemNotFound)",
+            ])
+        #expect(
+            try phone.keychain.secretService.search(["service": "table", "accessible": "akpu"])
+                .unlocked.isEmpty)
     }
 
     @Test("changing the passcode re-encrypts no item")
@@ -153,7 +169,8 @@ struct DataProtectionTests {
             #expect(raw.values.allSatisfy { $0.range(of: Data(secret.utf8)) == nil })
         }
         // Nor does the keyring file on disk.
-        let files = try FileManager.default.contentsOfDirectory(at: phone.service.keyringsDirectory, includingPropertiesForKeys: nil)
+        let files = try FileManager.default.contentsOfDirectory(
+            at: phone.service.keyringsDirectory, includingPropertiesForKeys: nil)
         for file in files {
             let bytes = try Data(contentsOf: file)
             for secret in secrets { #expect(bytes.range(of: Data(secret.utf8)) == nil) }
@@ -166,12 +183,17 @@ struct DataProtectionTests {
         let other = Keychain(app: try ThrowawayApp.make(), device: phone.device)
         try phone.add("alice", .afterFirstUnlock, "alice's")
         try phone.add("bob", .afterFirstUnlock, "bob's")
-        try other.add(GenericPasswordAttributes(service: "table", account: "carol", accessible: .afterFirstUnlock), data: Data("carol's".utf8))
+        try other.add(
+            GenericPasswordAttributes(
+                service: "table", account: "carol", accessible: .afterFirstUnlock),
+            data: Data("carol's".utf8))
         let connection = phone.keychain.secretService
         func path(_ account: String) throws -> ItemPath {
             try connection.search(["service": "table", "account": account]).unlocked[0]
         }
-        func rawSecret(_ account: String) throws -> Data { try connection.secrets(at: [try path(account)]).values.first! }
+        func rawSecret(_ account: String) throws -> Data {
+            try connection.secrets(at: [try path(account)]).values.first!
+        }
         // Swap bob's sealed value into alice's item (same app, same class).
         let alicesPath = try path("alice")
         let bobsSecret = try rawSecret("bob")
@@ -182,7 +204,11 @@ struct DataProtectionTests {
         try overwriteSecret(connection, at: bobsPath, with: try rawSecret("carol"))
         #expect(phone.read("bob") == "\(KeychainError.decode)")
         // Never wrong bytes: the other items still read their own.
-        #expect(String(decoding: try other.data(matching: GenericPasswordQuery(service: "table", account: "carol")), as: UTF8.self) == "carol's")
+        #expect(
+            String(
+                decoding: try other.data(
+                    matching: GenericPasswordQuery(service: "table", account: "carol")),
+                as: UTF8.self) == "carol's")
         // A value sealed under one class whose clear header is edited to claim another (so that it
         // would open with a key that is available while locked) fails too.
         try phone.add("dave", .whenUnlocked, "dave's")
@@ -197,18 +223,24 @@ struct DataProtectionTests {
 
 /// Replaces the secret of the item at `path`, keeping its attributes (CreateItem with replace on
 /// the same attributes), as an attacker with Secret Service access could.
-func overwriteSecret(_ connection: SecretServiceConnection, at path: ItemPath, with secret: Data) throws {
+func overwriteSecret(_ connection: SecretServiceConnection, at path: ItemPath, with secret: Data)
+    throws
+{
     let attributes = try secretToolAttributes(connection, path)
-    _ = try connection.createItem(label: "tampered", attributes: attributes, secret: secret, replacing: true)
+    _ = try connection.createItem(
+        label: "tampered", attributes: attributes, secret: secret, replacing: true)
 }
 
 /// An item's attributes, read with gdbus (an independent client).
-func secretToolAttributes(_ connection: SecretServiceConnection, _ path: ItemPath) throws -> [String: String] {
+func secretToolAttributes(_ connection: SecretServiceConnection, _ path: ItemPath) throws
+    -> [String: String]
+{
     let tool = Process()
     tool.executableURL = URL(fileURLWithPath: "/usr/bin/gdbus")
     tool.arguments = [
         "call", "--session", "--dest", "org.freedesktop.secrets", "--object-path", path.rawValue,
-        "--method", "org.freedesktop.DBus.Properties.Get", "org.freedesktop.Secret.Item", "Attributes",
+        "--method", "org.freedesktop.DBus.Properties.Get", "org.freedesktop.Secret.Item",
+        "Attributes",
     ]
     var environment = ProcessInfo.processInfo.environment
     environment["DBUS_SESSION_BUS_ADDRESS"] = connection.busAddress
@@ -230,20 +262,28 @@ func secretToolAttributes(_ connection: SecretServiceConnection, _ path: ItemPat
 }
 
 private struct MalformedEnvelopeFile: Decodable {
-    struct Case: Decodable { var name: String; var envelope: String; var error: String }
+    struct Case: Decodable {
+        var name: String
+        var envelope: String
+        var error: String
+    }
     struct Malformed: Decodable { var cases: [Case] }
     var malformed: Malformed
 }
 
 @Suite("Malformed sealed items answer errSecDecode")
 struct MalformedSealedItemTests {
-    @Test("every malformed envelope of Fixtures/sealing/envelopes.json, put in a real item, answers errSecDecode")
+    @Test(
+        "every malformed envelope of Fixtures/sealing/envelopes.json, put in a real item, answers errSecDecode"
+    )
     func malformedEnvelopes() throws {
-        let cases = try loadFixture(MalformedEnvelopeFile.self, "sealing/envelopes.json").malformed.cases
+        let cases = try loadFixture(MalformedEnvelopeFile.self, "sealing/envelopes.json").malformed
+            .cases
         let service = try PrivateSecretService.shared()
         let keychain = Keychain(app: try ThrowawayApp.make(), secretService: service.connection())
         let name = UUID().uuidString
-        try keychain.add(GenericPasswordAttributes(service: name, account: "victim"), data: Data("v".utf8))
+        try keychain.add(
+            GenericPasswordAttributes(service: name, account: "victim"), data: Data("v".utf8))
         let connection = keychain.secretService
         let path = try connection.search(["service": name]).unlocked[0]
         let original = try connection.secrets(at: [path])[path]!
@@ -257,7 +297,10 @@ struct MalformedSealedItemTests {
             bytes += tlv + fromHex(testCase.envelope)
             try overwriteSecret(connection, at: path, with: bytes)
             var code: Int32 = 0
-            do { _ = try keychain.data(matching: GenericPasswordQuery(service: name, account: "victim")) } catch {
+            do {
+                _ = try keychain.data(
+                    matching: GenericPasswordQuery(service: name, account: "victim"))
+            } catch {
                 code = (error as? KeychainError)?.status ?? 0
             }
             #expect(code == KeychainError.decode, "\(testCase.name)")
@@ -266,7 +309,10 @@ struct MalformedSealedItemTests {
         for bytes in [original.dropLast(1), original + Data([0]), original.prefix(10), Data()] {
             try overwriteSecret(connection, at: path, with: Data(bytes))
             var code: Int32 = 0
-            do { _ = try keychain.data(matching: GenericPasswordQuery(service: name, account: "victim")) } catch {
+            do {
+                _ = try keychain.data(
+                    matching: GenericPasswordQuery(service: name, account: "victim"))
+            } catch {
                 code = (error as? KeychainError)?.status ?? 0
             }
             #expect(code == KeychainError.decode)

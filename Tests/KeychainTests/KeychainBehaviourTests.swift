@@ -15,14 +15,14 @@ private func makeKeychain(_ service: PrivateSecretService? = nil, groups: [Strin
         app: try ThrowawayApp.make(accessGroups: groups), secretService: secretService.connection())
 }
 
-
 @Suite("Keychain behaviour on a shared private gnome-keyring")
 struct KeychainBehaviourTests {
     @Test("update keeps the creation date and moves the modification date")
     func dates() throws {
         let keychain = try makeKeychain()
         let service = UUID().uuidString
-        try keychain.add(GenericPasswordAttributes(service: service, account: "a"), data: Data("1".utf8))
+        try keychain.add(
+            GenericPasswordAttributes(service: service, account: "a"), data: Data("1".utf8))
         let before = try keychain.item(matching: GenericPasswordQuery(service: service)).attributes
         Thread.sleep(forTimeInterval: 0.01)
         try keychain.update(
@@ -39,9 +39,12 @@ struct KeychainBehaviourTests {
     func stalePathIsValidated() throws {
         let keychain = try makeKeychain()
         let service = UUID().uuidString
-        try keychain.add(GenericPasswordAttributes(service: service, account: "mine"), data: Data("mine".utf8))
-        try keychain.add(GenericPasswordAttributes(service: service, account: "other"), data: Data("other".utf8))
-        let otherPath = try keychain.secretService.search(["service": service, "account": "other"]).unlocked[0]
+        try keychain.add(
+            GenericPasswordAttributes(service: service, account: "mine"), data: Data("mine".utf8))
+        try keychain.add(
+            GenericPasswordAttributes(service: service, account: "other"), data: Data("other".utf8))
+        let otherPath = try keychain.secretService.search(["service": service, "account": "other"])
+            .unlocked[0]
         let query = GenericPasswordQuery(service: service, account: "mine")
         keychain.rememberPath(otherPath, for: query)
         #expect(try keychain.data(matching: query) == Data("mine".utf8))
@@ -54,10 +57,12 @@ struct KeychainBehaviourTests {
     @Test("a hot read sees another process's update and rename")
     func hotReadSeesOtherWriters() throws {
         let reader = try makeKeychain()
-        let writer = Keychain(app: reader.app, secretService: try PrivateSecretService.shared().connection())
+        let writer = Keychain(
+            app: reader.app, secretService: try PrivateSecretService.shared().connection())
         let service = UUID().uuidString
         let query = GenericPasswordQuery(service: service, account: "a")
-        try writer.add(GenericPasswordAttributes(service: service, account: "a"), data: Data("1".utf8))
+        try writer.add(
+            GenericPasswordAttributes(service: service, account: "a"), data: Data("1".utf8))
         #expect(try reader.data(matching: query) == Data("1".utf8))
         try writer.update(matching: query, with: GenericPasswordChanges(data: Data("2".utf8)))
         #expect(try reader.data(matching: query) == Data("2".utf8))
@@ -87,10 +92,13 @@ struct KeychainBehaviourTests {
         let index = try shared.connection().search(["service": service])
         #expect(index.unlocked.count == 1)
         let keychain = Keychain(app: app, secretService: shared.connection())
-        let first = try keychain.data(matching: GenericPasswordQuery(service: service, account: "same"))
+        let first = try keychain.data(
+            matching: GenericPasswordQuery(service: service, account: "same"))
         for _ in 0..<3 {
             let fresh = Keychain(app: app, secretService: shared.connection())
-            #expect(try fresh.data(matching: GenericPasswordQuery(service: service, account: "same")) == first)
+            #expect(
+                try fresh.data(matching: GenericPasswordQuery(service: service, account: "same"))
+                    == first)
         }
     }
 
@@ -104,12 +112,15 @@ struct KeychainBehaviourTests {
                 let account = "t\(thread)-\(round)"
                 let query = GenericPasswordQuery(service: service, account: account)
                 do {
-                    try keychain.add(GenericPasswordAttributes(service: service, account: account), data: Data(account.utf8))
+                    try keychain.add(
+                        GenericPasswordAttributes(service: service, account: account),
+                        data: Data(account.utf8))
                     guard try keychain.data(matching: query) == Data(account.utf8) else {
                         failures.withLock { $0.append("wrong data for \(account)") }
                         continue
                     }
-                    try keychain.update(matching: query, with: GenericPasswordChanges(data: Data("x".utf8)))
+                    try keychain.update(
+                        matching: query, with: GenericPasswordChanges(data: Data("x".utf8)))
                     if round % 2 == 0 { try keychain.delete(matching: query) }
                 } catch {
                     failures.withLock { $0.append("\(account): \(error)") }
@@ -134,7 +145,10 @@ struct KeychainBehaviourTests {
                 "accessible": "ak", "keepsake-id": "x",
             ], secret: Data("KSK1 not a record".utf8))
         #expect(
-            status { _ = try keychain.data(matching: GenericPasswordQuery(service: service, account: "a")) }
+            status {
+                _ = try keychain.data(
+                    matching: GenericPasswordQuery(service: service, account: "a"))
+            }
                 == KeychainError.decode)
     }
 
@@ -143,7 +157,8 @@ struct KeychainBehaviourTests {
         let shared = try PrivateSecretService.shared()
         let keychain = Keychain(app: try ThrowawayApp.make(), secretService: shared.connection())
         let service = "st-" + UUID().uuidString
-        try keychain.add(GenericPasswordAttributes(service: service, account: "alice"), data: Data("pw".utf8))
+        try keychain.add(
+            GenericPasswordAttributes(service: service, account: "alice"), data: Data("pw".utf8))
         let tool = Process()
         tool.executableURL = URL(fileURLWithPath: "/usr/bin/secret-tool")
         tool.arguments = ["search", "--all", "service", service]
@@ -152,7 +167,8 @@ struct KeychainBehaviourTests {
         tool.standardOutput = output
         tool.standardError = output
         try tool.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = String(
+            decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         tool.waitUntilExit()
         #expect(text.contains("schema = org.keepsake.GenericPassword"))
         #expect(text.contains("attribute.account = alice"))
@@ -163,13 +179,31 @@ struct KeychainBehaviourTests {
     func failedAddChangesNothing() throws {
         let keychain = try makeKeychain()
         let service = UUID().uuidString
-        try keychain.add(GenericPasswordAttributes(service: service, account: "a"), data: Data("1".utf8))
+        try keychain.add(
+            GenericPasswordAttributes(service: service, account: "a"), data: Data("1".utf8))
         let before = try keychain.secretService.search(["service": service])
-        #expect(status { try keychain.add(GenericPasswordAttributes(service: service, account: "a"), data: Data("2".utf8)) } == KeychainError.duplicateItem)
-        #expect(status { try keychain.add(GenericPasswordAttributes(service: service, account: "b"), data: Data(count: Keychain.maximumDataSize + 1)) } == KeychainError.param)
-        #expect(status { try keychain.add(GenericPasswordAttributes(service: service, account: "c", synchronizable: true, accessible: .afterFirstUnlockThisDeviceOnly), data: Data()) } == KeychainError.param)
+        #expect(
+            status {
+                try keychain.add(
+                    GenericPasswordAttributes(service: service, account: "a"), data: Data("2".utf8))
+            } == KeychainError.duplicateItem)
+        #expect(
+            status {
+                try keychain.add(
+                    GenericPasswordAttributes(service: service, account: "b"),
+                    data: Data(count: Keychain.maximumDataSize + 1))
+            } == KeychainError.param)
+        #expect(
+            status {
+                try keychain.add(
+                    GenericPasswordAttributes(
+                        service: service, account: "c", synchronizable: true,
+                        accessible: .afterFirstUnlockThisDeviceOnly), data: Data())
+            } == KeychainError.param)
         #expect(try keychain.secretService.search(["service": service]) == before)
-        #expect(try keychain.data(matching: GenericPasswordQuery(service: service, account: "a")) == Data("1".utf8))
+        #expect(
+            try keychain.data(matching: GenericPasswordQuery(service: service, account: "a"))
+                == Data("1".utf8))
     }
 }
 
@@ -178,43 +212,67 @@ struct KeychainAvailabilityTests {
     @Test("a killed Secret Service answers errSecNotAvailable within the bound")
     func killed() throws {
         let service = try PrivateSecretService.start()
-        let keychain = Keychain(app: try ThrowawayApp.make(), secretService: service.connection(timeout: .seconds(1)))
+        let keychain = Keychain(
+            app: try ThrowawayApp.make(), secretService: service.connection(timeout: .seconds(1)))
         service.kill()
         let start = ContinuousClock.now
-        #expect(status { _ = try keychain.data(matching: GenericPasswordQuery(service: "s", account: "a")) } == KeychainError.notAvailable)
-        #expect(status { try keychain.add(GenericPasswordAttributes(service: "s", account: "a"), data: Data()) } == KeychainError.notAvailable)
+        #expect(
+            status {
+                _ = try keychain.data(matching: GenericPasswordQuery(service: "s", account: "a"))
+            } == KeychainError.notAvailable)
+        #expect(
+            status {
+                try keychain.add(
+                    GenericPasswordAttributes(service: "s", account: "a"), data: Data())
+            } == KeychainError.notAvailable)
         #expect(ContinuousClock.now - start < .seconds(3))
     }
 
     @Test("a frozen Secret Service answers errSecNotAvailable within the bound, never a hang")
     func frozen() throws {
         let service = try PrivateSecretService.start()
-        let keychain = Keychain(app: try ThrowawayApp.make(), secretService: service.connection(timeout: .milliseconds(800)))
-        try keychain.add(GenericPasswordAttributes(service: "s", account: "a"), data: Data("1".utf8))
+        let keychain = Keychain(
+            app: try ThrowawayApp.make(),
+            secretService: service.connection(timeout: .milliseconds(800)))
+        try keychain.add(
+            GenericPasswordAttributes(service: "s", account: "a"), data: Data("1".utf8))
         service.freeze()
         defer { service.thaw() }
         let start = ContinuousClock.now
-        let result = status { _ = try keychain.data(matching: GenericPasswordQuery(service: "s", account: "a")) }
+        let result = status {
+            _ = try keychain.data(matching: GenericPasswordQuery(service: "s", account: "a"))
+        }
         #expect(result == KeychainError.notAvailable)
         #expect(ContinuousClock.now - start < .seconds(2))
     }
 
     @Test("no session bus at all answers errSecNotAvailable")
     func noBus() throws {
-        let keychain = Keychain(app: try ThrowawayApp.make(), secretService: SecretServiceConnection(busAddress: nil))
-        #expect(status { _ = try keychain.data(matching: GenericPasswordQuery(service: "s")) } == KeychainError.notAvailable)
+        let keychain = Keychain(
+            app: try ThrowawayApp.make(), secretService: SecretServiceConnection(busAddress: nil))
+        #expect(
+            status { _ = try keychain.data(matching: GenericPasswordQuery(service: "s")) }
+                == KeychainError.notAvailable)
     }
 
     @Test("a locked collection answers errSecInteractionNotAllowed; after unlock all is readable")
     func locked() throws {
         let service = try PrivateSecretService.start()
         let keychain = Keychain(app: try ThrowawayApp.make(), secretService: service.connection())
-        try keychain.add(GenericPasswordAttributes(service: "s", account: "a"), data: Data("1".utf8))
+        try keychain.add(
+            GenericPasswordAttributes(service: "s", account: "a"), data: Data("1".utf8))
         try service.lock()
         let query = GenericPasswordQuery(service: "s", account: "a")
-        #expect(status { _ = try keychain.data(matching: query) } == KeychainError.interactionNotAllowed)
-        #expect(status { try keychain.add(GenericPasswordAttributes(service: "s", account: "b"), data: Data()) } == KeychainError.interactionNotAllowed)
-        #expect(status { try keychain.delete(matching: query) } == KeychainError.interactionNotAllowed)
+        #expect(
+            status { _ = try keychain.data(matching: query) } == KeychainError.interactionNotAllowed
+        )
+        #expect(
+            status {
+                try keychain.add(
+                    GenericPasswordAttributes(service: "s", account: "b"), data: Data())
+            } == KeychainError.interactionNotAllowed)
+        #expect(
+            status { try keychain.delete(matching: query) } == KeychainError.interactionNotAllowed)
         try service.unlock()
         #expect(try keychain.data(matching: query) == Data("1".utf8))
     }
@@ -223,8 +281,11 @@ struct KeychainAvailabilityTests {
     func restart() throws {
         let service = try PrivateSecretService.start()
         let keychain = Keychain(app: try ThrowawayApp.make(), secretService: service.connection())
-        try keychain.add(GenericPasswordAttributes(service: "s", account: "a"), data: Data("1".utf8))
+        try keychain.add(
+            GenericPasswordAttributes(service: "s", account: "a"), data: Data("1".utf8))
         try service.restart()
-        #expect(try keychain.data(matching: GenericPasswordQuery(service: "s", account: "a")) == Data("1".utf8))
+        #expect(
+            try keychain.data(matching: GenericPasswordQuery(service: "s", account: "a"))
+                == Data("1".utf8))
     }
 }

@@ -63,7 +63,8 @@ private struct CaseRunner {
     init() throws {
         let app = try ThrowawayApp.make()
         groups = ["G1": app.id + ".g1", "G2": app.id + ".g2"]
-        let entitled = try App(id: app.id, container: app.container, accessGroups: [groups["G1"]!, groups["G2"]!])
+        let entitled = try App(
+            id: app.id, container: app.container, accessGroups: [groups["G1"]!, groups["G2"]!])
         keychain = Keychain(
             app: entitled, secretService: try PrivateSecretService.shared().connection())
         service = "svc-" + UUID().uuidString
@@ -74,7 +75,8 @@ private struct CaseRunner {
     func attributes(_ item: KeychainCase.Item) -> GenericPasswordAttributes {
         GenericPasswordAttributes(
             service: service, account: item.account, accessGroup: group(item.group),
-            synchronizable: item.sync == "yes", accessible: item.accessible.flatMap(Accessibility.init(rawValue:)) ?? .whenUnlocked,
+            synchronizable: item.sync == "yes",
+            accessible: item.accessible.flatMap(Accessibility.init(rawValue:)) ?? .whenUnlocked,
             label: item.label, comment: item.comment)
     }
 
@@ -86,10 +88,15 @@ private struct CaseRunner {
 
     func query(_ query: KeychainCase.Query) -> GenericPasswordQuery {
         let sync: SynchronizableMatch =
-            switch query.sync { case "yes": .yes; case "any": .any; default: .no }
+            switch query.sync {
+            case "yes": .yes
+            case "any": .any
+            default: .no
+            }
         return GenericPasswordQuery(
             service: service, account: query.account, accessGroup: group(query.group),
-            synchronizable: sync, accessible: query.accessible.flatMap(Accessibility.init(rawValue:)),
+            synchronizable: sync,
+            accessible: query.accessible.flatMap(Accessibility.init(rawValue:)),
             label: query.label)
     }
 
@@ -116,7 +123,6 @@ private struct CaseRunner {
     }
 }
 
-
 @Suite("Keychain rules from Fixtures/keychain/operations.json")
 struct KeychainOperationTests {
     @Test("fixture case", arguments: cases)
@@ -134,7 +140,8 @@ struct KeychainOperationTests {
                     matching: runner.query(testCase.query!),
                     with: GenericPasswordChanges(
                         account: c.account, accessGroup: runner.group(c.group),
-                        synchronizable: c.sync.map { $0 == "yes" }, data: c.data.map { Data($0.utf8) }))
+                        synchronizable: c.sync.map { $0 == "yes" },
+                        data: c.data.map { Data($0.utf8) }))
             case "delete": try runner.keychain.delete(matching: runner.query(testCase.query!))
             default: Issue.record("unknown op \(testCase.op)")
             }
@@ -143,7 +150,9 @@ struct KeychainOperationTests {
         if let expected = testCase.items { #expect(items == expected) }
         if let after = testCase.after {
             var afterItems: [String]?
-            let afterStatus = status { afterItems = try runner.read(after.query, limit: after.limit) }
+            let afterStatus = status {
+                afterItems = try runner.read(after.query, limit: after.limit)
+            }
             #expect(afterStatus == after.status ?? 0)
             if let expected = after.items { #expect(afterItems == expected) }
         }

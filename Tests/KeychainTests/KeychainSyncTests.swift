@@ -15,19 +15,28 @@ private struct SyncPhone {
     init(cloud: URL) throws {
         service = try PrivateSecretService.start()
         device = Device(
-            secretService: service.connection(), directory: service.root.appendingPathComponent("device"),
+            secretService: service.connection(),
+            directory: service.root.appendingPathComponent("device"),
             cloud: CloudDirectory(cloud), passcodeCost: .minimum)
-        keychain = Keychain(app: try App(id: "com.example.wallet", container: service.root.appendingPathComponent("c")), device: device)
+        keychain = Keychain(
+            app: try App(
+                id: "com.example.wallet", container: service.root.appendingPathComponent("c")),
+            device: device)
     }
 
-    func add(_ account: String, _ data: String, sync: Bool = true, accessible: Accessibility = .afterFirstUnlock) throws {
+    func add(
+        _ account: String, _ data: String, sync: Bool = true,
+        accessible: Accessibility = .afterFirstUnlock
+    ) throws {
         try keychain.add(
-            GenericPasswordAttributes(service: "s", account: account, synchronizable: sync, accessible: accessible),
+            GenericPasswordAttributes(
+                service: "s", account: account, synchronizable: sync, accessible: accessible),
             data: Data(data.utf8))
     }
 
     func read(_ account: String) -> String? {
-        (try? keychain.dataIfPresent(matching: GenericPasswordQuery(service: "s", account: account, synchronizable: .yes)))
+        (try? keychain.dataIfPresent(
+            matching: GenericPasswordQuery(service: "s", account: account, synchronizable: .yes)))
             .flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) }
     }
 
@@ -35,7 +44,9 @@ private struct SyncPhone {
 }
 
 private func cloudObjects(_ cloud: URL) -> [String] {
-    ((try? FileManager.default.contentsOfDirectory(atPath: cloud.path)) ?? []).filter { $0.hasPrefix("kc-") }
+    ((try? FileManager.default.contentsOfDirectory(atPath: cloud.path)) ?? []).filter {
+        $0.hasPrefix("kc-")
+    }
 }
 
 @Suite("Synchronizable Keychain items through the cloud account")
@@ -50,19 +61,24 @@ struct KeychainSyncTests {
         #expect(phone.read("a") == "secret")
     }
 
-    @Test("a new device joins with the old passcode and gets synchronizable items; this-device-only and non-synchronizable stay home")
+    @Test(
+        "a new device joins with the old passcode and gets synchronizable items; this-device-only and non-synchronizable stay home"
+    )
     func join() throws {
         let cloud = Throwaway.directory("cloud")
         let old = try SyncPhone(cloud: cloud)
         try old.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         try old.add("synced", "travels")
         try old.add("local", "stays", sync: false)
-        try old.add("device-only", "stays too", sync: false, accessible: .afterFirstUnlockThisDeviceOnly)
+        try old.add(
+            "device-only", "stays too", sync: false, accessible: .afterFirstUnlockThisDeviceOnly)
         #expect(try old.sync().uploaded == 1)
         #expect(cloudObjects(cloud).count == 1)
         for name in cloudObjects(cloud) {
             let bytes = try Data(contentsOf: cloud.appendingPathComponent(name))
-            for plain in ["travels", "synced", "com.example.wallet"] { #expect(bytes.range(of: Data(plain.utf8)) == nil) }
+            for plain in ["travels", "synced", "com.example.wallet"] {
+                #expect(bytes.range(of: Data(plain.utf8)) == nil)
+            }
         }
         let new = try SyncPhone(cloud: cloud)
         try new.device.setLockScreen(.pin, passcode: "5555", currentPasscode: nil)
@@ -72,9 +88,13 @@ struct KeychainSyncTests {
         try new.device.join(passcode: "1234")
         #expect(try new.sync().downloaded == 1)
         #expect(new.read("synced") == "travels")
-        #expect(try new.keychain.dataIfPresent(matching: GenericPasswordQuery(service: "s", account: "local")) == nil)
-        let item = try new.keychain.item(matching: GenericPasswordQuery(service: "s", account: "synced", synchronizable: .yes))
-        let original = try old.keychain.item(matching: GenericPasswordQuery(service: "s", account: "synced", synchronizable: .yes))
+        #expect(
+            try new.keychain.dataIfPresent(
+                matching: GenericPasswordQuery(service: "s", account: "local")) == nil)
+        let item = try new.keychain.item(
+            matching: GenericPasswordQuery(service: "s", account: "synced", synchronizable: .yes))
+        let original = try old.keychain.item(
+            matching: GenericPasswordQuery(service: "s", account: "synced", synchronizable: .yes))
         #expect(item.attributes.creationDate == original.attributes.creationDate)
     }
 
@@ -91,16 +111,21 @@ struct KeychainSyncTests {
         _ = try two.sync()
         #expect(two.read("a") == "v1")
         // Both change it; two writes last, and wins on both devices.
-        try one.keychain.update(matching: GenericPasswordQuery(service: "s", account: "a", synchronizable: .yes), with: GenericPasswordChanges(data: Data("from one".utf8)))
+        try one.keychain.update(
+            matching: GenericPasswordQuery(service: "s", account: "a", synchronizable: .yes),
+            with: GenericPasswordChanges(data: Data("from one".utf8)))
         Thread.sleep(forTimeInterval: 0.01)
-        try two.keychain.update(matching: GenericPasswordQuery(service: "s", account: "a", synchronizable: .yes), with: GenericPasswordChanges(data: Data("from two".utf8)))
+        try two.keychain.update(
+            matching: GenericPasswordQuery(service: "s", account: "a", synchronizable: .yes),
+            with: GenericPasswordChanges(data: Data("from two".utf8)))
         _ = try one.sync()
         _ = try two.sync()
         _ = try one.sync()
         #expect(one.read("a") == "from two")
         #expect(two.read("a") == "from two")
         // A deletion on one reaches two.
-        try one.keychain.delete(matching: GenericPasswordQuery(service: "s", account: "a", synchronizable: .yes))
+        try one.keychain.delete(
+            matching: GenericPasswordQuery(service: "s", account: "a", synchronizable: .yes))
         #expect(try one.sync().deleted == 1)
         _ = try two.sync()
         #expect(two.read("a") == nil)

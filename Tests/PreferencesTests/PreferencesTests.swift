@@ -18,12 +18,16 @@ private struct RuleFile: Decodable { var cases: [RuleCase] }
 private let ruleCases = (try? loadFixture(RuleFile.self, "backup-rules/cases.json").cases) ?? []
 
 private func document(_ c: RuleCase) throws -> Data {
-    if let file = c.file { return try Data(contentsOf: fixturesDirectory.appendingPathComponent("backup-rules/\(file)")) }
+    if let file = c.file {
+        return try Data(
+            contentsOf: fixturesDirectory.appendingPathComponent("backup-rules/\(file)"))
+    }
     return Data(c.xml!.utf8)
 }
 
 private let sampleFiles = [
-    "databases/wallet.db", "files/cache/tmp.bin", "files/notes.txt", "shared_prefs/recovery_hint.xml",
+    "databases/wallet.db", "files/cache/tmp.bin", "files/notes.txt",
+    "shared_prefs/recovery_hint.xml",
     "shared_prefs/settings.xml",
 ]
 
@@ -36,14 +40,21 @@ private struct Android {
     init(cloud: URL? = nil) throws {
         service = try PrivateSecretService.start()
         device = Device(
-            secretService: service.connection(), directory: service.root.appendingPathComponent("device"),
+            secretService: service.connection(),
+            directory: service.root.appendingPathComponent("device"),
             cloud: cloud.map(CloudDirectory.init), passcodeCost: .minimum)
-        app = try App(id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
+        app = try App(
+            id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
     }
 
-    func backup(_ rules: String = "data_extraction_rules.xml", allowBackup: Bool = true) throws -> AutoBackup {
-        let xml = try Data(contentsOf: fixturesDirectory.appendingPathComponent("backup-rules/\(rules)"))
-        return AutoBackup(app: app, device: device, configuration: try BackupConfiguration.parse(xml, allowBackup: allowBackup))
+    func backup(_ rules: String = "data_extraction_rules.xml", allowBackup: Bool = true) throws
+        -> AutoBackup
+    {
+        let xml = try Data(
+            contentsOf: fixturesDirectory.appendingPathComponent("backup-rules/\(rules)"))
+        return AutoBackup(
+            app: app, device: device,
+            configuration: try BackupConfiguration.parse(xml, allowBackup: allowBackup))
     }
 
     func writePrefs(_ name: String, _ values: [String: String]) throws {
@@ -55,13 +66,21 @@ private struct Android {
 
 @Suite("Backup rules from Fixtures/backup-rules")
 struct BackupRuleTests {
-    @Test("each document selects the expected files, or is refused with a clear error", arguments: ruleCases)
+    @Test(
+        "each document selects the expected files, or is refused with a clear error",
+        arguments: ruleCases)
     func rules(_ c: RuleCase) throws {
         do {
             let configuration = try BackupConfiguration.parse(try document(c))
             #expect(c.error == nil, "expected an error about \(c.error ?? "")")
-            #expect(configuration.select(sampleFiles, forTransfer: false, endToEndEncryption: c.e2ee ?? false) == c.cloud)
-            #expect(configuration.select(sampleFiles, forTransfer: true, endToEndEncryption: c.e2ee ?? false) == c.transfer)
+            #expect(
+                configuration.select(
+                    sampleFiles, forTransfer: false, endToEndEncryption: c.e2ee ?? false) == c.cloud
+            )
+            #expect(
+                configuration.select(
+                    sampleFiles, forTransfer: true, endToEndEncryption: c.e2ee ?? false)
+                    == c.transfer)
         } catch let error as PreferencesError {
             let expected = try #require(c.error, "unexpected error \(error)")
             #expect(error.description.contains(expected), "\(error)")
@@ -75,16 +94,20 @@ struct BackupRuleTests {
         #expect(!names.isEmpty)
         for name in names {
             #expect(throws: PreferencesError.self) {
-                try BackupConfiguration.parse(try Data(contentsOf: directory.appendingPathComponent(name)))
+                try BackupConfiguration.parse(
+                    try Data(contentsOf: directory.appendingPathComponent(name)))
             }
         }
     }
 
     @Test("allowBackup false takes nothing")
     func allowBackupFalse() throws {
-        let configuration = try BackupConfiguration.parse(Data("<full-backup-content/>".utf8), allowBackup: false)
-        #expect(configuration.select(sampleFiles, forTransfer: false, endToEndEncryption: true).isEmpty)
-        #expect(configuration.select(sampleFiles, forTransfer: true, endToEndEncryption: true).isEmpty)
+        let configuration = try BackupConfiguration.parse(
+            Data("<full-backup-content/>".utf8), allowBackup: false)
+        #expect(
+            configuration.select(sampleFiles, forTransfer: false, endToEndEncryption: true).isEmpty)
+        #expect(
+            configuration.select(sampleFiles, forTransfer: true, endToEndEncryption: true).isEmpty)
     }
 }
 
@@ -94,11 +117,19 @@ struct AutoBackupTests {
     func preferences() throws {
         let phone = try Android()
         try phone.writePrefs("recovery_hint", ["hint": "{\"lastWallet\":\"a<b&c\"}"])
-        let text = try String(contentsOf: phone.app.container.appendingPathComponent("shared_prefs/recovery_hint.xml"), encoding: .utf8)
-        #expect(text.contains("<string name=\"hint\">{&quot;lastWallet&quot;:&quot;a&lt;b&amp;c&quot;}</string>"))
-        #expect(try SharedPreferences(app: phone.app, name: "recovery_hint").string(forKey: "hint") == "{\"lastWallet\":\"a<b&c\"}")
+        let text = try String(
+            contentsOf: phone.app.container.appendingPathComponent(
+                "shared_prefs/recovery_hint.xml"), encoding: .utf8)
+        #expect(
+            text.contains(
+                "<string name=\"hint\">{&quot;lastWallet&quot;:&quot;a&lt;b&amp;c&quot;}</string>"))
+        #expect(
+            try SharedPreferences(app: phone.app, name: "recovery_hint").string(forKey: "hint")
+                == "{\"lastWallet\":\"a<b&c\"}")
         try phone.device.uninstall(phone.app)
-        #expect(try SharedPreferences(app: phone.app, name: "recovery_hint").string(forKey: "hint") == nil)
+        #expect(
+            try SharedPreferences(app: phone.app, name: "recovery_hint").string(forKey: "hint")
+                == nil)
     }
 
     @Test("the backup is restored at reinstall before first launch, only the files the rules take")
@@ -109,14 +140,22 @@ struct AutoBackupTests {
         let report = try phone.backup("full_backup_content.xml").backup()
         #expect(report.files == ["shared_prefs/recovery_hint.xml"] && report.cloud == false)
         try phone.device.uninstall(phone.app)
-        #expect(try phone.backup("full_backup_content.xml").restoreIfNeeded() == ["shared_prefs/recovery_hint.xml"])
-        #expect(try SharedPreferences(app: phone.app, name: "recovery_hint").string(forKey: "hint") == "kept")
-        #expect(try SharedPreferences(app: phone.app, name: "settings").string(forKey: "theme") == nil)
+        #expect(
+            try phone.backup("full_backup_content.xml").restoreIfNeeded() == [
+                "shared_prefs/recovery_hint.xml"
+            ])
+        #expect(
+            try SharedPreferences(app: phone.app, name: "recovery_hint").string(forKey: "hint")
+                == "kept")
+        #expect(
+            try SharedPreferences(app: phone.app, name: "settings").string(forKey: "theme") == nil)
         // Not on a running install: the container has files.
         #expect(try phone.backup("full_backup_content.xml").restoreIfNeeded() == [])
     }
 
-    @Test("with data-extraction-rules and no E2EE nothing is backed up to the cloud; with a pin it is, sealed")
+    @Test(
+        "with data-extraction-rules and no E2EE nothing is backed up to the cloud; with a pin it is, sealed"
+    )
     func cloudOnlyWithE2EE() throws {
         let cloud = Throwaway.directory("cloud")
         let phone = try Android(cloud: cloud)
@@ -127,23 +166,32 @@ struct AutoBackupTests {
         let report = try phone.backup().backup()
         #expect(report.files == ["shared_prefs/recovery_hint.xml"] && report.cloud)
         for name in try FileManager.default.contentsOfDirectory(atPath: cloud.path) {
-            #expect(try Data(contentsOf: cloud.appendingPathComponent(name)).range(of: Data("the hint".utf8)) == nil)
+            #expect(
+                try Data(contentsOf: cloud.appendingPathComponent(name)).range(
+                    of: Data("the hint".utf8)) == nil)
         }
         // A new device that joined restores the app's backup from the cloud at install.
         let other = try Android(cloud: cloud)
         try other.device.join(passcode: "1234")
         #expect(try other.backup().restoreIfNeeded() == ["shared_prefs/recovery_hint.xml"])
-        #expect(try SharedPreferences(app: other.app, name: "recovery_hint").string(forKey: "hint") == "the hint")
+        #expect(
+            try SharedPreferences(app: other.app, name: "recovery_hint").string(forKey: "hint")
+                == "the hint")
     }
 
     @Test("a backup over 25 MB is refused whole")
     func quota() throws {
         let phone = try Android()
-        try Files.writeAtomically(Data(count: 20 * 1024 * 1024), to: phone.app.container.appendingPathComponent("files/a.bin"))
-        try Files.writeAtomically(Data(count: 6 * 1024 * 1024), to: phone.app.container.appendingPathComponent("files/b.bin"))
+        try Files.writeAtomically(
+            Data(count: 20 * 1024 * 1024),
+            to: phone.app.container.appendingPathComponent("files/a.bin"))
+        try Files.writeAtomically(
+            Data(count: 6 * 1024 * 1024),
+            to: phone.app.container.appendingPathComponent("files/b.bin"))
         let backup = AutoBackup(app: phone.app, device: phone.device, configuration: .everything)
         #expect(throws: PreferencesError.self) { try backup.backup() }
-        try FileManager.default.removeItem(at: phone.app.container.appendingPathComponent("files/b.bin"))
+        try FileManager.default.removeItem(
+            at: phone.app.container.appendingPathComponent("files/b.bin"))
         #expect(try backup.backup().files == ["files/a.bin"])
     }
 
@@ -155,8 +203,11 @@ struct AutoBackupTests {
         let payload = try phone.backup().transferPayload()  // no E2EE: cloud backup is off
         let other = try Android()
         try other.backup().receiveTransfer(payload)
-        #expect(try SharedPreferences(app: other.app, name: "recovery_hint").string(forKey: "hint") == "carried")
-        #expect(try SharedPreferences(app: other.app, name: "settings").string(forKey: "theme") == nil)
+        #expect(
+            try SharedPreferences(app: other.app, name: "recovery_hint").string(forKey: "hint")
+                == "carried")
+        #expect(
+            try SharedPreferences(app: other.app, name: "settings").string(forKey: "theme") == nil)
     }
 
     @Test("a tampered local backup is refused, never restored wrong")
@@ -164,12 +215,17 @@ struct AutoBackupTests {
         let phone = try Android()
         try phone.writePrefs("recovery_hint", ["hint": "kept"])
         try phone.backup("full_backup_content.xml").backup()
-        let file = phone.device.appDataDirectory(phone.app, store: "autobackup").appendingPathComponent("backup")
+        let file = phone.device.appDataDirectory(phone.app, store: "autobackup")
+            .appendingPathComponent("backup")
         var bytes = try Data(contentsOf: file)
         bytes[bytes.count / 2] ^= 1
         try bytes.write(to: file)
         try phone.device.uninstall(phone.app)
-        #expect(throws: PreferencesError.self) { try phone.backup("full_backup_content.xml").restoreIfNeeded() }
-        #expect(try SharedPreferences(app: phone.app, name: "recovery_hint").string(forKey: "hint") == nil)
+        #expect(throws: PreferencesError.self) {
+            try phone.backup("full_backup_content.xml").restoreIfNeeded()
+        }
+        #expect(
+            try SharedPreferences(app: phone.app, name: "recovery_hint").string(forKey: "hint")
+                == nil)
     }
 }

@@ -29,28 +29,47 @@ private struct UnreachableCloud: CloudStorage {
 
 @Suite("The demo's scenarios for every profile (two private Secret Services, one cloud)")
 struct ProfileScenarioTests {
-    @Test("set → uninstall → reinstall → welcome back; a new device joining with the old pin is welcomed back too", arguments: HintProfile.allCases)
+    @Test(
+        "set → uninstall → reinstall → welcome back; a new device joining with the old pin is welcomed back too",
+        arguments: HintProfile.allCases)
     func welcomeBack(_ profile: HintProfile) throws {
         let cloud = Throwaway.directory("cloud")
         let phone = try HintPhone(cloud: cloud)
         try phone.device.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
-        let hint = RecoveryHint(lastAuthenticatorId: "passkey-7", lastWallet: "0x8A…3F", lastLoginAt: 1_795_000_000_000)
-        RecoveryHints(service: try RecoveryHintService.make(profile: profile, app: phone.app, device: phone.device)).set(hint)
+        let hint = RecoveryHint(
+            lastAuthenticatorId: "passkey-7", lastWallet: "0x8A…3F", lastLoginAt: 1_795_000_000_000)
+        RecoveryHints(
+            service: try RecoveryHintService.make(
+                profile: profile, app: phone.app, device: phone.device)
+        ).set(hint)
         try syncEverything(phone.device)
         try phone.device.uninstall(phone.app)
-        #expect(RecoveryHints(service: try RecoveryHintService.make(profile: profile, app: phone.app, device: phone.device)).get() == hint)
+        #expect(
+            RecoveryHints(
+                service: try RecoveryHintService.make(
+                    profile: profile, app: phone.app, device: phone.device)
+            ).get() == hint)
 
         let tablet = try HintPhone(cloud: cloud)
         try tablet.device.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
-        #expect(RecoveryHints(service: try RecoveryHintService.make(profile: profile, app: tablet.app, device: tablet.device)).get() == .empty)
+        #expect(
+            RecoveryHints(
+                service: try RecoveryHintService.make(
+                    profile: profile, app: tablet.app, device: tablet.device)
+            ).get() == .empty)
         try tablet.device.join(passcode: "4711")
         try restoreEverything(tablet.device)
-        #expect(RecoveryHints(service: try RecoveryHintService.make(profile: profile, app: tablet.app, device: tablet.device)).get() == hint)
+        #expect(
+            RecoveryHints(
+                service: try RecoveryHintService.make(
+                    profile: profile, app: tablet.app, device: tablet.device)
+            ).get() == hint)
 
         // Hygiene: the cloud and both device directories hold no plaintext of the hint, their
         // files are 0600 and their directories 0700.
         for root in [cloud, phone.device.directory, tablet.device.directory] {
-            let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: [.isDirectoryKey])!
+            let walker = FileManager.default.enumerator(
+                at: root, includingPropertiesForKeys: [.isDirectoryKey])!
             for case let url as URL in walker {
                 let attributes = try FileManager.default.attributesOfItem(atPath: url.path)
                 let mode = (attributes[.posixPermissions] as? Int) ?? 0
@@ -60,7 +79,9 @@ struct ProfileScenarioTests {
                     #expect(mode == 0o600, "\(url.path)")
                     let bytes = try Data(contentsOf: url)
                     for plain in ["0x8A…3F", "passkey-7", "4711", "2580"] {
-                        #expect(bytes.range(of: Data(plain.utf8)) == nil, "\(url.lastPathComponent) holds \(plain)")
+                        #expect(
+                            bytes.range(of: Data(plain.utf8)) == nil,
+                            "\(url.lastPathComponent) holds \(plain)")
                     }
                 }
                 #expect(!url.lastPathComponent.contains("recovery-hint") || root != cloud)
@@ -68,24 +89,32 @@ struct ProfileScenarioTests {
         }
     }
 
-    @Test("a device without a lock screen keeps its hint local: the cloud directory shows nothing", arguments: HintProfile.allCases)
+    @Test(
+        "a device without a lock screen keeps its hint local: the cloud directory shows nothing",
+        arguments: HintProfile.allCases)
     func noLockScreen(_ profile: HintProfile) throws {
         let cloud = Throwaway.directory("cloud")
         let phone = try HintPhone(cloud: cloud)
-        let hints = RecoveryHints(service: try RecoveryHintService.make(profile: profile, app: phone.app, device: phone.device))
+        let hints = RecoveryHints(
+            service: try RecoveryHintService.make(
+                profile: profile, app: phone.app, device: phone.device))
         hints.set(lastWallet: "local only")
         try syncEverything(phone.device)
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: cloud.path)) ?? []).isEmpty)
         #expect(hints.get().lastWallet == "local only")
     }
 
-    @Test("an unreachable cloud fails no write: the hint is kept on the device", arguments: HintProfile.allCases)
+    @Test(
+        "an unreachable cloud fails no write: the hint is kept on the device",
+        arguments: HintProfile.allCases)
     func cloudUnreachable(_ profile: HintProfile) throws {
         let service = try PrivateSecretService.start()
         let device = Device(
-            secretService: service.connection(), directory: service.root.appendingPathComponent("device"),
+            secretService: service.connection(),
+            directory: service.root.appendingPathComponent("device"),
             cloud: UnreachableCloud(), passcodeCost: .minimum)
-        let app = try App(id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
+        let app = try App(
+            id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
         let hints = try RecoveryHintService.make(profile: profile, app: app, device: device)
         let outcomes = try hints.set(RecoveryHint(lastWallet: "kept"))
         #expect(outcomes.contains { $0.succeeded })

@@ -26,13 +26,17 @@ struct HintPhone {
     init(cloud: URL? = nil, timeout: Duration = .seconds(5)) throws {
         service = try PrivateSecretService.start()
         device = Device(
-            secretService: service.connection(timeout: timeout), directory: service.root.appendingPathComponent("device"),
+            secretService: service.connection(timeout: timeout),
+            directory: service.root.appendingPathComponent("device"),
             cloud: cloud.map(CloudDirectory.init), passcodeCost: .minimum,
             retryPolicy: RetryPolicy(base: .milliseconds(300), longestWait: .seconds(5)))
-        app = try App(id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
+        app = try App(
+            id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
     }
 
-    func hints() throws -> RecoveryHintService { try RecoveryHintService.make(profile: .linux, app: app, device: device) }
+    func hints() throws -> RecoveryHintService {
+        try RecoveryHintService.make(profile: .linux, app: app, device: device)
+    }
 }
 
 @Suite("Recovery hint model")
@@ -52,7 +56,9 @@ struct RecoveryHintModelTests {
     @Test("merging keeps the fields not given")
     func merging() {
         let current = RecoveryHint(lastAuthenticatorId: "a", lastWallet: "w", lastLoginAt: 1)
-        #expect(current.merging(RecoveryHint(lastWallet: "w2")) == RecoveryHint(lastAuthenticatorId: "a", lastWallet: "w2", lastLoginAt: 1))
+        #expect(
+            current.merging(RecoveryHint(lastWallet: "w2"))
+                == RecoveryHint(lastAuthenticatorId: "a", lastWallet: "w2", lastLoginAt: 1))
     }
 }
 
@@ -62,9 +68,12 @@ struct RecoveryHintServiceTests {
     func dualWrite() throws {
         let phone = try HintPhone()
         let hints = try phone.hints()
-        let hint = RecoveryHint(lastAuthenticatorId: "passkey-7", lastWallet: "0x8A…3F", lastLoginAt: 1_795_000_000_000)
+        let hint = RecoveryHint(
+            lastAuthenticatorId: "passkey-7", lastWallet: "0x8A…3F", lastLoginAt: 1_795_000_000_000)
         let outcomes = try hints.set(hint)
-        #expect(outcomes.map(\.store) == ["keychain", "blockstore"] && outcomes.allSatisfy { $0.succeeded })
+        #expect(
+            outcomes.map(\.store) == ["keychain", "blockstore"]
+                && outcomes.allSatisfy { $0.succeeded })
         #expect(try hints.get().hint == hint)
         #expect(try hints.get().source == "keychain")
         #expect(try hints.primary!.read() == hint)
@@ -95,8 +104,12 @@ struct RecoveryHintServiceTests {
         let phone = try HintPhone()
         let hints = try phone.hints()
         try hints.set(RecoveryHint(lastWallet: "kept"))
-        #expect(throws: HintError(.invalidField, "")) { try hints.update(RecoveryHint(lastLoginAt: -1)) }
-        #expect(throws: HintError(.invalidField, "")) { try hints.update(RecoveryHint(lastWallet: String(repeating: "x", count: 300))) }
+        #expect(throws: HintError(.invalidField, "")) {
+            try hints.update(RecoveryHint(lastLoginAt: -1))
+        }
+        #expect(throws: HintError(.invalidField, "")) {
+            try hints.update(RecoveryHint(lastWallet: String(repeating: "x", count: 300)))
+        }
         #expect(try hints.get().hint == RecoveryHint(lastWallet: "kept"))
     }
 
@@ -129,21 +142,31 @@ struct RecoveryHintServiceTests {
         try phone.device.updateSettings { $0.blockStoreAvailable = false }
         let hints = try phone.hints()
         let outcomes = try hints.set(RecoveryHint(lastWallet: "w"))
-        #expect(outcomes.first { $0.store == "blockstore" }?.error?.contains("FEATURE_NOT_SUPPORTED") == true)
+        #expect(
+            outcomes.first { $0.store == "blockstore" }?.error?.contains("FEATURE_NOT_SUPPORTED")
+                == true)
         #expect(outcomes.first { $0.store == "keychain" }?.succeeded == true)
         #expect(try hints.get().hint == RecoveryHint(lastWallet: "w"))
     }
 
-    @Test("the facade never throws: it merges on set, answers empty on failure and logs what it swallowed")
+    @Test(
+        "the facade never throws: it merges on set, answers empty on failure and logs what it swallowed"
+    )
     func facade() throws {
         let phone = try HintPhone(timeout: .milliseconds(500))
         let logged = Mutex<[String]>([])
-        let facade = RecoveryHints(service: try phone.hints()) { line in logged.withLock { $0.append(line) } }
+        let facade = RecoveryHints(service: try phone.hints()) { line in
+            logged.withLock { $0.append(line) }
+        }
         #expect(facade.get() == .empty)
         facade.set(lastWallet: "0x8A…3F")
         facade.set(lastAuthenticatorId: "passkey-7")
         facade.set(lastLoginAt: 1_795_000_000_000)
-        #expect(facade.get() == RecoveryHint(lastAuthenticatorId: "passkey-7", lastWallet: "0x8A…3F", lastLoginAt: 1_795_000_000_000))
+        #expect(
+            facade.get()
+                == RecoveryHint(
+                    lastAuthenticatorId: "passkey-7", lastWallet: "0x8A…3F",
+                    lastLoginAt: 1_795_000_000_000))
         facade.set(RecoveryHint())  // empty: swallowed, logged, nothing changed
         #expect(facade.get().lastWallet == "0x8A…3F")
         #expect(logged.withLock { $0 }.contains { $0.contains("empty") })
@@ -151,8 +174,13 @@ struct RecoveryHintServiceTests {
         #expect(facade.get() == .empty)
         // Both stores unreachable: still no throw, the empty hint, and a log line.
         phone.service.kill()
-        let freshDevice = Device(secretService: phone.service.connection(timeout: .milliseconds(500)), directory: Throwaway.directory("device"))
-        let cold = RecoveryHints(service: try RecoveryHintService.make(profile: .linux, app: phone.app, device: freshDevice)) { line in logged.withLock { $0.append(line) } }
+        let freshDevice = Device(
+            secretService: phone.service.connection(timeout: .milliseconds(500)),
+            directory: Throwaway.directory("device"))
+        let cold = RecoveryHints(
+            service: try RecoveryHintService.make(
+                profile: .linux, app: phone.app, device: freshDevice)
+        ) { line in logged.withLock { $0.append(line) } }
         #expect(cold.get() == .empty)
         cold.set(lastWallet: "x")
         cold.clear()
@@ -196,12 +224,14 @@ struct AppleProfileTests {
     @Test("key-value store primary, synchronizable AfterFirstUnlock Keychain item fallback")
     func stores() throws {
         let phone = try HintPhone()
-        let hints = try RecoveryHintService.make(profile: .apple, app: phone.app, device: phone.device)
+        let hints = try RecoveryHintService.make(
+            profile: .apple, app: phone.app, device: phone.device)
         let outcomes = try hints.set(RecoveryHint(lastWallet: "0x8A…3F"))
         #expect(outcomes.map(\.store) == ["kvstore", "keychain (synchronizable)"])
         #expect(try hints.get().source == "kvstore")
         let item = try Keychain(app: phone.app, device: phone.device).item(
-            matching: GenericPasswordQuery(service: KeychainHintStore.service, synchronizable: .yes))
+            matching: GenericPasswordQuery(service: KeychainHintStore.service, synchronizable: .yes)
+        )
         #expect(item.attributes.accessible == .afterFirstUnlock && item.attributes.synchronizable)
         try hints.primary!.clear()
         #expect(try hints.get().source == "keychain (synchronizable)")
@@ -210,9 +240,13 @@ struct AppleProfileTests {
     @Test("signed out of the cloud, the hint survives uninstall through the local key-value cache")
     func signedOut() throws {
         let phone = try HintPhone(cloud: nil)
-        RecoveryHints(service: try RecoveryHintService.make(profile: .apple, app: phone.app, device: phone.device)).set(lastWallet: "0x8A…3F")
+        RecoveryHints(
+            service: try RecoveryHintService.make(
+                profile: .apple, app: phone.app, device: phone.device)
+        ).set(lastWallet: "0x8A…3F")
         try phone.device.uninstall(phone.app)
-        let hints = try RecoveryHintService.make(profile: .apple, app: phone.app, device: phone.device)
+        let hints = try RecoveryHintService.make(
+            profile: .apple, app: phone.app, device: phone.device)
         #expect(try hints.get().hint.lastWallet == "0x8A…3F")
         #expect(try hints.get().source == "kvstore")
     }
@@ -220,46 +254,71 @@ struct AppleProfileTests {
 
 @Suite("Recovery hint: the android profile")
 struct AndroidProfileTests {
-    @Test("Block Store primary, preferences + Auto Backup fallback; the shipped rules are the fixture's")
+    @Test(
+        "Block Store primary, preferences + Auto Backup fallback; the shipped rules are the fixture's"
+    )
     func stores() throws {
         let phone = try HintPhone()
-        let hints = try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device)
+        let hints = try RecoveryHintService.make(
+            profile: .android, app: phone.app, device: phone.device)
         let outcomes = try hints.set(RecoveryHint(lastWallet: "0x8A…3F"))
         #expect(outcomes.map(\.store) == ["blockstore", "preferences"])
         #expect(try hints.get().source == "blockstore")
-        let fixture = try String(contentsOf: fixturesDirectory.appendingPathComponent("backup-rules/data_extraction_rules.xml"), encoding: .utf8)
-        let strip = { (text: String) in text.split(separator: "\n").filter { !$0.contains("<!--") && !$0.contains("-->") && !$0.hasPrefix("     ") }.map { $0.trimmingCharacters(in: .whitespaces) }.joined() }
+        let fixture = try String(
+            contentsOf: fixturesDirectory.appendingPathComponent(
+                "backup-rules/data_extraction_rules.xml"), encoding: .utf8)
+        let strip = { (text: String) in
+            text.split(separator: "\n").filter {
+                !$0.contains("<!--") && !$0.contains("-->") && !$0.hasPrefix("     ")
+            }.map { $0.trimmingCharacters(in: .whitespaces) }.joined()
+        }
         #expect(strip(fixture) == strip(PreferencesHintStore.rules))
     }
 
     @Test("uninstall and reinstall: welcomed back")
     func reinstall() throws {
         let phone = try HintPhone()
-        RecoveryHints(service: try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device)).set(lastWallet: "0x8A…3F")
+        RecoveryHints(
+            service: try RecoveryHintService.make(
+                profile: .android, app: phone.app, device: phone.device)
+        ).set(lastWallet: "0x8A…3F")
         try phone.device.uninstall(phone.app)
-        #expect(RecoveryHints(service: try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device)).get().lastWallet == "0x8A…3F")
+        #expect(
+            RecoveryHints(
+                service: try RecoveryHintService.make(
+                    profile: .android, app: phone.app, device: phone.device)
+            ).get().lastWallet == "0x8A…3F")
     }
 
-    @Test("a device without Block Store uses the fallback alone, restored at reinstall by Auto Backup (with a pin, as the rules require)")
+    @Test(
+        "a device without Block Store uses the fallback alone, restored at reinstall by Auto Backup (with a pin, as the rules require)"
+    )
     func withoutBlockStore() throws {
         let phone = try HintPhone()
         try phone.device.updateSettings { $0.blockStoreAvailable = false }
         try phone.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-        let hints = try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device)
+        let hints = try RecoveryHintService.make(
+            profile: .android, app: phone.app, device: phone.device)
         #expect(hints.primary == nil)
         #expect(try hints.set(RecoveryHint(lastWallet: "0x8A…3F")).map(\.store) == ["preferences"])
         try phone.device.uninstall(phone.app)
-        let reinstalled = try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device)
+        let reinstalled = try RecoveryHintService.make(
+            profile: .android, app: phone.app, device: phone.device)
         #expect(try reinstalled.get().hint.lastWallet == "0x8A…3F")
         #expect(try reinstalled.get().source == "preferences")
     }
 
-    @Test("without a pin the shipped rules back nothing up: the hint does not survive uninstall without Block Store")
+    @Test(
+        "without a pin the shipped rules back nothing up: the hint does not survive uninstall without Block Store"
+    )
     func withoutBlockStoreOrPin() throws {
         let phone = try HintPhone()
         try phone.device.updateSettings { $0.blockStoreAvailable = false }
-        try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device).set(RecoveryHint(lastWallet: "w"))
+        try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device).set(
+            RecoveryHint(lastWallet: "w"))
         try phone.device.uninstall(phone.app)
-        #expect(try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device).get().hint == .empty)
+        #expect(
+            try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device)
+                .get().hint == .empty)
     }
 }

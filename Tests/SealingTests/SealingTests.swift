@@ -19,7 +19,11 @@ struct MalformedCase: Decodable, Sendable, CustomTestStringConvertible {
     var testDescription: String { name }
 }
 struct EnvelopeFile: Decodable {
-    struct Malformed: Decodable { var key: String; var associatedData: String; var cases: [MalformedCase] }
+    struct Malformed: Decodable {
+        var key: String
+        var associatedData: String
+        var cases: [MalformedCase]
+    }
     var vectors: [EnvelopeVector]
     var malformed: Malformed
 }
@@ -37,7 +41,9 @@ let argon2 = try! loadFixture(Argon2File.self, "sealing/argon2id.json")
 
 @Suite("Sealing: envelopes, Argon2id, owned key memory")
 struct SealingTests {
-    @Test("sealing a vector with its nonce gives its envelope byte for byte", arguments: envelopes.vectors)
+    @Test(
+        "sealing a vector with its nonce gives its envelope byte for byte",
+        arguments: envelopes.vectors)
     func sealVector(_ v: EnvelopeVector) {
         let sealed = Envelope.seal(
             fromHex(v.plaintext), key: SecureBytes(copying: fromHex(v.key)),
@@ -63,11 +69,15 @@ struct SealingTests {
             default: .authentication
             }
         #expect(throws: SealingError(expected)) {
-            try Envelope.open(fromHex(c.envelope), key: key, associatedData: fromHex(envelopes.malformed.associatedData))
+            try Envelope.open(
+                fromHex(c.envelope), key: key,
+                associatedData: fromHex(envelopes.malformed.associatedData))
         }
     }
 
-    @Test("every single-bit flip at every byte position of every vector is refused", arguments: envelopes.vectors)
+    @Test(
+        "every single-bit flip at every byte position of every vector is refused",
+        arguments: envelopes.vectors)
     func everyBitFlip(_ v: EnvelopeVector) {
         let key = SecureBytes(copying: fromHex(v.key))
         let envelope = Array(fromHex(v.envelope))
@@ -77,26 +87,37 @@ struct SealingTests {
             for bit in 0..<8 {
                 var flipped = envelope
                 flipped[position] ^= UInt8(1 << bit)
-                if (try? Envelope.open(flipped, key: key, associatedData: ad)) == nil { refused += 1 }
+                if (try? Envelope.open(flipped, key: key, associatedData: ad)) == nil {
+                    refused += 1
+                }
             }
         }
         #expect(refused == envelope.count * 8)
-        print("tamper: envelope vector \"\(v.name)\", \(refused) of \(envelope.count * 8) single-bit flips refused")
+        print(
+            "tamper: envelope vector \"\(v.name)\", \(refused) of \(envelope.count * 8) single-bit flips refused"
+        )
     }
 
     @Test("an envelope opens only with its own key and associated data")
     func bindings() throws {
         let key = SecureBytes(randomCount: Envelope.keyLength)
-        let sealed = Envelope.seal(Data("secret".utf8), key: key, associatedData: Data("item A".utf8))
+        let sealed = Envelope.seal(
+            Data("secret".utf8), key: key, associatedData: Data("item A".utf8))
         #expect(throws: SealingError(.authentication)) {
             try Envelope.open(sealed, key: key, associatedData: Data("item B".utf8))
         }
         #expect(throws: SealingError(.authentication)) {
-            try Envelope.open(sealed, key: SecureBytes(randomCount: Envelope.keyLength), associatedData: Data("item A".utf8))
+            try Envelope.open(
+                sealed, key: SecureBytes(randomCount: Envelope.keyLength),
+                associatedData: Data("item A".utf8))
         }
-        #expect(try Envelope.open(sealed, key: key, associatedData: Data("item A".utf8)).unsafeData() == Data("secret".utf8))
+        #expect(
+            try Envelope.open(sealed, key: key, associatedData: Data("item A".utf8)).unsafeData()
+                == Data("secret".utf8))
         // Fresh nonces: sealing twice never gives the same bytes.
-        #expect(Envelope.seal(Data("x".utf8), key: key, associatedData: Data()) != Envelope.seal(Data("x".utf8), key: key, associatedData: Data()))
+        #expect(
+            Envelope.seal(Data("x".utf8), key: key, associatedData: Data())
+                != Envelope.seal(Data("x".utf8), key: key, associatedData: Data()))
     }
 
     @Test("Argon2id matches an independent implementation", arguments: argon2.vectors.indices)

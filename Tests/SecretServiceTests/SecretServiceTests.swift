@@ -27,7 +27,8 @@ struct SecretServiceTests {
     func creationOrder() throws {
         let connection = service.connection()
         let first = try connection.createItem(label: "a", attributes: ["o": "1"], secret: Data([1]))
-        let second = try connection.createItem(label: "b", attributes: ["o": "2"], secret: Data([2]))
+        let second = try connection.createItem(
+            label: "b", attributes: ["o": "2"], secret: Data([2]))
         #expect(first < second)
     }
 

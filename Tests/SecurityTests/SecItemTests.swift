@@ -32,14 +32,17 @@ struct SecItemTests {
         }
     }
 
-    @Test("kSecReturnAttributes with kSecReturnData returns one dictionary with the data under kSecValueData")
+    @Test(
+        "kSecReturnAttributes with kSecReturnData returns one dictionary with the data under kSecValueData"
+    )
     func attributesAndData() throws {
         try withFreshApp {
             let service = UUID().uuidString
             let add: [String: Any] = [
                 kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
                 kSecAttrAccount as String: "a", kSecAttrLabel as String: "Label",
-                kSecAttrSynchronizable as String: kCFBooleanTrue!, kSecValueData as String: Data([1, 2]),
+                kSecAttrSynchronizable as String: kCFBooleanTrue!,
+                kSecValueData as String: Data([1, 2]),
                 kSecAttrGeneric as String: Data([9]),
             ]
             #expect(SecItemAdd(add as CFDictionary, nil) == errSecSuccess)
@@ -54,7 +57,9 @@ struct SecItemTests {
             #expect(item[kSecAttrAccount as String] as? String == "a")
             #expect(item[kSecAttrLabel as String] as? String == "Label")
             #expect(item[kSecAttrSynchronizable as String] as? Bool == true)
-            #expect(item[kSecAttrAccessible as String] as? String == kSecAttrAccessibleWhenUnlocked as String)
+            #expect(
+                item[kSecAttrAccessible as String] as? String == kSecAttrAccessibleWhenUnlocked
+                    as String)
             #expect(item[kSecValueData as String] as? Data == Data([1, 2]))
             #expect(item[kSecAttrGeneric as String] as? Data == Data([9]))
             #expect(item[kSecAttrCreationDate as String] is Date)
@@ -67,7 +72,8 @@ struct SecItemTests {
             let service = UUID().uuidString
             for account in ["a", "b"] {
                 let add: [String: Any] = [
-                    kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
+                    kSecClass as String: kSecClassGenericPassword,
+                    kSecAttrService as String: service,
                     kSecAttrAccount as String: account, kSecValueData as String: Data(account.utf8),
                 ]
                 #expect(SecItemAdd(add as CFDictionary, nil) == errSecSuccess)
@@ -87,18 +93,38 @@ struct SecItemTests {
         ("unknown kSec key", ["bogus": "x"], errSecParam),
         ("service given as data", [kSecAttrService as String: Data([1])], errSecParam),
         ("data given as a string", [kSecValueData as String: "secret"], errSecParam),
-        ("synchronizable given as a string", [kSecAttrSynchronizable as String: "yes"], errSecParam),
-        ("synchronizable any on add", [kSecAttrSynchronizable as String: kSecAttrSynchronizableAny], errSecParam),
+        (
+            "synchronizable given as a string", [kSecAttrSynchronizable as String: "yes"],
+            errSecParam
+        ),
+        (
+            "synchronizable any on add",
+            [kSecAttrSynchronizable as String: kSecAttrSynchronizableAny], errSecParam
+        ),
         ("unknown accessibility", [kSecAttrAccessible as String: "zz"], errSecParam),
-        ("synchronizable this-device-only", [kSecAttrSynchronizable as String: true, kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly], errSecParam),
+        (
+            "synchronizable this-device-only",
+            [
+                kSecAttrSynchronizable as String: true,
+                kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly,
+            ], errSecParam
+        ),
         ("NUL in the account", [kSecAttrAccount as String: "a\u{0}b"], errSecParam),
         ("oversize secret", [kSecValueData as String: Data(count: 65537)], errSecParam),
-        ("access control (unimplemented)", [kSecAttrAccessControl as String: "x"], errSecUnimplemented),
-        ("unentitled access group", [kSecAttrAccessGroup as String: "other.group"], errSecMissingEntitlement),
+        (
+            "access control (unimplemented)", [kSecAttrAccessControl as String: "x"],
+            errSecUnimplemented
+        ),
+        (
+            "unentitled access group", [kSecAttrAccessGroup as String: "other.group"],
+            errSecMissingEntitlement
+        ),
         ("match limit on add", [kSecMatchLimit as String: kSecMatchLimitAll], errSecParam),
     ]
 
-    @Test("bad input to SecItemAdd gets the precise status and writes nothing", arguments: badAdds.indices)
+    @Test(
+        "bad input to SecItemAdd gets the precise status and writes nothing",
+        arguments: badAdds.indices)
     func badAdd(_ index: Int) throws {
         let (_, extra, expected) = Self.badAdds[index]
         try withFreshApp {
@@ -120,7 +146,9 @@ struct SecItemTests {
     @Test("classes other than generic password are refused")
     func otherClasses() throws {
         try withFreshApp {
-            let inet: [String: Any] = [kSecClass as String: kSecClassInternetPassword, kSecAttrAccount as String: "a"]
+            let inet: [String: Any] = [
+                kSecClass as String: kSecClassInternetPassword, kSecAttrAccount as String: "a",
+            ]
             #expect(SecItemAdd(inet as CFDictionary, nil) == errSecUnimplemented)
             let unknown: [String: Any] = [kSecClass as String: "nope"]
             #expect(SecItemCopyMatching(unknown as CFDictionary, nil) == errSecParam)
@@ -140,12 +168,21 @@ struct SecItemTests {
                 kSecValueData as String: Data("v".utf8),
             ]
             #expect(SecItemAdd(add as CFDictionary, nil) == errSecSuccess)
-            let query: [String: Any] = [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service]
+            let query: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
+            ]
             var withReturn = query
             withReturn[kSecReturnData as String] = true
-            #expect(SecItemUpdate(withReturn as CFDictionary, [kSecAttrLabel as String: "x"] as CFDictionary) == errSecParam)
-            #expect(SecItemUpdate(query as CFDictionary, ["bogus": 1] as CFDictionary) == errSecParam)
-            #expect(SecItemUpdate(query as CFDictionary, [kSecClass as String: kSecClassGenericPassword] as CFDictionary) == errSecParam)
+            #expect(
+                SecItemUpdate(
+                    withReturn as CFDictionary, [kSecAttrLabel as String: "x"] as CFDictionary)
+                    == errSecParam)
+            #expect(
+                SecItemUpdate(query as CFDictionary, ["bogus": 1] as CFDictionary) == errSecParam)
+            #expect(
+                SecItemUpdate(
+                    query as CFDictionary,
+                    [kSecClass as String: kSecClassGenericPassword] as CFDictionary) == errSecParam)
             #expect(SecItemUpdate(query as CFDictionary, [:] as CFDictionary) == errSecParam)
             var read = query
             read[kSecReturnData as String] = true
