@@ -1,5 +1,6 @@
 internal import CSodium
 import Foundation
+import Synchronization
 
 /// Key material in memory the project owns: allocated with `sodium_malloc` (guard pages, locked
 /// against swapping), wiped with `sodium_memzero` when released, reachable only inside
@@ -44,8 +45,13 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
 
     deinit {
         sodium_memzero(pointer, count)
+        SecureBytes.releaseObserver.withLock { $0 }?(UnsafeRawBufferPointer(start: pointer, count: count))
         sodium_free(pointer)
     }
+
+    /// Test hook: sees each buffer after it was wiped and before it is freed, so a test can check
+    /// the wipe. Internal; nil outside tests.
+    static let releaseObserver = Mutex<(@Sendable (UnsafeRawBufferPointer) -> Void)?>(nil)
 
     public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeRawBufferPointer(start: pointer, count: count))

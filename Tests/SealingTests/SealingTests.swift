@@ -1,6 +1,7 @@
 import Foundation
 import KeepsakeTestSupport
-import Sealing
+@testable import Sealing
+import Synchronization
 import Testing
 
 struct EnvelopeVector: Decodable, Sendable, CustomTestStringConvertible {
@@ -127,6 +128,20 @@ struct SealingTests {
             passcode: SecureBytes(copying: fromHex(v.passcode)), salt: fromHex(v.salt),
             cost: Argon2Cost(operations: v.operations, memoryBytes: v.memoryBytes))
         #expect(hex(key.unsafeData()) == v.key)
+    }
+
+    @Test("released key buffers are wiped before they are freed")
+    func wipedOnRelease() {
+        let seen = Mutex<[[UInt8]]>([])
+        SecureBytes.releaseObserver.withLock { $0 = { buffer in seen.withLock { $0.append(Array(buffer)) } } }
+        defer { SecureBytes.releaseObserver.withLock { $0 = nil } }
+        do {
+            let key = SecureBytes(copying: Data(repeating: 0xA5, count: 32))
+            #expect(key.unsafeData() == Data(repeating: 0xA5, count: 32))
+        }
+        let released = seen.withLock { $0 }.filter { $0.count == 32 }
+        #expect(!released.isEmpty)
+        #expect(released.allSatisfy { $0.allSatisfy { $0 == 0 } })
     }
 
     @Test("owned key memory compares in constant time by content")
