@@ -139,7 +139,7 @@ public struct BlockStoreSync: Sendable {
     /// Imports a transfer bundle with its one-time key: each entry lands in its app's local copy.
     @discardableResult
     public func transferIn(_ bundle: Data, key hexKey: String) throws(BlockStoreError) -> Int {
-        guard let keyBytes = Self.fromHex(hexKey), keyBytes.count == Envelope.keyLength else {
+        guard let keyBytes = Data(hexString: hexKey), keyBytes.count == Envelope.keyLength else {
             throw BlockStoreError(.invalidArgument, "the transfer key is 64 hex digits")
         }
         return try transferIn(bundle, key: SecureBytes(copying: keyBytes))
@@ -179,18 +179,6 @@ public struct BlockStoreSync: Sendable {
         }
     }
 
-    public static func fromHex(_ string: String) -> Data? {
-        guard string.count % 2 == 0 else { return nil }
-        var data = Data()
-        var index = string.startIndex
-        while index < string.endIndex {
-            let next = string.index(index, offsetBy: 2)
-            guard let byte = UInt8(string[index..<next], radix: 16) else { return nil }
-            data.append(byte)
-            index = next
-        }
-        return data
-    }
 }
 
 /// Names and seals of cloud objects, from the account's cloud key.

@@ -62,4 +62,4 @@ extension BlockStoreEntry {
     }
 }
 
-func hex(_ data: Data) -> String { data.map { String(format: "%02x", $0) }.joined() }
+func hex(_ data: Data) -> String { data.hexString }

@@ -95,18 +95,11 @@ struct LocalLayout {
     /// Runs `body` holding the app's Block Store lock (flock), so that concurrent processes never
     /// exceed the entry limit or lose a write.
     func locked<R>(_ body: () throws(BlockStoreError) -> R) throws(BlockStoreError) -> R {
-        do { try Files.ensureDirectory(directory) } catch {
-            throw BlockStoreError(.internalError, "\(error)")
-        }
-        let fd = Foundation.open(
-            directory.appendingPathComponent(".lock").path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
+        let lock: FileLock
+        do { lock = try FileLock(directory.appendingPathComponent(".lock")) } catch {
             throw BlockStoreError(.internalError, "the Block Store lock could not be opened")
         }
-        defer { close(fd) }
-        flock(fd, LOCK_EX)
-        defer { flock(fd, LOCK_UN) }
-        return try body()
+        return try withExtendedLifetime(lock) { () throws(BlockStoreError) in try body() }
     }
 
     static func call<R>(_ body: () throws -> R) throws(BlockStoreError) -> R {

@@ -65,3 +65,24 @@ public enum Files {
             ])
     }
 }
+
+/// An exclusive advisory lock (flock) on a lock file, shared by every process of the user; held
+/// until the value is released. The stores take one around read-modify-write sequences.
+public final class FileLock {
+    private let fd: Int32
+
+    /// Creates the file (0600, its directory 0700) when needed and waits for the lock.
+    public init(_ file: URL) throws {
+        try Files.ensureDirectory(file.deletingLastPathComponent())
+        fd = open(file.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw NSError(domain: NSPOSIXErrorDomain, code: Int(errno), userInfo: [NSLocalizedDescriptionKey: "the lock file could not be opened"])
+        }
+        flock(fd, LOCK_EX)
+    }
+
+    deinit {
+        flock(fd, LOCK_UN)
+        close(fd)
+    }
+}

@@ -218,12 +218,9 @@ public final class UbiquitousKeyValueStore: Sendable {
     /// Re-reads the cache (another process may have written), applies `change`, writes it back
     /// atomically when `change` says so, under the store's file lock.
     private func mutate(_ change: (inout Snapshot) -> Bool) {
-        let directory = cacheFile.deletingLastPathComponent()
-        try? Files.ensureDirectory(directory)
-        let fd = open(
-            directory.appendingPathComponent(".lock").path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        defer { if fd >= 0 { close(fd) } }
-        if fd >= 0 { flock(fd, LOCK_EX) }
+        // Without the lock (it could not be opened) the write still happens, unserialized.
+        let lock = try? FileLock(cacheFile.deletingLastPathComponent().appendingPathComponent(".lock"))
+        defer { withExtendedLifetime(lock) {} }
         var snapshot = (try? read()) ?? Snapshot()
         if change(&snapshot), let key = try? device.dataKey("kvstore"),
             let encoded = try? JSONEncoder().encode(snapshot)
@@ -250,7 +247,7 @@ struct CloudNames {
             + KeyDerivation.keyedHash(
                 key: nameKey, context: "keepsake.cloud.kvstore-name.v1", Data(appID.utf8)
             )
-            .unsafeData().map { String(format: "%02x", $0) }.joined()
+            .unsafeData().hexString
         key = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.kvstore.v1")
         check = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.check.v1")
             .unsafeData()

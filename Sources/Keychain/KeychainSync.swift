@@ -227,7 +227,7 @@ public struct KeychainSync: Sendable {
                     key: nameKey, context: "keepsake.cloud.keychain-item.v1",
                     Data("\(key.accessGroup)\0\(key.service)\0\(key.account)".utf8)
                 )
-                .unsafeData().map { String(format: "%02x", $0) }.joined()
+                .unsafeData().hexString
         }
 
         func seal(_ remote: Remote, name: String) throws(KeychainError) -> Data {

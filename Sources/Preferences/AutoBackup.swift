@@ -209,7 +209,7 @@ public struct AutoBackup: Sendable {
             + KeyDerivation.keyedHash(
                 key: nameKey, context: "keepsake.cloud.autobackup-name.v1", Data(appID.utf8)
             )
-            .unsafeData().map { String(format: "%02x", $0) }.joined()
+            .unsafeData().hexString
         return (
             name, KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.autobackup.v1")
         )

@@ -158,17 +158,11 @@ public final class RecoveryHintService: Sendable {
     }
 
     private func locked<R>(_ body: () throws(HintError) -> R) throws(HintError) -> R {
-        do { try Files.ensureDirectory(lockFile.deletingLastPathComponent()) } catch {
-            throw HintError(.allStoresFailed, "the hint lock directory could not be made")
-        }
-        let fd = open(lockFile.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
+        let lock: FileLock
+        do { lock = try FileLock(lockFile) } catch {
             throw HintError(.allStoresFailed, "the hint lock could not be opened")
         }
-        defer { close(fd) }
-        flock(fd, LOCK_EX)
-        defer { flock(fd, LOCK_UN) }
-        return try body()
+        return try withExtendedLifetime(lock) { () throws(HintError) in try body() }
     }
 
     static func describe(_ error: any Error) -> String {

@@ -75,13 +75,13 @@ enum DeviceCommand {
                     2,
                     Envelope.seal(try preferences.transferPayload(), key: key, associatedData: ad))
                 try Files.writeAtomically(bundle.bytes, to: URL(fileURLWithPath: out))
-                Output.line(key.unsafeData().map { String(format: "%02x", $0) }.joined())
+                Output.line(key.unsafeData().hexString)
             } else if let input = context.arguments.value("in") {
                 guard let bytes = try Files.read(URL(fileURLWithPath: input)) else {
                     throw CommandError.usage("no transfer file at \(input)")
                 }
                 let hexKey = Context.readLines().first ?? ""
-                guard let keyBytes = BlockStoreSync.fromHex(hexKey),
+                guard let keyBytes = Data(hexString: hexKey),
                     keyBytes.count == Envelope.keyLength
                 else {
                     throw BlockStoreError(.invalidArgument, "the transfer key is 64 hex digits")
