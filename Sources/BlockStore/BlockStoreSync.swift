@@ -32,16 +32,13 @@ public struct BlockStoreSync: Sendable {
         guard let cloudKey = try LocalLayout.call({ try device.cloudKey() }) else {
             return Report(skipped: "this device does not hold the cloud account's key (join first)")
         }
-        let keys = CloudKeys(cloudKey)
+        let keys = CloudEntries(cloudKey)
         var report = Report()
         for appID in device.appsWithData() {
             guard let app = try? App(id: appID, container: device.directory) else { continue }
             let layout = try LocalLayout(device: device, app: app)
-            let manifestFile = layout.directory.appendingPathComponent("cloud-manifest")
-            let previous = Set(
-                (try? Files.read(manifestFile)).flatMap { $0 }.map {
-                    String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init)
-                } ?? [])
+            let manifest = SyncManifest(layout.directory.appendingPathComponent("cloud-manifest"))
+            let previous = manifest.read()
             var current = Set<String>()
             for name in layout.names() {
                 guard let entry = try layout.read(name) else { continue }
@@ -60,10 +57,7 @@ public struct BlockStoreSync: Sendable {
                 try network { try cloud.delete(stale) }
                 report.removed += 1
             }
-            do {
-                try Files.writeAtomically(
-                    Data(current.sorted().joined(separator: "\n").utf8), to: manifestFile)
-            } catch {
+            do { try manifest.write(current) } catch {
                 throw BlockStoreError(.internalError, "the cloud manifest could not be written")
             }
         }
@@ -87,9 +81,9 @@ public struct BlockStoreSync: Sendable {
         guard let cloud = device.cloud,
             let cloudKey = try LocalLayout.call({ try device.cloudKey(forUpload: false) })
         else { return 0 }
-        let keys = CloudKeys(cloudKey)
+        let keys = CloudEntries(cloudKey)
         var restored = 0
-        for name in try network({ try cloud.list() }) where name.hasPrefix("bs-") {
+        for name in try network({ try cloud.list() }) where keys.objects.owns(name) {
             guard let bytes = try network({ try cloud.read(name) }) else { continue }
             let (entry, appID) = try keys.open(bytes, name: name)
             guard let app = try? App(id: appID, container: device.directory) else {
@@ -181,48 +175,31 @@ public struct BlockStoreSync: Sendable {
 
 }
 
-/// Names and seals of cloud objects, from the account's cloud key.
-struct CloudKeys {
-    private let entryKey: SecureBytes
-    private let nameKey: SecureBytes
+/// The Block Store's cloud objects: one per app and key (`CloudObjects`' rule, with the labels the
+/// fixtures pin).
+struct CloudEntries {
+    static let kind = CloudObjects.Kind(
+        prefix: "bs-", nameContext: "keepsake.cloud.blockstore-name.v1",
+        sealContext: "keepsake.cloud.entry.v1", associatedContext: "keepsake.cloud.blockstore.v1")
+    let objects: CloudObjects
 
-    init(_ cloudKey: SecureBytes) {
-        entryKey = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.entry.v1")
-        nameKey = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.name.v1")
-    }
+    init(_ cloudKey: SecureBytes) { objects = CloudObjects(cloudKey: cloudKey, kind: Self.kind) }
 
-    func name(appID: String, key: String) -> String {
-        "bs-"
-            + hex(
-                KeyDerivation.keyedHash(
-                    key: nameKey, context: "keepsake.cloud.blockstore-name.v1",
-                    Data((appID + "\0" + key).utf8)
-                ).unsafeData())
-    }
+    func name(appID: String, key: String) -> String { objects.name(appID, key) }
 
     func seal(_ entry: BlockStoreEntry, appID: String, name: String) -> Data {
-        Envelope.seal(
-            entry.encoded(appID: appID), key: entryKey,
-            associatedData: Data("keepsake.cloud.blockstore.v1\0\(name)".utf8))
+        objects.seal(entry.encoded(appID: appID), name: name)
     }
 
     func open(_ bytes: Data, name: String) throws(BlockStoreError) -> (BlockStoreEntry, String) {
-        do {
-            let (entry, appID) = try Envelope.open(
-                bytes, key: entryKey,
-                associatedData: Data("keepsake.cloud.blockstore.v1\0\(name)".utf8)
-            ) {
-                try BlockStoreEntry.decode(Data($0))
-            }
-            guard let appID, self.name(appID: appID, key: entry.key) == name else {
-                throw BlockStoreError(.internalError, "a cloud entry is stored under another name")
-            }
-            return (entry, appID)
-        } catch let error as BlockStoreError {
-            throw error
-        } catch {
+        let opened: (BlockStoreEntry, String?)
+        do { opened = try objects.open(bytes, name: name) { try BlockStoreEntry.decode($0) } } catch {
             throw BlockStoreError(
                 .internalError, "a cloud entry does not open (tampered or corrupt)")
         }
+        guard let appID = opened.1, self.name(appID: appID, key: opened.0.key) == name else {
+            throw BlockStoreError(.internalError, "a cloud entry is stored under another name")
+        }
+        return (opened.0, appID)
     }
 }

@@ -55,9 +55,7 @@ struct AccountKeyBlob: Codable {
     var check: Data
 
     static func associatedData() -> Data { Data("keepsake.cloud.account-key.v1".utf8) }
-    static func check(_ cloudKey: SecureBytes) -> Data {
-        KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.check.v1").unsafeData()
-    }
+    static func check(_ cloudKey: SecureBytes) -> Data { CloudObjects.accountCheck(cloudKey) }
 
     func encoded() -> Data { Data("KCK1".utf8) + (try! JSONEncoder().encode(self)) }
     static func decode(_ bytes: Data) throws(DeviceError) -> AccountKeyBlob {

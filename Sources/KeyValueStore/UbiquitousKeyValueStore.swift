@@ -234,36 +234,26 @@ public final class UbiquitousKeyValueStore: Sendable {
     static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 }
 
-/// The app's cloud object: named by a keyed hash of the app id, sealed under the account key.
+/// The app's cloud object (`CloudObjects`' rule): one per app, named by its app id.
 struct CloudNames {
+    static let kind = CloudObjects.Kind(prefix: "kv-", store: "kvstore")
     let name: String
     let check: Data
-    private let key: SecureBytes
+    private let objects: CloudObjects
 
     init(cloudKey: SecureBytes, appID: String) {
-        let nameKey = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.name.v1")
-        name =
-            "kv-"
-            + KeyDerivation.keyedHash(
-                key: nameKey, context: "keepsake.cloud.kvstore-name.v1", Data(appID.utf8)
-            )
-            .unsafeData().hexString
-        key = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.kvstore.v1")
-        check = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.check.v1")
-            .unsafeData()
+        objects = CloudObjects(cloudKey: cloudKey, kind: Self.kind)
+        name = objects.name(appID)
+        check = CloudObjects.accountCheck(cloudKey)
     }
 
     func seal(_ entries: [String: UbiquitousKeyValueStore.Entry]) throws -> Data {
-        Envelope.seal(
-            try JSONEncoder().encode(entries), key: key,
-            associatedData: Data("keepsake.cloud.kvstore.v1\0\(name)".utf8))
+        objects.seal(try JSONEncoder().encode(entries), name: name)
     }
 
     func open(_ bytes: Data) throws -> [String: UbiquitousKeyValueStore.Entry] {
-        try Envelope.open(
-            bytes, key: key, associatedData: Data("keepsake.cloud.kvstore.v1\0\(name)".utf8)
-        ) {
-            try JSONDecoder().decode([String: UbiquitousKeyValueStore.Entry].self, from: Data($0))
+        try objects.open(bytes, name: name) {
+            try JSONDecoder().decode([String: UbiquitousKeyValueStore.Entry].self, from: $0)
         }
     }
 }

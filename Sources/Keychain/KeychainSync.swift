@@ -85,15 +85,13 @@ public struct KeychainSync: Sendable {
         }
 
         // What this device synced last time, to tell deletions from items never seen.
-        let manifestFile = device.directory.appendingPathComponent("keychain-sync/manifest")
-        let manifest = Set(
-            (try? Files.read(manifestFile)).flatMap { $0 }.map {
-                String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init)
-            } ?? [])
+        let manifestFile = SyncManifest(
+            device.directory.appendingPathComponent("keychain-sync/manifest"))
+        let manifest = manifestFile.read()
 
         var remoteNames = Set<String>()
         do {
-            remoteNames = Set(try cloud.list().filter { $0.hasPrefix("kc-") })
+            remoteNames = Set(try cloud.list().filter(names.objects.owns))
         } catch {
             throw KeychainError(KeychainError.notAvailable, "cloud account unreachable")
         }
@@ -149,10 +147,7 @@ public struct KeychainSync: Sendable {
         // The manifest: every name now present on both sides.
         var present = Set(local.keys)
         present.formUnion(remoteNames)
-        do {
-            try Files.writeAtomically(
-                Data(present.sorted().joined(separator: "\n").utf8), to: manifestFile)
-        } catch {
+        do { try manifestFile.write(present) } catch {
             throw KeychainError(
                 KeychainError.notAvailable, "the sync manifest could not be written")
         }
@@ -210,59 +205,42 @@ public struct KeychainSync: Sendable {
         }
     }
 
+    /// Synchronizable items in the cloud account (`CloudObjects`' rule): one object per primary
+    /// key.
     private struct Names {
-        let nameKey: SecureBytes
-        let sealKey: SecureBytes
+        static let kind = CloudObjects.Kind(prefix: "kc-", store: "keychain")
+        let objects: CloudObjects
 
-        init(_ cloudKey: SecureBytes) {
-            nameKey = KeyDerivation.keyedHash(
-                key: KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.name.v1"),
-                context: "keepsake.cloud.keychain-name.v1")
-            sealKey = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.keychain.v1")
-        }
+        init(_ cloudKey: SecureBytes) { objects = CloudObjects(cloudKey: cloudKey, kind: Self.kind) }
 
         func name(_ key: PrimaryKey) -> String {
-            "kc-"
-                + KeyDerivation.keyedHash(
-                    key: nameKey, context: "keepsake.cloud.keychain-item.v1",
-                    Data("\(key.accessGroup)\0\(key.service)\0\(key.account)".utf8)
-                )
-                .unsafeData().hexString
+            objects.name(key.accessGroup, key.service, key.account)
         }
 
         func seal(_ remote: Remote, name: String) throws(KeychainError) -> Data {
             guard let json = try? JSONEncoder().encode(remote) else {
                 throw KeychainError(KeychainError.param, "encoding")
             }
-            return Envelope.seal(
-                json, key: sealKey, associatedData: Data("keepsake.cloud.keychain.v1\0\(name)".utf8)
-            )
+            return objects.seal(json, name: name)
         }
 
         func open(_ bytes: Data, name: String) throws(KeychainError) -> Remote {
+            let remote: Remote
             do {
-                let remote = try Envelope.open(
-                    bytes, key: sealKey,
-                    associatedData: Data("keepsake.cloud.keychain.v1\0\(name)".utf8)
-                ) {
-                    try JSONDecoder().decode(Remote.self, from: Data($0))
+                remote = try objects.open(bytes, name: name) {
+                    try JSONDecoder().decode(Remote.self, from: $0)
                 }
-                guard
-                    self.name(
-                        PrimaryKey(
-                            accessGroup: remote.accessGroup, service: remote.service,
-                            account: remote.account, synchronizable: true)) == name
-                else {
-                    throw KeychainError(
-                        KeychainError.decode, "a synced item is stored under another name")
-                }
-                return remote
-            } catch let error as KeychainError {
-                throw error
             } catch {
                 throw KeychainError(
                     KeychainError.decode, "a synced item does not open (tampered or corrupt)")
             }
+            let key = PrimaryKey(
+                accessGroup: remote.accessGroup, service: remote.service, account: remote.account,
+                synchronizable: true)
+            guard self.name(key) == name else {
+                throw KeychainError(KeychainError.decode, "a synced item is stored under another name")
+            }
+            return remote
         }
     }
 }

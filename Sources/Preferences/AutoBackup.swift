@@ -86,16 +86,13 @@ public struct AutoBackup: Sendable {
         }
         var cloudWritten = false
         if let cloud = device.cloud, let cloudKey = try? device.cloudKey() {
-            let (name, sealKey) = Self.cloudNames(cloudKey: cloudKey, appID: app.id)
+            let objects = CloudObjects(cloudKey: cloudKey, kind: Self.cloudKind)
+            let name = objects.name(app.id)
             do {
                 if files.isEmpty {
                     try cloud.delete(name)
                 } else {
-                    try cloud.write(
-                        name,
-                        Envelope.seal(
-                            bundle, key: sealKey,
-                            associatedData: Data("keepsake.cloud.autobackup.v1\0\(name)".utf8)))
+                    try cloud.write(name, objects.seal(bundle, name: name))
                     cloudWritten = true
                 }
             } catch {
@@ -114,13 +111,16 @@ public struct AutoBackup: Sendable {
         var files: [String: Data]?
         if let sealed = try? Files.read(localBackup) {
             let key = try call { try device.dataKey("autobackup") }
-            files = try open(sealed, key: key, associatedData: associatedData)
+            files = try open {
+                try Envelope.open(sealed, key: key, associatedData: associatedData) {
+                    try Self.decode(Data($0))
+                }
+            }
         } else if let cloud = device.cloud, let cloudKey = try? device.cloudKey(forUpload: false) {
-            let (name, sealKey) = Self.cloudNames(cloudKey: cloudKey, appID: app.id)
+            let objects = CloudObjects(cloudKey: cloudKey, kind: Self.cloudKind)
+            let name = objects.name(app.id)
             if let sealed = try? cloud.read(name) {
-                files = try open(
-                    sealed, key: sealKey,
-                    associatedData: Data("keepsake.cloud.autobackup.v1\0\(name)".utf8))
+                files = try open { try objects.open(sealed, name: name) { try Self.decode($0) } }
             }
         }
         try write(files ?? [:])
@@ -156,14 +156,9 @@ public struct AutoBackup: Sendable {
         }
     }
 
-    private func open(_ sealed: Data, key: SecureBytes, associatedData: Data)
-        throws(PreferencesError) -> [String: Data]
+    private func open(_ body: () throws -> [String: Data]) throws(PreferencesError) -> [String: Data]
     {
-        do {
-            return try Envelope.open(sealed, key: key, associatedData: associatedData) {
-                try Self.decode(Data($0))
-            }
-        } catch {
+        do { return try body() } catch {
             throw PreferencesError("the backup does not open (tampered or corrupt)")
         }
     }
@@ -202,18 +197,8 @@ public struct AutoBackup: Sendable {
         }
     }
 
-    static func cloudNames(cloudKey: SecureBytes, appID: String) -> (String, SecureBytes) {
-        let nameKey = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.name.v1")
-        let name =
-            "ab-"
-            + KeyDerivation.keyedHash(
-                key: nameKey, context: "keepsake.cloud.autobackup-name.v1", Data(appID.utf8)
-            )
-            .unsafeData().hexString
-        return (
-            name, KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.autobackup.v1")
-        )
-    }
+    /// The app's backup in the cloud account (`CloudObjects`' rule): one object per app.
+    static let cloudKind = CloudObjects.Kind(prefix: "ab-", store: "autobackup")
 
     private func call<R>(_ body: () throws -> R) throws(PreferencesError) -> R {
         do { return try body() } catch { throw PreferencesError("device: \(error)") }
