@@ -193,7 +193,8 @@ struct CloudEntries {
 
     func open(_ bytes: Data, name: String) throws(BlockStoreError) -> (BlockStoreEntry, String) {
         let opened: (BlockStoreEntry, String?)
-        do { opened = try objects.open(bytes, name: name) { try BlockStoreEntry.decode($0) } } catch {
+        do { opened = try objects.open(bytes, name: name) { try BlockStoreEntry.decode($0) } } catch
+        {
             throw BlockStoreError(
                 .internalError, "a cloud entry does not open (tampered or corrupt)")
         }

@@ -76,7 +76,9 @@ public final class FileLock {
         try Files.ensureDirectory(file.deletingLastPathComponent())
         fd = open(file.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
-            throw NSError(domain: NSPOSIXErrorDomain, code: Int(errno), userInfo: [NSLocalizedDescriptionKey: "the lock file could not be opened"])
+            throw NSError(
+                domain: NSPOSIXErrorDomain, code: Int(errno),
+                userInfo: [NSLocalizedDescriptionKey: "the lock file could not be opened"])
         }
         flock(fd, LOCK_EX)
     }

@@ -3,25 +3,6 @@ import Foundation
 import Sealing
 import Synchronization
 
-/// A value in the key-value store (the property-list scalars apps use).
-public enum KVValue: Sendable, Hashable, Codable {
-    case string(String)
-    case data(Data)
-    case int(Int64)
-    case double(Double)
-    case bool(Bool)
-
-    /// Bytes counted against the 1 MB quota (the value's own size).
-    var size: Int {
-        switch self {
-        case .string(let s): s.utf8.count
-        case .data(let d): d.count
-        case .int, .double: 8
-        case .bool: 1
-        }
-    }
-}
-
 /// Mirrors `NSUbiquitousKeyValueStoreChangeReasonKey`'s values.
 public enum KVChangeReason: Int, Sendable, Hashable {
     case serverChange = 0
@@ -55,25 +36,17 @@ public struct KVExternalChange: Sendable, Hashable {
 ///
 /// Thread-safe; processes sharing the store see each other's writes at `synchronize()`.
 public final class UbiquitousKeyValueStore: Sendable {
-    public static let maximumKeys = 1024
-    public static let maximumTotalBytes = 1_048_576
-    public static let maximumKeyLength = 64
+    public static let maximumKeys = KVQuota.maximumKeys
+    public static let maximumTotalBytes = KVQuota.maximumTotalBytes
+    public static let maximumKeyLength = KVQuota.maximumKeyLength
 
     public let app: App
     public let device: Device
     private let onExternalChange: @Sendable (KVExternalChange) -> Void
     private let state = Mutex<Snapshot?>(nil)
 
-    struct Entry: Codable, Sendable, Equatable {
-        var value: KVValue?  // nil: removed (a tombstone, so the removal syncs)
-        var modified: Int64
-    }
-
-    struct Snapshot: Codable, Sendable {
-        var entries: [String: Entry] = [:]
-        /// The check value of the cloud account last synchronized with.
-        var account: Data?
-    }
+    typealias Entry = KVEntry
+    typealias Snapshot = KVSnapshot
 
     public init(
         app: App, device: Device,
@@ -108,8 +81,7 @@ public final class UbiquitousKeyValueStore: Sendable {
         mutate { snapshot in
             var candidate = snapshot.entries
             candidate[key] = Entry(value: value, modified: Self.now())
-            if key.utf8.count > Self.maximumKeyLength || key.isEmpty || !Self.withinQuota(candidate)
-            {
+            if !KVQuota.allows(key: key) || !KVQuota.allows(candidate) {
                 violated = true
                 return false
             }
@@ -130,12 +102,6 @@ public final class UbiquitousKeyValueStore: Sendable {
             snapshot.entries[key] = Entry(value: nil, modified: Self.now())
             return true
         }
-    }
-
-    static func withinQuota(_ entries: [String: Entry]) -> Bool {
-        let live = entries.filter { $0.value.value != nil }
-        let bytes = live.reduce(0) { $0 + $1.key.utf8.count + ($1.value.value?.size ?? 0) }
-        return live.count <= maximumKeys && bytes <= maximumTotalBytes
     }
 
     // MARK: - Synchronize
@@ -174,7 +140,7 @@ public final class UbiquitousKeyValueStore: Sendable {
                 }
             }
             // A merge that would break the quota keeps the local values.
-            if !Self.withinQuota(merged) { merged = snapshot.entries }
+            if !KVQuota.allows(merged) { merged = snapshot.entries }
             snapshot.entries = merged
             snapshot.account = keys.check
             if !changed.isEmpty {
@@ -211,7 +177,7 @@ public final class UbiquitousKeyValueStore: Sendable {
         return try Envelope.open(
             bytes, key: try device.dataKey("kvstore"), associatedData: associatedData()
         ) {
-            try JSONDecoder().decode(Snapshot.self, from: Data($0))
+            try Snapshot.decode(Data($0))
         }
     }
 
@@ -219,14 +185,14 @@ public final class UbiquitousKeyValueStore: Sendable {
     /// atomically when `change` says so, under the store's file lock.
     private func mutate(_ change: (inout Snapshot) -> Bool) {
         // Without the lock (it could not be opened) the write still happens, unserialized.
-        let lock = try? FileLock(cacheFile.deletingLastPathComponent().appendingPathComponent(".lock"))
+        let lock = try? FileLock(
+            cacheFile.deletingLastPathComponent().appendingPathComponent(".lock"))
         defer { withExtendedLifetime(lock) {} }
         var snapshot = (try? read()) ?? Snapshot()
-        if change(&snapshot), let key = try? device.dataKey("kvstore"),
-            let encoded = try? JSONEncoder().encode(snapshot)
-        {
+        if change(&snapshot), let key = try? device.dataKey("kvstore") {
             try? Files.writeAtomically(
-                Envelope.seal(encoded, key: key, associatedData: associatedData()), to: cacheFile)
+                Envelope.seal(snapshot.encoded(), key: key, associatedData: associatedData()),
+                to: cacheFile)
         }
         state.withLock { $0 = snapshot }
     }
@@ -247,13 +213,11 @@ struct CloudNames {
         check = CloudObjects.accountCheck(cloudKey)
     }
 
-    func seal(_ entries: [String: UbiquitousKeyValueStore.Entry]) throws -> Data {
-        objects.seal(try JSONEncoder().encode(entries), name: name)
+    func seal(_ entries: [String: KVEntry]) -> Data {
+        objects.seal(KVEntry.encode(entries), name: name)
     }
 
-    func open(_ bytes: Data) throws -> [String: UbiquitousKeyValueStore.Entry] {
-        try objects.open(bytes, name: name) {
-            try JSONDecoder().decode([String: UbiquitousKeyValueStore.Entry].self, from: $0)
-        }
+    func open(_ bytes: Data) throws -> [String: KVEntry] {
+        try objects.open(bytes, name: name) { try KVEntry.decode($0) }
     }
 }

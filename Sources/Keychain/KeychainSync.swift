@@ -211,7 +211,9 @@ public struct KeychainSync: Sendable {
         static let kind = CloudObjects.Kind(prefix: "kc-", store: "keychain")
         let objects: CloudObjects
 
-        init(_ cloudKey: SecureBytes) { objects = CloudObjects(cloudKey: cloudKey, kind: Self.kind) }
+        init(_ cloudKey: SecureBytes) {
+            objects = CloudObjects(cloudKey: cloudKey, kind: Self.kind)
+        }
 
         func name(_ key: PrimaryKey) -> String {
             objects.name(key.accessGroup, key.service, key.account)
@@ -238,7 +240,8 @@ public struct KeychainSync: Sendable {
                 accessGroup: remote.accessGroup, service: remote.service, account: remote.account,
                 synchronizable: true)
             guard self.name(key) == name else {
-                throw KeychainError(KeychainError.decode, "a synced item is stored under another name")
+                throw KeychainError(
+                    KeychainError.decode, "a synced item is stored under another name")
             }
             return remote
         }

@@ -156,7 +156,8 @@ public struct AutoBackup: Sendable {
         }
     }
 
-    private func open(_ body: () throws -> [String: Data]) throws(PreferencesError) -> [String: Data]
+    private func open(_ body: () throws -> [String: Data]) throws(PreferencesError) -> [String:
+        Data]
     {
         do { return try body() } catch {
             throw PreferencesError("the backup does not open (tampered or corrupt)")

@@ -167,4 +167,23 @@ struct KeyValueStoreTests {
         #expect(mac.store().synchronize() == false)
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: cloud.path)) ?? []).isEmpty)
     }
+
+    @Test("every kind of value survives the sealed cache, non-finite doubles included")
+    func everyValueKind() throws {
+        let mac = try Mac(cloud: nil)
+        let values: [String: KVValue] = [
+            "s": .string("wallet ✓"), "d": .data(Data([0, 255, 7])), "i": .int(.min),
+            "b": .bool(true), "x": .double(-0.5), "inf": .double(.infinity),
+            "-inf": .double(-.infinity),
+        ]
+        for (key, value) in values { mac.store().set(value, forKey: key) }
+        mac.store().set(.double(.nan), forKey: "nan")
+        let reread = mac.store().dictionaryRepresentation  // a new instance reads the cache
+        #expect(reread.filter { $0.key != "nan" } == values)
+        guard case .double(let nan)? = reread["nan"] else {
+            Issue.record("NaN was not kept")
+            return
+        }
+        #expect(nan.isNaN)
+    }
 }
