@@ -65,8 +65,8 @@ let package = Package(
         .testTarget(
             name: "RecoveryHintTests",
             dependencies: [
-                "RecoveryHint", "Keychain", "BlockStore", "Device", "KeepsakeTestSupport",
-                "SecretService",
+                "RecoveryHint", "Keychain", "BlockStore", "KeyValueStore", "Preferences", "Device",
+                "KeepsakeTestSupport", "SecretService",
             ]),
         .testTarget(
             name: "BlockStoreTests",
