@@ -145,6 +145,29 @@ struct BlockStoreRuleTests {
                 == .internalError)
     }
 
+    @Test("an entry file copied to another device does not open there, even under its own name")
+    func movedToAnotherDevice() throws {
+        let phone = try Phone(cloud: nil)
+        let other = try Phone(cloud: nil)
+        try phone.client().storeBytes(StoreBytesData(bytes: Data("secret".utf8), key: "k"))
+        try other.client().storeBytes(StoreBytesData(bytes: Data("theirs".utf8), key: "k"))
+        let source = phone.device.appDataDirectory(try phone.app(), store: "blockstore")
+        let target = other.device.appDataDirectory(try other.app(), store: "blockstore")
+        let sourceFile = Files.list(source).first { $0.hasSuffix(".entry") }!
+        let targetFile = Files.list(target).first { $0.hasSuffix(".entry") }!
+        #expect(sourceFile != targetFile)  // names are keyed by the device too
+        try Files.writeAtomically(
+            try Data(contentsOf: source.appendingPathComponent(sourceFile)),
+            to: target.appendingPathComponent(targetFile))
+        #expect(
+            code { _ = try other.client().retrieveBytes(RetrieveBytesRequest(keys: ["k"])) }
+                == .internalError)
+        #expect(
+            try phone.client().retrieveBytes(RetrieveBytesRequest(keys: ["k"])) == [
+                "k": Data("secret".utf8)
+            ])
+    }
+
     @Test("entries survive uninstall while backup is on, and are gone with it when backup is off")
     func uninstall() throws {
         let phone = try Phone(cloud: nil)

@@ -186,4 +186,23 @@ struct KeyValueStoreTests {
         }
         #expect(nan.isNaN)
     }
+
+    @Test("a cache file copied to another app or another device reads as empty, never as theirs")
+    func movedCache() throws {
+        let mac = try Mac(cloud: nil)
+        let other = try Mac(cloud: nil)
+        mac.store().set("mine", forKey: "hint")
+        let cache = { (device: Device, app: App) in
+            device.appDataDirectory(app, store: "kvstore").appendingPathComponent("cache")
+        }
+        let stolen = try Data(contentsOf: cache(mac.device, mac.app))
+        let otherApp = try App(
+            id: "com.example.other", container: mac.service.root.appendingPathComponent("other"))
+        for (device, app) in [(mac.device, otherApp), (other.device, other.app)] {
+            try Files.writeAtomically(stolen, to: cache(device, app))
+            #expect(
+                UbiquitousKeyValueStore(app: app, device: device).dictionaryRepresentation == [:])
+        }
+        #expect(mac.store().string(forKey: "hint") == "mine")
+    }
 }

@@ -13,12 +13,12 @@ private struct Phone {
     let device: Device
     let keychain: Keychain
 
-    init() throws {
+    init(app: App? = nil) throws {
         service = try PrivateSecretService.start()
         device = Device(
             secretService: service.connection(), passcodeCost: .minimum,
             retryPolicy: RetryPolicy(base: .milliseconds(300), longestWait: .seconds(5)))
-        keychain = Keychain(app: try ThrowawayApp.make(), device: device)
+        keychain = Keychain(app: try app ?? ThrowawayApp.make(), device: device)
     }
 
     func add(_ account: String, _ accessible: Accessibility, _ data: String) throws {
@@ -218,6 +218,25 @@ struct DataProtectionTests {
         raw[classField] = UInt8(ascii: "c")
         try overwriteSecret(connection, at: try path("dave"), with: Data(raw))
         #expect(phone.read("dave") == "\(KeychainError.decode)")
+    }
+}
+
+extension DataProtectionTests {
+    @Test("a sealed item copied into another device's Secret Service fails to open there")
+    func movedToAnotherDevice() throws {
+        let phone = try Phone()
+        let other = try Phone(app: phone.keychain.app)  // the same app on another device
+        try phone.add("alice", .afterFirstUnlock, "alice's")
+        try other.add("alice", .afterFirstUnlock, "the other device's")
+        func path(_ connection: SecretServiceConnection) throws -> ItemPath {
+            try connection.search(["service": "table", "account": "alice"]).unlocked[0]
+        }
+        let source = phone.keychain.secretService
+        let stolen = try source.secrets(at: [try path(source)]).values.first!
+        let target = other.keychain.secretService
+        try overwriteSecret(target, at: try path(target), with: stolen)
+        #expect(other.read("alice") == "\(KeychainError.decode)")
+        #expect(phone.read("alice") == "ok:alice's")
     }
 }
 

@@ -62,7 +62,9 @@ private struct Member {
             var prefs = try SharedPreferences(app: app, name: "recovery_hint")
             prefs.putString(value(account, id, "ab", "hint"), forKey: "hint")
             try prefs.commit()
-            #expect(try AutoBackup(app: app, device: device, configuration: backupRules()).backup().cloud)
+            #expect(
+                try AutoBackup(app: app, device: device, configuration: backupRules()).backup()
+                    .cloud)
             let keychain = Keychain(app: app, device: device)
             for name in keychainAccounts {
                 try keychain.add(
@@ -127,7 +129,8 @@ private struct Member {
                         service: "s", account: name, synchronizable: .yes)
                     if let data = try keychain.dataIfPresent(matching: query) {
                         held += 1
-                        #expect(String(decoding: data, as: UTF8.self) == value(account, id, "kc", name))
+                        #expect(
+                            String(decoding: data, as: UTF8.self) == value(account, id, "kc", name))
                     }
                 }
             }
@@ -172,26 +175,35 @@ struct CloudObjectSwapTests {
         let foreign = try snapshot(cloudB)
         let names = original.keys.filter { $0 != "account-key" }.sorted()
         let kinds = ["bs-", "kv-", "ab-", "kc-"]
-        #expect(Dictionary(grouping: names, by: kind).mapValues(\.count) == [
-            "bs-": 4, "kv-": 2, "ab-": 2, "kc-": 4,
-        ])
+        #expect(
+            Dictionary(grouping: names, by: kind).mapValues(\.count) == [
+                "bs-": 4, "kv-": 2, "ab-": 2, "kc-": 4,
+            ])
 
         // Each trial replaces some objects of account A and names the kind it attacks.
         var trials: [(label: String, kind: String, changes: [String: Data])] = []
         for (index, first) in names.enumerated() {
             for second in names[(index + 1)...] where kind(first) == kind(second) {
                 trials.append(
-                    ("swap \(first.prefix(7)) ⇄ \(second.prefix(7))", kind(first),
-                     [first: original[second]!, second: original[first]!]))
+                    (
+                        "swap \(first.prefix(7)) ⇄ \(second.prefix(7))", kind(first),
+                        [first: original[second]!, second: original[first]!]
+                    ))
             }
             for other in kinds where other != kind(first) {
                 let victim = names.first { kind($0) == other }!
                 trials.append(
-                    ("\(first.prefix(7)) moved to \(other) store", other, [victim: original[first]!]))
+                    (
+                        "\(first.prefix(7)) moved to \(other) store", other,
+                        [victim: original[first]!]
+                    ))
             }
             let stranger = foreign.keys.sorted().first { kind($0) == kind(first) }!
             trials.append(
-                ("another account's \(kind(first)) object", kind(first), [first: foreign[stranger]!]))
+                (
+                    "another account's \(kind(first)) object", kind(first),
+                    [first: foreign[stranger]!]
+                ))
             let bytes = original[first]!
             trials.append(("truncated by one byte", kind(first), [first: bytes.dropLast()]))
             trials.append(("cut in half", kind(first), [first: bytes.prefix(bytes.count / 2)]))

@@ -1,8 +1,9 @@
 import Foundation
 import KeepsakeTestSupport
-@testable import Sealing
 import Synchronization
 import Testing
+
+@testable import Sealing
 
 struct EnvelopeVector: Decodable, Sendable, CustomTestStringConvertible {
     var name: String
@@ -133,7 +134,9 @@ struct SealingTests {
     @Test("released key buffers are wiped before they are freed")
     func wipedOnRelease() {
         let seen = Mutex<[[UInt8]]>([])
-        SecureBytes.releaseObserver.withLock { $0 = { buffer in seen.withLock { $0.append(Array(buffer)) } } }
+        SecureBytes.releaseObserver.withLock {
+            $0 = { buffer in seen.withLock { $0.append(Array(buffer)) } }
+        }
         defer { SecureBytes.releaseObserver.withLock { $0 = nil } }
         do {
             let key = SecureBytes(copying: Data(repeating: 0xA5, count: 32))
