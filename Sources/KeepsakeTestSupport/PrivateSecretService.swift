@@ -110,11 +110,14 @@ public final class PrivateSecretService: @unchecked Sendable {
         }
     }
 
-    private func startKeyring() throws {
+    /// Starts gnome-keyring; with `fileSizeLimit` (blocks, `ulimit -f`) its writes beyond it fail
+    /// with EFBIG, as on a full disk.
+    private func startKeyring(fileSizeLimit: Int? = nil) throws {
         var env = environment
         env["KEEPSAKE_MASTER_PASSWORD"] = masterPassword
+        let limit = fileSizeLimit.map { "trap '' XFSZ; ulimit -f \($0); " } ?? ""
         let keyring = try Daemon(
-            "printf %s \"$KEEPSAKE_MASTER_PASSWORD\" | env -u KEEPSAKE_MASTER_PASSWORD "
+            limit + "printf %s \"$KEEPSAKE_MASTER_PASSWORD\" | env -u KEEPSAKE_MASTER_PASSWORD "
                 + "\(try Self.tool("gnome-keyring-daemon").path) --foreground --unlock --components=secrets",
             environment: env)
         state.withLock { $0.keyring = keyring }
@@ -156,15 +159,16 @@ public final class PrivateSecretService: @unchecked Sendable {
 
     /// A reboot of the Secret Service: the daemon is killed, the runtime directory cleared (all
     /// that was memory-backed is forgotten) and the daemon started again, unlocking the login
-    /// collection from disk with the master password as a login would.
-    public func restart() throws {
+    /// collection from disk with the master password as a login would. With `fileSizeLimit`
+    /// (blocks) the new daemon runs as on a full disk: its writes beyond the limit fail.
+    public func restart(fileSizeLimit: Int? = nil) throws {
         kill()
         let runtime = runtimeDirectory.path
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: runtime)) ?? []
         where entry != "bus" {
             try? FileManager.default.removeItem(atPath: runtime + "/" + entry)
         }
-        try startKeyring()
+        try startKeyring(fileSizeLimit: fileSizeLimit)
     }
 
     /// Stops both daemons and deletes the throwaway directories.

@@ -74,11 +74,26 @@ public final class UbiquitousKeyValueStore: Sendable {
     }
 
     /// Mirrors `set(_:forKey:)`. Over a limit, nothing changes and a quota-violation change is
-    /// posted; `nil` removes.
-    public func set(_ value: KVValue?, forKey key: String) {
-        guard let value else { return removeObject(forKey: key) }
+    /// posted; `nil` removes. Like Apple's, it reports nothing: `write(_:forKey:)` is the checked
+    /// form.
+    public func set(_ value: KVValue?, forKey key: String) { try? write(value, forKey: key) }
+
+    public func set(_ string: String, forKey key: String) { set(.string(string), forKey: key) }
+
+    /// Mirrors `removeObject(forKey:)`.
+    public func removeObject(forKey key: String) { set(nil, forKey: key) }
+
+    /// The checked write underneath `set` and `removeObject` (`nil` removes): throws
+    /// `.quotaViolation` (and posts the quota-violation change) when over a limit, `.notPersisted`
+    /// when the local cache could not be written; either way the stored values stay as they were.
+    public func write(_ value: KVValue?, forKey key: String) throws(KeyValueStoreError) {
         var violated = false
-        mutate { snapshot in
+        try mutate { snapshot in
+            guard let value else {
+                guard snapshot.entries[key]?.value != nil else { return false }
+                snapshot.entries[key] = Entry(value: nil, modified: Self.now())
+                return true
+            }
             var candidate = snapshot.entries
             candidate[key] = Entry(value: value, modified: Self.now())
             if !KVQuota.allows(key: key) || !KVQuota.allows(candidate) {
@@ -90,17 +105,8 @@ public final class UbiquitousKeyValueStore: Sendable {
         }
         if violated {
             onExternalChange(KVExternalChange(reason: .quotaViolationChange, changedKeys: [key]))
-        }
-    }
-
-    public func set(_ string: String, forKey key: String) { set(.string(string), forKey: key) }
-
-    /// Mirrors `removeObject(forKey:)`.
-    public func removeObject(forKey key: String) {
-        mutate { snapshot in
-            guard snapshot.entries[key]?.value != nil else { return false }
-            snapshot.entries[key] = Entry(value: nil, modified: Self.now())
-            return true
+            throw KeyValueStoreError(
+                .quotaViolation, "over the key-value store's limits; nothing changed")
         }
     }
 
@@ -125,28 +131,33 @@ public final class UbiquitousKeyValueStore: Sendable {
         }
         var change: KVExternalChange?
         var merged: [String: Entry] = [:]
-        mutate { snapshot in
-            let reason: KVChangeReason =
-                snapshot.account == nil
-                ? .initialSyncChange
-                : constantTimeEquals(snapshot.account!, keys.check) ? .serverChange : .accountChange
-            var changed: [String] = []
-            merged = snapshot.entries
-            for (key, theirs) in remote {
-                let ours = merged[key]
-                if ours == nil || theirs.modified >= ours!.modified {
-                    if ours?.value != theirs.value { changed.append(key) }
-                    merged[key] = theirs
+        do {
+            try mutate { snapshot in
+                let reason: KVChangeReason =
+                    snapshot.account == nil
+                    ? .initialSyncChange
+                    : constantTimeEquals(snapshot.account!, keys.check)
+                        ? .serverChange : .accountChange
+                var changed: [String] = []
+                merged = snapshot.entries
+                for (key, theirs) in remote {
+                    let ours = merged[key]
+                    if ours == nil || theirs.modified >= ours!.modified {
+                        if ours?.value != theirs.value { changed.append(key) }
+                        merged[key] = theirs
+                    }
                 }
+                // A merge that would break the quota keeps the local values.
+                if !KVQuota.allows(merged) { merged = snapshot.entries }
+                snapshot.entries = merged
+                snapshot.account = keys.check
+                if !changed.isEmpty {
+                    change = KVExternalChange(reason: reason, changedKeys: changed.sorted())
+                }
+                return true
             }
-            // A merge that would break the quota keeps the local values.
-            if !KVQuota.allows(merged) { merged = snapshot.entries }
-            snapshot.entries = merged
-            snapshot.account = keys.check
-            if !changed.isEmpty {
-                change = KVExternalChange(reason: reason, changedKeys: changed.sorted())
-            }
-            return true
+        } catch {
+            return false
         }
         do {
             try cloud.write(keys.name, keys.seal(merged))
@@ -182,17 +193,25 @@ public final class UbiquitousKeyValueStore: Sendable {
     }
 
     /// Re-reads the cache (another process may have written), applies `change`, writes it back
-    /// atomically when `change` says so, under the store's file lock.
-    private func mutate(_ change: (inout Snapshot) -> Bool) {
+    /// atomically when `change` says so, under the store's file lock. A cache that does not open
+    /// (tampered, or another device's) starts over empty; a write that fails throws and leaves
+    /// both the file and this instance's view as they were.
+    private func mutate(_ change: (inout Snapshot) -> Bool) throws(KeyValueStoreError) {
         // Without the lock (it could not be opened) the write still happens, unserialized.
         let lock = try? FileLock(
             cacheFile.deletingLastPathComponent().appendingPathComponent(".lock"))
         defer { withExtendedLifetime(lock) {} }
         var snapshot = (try? read()) ?? Snapshot()
-        if change(&snapshot), let key = try? device.dataKey("kvstore") {
-            try? Files.writeAtomically(
-                Envelope.seal(snapshot.encoded(), key: key, associatedData: associatedData()),
-                to: cacheFile)
+        if change(&snapshot) {
+            do {
+                let key = try device.dataKey("kvstore")
+                try Files.writeAtomically(
+                    Envelope.seal(snapshot.encoded(), key: key, associatedData: associatedData()),
+                    to: cacheFile)
+            } catch {
+                state.withLock { $0 = nil }  // re-read what is really stored
+                throw KeyValueStoreError(.notPersisted, "the local cache could not be written")
+            }
         }
         state.withLock { $0 = snapshot }
     }

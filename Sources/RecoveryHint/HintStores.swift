@@ -106,16 +106,12 @@ public struct KeyValueHintStore: HintStore {
     }
 
     public func write(_ hint: RecoveryHint) throws {
-        let json = String(decoding: hint.json(), as: UTF8.self)
-        store.set(json, forKey: Self.key)
-        guard store.string(forKey: Self.key) == json else {
-            throw HintError(.allStoresFailed, "the key-value store refused the hint (quota)")
-        }
+        try store.write(.string(String(decoding: hint.json(), as: UTF8.self)), forKey: Self.key)
         store.synchronize()
     }
 
     public func clear() throws {
-        store.removeObject(forKey: Self.key)
+        try store.write(nil, forKey: Self.key)
         store.synchronize()
     }
 }

@@ -45,7 +45,8 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
 
     deinit {
         sodium_memzero(pointer, count)
-        SecureBytes.releaseObserver.withLock { $0 }?(UnsafeRawBufferPointer(start: pointer, count: count))
+        SecureBytes.releaseObserver.withLock { $0 }?(
+            UnsafeRawBufferPointer(start: pointer, count: count))
         sodium_free(pointer)
     }
 

@@ -22,23 +22,22 @@ enum KeyValueCommand {
             }
             return key
         }
+        func write(_ value: KVValue?, forKey key: String) throws {
+            do { try store.write(value, forKey: key) } catch {
+                throw CommandError(statusName: "\(error.code)", message: error.message)
+            }
+        }
         switch verb {
         case "set":
             let value = String(decoding: Context.readStandardInput(), as: UTF8.self)
-            let name = try key()
-            store.set(value, forKey: name)
-            guard store.string(forKey: name) == value else {
-                throw CommandError(
-                    statusName: "NSUbiquitousKeyValueStoreQuotaViolationChange (2)",
-                    message: "over the key-value store's limits; nothing changed")
-            }
+            try write(.string(value), forKey: try key())
         case "get":
             guard let value = store.string(forKey: try key()) else {
                 throw CommandError(statusName: "not found", message: "no value for that key")
             }
             Output.raw(Data(value.utf8))
         case "remove":
-            store.removeObject(forKey: try key())
+            try write(nil, forKey: try key())
         case "synchronize":
             Output.json(store.synchronize())
         default:

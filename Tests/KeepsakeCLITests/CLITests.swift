@@ -13,14 +13,24 @@ struct Run {
     var text: String { String(decoding: stdout, as: UTF8.self) }
 }
 
-/// Runs `keepsake` with `arguments` against `service`, feeding `input` on standard input.
+/// Runs `keepsake` with `arguments` against `service`, feeding `input` on standard input; with
+/// `fileSizeLimit` (in blocks, `ulimit -f`) its writes beyond it fail with EFBIG, as on a full disk.
 func keepsake(
     _ arguments: [String], input: Data = Data(), service: PrivateSecretService?,
-    environment extra: [String: String] = [:]
+    environment extra: [String: String] = [:], fileSizeLimit: Int? = nil
 ) throws -> Run {
     let process = Process()
-    process.executableURL = keepsakeExecutable
-    process.arguments = arguments
+    if let fileSizeLimit {
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments =
+            [
+                "-c", "trap '' XFSZ; ulimit -f \(fileSizeLimit); exec \"$0\" \"$@\"",
+                keepsakeExecutable.path,
+            ] + arguments
+    } else {
+        process.executableURL = keepsakeExecutable
+        process.arguments = arguments
+    }
     var environment = service?.environment ?? ProcessInfo.processInfo.environment
     if service == nil { environment.removeValue(forKey: "DBUS_SESSION_BUS_ADDRESS") }
     environment.merge(extra) { $1 }

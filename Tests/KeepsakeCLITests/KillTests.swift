@@ -75,54 +75,53 @@ struct KillTests {
 @Suite("Faults: a full disk, a Secret Service killed mid-operation")
 struct DiskAndDaemonFaultTests {
     @Test(
-        "a full disk (ulimit -f) fails a Block Store store with a clear error and keeps the old value"
-    )
-    func diskFull() throws {
-        let service = try PrivateSecretService.start()
+        "a full disk (ulimit -f 0) fails each file-backed write with a clear error and keeps the old value",
+        arguments: DiskFullCase.all)
+    func diskFull(_ scenario: DiskFullCase) throws {
+        let service = try PrivateSecretService.shared()
+        let root = Throwaway.directory("disk-full")
         let app = [
-            "--app-id", "com.example.disk", "--device-dir",
-            service.root.appendingPathComponent("device").path,
+            "--app-id", "com.example.disk\(UUID().uuidString.prefix(6).lowercased())",
+            "--device-dir", root.appendingPathComponent("device").path,
+            "--container", root.appendingPathComponent("container").path,
         ]
+        let before = try keepsake(
+            scenario.setUp + app, input: Data(scenario.setUpInput.utf8), service: service)
+        #expect(before.status == 0, "\(before.stderr)")
+        let full = try keepsake(
+            scenario.write + app, input: Data(scenario.writeInput.utf8), service: service,
+            fileSizeLimit: 0)
+        #expect(full.status == 1)
+        for part in scenario.message { #expect(full.stderr.contains(part), "\(full.stderr)") }
+        let read = try keepsake(scenario.read + app, service: service)
+        #expect(read.text.contains(scenario.old), "\(read.text)")
+        // No temporary file left behind anywhere.
+        let left = FileManager.default.enumerator(atPath: root.path)?.allObjects as? [String] ?? []
+        #expect(left.filter { $0.hasSuffix(".tmp") }.isEmpty, "\(left)")
+    }
+
+    @Test(
+        "a full disk under the Secret Service fails Keychain writes with errSecNotAvailable and keeps the old value, across a reboot"
+    )
+    func secretServiceDiskFull() throws {
+        let service = try PrivateSecretService.start()
+        let app = ["--app-id", "com.example.disk"]
+        let item = ["--service", "d", "--account", "a"] + app
         #expect(
-            try keepsake(
-                ["blockstore", "store", "--key", "k"] + app, input: Data("old".utf8),
-                service: service
-            ).status == 0)
-        // A file-size limit of 1 block: the new entry file cannot be written.
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments =
-            [
-                "-c", "trap '' XFSZ; ulimit -f 1; exec \"$0\" \"$@\"", keepsakeExecutable.path,
-                "blockstore", "store", "--key", "k",
-            ] + app
-        process.environment = service.environment
-        let input = Pipe()
-        let errors = Pipe()
-        process.standardInput = input
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = errors
-        try process.run()
-        input.fileHandleForWriting.write(Data(repeating: 0x6e, count: 3000))
-        try input.fileHandleForWriting.close()
-        let message = String(
-            decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 1)
-        #expect(
-            message.contains("INTERNAL_ERROR (8)") && message.contains("could not be written"),
-            "\(message)")
-        let read = try keepsake(["blockstore", "retrieve", "--key", "k"] + app, service: service)
-            .stdout
-        #expect(
-            String(decoding: read, as: UTF8.self).contains(Data("old".utf8).base64EncodedString()))
-        // No temporary file left behind.
-        let directory = service.root.appendingPathComponent(
-            "device/apps/com.example.disk/blockstore")
-        #expect(
-            try FileManager.default.contentsOfDirectory(atPath: directory.path).filter {
-                $0.hasSuffix(".tmp")
-            }.isEmpty)
+            try keepsake(["keychain", "add"] + item, input: Data("old".utf8), service: service)
+                .status == 0)
+        try service.restart(fileSizeLimit: 0)  // gnome-keyring can no longer rewrite its file
+        for (verb, more) in [("update", [String]()), ("add", ["--account", "b"])] {
+            let run = try keepsake(
+                ["keychain", verb] + item + more, input: Data("new".utf8), service: service)
+            #expect(run.status == 1)
+            #expect(run.stderr.contains("errSecNotAvailable (-25291)"), "\(run.stderr)")
+        }
+        #expect(try keepsake(["keychain", "get"] + item, service: service).text == "old")
+        try service.restart()  // a reboot reads what reached the disk: the old value, no new item
+        #expect(try keepsake(["keychain", "get"] + item, service: service).text == "old")
+        let list = try keepsake(["keychain", "list", "--service", "d"] + app, service: service)
+        #expect(list.text.components(separatedBy: "\"account\"").count == 2, "\(list.text)")
     }
 
     @Test(
@@ -166,4 +165,42 @@ struct DiskAndDaemonFaultTests {
             #expect(try service.connection().search(["service": "d"]).unlocked.count == 1)
         }
     }
+}
+
+/// One file-backed write on a full disk: how it is set up, the write that fails, how the old
+/// value is read back, and what the error says.
+struct DiskFullCase: Sendable, CustomTestStringConvertible {
+    var name: String
+    var setUp: [String]
+    var setUpInput = ""
+    var write: [String]
+    var writeInput = ""
+    var read: [String]
+    var old: String
+    var message: [String]
+    var testDescription: String { name }
+
+    static let all = [
+        DiskFullCase(
+            name: "Block Store store", setUp: ["blockstore", "store", "--key", "k"],
+            setUpInput: "old", write: ["blockstore", "store", "--key", "k"],
+            writeInput: String(repeating: "n", count: 3000),
+            read: ["blockstore", "retrieve", "--key", "k"],
+            old: Data("old".utf8).base64EncodedString(),
+            message: ["INTERNAL_ERROR (8)", "could not be written"]),
+        DiskFullCase(
+            name: "key-value store set", setUp: ["kv", "set", "--key", "k"], setUpInput: "old",
+            write: ["kv", "set", "--key", "k"], writeInput: "new",
+            read: ["kv", "get", "--key", "k"], old: "old", message: ["not persisted"]),
+        DiskFullCase(
+            name: "key-value store remove", setUp: ["kv", "set", "--key", "k"],
+            setUpInput: "old", write: ["kv", "remove", "--key", "k"],
+            read: ["kv", "get", "--key", "k"], old: "old", message: ["not persisted"]),
+        DiskFullCase(
+            name: "hint set, android profile (Block Store and preferences both on disk)",
+            setUp: ["hint", "set", "--wallet", "old-wallet", "--profile", "android"],
+            write: ["hint", "set", "--wallet", "new-wallet", "--profile", "android"],
+            read: ["hint", "get", "--profile", "android"], old: "old-wallet",
+            message: ["blockstore", "preferences"]),
+    ]
 }

@@ -87,7 +87,7 @@ private struct Member {
         var held = 0
         switch prefix {
         case "bs-":
-            do { try BlockStoreSync(device: device).restore() } catch { refused = true }
+            do { _ = try BlockStoreSync(device: device).restore() } catch { refused = true }
             for id in appIDs {
                 let all = try BlockStoreClient(app: try app(id), device: device).retrieveBytes(
                     RetrieveBytesRequest(retrieveAll: true))
@@ -121,7 +121,7 @@ private struct Member {
                 }
             }
         case "kc-":
-            do { try KeychainSync(device: device).sync() } catch { refused = true }
+            do { _ = try KeychainSync(device: device).sync() } catch { refused = true }
             for id in appIDs {
                 let keychain = Keychain(app: try app(id), device: device)
                 for name in keychainAccounts {

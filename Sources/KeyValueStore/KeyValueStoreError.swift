@@ -1,0 +1,34 @@
+/// The one error type of the KeyValueStore module, thrown by the checked writes
+/// (`write(_:forKey:)`) underneath Apple's non-throwing `set` and `removeObject`. Compares by
+/// code; the message never carries a value.
+public struct KeyValueStoreError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Value: Hashable, Sendable { case quotaViolation, notPersisted }
+        private let value: Value
+        private init(_ value: Value) { self.value = value }
+        /// Over a limit (1024 keys, 1 MB, keys of 1…64 bytes): nothing changed
+        /// (`NSUbiquitousKeyValueStoreQuotaViolationChange`, 2).
+        public static let quotaViolation = Code(.quotaViolation)
+        /// The local cache could not be written (disk full, device key unavailable): the stored
+        /// values are the ones from before the call.
+        public static let notPersisted = Code(.notPersisted)
+        public var description: String {
+            switch value {
+            case .quotaViolation: "NSUbiquitousKeyValueStoreQuotaViolationChange (2)"
+            case .notPersisted: "not persisted"
+            }
+        }
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
+    public func hash(into h: inout Hasher) { h.combine(code) }
+    public var description: String { "\(code): \(message)" }
+}
