@@ -74,8 +74,8 @@ public struct CloudObjects {
         Data("\(kind.associatedContext)\0\(name)".utf8)
     }
 
-    /// The value that tells whether a cloud key is a given account's (stored beside the wrapped
-    /// account key; the key-value store remembers it to notice an account change).
+    /// The value that tells whether a cloud key is a given account's (stored in clear beside the
+    /// wrapped account key).
     public static func accountCheck(_ cloudKey: SecureBytes) -> Data {
         KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.check.v1").unsafeData()
     }

@@ -50,6 +50,7 @@ public final class PrivateSecretService: @unchecked Sendable {
     public static func start(masterPassword: String = "keepsake-test") throws
         -> PrivateSecretService
     {
+        _ = SuiteSweep.begin
         let service = try PrivateSecretService(masterPassword: masterPassword)
         try service.startBus()
         try service.startKeyring()

@@ -21,6 +21,19 @@ public enum Throwaway {
             at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         return url
     }
+
+    /// A fresh directory that plays untrusted storage — a cloud account, the place a transfer
+    /// file is carried to. Under `KEEPSAKE_SWEEP_DIR` it is made there and kept for the
+    /// suite-wide sweep (`SuiteSweep`); otherwise it is an ordinary throwaway directory.
+    public static func untrusted(_ prefix: String) -> URL {
+        guard let root = SuiteSweep.untrustedRoot else { return directory(prefix) }
+        _ = SuiteSweep.begin
+        let url = root.appendingPathComponent(
+            "\(prefix)-\(getpid())-\(UUID().uuidString.prefix(8).lowercased())")
+        try? FileManager.default.createDirectory(
+            at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        return url
+    }
 }
 
 /// A throwaway app: a unique reverse-DNS id and a fresh container directory.

@@ -61,7 +61,7 @@ struct KVEntry: Codable, Sendable, Equatable {
 /// The local cache: every key's latest write and the account last synchronized with.
 struct KVSnapshot: Codable, Sendable {
     var entries: [String: KVEntry] = [:]
-    /// The check value of the cloud account last synchronized with.
+    /// The id of the cloud account last synchronized with (`CloudNames.account`).
     var account: Data?
 
     func encoded() -> Data { KVJSON.encode(self) }

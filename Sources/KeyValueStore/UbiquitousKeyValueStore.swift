@@ -136,7 +136,7 @@ public final class UbiquitousKeyValueStore: Sendable {
                 let reason: KVChangeReason =
                     snapshot.account == nil
                     ? .initialSyncChange
-                    : constantTimeEquals(snapshot.account!, keys.check)
+                    : constantTimeEquals(snapshot.account!, keys.account)
                         ? .serverChange : .accountChange
                 var changed: [String] = []
                 merged = snapshot.entries
@@ -150,7 +150,7 @@ public final class UbiquitousKeyValueStore: Sendable {
                 // A merge that would break the quota keeps the local values.
                 if !KVQuota.allows(merged) { merged = snapshot.entries }
                 snapshot.entries = merged
-                snapshot.account = keys.check
+                snapshot.account = keys.account
                 if !changed.isEmpty {
                     change = KVExternalChange(reason: reason, changedKeys: changed.sorted())
                 }
@@ -223,13 +223,17 @@ public final class UbiquitousKeyValueStore: Sendable {
 struct CloudNames {
     static let kind = CloudObjects.Kind(prefix: "kv-", store: "kvstore")
     let name: String
-    let check: Data
+    /// Which account this is, as the local cache remembers it to tell an account change. Its own
+    /// derivation, not the account's public check value: nothing sealed is also in the cloud in
+    /// clear.
+    let account: Data
     private let objects: CloudObjects
 
     init(cloudKey: SecureBytes, appID: String) {
         objects = CloudObjects(cloudKey: cloudKey, kind: Self.kind)
         name = objects.name(appID)
-        check = CloudObjects.accountCheck(cloudKey)
+        account = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.kvstore.account.v1")
+            .unsafeData()
     }
 
     func seal(_ entries: [String: KVEntry]) -> Data {

@@ -1,5 +1,6 @@
 internal import CSodium
 import Foundation
+import Synchronization
 
 /// XChaCha20-Poly1305 (IETF) envelopes with a versioned header.
 ///
@@ -28,7 +29,8 @@ public enum Envelope {
         precondition(key.count == keyLength, "an envelope key is \(keyLength) bytes")
         precondition(nonce == nil || nonce!.count == nonceLength)
         return withBytes(plaintext) { m in
-            withHeaderedAssociatedData(magic + [version], associatedData) { a in
+            sealObserver.withLock { $0 }?(m)
+            return withHeaderedAssociatedData(magic + [version], associatedData) { a in
                 let total = headerLength + nonceLength + m.count + tagLength
                 let out = UnsafeMutablePointer<UInt8>.allocate(capacity: total)
                 out[0] = magic[0]
@@ -58,6 +60,11 @@ public enum Envelope {
             }
         }
     }
+
+    /// Test hook, visible only inside this package: sees every plaintext sealed in this process,
+    /// so that the suite can sweep untrusted storage (cloud accounts, transfer files) for any of
+    /// them (`KeepsakeTestSupport.SuiteSweep`). nil outside the test suite.
+    package static let sealObserver = Mutex<(@Sendable (UnsafeRawBufferPointer) -> Void)?>(nil)
 
     /// The bytes of a collection in place when it is contiguous (Data, [UInt8]), else copied once.
     /// (Callers in other modules reach here unspecialized: no per-element generic access.)

@@ -54,7 +54,7 @@ struct BlockStoreFixtureTests {
     @Test("joining the sample cloud account with its passcode restores exactly its entries")
     func sampleCloud() throws {
         let sample = try loadFixture(CloudSample.self, "blockstore/cloud-sample.json")
-        let cloud = Throwaway.directory("cloud")
+        let cloud = Throwaway.untrusted("cloud")
         let source = fixturesDirectory.appendingPathComponent("blockstore/cloud-sample")
         for name in try FileManager.default.contentsOfDirectory(atPath: source.path) {
             try FileManager.default.copyItem(

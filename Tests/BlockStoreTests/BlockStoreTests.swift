@@ -33,7 +33,7 @@ struct Phone {
     var sync: BlockStoreSync { BlockStoreSync(device: device) }
 }
 
-func newCloud() -> URL { Throwaway.directory("cloud") }
+func newCloud() -> URL { Throwaway.untrusted("cloud") }
 
 /// Every file under `directory`, recursively.
 func allFiles(_ directory: URL) -> [URL] {

@@ -10,7 +10,7 @@ struct BlockStoreCLITests {
         "store, retrieve, delete, e2ee and sync through the command line, then a second device joins"
     )
     func story() throws {
-        let cloud = Throwaway.directory("cloud")
+        let cloud = Throwaway.untrusted("cloud")
         let one = try PrivateSecretService.start()
         let two = try PrivateSecretService.start()
         let device1 = [
@@ -94,7 +94,7 @@ struct BlockStoreCLITests {
         _ = try keepsake(
             ["blockstore", "store", "--key", "hint"] + device1, input: Data("carried".utf8),
             service: one, environment: fast)
-        let bundle = Throwaway.directory("transfer").appendingPathComponent("bundle")
+        let bundle = Throwaway.untrusted("transfer").appendingPathComponent("bundle")
         let out = try keepsake(
             ["device", "transfer", "--out", bundle.path] + device1, service: one, environment: fast)
         let key = out.text.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -118,7 +118,7 @@ struct BlockStoreCLITests {
         _ = try keepsake(
             ["hint", "set", "--wallet", "0x8A…3F", "--profile", "android"] + device1, service: one,
             environment: fast)
-        let bundle2 = Throwaway.directory("transfer").appendingPathComponent("bundle")
+        let bundle2 = Throwaway.untrusted("transfer").appendingPathComponent("bundle")
         let key2 = try keepsake(
             ["device", "transfer", "--out", bundle2.path] + device1, service: one, environment: fast
         ).text

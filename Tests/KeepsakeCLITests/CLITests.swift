@@ -19,6 +19,11 @@ func keepsake(
     _ arguments: [String], input: Data = Data(), service: PrivateSecretService?,
     environment extra: [String: String] = [:], fileSizeLimit: Int? = nil
 ) throws -> Run {
+    // What the CLI will seal, for the suite-wide sweep (its own seals happen in another process).
+    SuiteSweep.record(input)
+    for argument in arguments where !argument.hasPrefix("-") {
+        SuiteSweep.record(Data(argument.utf8))
+    }
     let process = Process()
     if let fileSizeLimit {
         process.executableURL = URL(fileURLWithPath: "/bin/sh")

@@ -86,7 +86,7 @@ struct KeyValueStoreTests {
         "synchronize exchanges with the account; the other device gets an initial-sync, then server changes"
     )
     func twoDevices() throws {
-        let cloud = Throwaway.directory("cloud")
+        let cloud = Throwaway.untrusted("cloud")
         let one = try Mac(cloud: cloud)
         try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let two = try Mac(cloud: cloud)
@@ -112,7 +112,7 @@ struct KeyValueStoreTests {
 
     @Test("a remote change newer than a pending local write wins; an older one does not")
     func newerWins() throws {
-        let cloud = Throwaway.directory("cloud")
+        let cloud = Throwaway.untrusted("cloud")
         let one = try Mac(cloud: cloud)
         try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let two = try Mac(cloud: cloud)
@@ -137,7 +137,7 @@ struct KeyValueStoreTests {
 
     @Test("signed-out values are reconciled at sign-in")
     func reconcileAtSignIn() throws {
-        let cloud = Throwaway.directory("cloud")
+        let cloud = Throwaway.untrusted("cloud")
         let one = try Mac(cloud: cloud)
         try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         one.store().set("from the account", forKey: "remote")
@@ -161,7 +161,7 @@ struct KeyValueStoreTests {
 
     @Test("without end-to-end encryption nothing reaches the cloud")
     func noE2EE() throws {
-        let cloud = Throwaway.directory("cloud")
+        let cloud = Throwaway.untrusted("cloud")
         let mac = try Mac(cloud: cloud)
         mac.store().set("v", forKey: "k")
         #expect(mac.store().synchronize() == false)

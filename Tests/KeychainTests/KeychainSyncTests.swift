@@ -53,7 +53,7 @@ private func cloudObjects(_ cloud: URL) -> [String] {
 struct KeychainSyncTests {
     @Test("without an E2EE-capable lock screen nothing is uploaded and the item stays local")
     func noE2EE() throws {
-        let cloud = Throwaway.directory("cloud")
+        let cloud = Throwaway.untrusted("cloud")
         let phone = try SyncPhone(cloud: cloud)
         try phone.add("a", "secret")
         #expect(try phone.sync().skipped != nil)
@@ -65,7 +65,7 @@ struct KeychainSyncTests {
         "a new device joins with the old passcode and gets synchronizable items; this-device-only and non-synchronizable stay home"
     )
     func join() throws {
-        let cloud = Throwaway.directory("cloud")
+        let cloud = Throwaway.untrusted("cloud")
         let old = try SyncPhone(cloud: cloud)
         try old.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         try old.add("synced", "travels")
@@ -100,7 +100,7 @@ struct KeychainSyncTests {
 
     @Test("updates propagate, the last writer wins, and deletions propagate")
     func updatesAndDeletions() throws {
-        let cloud = Throwaway.directory("cloud")
+        let cloud = Throwaway.untrusted("cloud")
         let one = try SyncPhone(cloud: cloud)
         try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let two = try SyncPhone(cloud: cloud)

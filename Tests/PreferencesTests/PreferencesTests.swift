@@ -157,7 +157,7 @@ struct AutoBackupTests {
         "with data-extraction-rules and no E2EE nothing is backed up to the cloud; with a pin it is, sealed"
     )
     func cloudOnlyWithE2EE() throws {
-        let cloud = Throwaway.directory("cloud")
+        let cloud = Throwaway.untrusted("cloud")
         let phone = try Android(cloud: cloud)
         try phone.writePrefs("recovery_hint", ["hint": "the hint"])
         #expect(try phone.backup().backup().files == [])

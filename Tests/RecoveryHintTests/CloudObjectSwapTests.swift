@@ -163,8 +163,8 @@ struct CloudObjectSwapTests {
         "every swapped, foreign, truncated, extended or flipped cloud object is refused by all four stores, never read as another's"
     )
     func swapsAreRefused() throws {
-        let cloudA = Throwaway.directory("cloud")
-        let cloudB = Throwaway.directory("cloud")
+        let cloudA = Throwaway.untrusted("cloud")
+        let cloudB = Throwaway.untrusted("cloud")
         let writerA = try Member(cloud: cloudA)
         let writerB = try Member(cloud: cloudB)
         for (writer, account) in [(writerA, "A"), (writerB, "B")] {

@@ -33,7 +33,7 @@ struct ProfileScenarioTests {
         "set → uninstall → reinstall → welcome back; a new device joining with the old pin is welcomed back too",
         arguments: HintProfile.allCases)
     func welcomeBack(_ profile: HintProfile) throws {
-        let cloud = Throwaway.directory("cloud")
+        let cloud = Throwaway.untrusted("cloud")
         let phone = try HintPhone(cloud: cloud)
         try phone.device.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
         let hint = RecoveryHint(
@@ -93,7 +93,7 @@ struct ProfileScenarioTests {
         "a device without a lock screen keeps its hint local: the cloud directory shows nothing",
         arguments: HintProfile.allCases)
     func noLockScreen(_ profile: HintProfile) throws {
-        let cloud = Throwaway.directory("cloud")
+        let cloud = Throwaway.untrusted("cloud")
         let phone = try HintPhone(cloud: cloud)
         let hints = RecoveryHints(
             service: try RecoveryHintService.make(

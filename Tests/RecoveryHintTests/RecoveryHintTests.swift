@@ -198,7 +198,7 @@ struct RecoveryHintServiceTests {
 
     @Test("a new device that joins with the old device's pin is welcomed back through Block Store")
     func newDevice() throws {
-        let cloud = Throwaway.directory("cloud")
+        let cloud = Throwaway.untrusted("cloud")
         let old = try HintPhone(cloud: cloud)
         try old.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         try old.hints().set(RecoveryHint(lastWallet: "0x8A…3F"))
@@ -211,7 +211,7 @@ struct RecoveryHintServiceTests {
 
     @Test("a device without a lock screen keeps its hint local: the cloud stays empty")
     func noLockScreenStaysLocal() throws {
-        let cloud = Throwaway.directory("cloud")
+        let cloud = Throwaway.untrusted("cloud")
         let phone = try HintPhone(cloud: cloud)
         RecoveryHints(service: try phone.hints()).set(lastWallet: "local")
         _ = try BlockStoreSync(device: phone.device).sync()
