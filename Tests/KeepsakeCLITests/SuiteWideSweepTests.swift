@@ -6,7 +6,7 @@ import Testing
 @Suite("Suite-wide sweep of untrusted storage")
 struct SuiteWideSweep {
     @Test(
-        "no cloud account or transfer file made during the suite holds an 8-byte sequence of any plaintext sealed or secret stored",
+        "no cloud account or transfer file made during the suite holds, in its bytes or its name, an 8-byte sequence of any plaintext sealed or secret stored",
         .enabled(if: SuiteSweep.directory != nil, "run by scripts/test after the whole suite"))
     func sweep() throws {
         let windows = try SuiteSweep.recordedWindows()
@@ -22,6 +22,10 @@ struct SuiteWideSweep {
             #expect(
                 found.isEmpty,
                 "\(file.lastPathComponent) holds recorded plaintext at offsets \(found.prefix(5))")
+            let name = Data(file.lastPathComponent.utf8)
+            #expect(
+                SuiteSweep.matches(in: name, windows: windows).isEmpty,
+                "the name \(file.lastPathComponent) holds recorded plaintext")
         }
         // And the sweep does find a recorded sequence when one is planted.
         let planted = withUnsafeBytes(of: windows.first!) { Data($0) }
