@@ -51,6 +51,89 @@ struct BlockStoreFixtureTests {
         }
     }
 
+    @Test(
+        "every single-bit flip, truncation and extension of a vector is refused, and so is the vector under another item's name, app or device",
+        arguments: entryVectors)
+    func tamperedVector(_ v: EntryVector) throws {
+        let file = fromHex(v.file)
+        let name = String(v.fileName.dropLast(6))
+        func layout(key: String = v.blockStoreKey, app: String = v.appID) -> LocalLayout {
+            LocalLayout(
+                blockStoreKey: SecureBytes(copying: fromHex(key)),
+                directory: Throwaway.directory("vector"), appID: app)
+        }
+        let own = layout()
+        var refused = 0
+        var cases = 0
+        func expectRefused(_ bytes: Data, _ layout: LocalLayout, _ name: String) {
+            cases += 1
+            do {
+                _ = try layout.open(bytes, name: name)
+            } catch {
+                refused += 1
+            }
+        }
+        for position in 0..<file.count {
+            for bit in 0..<8 {
+                var flipped = file
+                flipped[position] ^= UInt8(1 << bit)
+                expectRefused(flipped, own, name)
+            }
+        }
+        for length in 0..<file.count { expectRefused(file.prefix(length), own, name) }
+        expectRefused(file + [0], own, name)
+        for other in entryVectors where other.fileName != v.fileName {
+            expectRefused(file, own, String(other.fileName.dropLast(6)))  // another item's name
+            expectRefused(file, layout(key: other.blockStoreKey), name)  // another device
+        }
+        expectRefused(file, layout(app: "com.example.elsewhere"), name)  // another app
+        #expect(refused == cases)
+        print(
+            "tamper: Block Store vector \(v.testDescription), \(refused) of \(cases) cases refused")
+    }
+
+    @Test(
+        "every single-bit flip of a sample cloud object makes restore fail, never restore wrong bytes"
+    )
+    func tamperedSampleCloud() throws {
+        let sample = try loadFixture(CloudSample.self, "blockstore/cloud-sample.json")
+        let cloud = Throwaway.untrusted("cloud")
+        let source = fixturesDirectory.appendingPathComponent("blockstore/cloud-sample")
+        for name in try FileManager.default.contentsOfDirectory(atPath: source.path) {
+            try FileManager.default.copyItem(
+                at: source.appendingPathComponent(name), to: cloud.appendingPathComponent(name))
+        }
+        let phone = try Phone(cloud: cloud)
+        try phone.device.join(passcode: sample.passcode)
+        var refused = 0
+        var cases = 0
+        for name in Files.list(cloud) where name.hasPrefix("bs-") {
+            let object = cloud.appendingPathComponent(name)
+            let original = try Data(contentsOf: object)
+            for position in 0..<original.count {
+                for bit in 0..<8 {
+                    var flipped = original
+                    flipped[position] ^= UInt8(1 << bit)
+                    try flipped.write(to: object)
+                    cases += 1
+                    if code({ _ = try phone.sync.restore() }) == .internalError { refused += 1 }
+                }
+            }
+            try original.write(to: object)
+        }
+        #expect(refused == cases)
+        print(
+            "tamper: sample cloud account objects, \(refused) of \(cases) single-bit flips refused")
+        // Whatever restored before a refusal is exactly the sample's.
+        for (appID, entries) in sample.entries {
+            for (key, bytes) in try phone.client(appID).retrieveBytes(
+                RetrieveBytesRequest(retrieveAll: true))
+            {
+                #expect(entries[key].map(fromHex) == bytes)
+            }
+        }
+    }
+
     @Test("joining the sample cloud account with its passcode restores exactly its entries")
     func sampleCloud() throws {
         let sample = try loadFixture(CloudSample.self, "blockstore/cloud-sample.json")

@@ -338,3 +338,39 @@ struct MalformedSealedItemTests {
         }
     }
 }
+
+@Suite("Sealed Keychain items refuse every tampering")
+struct SealedItemTamperTests {
+    @Test(
+        "every single-bit flip, truncation and extension of a sealed item is refused, and so is the item under another class key",
+        arguments: [Accessibility.whenUnlocked, .afterFirstUnlockThisDeviceOnly])
+    func everyFlip(_ accessible: Accessibility) throws {
+        var attributes = GenericPasswordAttributes(
+            service: "wallet", account: "alice", accessible: accessible)
+        attributes.accessGroup = "com.example.wallet"
+        attributes.label = "Alice's wallet"
+        let record = StoredRecord(
+            id: "item-1", attributes: attributes, data: Data("correct horse battery".utf8))
+        let classKey = SecureBytes(randomCount: Envelope.keyLength)
+        let sealed = SealedItem.seal(record, key: classKey)
+        #expect(try SealedItem.parse(sealed).open(key: classKey) == record)
+        var cases = 0
+        var refused = 0
+        func expectRefused(_ bytes: Data, key: SecureBytes = classKey) {
+            cases += 1
+            do { _ = try SealedItem.parse(bytes).open(key: key) } catch { refused += 1 }
+        }
+        for position in 0..<sealed.count {
+            for bit in 0..<8 {
+                var flipped = sealed
+                flipped[position] ^= UInt8(1 << bit)
+                expectRefused(flipped)
+            }
+        }
+        for length in 0..<sealed.count { expectRefused(sealed.prefix(length)) }
+        expectRefused(sealed + [0])
+        expectRefused(sealed, key: SecureBytes(randomCount: Envelope.keyLength))  // another device or class
+        #expect(refused == cases)
+        print("tamper: sealed Keychain item (\(accessible)), \(refused) of \(cases) cases refused")
+    }
+}
