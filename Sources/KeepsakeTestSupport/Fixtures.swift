@@ -17,3 +17,20 @@ public func hex(_ data: Data) -> String { data.hexString }
 
 /// The bytes of a hex string (test vectors are well-formed; a bad digit traps).
 public func fromHex(_ string: String) -> Data { Data(hexString: string)! }
+
+/// Damaged copies of a sealed value, for exhaustive tamper tests.
+public enum Tampered {
+    /// Every single-bit flip at every byte position: 8 × `bytes.count` copies.
+    public static func singleBitFlips(of bytes: Data) -> LazyMapSequence<Range<Int>, Data> {
+        (0..<bytes.count * 8).lazy.map { flip in
+            var flipped = bytes
+            flipped[flipped.startIndex + flip / 8] ^= UInt8(1 << (flip % 8))
+            return flipped
+        }
+    }
+
+    /// Every proper prefix (the empty one included) and one extension by a zero byte.
+    public static func truncationsAndExtension(of bytes: Data) -> [Data] {
+        (0..<bytes.count).map { Data(bytes.prefix($0)) } + [bytes + [0]]
+    }
+}

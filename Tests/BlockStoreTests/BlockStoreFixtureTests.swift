@@ -26,6 +26,19 @@ private struct CloudSample: Decodable {
 private let entryVectors =
     (try? loadFixture(EntryFile.self, "blockstore/entries.json").vectors) ?? []
 
+private let sampleCloudSource = fixturesDirectory.appendingPathComponent("blockstore/cloud-sample")
+
+/// A cloud account holding a copy of `Fixtures/blockstore/cloud-sample`, and what it holds.
+private func sampleCloudAccount() throws -> (CloudSample, URL) {
+    let cloud = Throwaway.untrusted("cloud")
+    for name in try FileManager.default.contentsOfDirectory(atPath: sampleCloudSource.path) {
+        try FileManager.default.copyItem(
+            at: sampleCloudSource.appendingPathComponent(name),
+            to: cloud.appendingPathComponent(name))
+    }
+    return (try loadFixture(CloudSample.self, "blockstore/cloud-sample.json"), cloud)
+}
+
 @Suite("Block Store formats against an independent implementation (Fixtures/blockstore)")
 struct BlockStoreFixtureTests {
     @Test(
@@ -73,15 +86,10 @@ struct BlockStoreFixtureTests {
                 refused += 1
             }
         }
-        for position in 0..<file.count {
-            for bit in 0..<8 {
-                var flipped = file
-                flipped[position] ^= UInt8(1 << bit)
-                expectRefused(flipped, own, name)
-            }
+        for damaged in Tampered.singleBitFlips(of: file) { expectRefused(damaged, own, name) }
+        for damaged in Tampered.truncationsAndExtension(of: file) {
+            expectRefused(damaged, own, name)
         }
-        for length in 0..<file.count { expectRefused(file.prefix(length), own, name) }
-        expectRefused(file + [0], own, name)
         for other in entryVectors where other.fileName != v.fileName {
             expectRefused(file, own, String(other.fileName.dropLast(6)))  // another item's name
             expectRefused(file, layout(key: other.blockStoreKey), name)  // another device
@@ -96,13 +104,7 @@ struct BlockStoreFixtureTests {
         "every single-bit flip of a sample cloud object makes restore fail, never restore wrong bytes"
     )
     func tamperedSampleCloud() throws {
-        let sample = try loadFixture(CloudSample.self, "blockstore/cloud-sample.json")
-        let cloud = Throwaway.untrusted("cloud")
-        let source = fixturesDirectory.appendingPathComponent("blockstore/cloud-sample")
-        for name in try FileManager.default.contentsOfDirectory(atPath: source.path) {
-            try FileManager.default.copyItem(
-                at: source.appendingPathComponent(name), to: cloud.appendingPathComponent(name))
-        }
+        let (sample, cloud) = try sampleCloudAccount()
         let phone = try Phone(cloud: cloud)
         try phone.device.join(passcode: sample.passcode)
         var refused = 0
@@ -110,14 +112,10 @@ struct BlockStoreFixtureTests {
         for name in Files.list(cloud) where name.hasPrefix("bs-") {
             let object = cloud.appendingPathComponent(name)
             let original = try Data(contentsOf: object)
-            for position in 0..<original.count {
-                for bit in 0..<8 {
-                    var flipped = original
-                    flipped[position] ^= UInt8(1 << bit)
-                    try flipped.write(to: object)
-                    cases += 1
-                    if code({ _ = try phone.sync.restore() }) == .internalError { refused += 1 }
-                }
+            for flipped in Tampered.singleBitFlips(of: original) {
+                try flipped.write(to: object)
+                cases += 1
+                if code({ _ = try phone.sync.restore() }) == .internalError { refused += 1 }
             }
             try original.write(to: object)
         }
@@ -136,13 +134,7 @@ struct BlockStoreFixtureTests {
 
     @Test("joining the sample cloud account with its passcode restores exactly its entries")
     func sampleCloud() throws {
-        let sample = try loadFixture(CloudSample.self, "blockstore/cloud-sample.json")
-        let cloud = Throwaway.untrusted("cloud")
-        let source = fixturesDirectory.appendingPathComponent("blockstore/cloud-sample")
-        for name in try FileManager.default.contentsOfDirectory(atPath: source.path) {
-            try FileManager.default.copyItem(
-                at: source.appendingPathComponent(name), to: cloud.appendingPathComponent(name))
-        }
+        let (sample, cloud) = try sampleCloudAccount()
         let phone = try Phone(cloud: cloud)
         try phone.device.setLockScreen(.pin, passcode: "1111", currentPasscode: nil)
         #expect(code { try phone.sync.join(passcode: "1357") } == .internalError)
@@ -157,6 +149,6 @@ struct BlockStoreFixtureTests {
         _ = try phone.sync.sync()
         #expect(
             Set(Files.list(cloud))
-                == Set(try FileManager.default.contentsOfDirectory(atPath: source.path)))
+                == Set(try FileManager.default.contentsOfDirectory(atPath: sampleCloudSource.path)))
     }
 }

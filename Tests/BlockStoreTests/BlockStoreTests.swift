@@ -231,16 +231,12 @@ struct BlockStoreRuleTests {
         let file = dir.appendingPathComponent(Files.list(dir).first { $0.hasSuffix(".entry") }!)
         let original = try Data(contentsOf: file)
         var refused = 0
-        for position in 0..<original.count {
-            for bit in 0..<8 {
-                var flipped = original
-                flipped[position] ^= UInt8(1 << bit)
-                try flipped.write(to: file)
-                if code({ _ = try client.retrieveBytes(RetrieveBytesRequest(keys: ["k"])) })
-                    == .internalError
-                {
-                    refused += 1
-                }
+        for flipped in Tampered.singleBitFlips(of: original) {
+            try flipped.write(to: file)
+            if code({ _ = try client.retrieveBytes(RetrieveBytesRequest(keys: ["k"])) })
+                == .internalError
+            {
+                refused += 1
             }
         }
         #expect(refused == original.count * 8)
@@ -351,13 +347,9 @@ struct BlockStoreCloudTests {
         let object = cloud.appendingPathComponent(Files.list(cloud).first { $0.hasPrefix("bs-") }!)
         let original = try Data(contentsOf: object)
         var refused = 0
-        for position in 0..<original.count {
-            for bit in 0..<8 {
-                var flipped = original
-                flipped[position] ^= UInt8(1 << bit)
-                try flipped.write(to: object)
-                if code({ _ = try new.sync.restore() }) == .internalError { refused += 1 }
-            }
+        for flipped in Tampered.singleBitFlips(of: original) {
+            try flipped.write(to: object)
+            if code({ _ = try new.sync.restore() }) == .internalError { refused += 1 }
         }
         #expect(refused == original.count * 8)
         print(

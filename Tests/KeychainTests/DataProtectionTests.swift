@@ -360,15 +360,8 @@ struct SealedItemTamperTests {
             cases += 1
             do { _ = try SealedItem.parse(bytes).open(key: key) } catch { refused += 1 }
         }
-        for position in 0..<sealed.count {
-            for bit in 0..<8 {
-                var flipped = sealed
-                flipped[position] ^= UInt8(1 << bit)
-                expectRefused(flipped)
-            }
-        }
-        for length in 0..<sealed.count { expectRefused(sealed.prefix(length)) }
-        expectRefused(sealed + [0])
+        for damaged in Tampered.singleBitFlips(of: sealed) { expectRefused(damaged) }
+        for damaged in Tampered.truncationsAndExtension(of: sealed) { expectRefused(damaged) }
         expectRefused(sealed, key: SecureBytes(randomCount: Envelope.keyLength))  // another device or class
         #expect(refused == cases)
         print("tamper: sealed Keychain item (\(accessible)), \(refused) of \(cases) cases refused")
