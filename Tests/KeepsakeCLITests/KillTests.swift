@@ -5,7 +5,8 @@ import Testing
 @Suite("Faults: the process SIGKILLed at random points of a write")
 struct KillTests {
     @Test(
-        "100 killed writes: every later read returns the old or the new value in full, never torn")
+        "160 killed writes (Keychain, Block Store, key-value store, hint): every later read returns the old or the new value in full, never torn"
+    )
     func killedWrites() throws {
         let service = try PrivateSecretService.start()
         let app = [
@@ -17,58 +18,91 @@ struct KillTests {
         func value(_ n: Int) -> Data {
             Data(repeating: UInt8(65 + n % 26), count: 3000) + Data("#\(n)".utf8)
         }
+        func wallet(_ n: Int) -> String { "wallet-\(n)-" + String(repeating: "w", count: 200) }
+        func readBlockStore() throws -> Data? {
+            let read = try keepsake(
+                ["blockstore", "retrieve", "--key", "k"] + app, service: service)
+            let object = try JSONSerialization.jsonObject(with: read.stdout) as? [String: String]
+            return object?["k"].flatMap { Data(base64Encoded: $0) }
+        }
+        func readHint() throws -> Data? {
+            let read = try keepsake(["hint", "get"] + app, service: service)
+            let object = try JSONSerialization.jsonObject(with: read.stdout) as? [String: Any]
+            return (object?["lastWallet"] as? String).map { Data($0.utf8) }
+        }
         let keychain = ["--service", "kill", "--account", "a"] + app
+        // Each kind: the write of value n (arguments, standard input), the value n as read back,
+        // and the read.
+        let kinds:
+            [(
+                name: String, write: (Int) -> ([String], Data), expected: (Int) -> Data,
+                read: () throws -> Data?
+            )] = [
+                (
+                    "keychain", { (["keychain", "update"] + keychain, value($0)) }, value,
+                    { try keepsake(["keychain", "get"] + keychain, service: service).stdout }
+                ),
+                (
+                    "blockstore", { (["blockstore", "store", "--key", "k"] + app, value($0)) },
+                    value, readBlockStore
+                ),
+                (
+                    "kvstore", { (["kv", "set", "--key", "k"] + app, value($0)) }, value,
+                    { try keepsake(["kv", "get", "--key", "k"] + app, service: service).stdout }
+                ),
+                (
+                    "hint", { (["hint", "set", "--wallet", wallet($0)] + app, Data()) },
+                    { Data(wallet($0).utf8) }, readHint
+                ),
+            ]
         #expect(
             try keepsake(["keychain", "add"] + keychain, input: value(0), service: service).status
                 == 0)
-        #expect(
-            try keepsake(
-                ["blockstore", "store", "--key", "k"] + app, input: value(0), service: service
-            ).status == 0)
-        var keychainValue = 0
-        var blockStoreValue = 0
+        for kind in kinds.dropFirst() {
+            let (arguments, input) = kind.write(0)
+            #expect(try keepsake(arguments, input: input, service: service).status == 0)
+        }
+        var current = [Int](repeating: 0, count: kinds.count)
         var killedMidway = 0
-        for trial in 1...100 {
-            let useKeychain = trial % 2 == 0
+        var landed: [String: Int] = [:]
+        for trial in 1...160 {
+            let index = trial % kinds.count
+            let kind = kinds[index]
+            let (arguments, input) = kind.write(trial)
             let process = Process()
             process.executableURL = keepsakeExecutable
-            process.arguments =
-                useKeychain
-                ? ["keychain", "update"] + keychain : ["blockstore", "store", "--key", "k"] + app
+            process.arguments = arguments
             process.environment = environment
-            let input = Pipe()
-            process.standardInput = input
+            let stdin = Pipe()
+            process.standardInput = stdin
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             try process.run()
-            input.fileHandleForWriting.write(value(trial))
-            try input.fileHandleForWriting.close()
-            usleep(UInt32.random(in: 0...40_000))
+            stdin.fileHandleForWriting.write(input)
+            try stdin.fileHandleForWriting.close()
+            // A write takes ~40–60 ms here, process start included: kill anywhere in it or just
+            // after, so that some land, some die early and some die in the middle.
+            usleep(UInt32.random(in: 0...80_000))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             if process.terminationReason == .uncaughtSignal { killedMidway += 1 }
-            if useKeychain {
-                let read = try keepsake(["keychain", "get"] + keychain, service: service).stdout
-                #expect(
-                    read == value(keychainValue) || read == value(trial),
-                    "trial \(trial): torn or wrong value")
-                if read == value(trial) { keychainValue = trial }
+            let read = try kind.read()
+            #expect(
+                read == kind.expected(current[index]) || read == kind.expected(trial),
+                "\(kind.name) trial \(trial): torn or wrong value")
+            if read == kind.expected(trial) {
+                current[index] = trial
+                landed[kind.name, default: 0] += 1
+            }
+            if kind.name == "keychain" {
                 #expect(try service.connection().search(["service": "kill"]).unlocked.count == 1)
-            } else {
-                let read = try keepsake(
-                    ["blockstore", "retrieve", "--key", "k"] + app, service: service
-                ).stdout
-                let object = try #require(
-                    try JSONSerialization.jsonObject(with: read) as? [String: String])
-                let bytes = object["k"].flatMap { Data(base64Encoded: $0) }
-                #expect(
-                    bytes == value(blockStoreValue) || bytes == value(trial),
-                    "trial \(trial): torn or wrong value")
-                if bytes == value(trial) { blockStoreValue = trial }
             }
         }
-        print("kill: 100 trials, \(killedMidway) killed before finishing")
-        #expect(killedMidway > 10)
+        print(
+            "kill: 160 trials over 4 stores, \(killedMidway) killed before finishing; new value landed: \(landed.sorted { $0.key < $1.key })"
+        )
+        #expect(killedMidway > 20)
+        #expect(landed.values.reduce(0, +) > 10, "too few writes landed to tell anything")
     }
 }
 
