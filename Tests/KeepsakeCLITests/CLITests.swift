@@ -21,8 +21,9 @@ func keepsake(
 ) throws -> Run {
     // What the CLI will seal, for the suite-wide sweep (its own seals happen in another process).
     SuiteSweep.record(input)
-    for argument in arguments where !argument.hasPrefix("-") {
-        SuiteSweep.record(Data(argument.utf8))
+    for (option, value) in zip(arguments, arguments.dropFirst())
+    where ["--wallet", "--authenticator-id"].contains(option) {
+        SuiteSweep.record(Data(value.utf8))
     }
     let process = Process()
     if let fileSizeLimit {
@@ -52,6 +53,7 @@ func keepsake(
     let out = stdout.fileHandleForReading.readDataToEndOfFile()
     let err = stderr.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
+    SuiteSweep.keepStandardError(err)
     return Run(
         status: process.terminationStatus, stdout: out, stderr: String(decoding: err, as: UTF8.self)
     )

@@ -6,32 +6,43 @@ import Testing
 @Suite("Suite-wide sweep of untrusted storage")
 struct SuiteWideSweep {
     @Test(
-        "no cloud account or transfer file made during the suite holds, in its bytes or its name, an 8-byte sequence of any plaintext sealed or secret stored",
+        "no cloud account or transfer file made during the suite holds, in its bytes or its name, an 8-byte sequence of any plaintext sealed or secret stored; no error or log line of the CLI holds a secret",
         .enabled(if: SuiteSweep.directory != nil, "run by scripts/test after the whole suite"))
     func sweep() throws {
-        let windows = try SuiteSweep.recordedWindows()
+        let secrets = try SuiteSweep.recorded(.secrets)
+        let sealedOrSecret = try SuiteSweep.recorded(.sealed).union(secrets)
         let files = SuiteSweep.untrustedFiles()
-        // Not vacuous: the suite sealed plenty and left plenty in untrusted storage.
-        #expect(windows.count > 10_000, "the ledger is nearly empty: did the suite run first?")
+        let logs = SuiteSweep.keptStandardError()
+        // Not vacuous: the suite sealed plenty, gave the CLI secrets and left plenty behind.
+        #expect(
+            sealedOrSecret.count > 10_000, "the ledger is nearly empty: did the suite run first?")
+        #expect(secrets.count > 100, "few secrets recorded: did the CLI tests run first?")
         #expect(files.count > 50, "too few untrusted files: did the suite run first?")
+        #expect(!logs.isEmpty, "no standard error kept: did the CLI tests run first?")
         var bytes = 0
         for file in files {
             let data = try Data(contentsOf: file)
             bytes += data.count
-            let found = SuiteSweep.matches(in: data, windows: windows)
+            let found = SuiteSweep.matches(in: data, windows: sealedOrSecret)
             #expect(
                 found.isEmpty,
                 "\(file.lastPathComponent) holds recorded plaintext at offsets \(found.prefix(5))")
-            let name = Data(file.lastPathComponent.utf8)
             #expect(
-                SuiteSweep.matches(in: name, windows: windows).isEmpty,
-                "the name \(file.lastPathComponent) holds recorded plaintext")
+                SuiteSweep.matches(in: Data(file.lastPathComponent.utf8), windows: sealedOrSecret)
+                    .isEmpty, "the name \(file.lastPathComponent) holds recorded plaintext")
+        }
+        var logBytes = 0
+        for log in logs {
+            let data = try Data(contentsOf: log)
+            logBytes += data.count
+            let found = SuiteSweep.matches(in: data, windows: secrets)
+            #expect(found.isEmpty, "standard error holds a secret at offsets \(found.prefix(5))")
         }
         // And the sweep does find a recorded sequence when one is planted.
-        let planted = withUnsafeBytes(of: windows.first!) { Data($0) }
-        #expect(SuiteSweep.matches(in: Data("xx".utf8) + planted, windows: windows) == [2])
+        let planted = withUnsafeBytes(of: secrets.first!) { Data($0) }
+        #expect(SuiteSweep.matches(in: Data("xx".utf8) + planted, windows: secrets) == [2])
         print(
-            "sweep: \(files.count) untrusted files, \(bytes) bytes, against \(windows.count) recorded 8-byte sequences"
+            "sweep: \(files.count) untrusted files (\(bytes) bytes) against \(sealedOrSecret.count) sealed or secret 8-byte sequences; \(logBytes) bytes of CLI errors and logs against \(secrets.count) secret ones"
         )
     }
 }
