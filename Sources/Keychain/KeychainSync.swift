@@ -28,15 +28,6 @@ public struct KeychainSync: Sendable {
         var record: StoredRecord
     }
 
-    fileprivate struct Remote: Codable {
-        var accessGroup: String
-        var service: String
-        var account: String
-        var modified: Int64
-        var deleted: Bool
-        var record: Data?  // StoredRecord encoding, absent for a tombstone
-    }
-
     /// Exchanges now; false-y report (`skipped`) when it cannot.
     public func sync() throws(KeychainError) -> Report {
         guard let cloud = device.cloud else { return Report(skipped: "signed out") }
@@ -97,7 +88,7 @@ public struct KeychainSync: Sendable {
         }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         for name in remoteNames.union(local.keys).union(manifest) {
-            let remote: Remote? =
+            let remote: SyncedItem? =
                 try remoteNames.contains(name)
                 ? names.open(try cloudRead(cloud, name), name: name) : nil
             let mine = local[name]
@@ -108,7 +99,7 @@ public struct KeychainSync: Sendable {
             case (let mine?, nil):
                 try cloudWrite(
                     cloud, name,
-                    names.seal(Remote(item: mine.record, modified: mineModified!), name: name))
+                    names.seal(SyncedItem(item: mine.record, modified: mineModified!), name: name))
                 report.uploaded += 1
             case (nil, let remote?) where remote.deleted:
                 continue
@@ -117,7 +108,7 @@ public struct KeychainSync: Sendable {
                     // Deleted here since the last sync, and the cloud copy is not newer: tombstone.
                     try cloudWrite(
                         cloud, name,
-                        names.seal(Remote(tombstoneFor: remote, modified: now), name: name))
+                        names.seal(SyncedItem(tombstoneFor: remote, modified: now), name: name))
                     report.deleted += 1
                 } else {
                     try store(remote)
@@ -137,7 +128,8 @@ public struct KeychainSync: Sendable {
                 } else if remote.modified < mineModified! {
                     try cloudWrite(
                         cloud, name,
-                        names.seal(Remote(item: mine.record, modified: mineModified!), name: name))
+                        names.seal(
+                            SyncedItem(item: mine.record, modified: mineModified!), name: name))
                     report.uploaded += 1
                 }
             case (nil, nil):
@@ -156,15 +148,8 @@ public struct KeychainSync: Sendable {
 
     /// Writes a remote item locally (over `replacing` when given), sealed under this device's key
     /// for its class, keeping its creation and modification dates.
-    private func store(_ remote: Remote, replacing old: Local? = nil) throws(KeychainError) {
-        guard let bytes = remote.record else { return }
-        var record = try StoredRecord.decode(bytes)
-        guard record.attributes.synchronizable, !record.attributes.accessible.isThisDeviceOnly,
-            record.key.accessGroup == remote.accessGroup, record.key.service == remote.service,
-            record.key.account == remote.account
-        else {
-            throw KeychainError(KeychainError.decode, "a synced item does not match its envelope")
-        }
+    private func store(_ remote: SyncedItem, replacing old: Local? = nil) throws(KeychainError) {
+        guard var record = try remote.storedRecord() else { return }
         record.id = old?.record.id ?? UUID().uuidString
         let classKey: SecureBytes
         do {
@@ -219,19 +204,14 @@ public struct KeychainSync: Sendable {
             objects.name(key.accessGroup, key.service, key.account)
         }
 
-        func seal(_ remote: Remote, name: String) throws(KeychainError) -> Data {
-            guard let json = try? JSONEncoder().encode(remote) else {
-                throw KeychainError(KeychainError.param, "encoding")
-            }
-            return objects.seal(json, name: name)
+        func seal(_ remote: SyncedItem, name: String) -> Data {
+            objects.seal(remote.encoded(), name: name)
         }
 
-        func open(_ bytes: Data, name: String) throws(KeychainError) -> Remote {
-            let remote: Remote
+        func open(_ bytes: Data, name: String) throws(KeychainError) -> SyncedItem {
+            let remote: SyncedItem
             do {
-                remote = try objects.open(bytes, name: name) {
-                    try JSONDecoder().decode(Remote.self, from: $0)
-                }
+                remote = try objects.open(bytes, name: name) { try SyncedItem.decode($0) }
             } catch {
                 throw KeychainError(
                     KeychainError.decode, "a synced item does not open (tampered or corrupt)")
@@ -245,21 +225,5 @@ public struct KeychainSync: Sendable {
             }
             return remote
         }
-    }
-}
-
-extension KeychainSync.Remote {
-    init(item record: StoredRecord, modified: Int64) {
-        self.init(
-            accessGroup: record.key.accessGroup, service: record.key.service,
-            account: record.key.account,
-            modified: modified, deleted: false, record: record.encoded())
-    }
-
-    init(tombstoneFor remote: KeychainSync.Remote, modified: Int64) {
-        self.init(
-            accessGroup: remote.accessGroup, service: remote.service, account: remote.account,
-            modified: modified,
-            deleted: true, record: nil)
     }
 }

@@ -71,7 +71,7 @@ public struct AutoBackup: Sendable {
     @discardableResult
     public func backup() throws(PreferencesError) -> Report {
         let files = try snapshot(forTransfer: false)
-        let bundle = Self.encode(files)
+        let bundle = BackupBundle.encode(files)
         let key = try call { try device.dataKey("autobackup") }
         do {
             if files.isEmpty {
@@ -113,14 +113,16 @@ public struct AutoBackup: Sendable {
             let key = try call { try device.dataKey("autobackup") }
             files = try open {
                 try Envelope.open(sealed, key: key, associatedData: associatedData) {
-                    try Self.decode(Data($0))
+                    try BackupBundle.decode(Data($0))
                 }
             }
         } else if let cloud = device.cloud, let cloudKey = try? device.cloudKey(forUpload: false) {
             let objects = CloudObjects(cloudKey: cloudKey, kind: Self.cloudKind)
             let name = objects.name(app.id)
             if let sealed = try? cloud.read(name) {
-                files = try open { try objects.open(sealed, name: name) { try Self.decode($0) } }
+                files = try open {
+                    try objects.open(sealed, name: name) { try BackupBundle.decode($0) }
+                }
             }
         }
         try write(files ?? [:])
@@ -131,12 +133,12 @@ public struct AutoBackup: Sendable {
 
     /// The app's `device-transfer` files, for a transfer bundle.
     public func transferPayload() throws(PreferencesError) -> Data {
-        Self.encode(try snapshot(forTransfer: true))
+        BackupBundle.encode(try snapshot(forTransfer: true))
     }
 
     /// Puts a transfer payload's files into the container.
     public func receiveTransfer(_ payload: Data) throws(PreferencesError) {
-        try write(try Self.decode(payload))
+        try write(try BackupBundle.decode(payload))
     }
 
     // MARK: - Encoding
@@ -161,40 +163,6 @@ public struct AutoBackup: Sendable {
     {
         do { return try body() } catch {
             throw PreferencesError("the backup does not open (tampered or corrupt)")
-        }
-    }
-
-    static func encode(_ files: [String: Data]) -> Data {
-        var out = TLV(magic: Data("KAB1".utf8))
-        var list = Data()
-        for path in files.keys.sorted() {
-            var entry = TLV(magic: Data())
-            entry.append(1, path)
-            entry.append(2, files[path]!)
-            withUnsafeBytes(of: UInt32(entry.bytes.count).bigEndian) { list.append(contentsOf: $0) }
-            list.append(entry.bytes)
-        }
-        out.append(1, list)
-        return out.bytes
-    }
-
-    static func decode(_ bytes: Data) throws(PreferencesError) -> [String: Data] {
-        do {
-            let fields = try TLV.fields(bytes, magic: Data("KAB1".utf8), known: 1...1)
-            var rest = Data(try fields.required(1))
-            var files: [String: Data] = [:]
-            while !rest.isEmpty {
-                guard rest.count >= 4 else { throw SealingError(.malformed) }
-                let length = rest.prefix(4).reduce(0) { $0 << 8 | Int($1) }
-                guard rest.count - 4 >= length else { throw SealingError(.malformed) }
-                let entry = try TLV.fields(
-                    Data(rest.dropFirst(4).prefix(length)), magic: Data(), known: 1...2)
-                files[try entry.requiredString(1)] = Data(try entry.required(2))
-                rest = Data(rest.dropFirst(4 + length))
-            }
-            return files
-        } catch {
-            throw PreferencesError("malformed backup")
         }
     }
 

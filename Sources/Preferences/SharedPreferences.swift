@@ -1,10 +1,6 @@
 import Device
 import Foundation
 
-#if canImport(FoundationXML)
-    import FoundationXML
-#endif
-
 /// Android's `SharedPreferences` for one file: `<container>/shared_prefs/<name>.xml` in Android's
 /// own format (`<map><string name="k">v</string>…</map>`). Lives in the app's container, so it is
 /// gone at uninstall — unless Auto Backup brings it back at reinstall.
@@ -27,7 +23,7 @@ public struct SharedPreferences: Sendable {
         }
         self.app = app
         self.name = name
-        if let bytes = try Files.read(file) { values = try Self.parse(bytes) }
+        if let bytes = try Files.read(file) { values = try PreferencesXML.parse(bytes) }
     }
 
     public func string(forKey key: String) -> String? { values[key] }
@@ -36,64 +32,6 @@ public struct SharedPreferences: Sendable {
 
     /// Mirrors `Editor.commit()`: writes the file atomically (0600; directories 0700).
     public func commit() throws {
-        var xml = "<?xml version='1.0' encoding='utf-8' standalone='yes' ?>\n<map>\n"
-        for key in values.keys.sorted() {
-            xml +=
-                "    <string name=\"\(Self.escape(key))\">\(Self.escape(values[key]!))</string>\n"
-        }
-        xml += "</map>\n"
-        try Files.writeAtomically(Data(xml.utf8), to: file)
-    }
-
-    static func escape(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(
-            of: "<", with: "&lt;"
-        )
-        .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
-    }
-
-    static func parse(_ bytes: Data) throws -> [String: String] {
-        try XMLInput.check(bytes, "the preferences file")
-        let delegate = MapParser()
-        let parser = XMLParser(data: bytes)
-        parser.delegate = delegate
-        guard parser.parse(), delegate.error == nil else {
-            throw PreferencesError("the preferences file is not valid: \(delegate.error ?? "XML")")
-        }
-        return delegate.values
-    }
-
-    private final class MapParser: NSObject, XMLParserDelegate {
-        var values: [String: String] = [:]
-        var error: String?
-        private var currentName: String?
-        private var text = ""
-
-        func parser(
-            _ parser: XMLParser, didStartElement element: String, namespaceURI: String?,
-            qualifiedName: String?, attributes: [String: String] = [:]
-        ) {
-            switch element {
-            case "map": break
-            case "string":
-                currentName = attributes["name"]
-                text = ""
-            case "boolean", "int", "long", "float":
-                if let name = attributes["name"], let value = attributes["value"] {
-                    values[name] = value
-                }
-            default: error = "unexpected element \(element)"
-            }
-        }
-
-        func parser(_ parser: XMLParser, foundCharacters string: String) { text += string }
-
-        func parser(
-            _ parser: XMLParser, didEndElement element: String, namespaceURI: String?,
-            qualifiedName: String?
-        ) {
-            if element == "string", let name = currentName { values[name] = text }
-            currentName = nil
-        }
+        try Files.writeAtomically(PreferencesXML.encode(values), to: file)
     }
 }

@@ -25,6 +25,16 @@ public struct Argon2Cost: Sendable, Hashable, Codable {
         operations: UInt64(crypto_pwhash_OPSLIMIT_MIN), memoryBytes: Int(crypto_pwhash_MEMLIMIT_MIN)
     )
 
+    /// Whether a cost read from outside (a cloud account's key blob) is one Keepsake would use:
+    /// between `minimum` and libsodium's SENSITIVE (4 passes, 1 GiB). Anything else is refused, so
+    /// that a hostile blob cannot make a device spend hours or all its memory on one guess.
+    public var isWithinBounds: Bool {
+        (UInt64(crypto_pwhash_OPSLIMIT_MIN)...UInt64(crypto_pwhash_OPSLIMIT_SENSITIVE))
+            .contains(operations)
+            && (Int(crypto_pwhash_MEMLIMIT_MIN)...Int(crypto_pwhash_MEMLIMIT_SENSITIVE))
+                .contains(memoryBytes)
+    }
+
     /// By name, as `KEEPSAKE_ARGON2_COST` gives it.
     public init?(name: String) {
         switch name {

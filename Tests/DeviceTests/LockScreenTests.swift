@@ -177,3 +177,37 @@ struct LockScreenTests {
         }
     }
 }
+
+@Suite("The cloud account's key blob")
+struct AccountKeyBlobTests {
+    @Test(
+        "a blob whose Argon2id cost is out of bounds is refused at once as corrupt, before any guess is spent",
+        arguments: [
+            #"{"operations":4294967295,"memoryBytes":8192}"#,
+            #"{"operations":1,"memoryBytes":4398046511104}"#,
+            #"{"operations":0,"memoryBytes":8192}"#,
+        ])
+    func hostileCost(_ cost: String) throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let service = try PrivateSecretService.start()
+        let owner = Device(
+            secretService: service.connection(),
+            directory: service.root.appendingPathComponent("owner"),
+            cloud: CloudDirectory(cloud), passcodeCost: .minimum)
+        try owner.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        // Whoever holds the cloud directory rewrites the blob's cost.
+        let file = cloud.appendingPathComponent("account-key")
+        let json = String(decoding: try Data(contentsOf: file).dropFirst(4), as: UTF8.self)
+        let hostile = json.replacingOccurrences(
+            of: #""cost":\{[^}]*\}"#, with: "\"cost\":\(cost)", options: .regularExpression)
+        #expect(hostile != json)
+        try (Data("KCK1".utf8) + Data(hostile.utf8)).write(to: file)
+        let newcomer = Device(
+            secretService: service.connection(),
+            directory: service.root.appendingPathComponent("newcomer"),
+            cloud: CloudDirectory(cloud), passcodeCost: .minimum)
+        let start = ContinuousClock.now
+        #expect(code { try newcomer.join(passcode: "1234") } == .corrupt)
+        #expect(ContinuousClock.now - start < .seconds(1))
+    }
+}

@@ -132,6 +132,17 @@ struct AutoBackupTests {
                 == nil)
     }
 
+    @Test("keys and values with tabs, line ends, markup and quotes survive commit and reopen")
+    func whitespaceRoundTrip() throws {
+        let phone = try Android()
+        let values = [
+            "tab\tkey": "a\tb", "line\nkey": "first\nsecond", "cr\rkey": "x\r\ny",
+            "<&\"'>": "  leading and trailing  ", "ünïcödé ✓": "",
+        ]
+        try phone.writePrefs("odd", values)
+        #expect(try SharedPreferences(app: phone.app, name: "odd").values == values)
+    }
+
     @Test("the backup is restored at reinstall before first launch, only the files the rules take")
     func restoreAtReinstall() throws {
         let phone = try Android()

@@ -1,0 +1,59 @@
+import Foundation
+
+/// One synchronizable item as it travels inside its sealed cloud object (`KeychainSync`): its
+/// primary key, when it was last modified, and its record — none for a tombstone. Device-free, so
+/// the decoder builds alone for the fuzzer (`scripts/fuzz`, target keychain-record).
+struct SyncedItem: Codable, Equatable {
+    var accessGroup: String
+    var service: String
+    var account: String
+    var modified: Int64
+    var deleted: Bool
+    var record: Data?  // StoredRecord encoding, absent for a tombstone
+
+    init(item record: StoredRecord, modified: Int64) {
+        accessGroup = record.key.accessGroup
+        service = record.key.service
+        account = record.key.account
+        self.modified = modified
+        deleted = false
+        self.record = record.encoded()
+    }
+
+    init(tombstoneFor item: SyncedItem, modified: Int64) {
+        accessGroup = item.accessGroup
+        service = item.service
+        account = item.account
+        self.modified = modified
+        deleted = true
+        record = nil
+    }
+
+    func encoded() -> Data {
+        // Strings, integers, a Bool and base64: nothing here can fail to encode.
+        try! JSONEncoder().encode(self)
+    }
+
+    /// Decodes and checks: a tombstone carries no record, an item carries one that decodes, is
+    /// synchronizable, not `…ThisDeviceOnly`, and has this same primary key.
+    static func decode(_ json: Data) throws(KeychainError) -> SyncedItem {
+        guard let item = try? JSONDecoder().decode(SyncedItem.self, from: json),
+            item.deleted == (item.record == nil)
+        else { throw KeychainError(KeychainError.decode, "a synced item does not decode") }
+        _ = try item.storedRecord()
+        return item
+    }
+
+    /// The item's record, checked against its envelope; nil for a tombstone.
+    func storedRecord() throws(KeychainError) -> StoredRecord? {
+        guard let record else { return nil }
+        let stored = try StoredRecord.decode(record)
+        guard stored.attributes.synchronizable, !stored.attributes.accessible.isThisDeviceOnly,
+            stored.key.accessGroup == accessGroup, stored.key.service == service,
+            stored.key.account == account
+        else {
+            throw KeychainError(KeychainError.decode, "a synced item does not match its envelope")
+        }
+        return stored
+    }
+}
