@@ -15,11 +15,8 @@ struct Phone {
 
     init(cloud: URL?) throws {
         service = try PrivateSecretService.start()
-        directory = service.root.appendingPathComponent("device")
-        device = Device(
-            secretService: service.connection(), directory: directory,
-            cloud: cloud.map(CloudDirectory.init), passcodeCost: .minimum,
-            retryPolicy: RetryPolicy(base: .milliseconds(300), longestWait: .seconds(5)))
+        device = service.device(cloud: cloud, retryPolicy: .fast)
+        directory = device.directory
     }
 
     func app(_ id: String = "com.example.wallet") throws -> App {

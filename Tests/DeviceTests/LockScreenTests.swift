@@ -19,9 +19,7 @@ private let passcodeCases =
 /// A device on its own private Secret Service, fast Argon2id and short retry delays.
 func makeDevice(_ service: PrivateSecretService, retryBase: Duration = .milliseconds(300)) -> Device
 {
-    Device(
-        secretService: service.connection(), passcodeCost: .minimum,
-        retryPolicy: RetryPolicy(base: retryBase, longestWait: .seconds(5)))
+    service.device(retryPolicy: RetryPolicy(base: retryBase, longestWait: .seconds(5)))
 }
 
 private func code(_ body: () throws -> Void) -> DeviceError.Code? {
@@ -190,10 +188,7 @@ struct AccountKeyBlobTests {
     func hostileCost(_ cost: String) throws {
         let cloud = Throwaway.untrusted("cloud")
         let service = try PrivateSecretService.start()
-        let owner = Device(
-            secretService: service.connection(),
-            directory: service.root.appendingPathComponent("owner"),
-            cloud: CloudDirectory(cloud), passcodeCost: .minimum)
+        let owner = service.device("owner", cloud: cloud)
         try owner.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         // Whoever holds the cloud directory rewrites the blob's cost.
         let file = cloud.appendingPathComponent("account-key")
@@ -202,10 +197,7 @@ struct AccountKeyBlobTests {
             of: #""cost":\{[^}]*\}"#, with: "\"cost\":\(cost)", options: .regularExpression)
         #expect(hostile != json)
         try (Data("KCK1".utf8) + Data(hostile.utf8)).write(to: file)
-        let newcomer = Device(
-            secretService: service.connection(),
-            directory: service.root.appendingPathComponent("newcomer"),
-            cloud: CloudDirectory(cloud), passcodeCost: .minimum)
+        let newcomer = service.device("newcomer", cloud: cloud)
         let start = ContinuousClock.now
         #expect(code { try newcomer.join(passcode: "1234") } == .corrupt)
         #expect(ContinuousClock.now - start < .seconds(1))

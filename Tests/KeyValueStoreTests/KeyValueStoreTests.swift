@@ -18,10 +18,7 @@ private struct Mac {
 
     init(cloud: URL?) throws {
         service = try PrivateSecretService.start()
-        device = Device(
-            secretService: service.connection(),
-            directory: service.root.appendingPathComponent("device"),
-            cloud: cloud.map(CloudDirectory.init), passcodeCost: .minimum)
+        device = service.device(cloud: cloud)
         app = try App(
             id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
     }
@@ -146,9 +143,7 @@ struct KeyValueStoreTests {
         // Secret Service, now with the cloud).
         let two = try Mac(cloud: nil)
         two.store().set("written signed out", forKey: "local")
-        let signedIn = Device(
-            secretService: two.service.connection(), directory: two.device.directory,
-            cloud: CloudDirectory(cloud), passcodeCost: .minimum)
+        let signedIn = two.service.device(cloud: cloud)
         try signedIn.setLockScreen(.pin, passcode: "9999", currentPasscode: nil)
         try signedIn.join(passcode: "1234")
         let store = UbiquitousKeyValueStore(app: two.app, device: signedIn)

@@ -15,9 +15,7 @@ private struct Phone {
 
     init(app: App? = nil) throws {
         service = try PrivateSecretService.start()
-        device = Device(
-            secretService: service.connection(), passcodeCost: .minimum,
-            retryPolicy: RetryPolicy(base: .milliseconds(300), longestWait: .seconds(5)))
+        device = service.device(retryPolicy: .fast)
         keychain = Keychain(app: try app ?? ThrowawayApp.make(), device: device)
     }
 

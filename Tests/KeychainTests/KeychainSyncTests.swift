@@ -14,10 +14,7 @@ private struct SyncPhone {
 
     init(cloud: URL) throws {
         service = try PrivateSecretService.start()
-        device = Device(
-            secretService: service.connection(),
-            directory: service.root.appendingPathComponent("device"),
-            cloud: CloudDirectory(cloud), passcodeCost: .minimum)
+        device = service.device(cloud: cloud)
         keychain = Keychain(
             app: try App(
                 id: "com.example.wallet", container: service.root.appendingPathComponent("c")),

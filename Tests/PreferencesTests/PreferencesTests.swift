@@ -39,10 +39,7 @@ private struct Android {
 
     init(cloud: URL? = nil) throws {
         service = try PrivateSecretService.start()
-        device = Device(
-            secretService: service.connection(),
-            directory: service.root.appendingPathComponent("device"),
-            cloud: cloud.map(CloudDirectory.init), passcodeCost: .minimum)
+        device = service.device(cloud: cloud)
         app = try App(
             id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
     }

@@ -35,10 +35,7 @@ private struct Member {
 
     init(cloud: URL) throws {
         service = try PrivateSecretService.start()
-        device = Device(
-            secretService: service.connection(),
-            directory: service.root.appendingPathComponent("device"),
-            cloud: CloudDirectory(cloud), passcodeCost: .minimum)
+        device = service.device(cloud: cloud)
     }
 
     func app(_ id: String) throws -> App {

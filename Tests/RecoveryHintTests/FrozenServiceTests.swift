@@ -21,9 +21,7 @@ struct FrozenServiceTests {
         let logged = Mutex<[String]>([])
         // A device of a process that starts now: nothing derived or cached yet.
         func coldDevice() -> Device {
-            Device(
-                secretService: phone.service.connection(timeout: .milliseconds(500)),
-                directory: phone.device.directory, passcodeCost: .minimum)
+            phone.service.device(timeout: .milliseconds(500))
         }
         /// Each call, with the error type its module throws.
         func calls(_ device: Device) -> [(String, () throws -> Void)] {

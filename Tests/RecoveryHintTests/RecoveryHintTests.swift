@@ -25,11 +25,7 @@ struct HintPhone {
 
     init(cloud: URL? = nil, timeout: Duration = .seconds(5)) throws {
         service = try PrivateSecretService.start()
-        device = Device(
-            secretService: service.connection(timeout: timeout),
-            directory: service.root.appendingPathComponent("device"),
-            cloud: cloud.map(CloudDirectory.init), passcodeCost: .minimum,
-            retryPolicy: RetryPolicy(base: .milliseconds(300), longestWait: .seconds(5)))
+        device = service.device(cloud: cloud, timeout: timeout, retryPolicy: .fast)
         app = try App(
             id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
     }

@@ -1,0 +1,23 @@
+import Device
+import Foundation
+
+extension PrivateSecretService {
+    /// A device for tests on this Secret Service: its directory `name` under the service's
+    /// throwaway root (never the user's `$XDG_DATA_HOME`), the cheapest Argon2id cost, and the
+    /// given cloud account, call timeout and retry delays.
+    public func device(
+        _ name: String = "device", cloud: URL? = nil, timeout: Duration = .seconds(5),
+        retryPolicy: RetryPolicy = RetryPolicy()
+    ) -> Device {
+        Device(
+            secretService: connection(timeout: timeout),
+            directory: root.appendingPathComponent(name), cloud: cloud.map(CloudDirectory.init),
+            passcodeCost: .minimum, retryPolicy: retryPolicy)
+    }
+}
+
+extension RetryPolicy {
+    /// Short delays (300 ms doubling, at most 5 s waited in a call), so tests of wrong passcodes
+    /// run fast.
+    public static let fast = RetryPolicy(base: .milliseconds(300), longestWait: .seconds(5))
+}
