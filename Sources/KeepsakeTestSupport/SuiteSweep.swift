@@ -12,10 +12,11 @@ import Synchronization
 ///   non-secret framing (key names, app ids);
 /// - `secrets`: the secrets themselves that tests hand the CLI (standard input, hint values).
 /// Every untrusted directory the tests create (cloud accounts, transfer files —
-/// `Throwaway.untrusted`) is made under the sweep directory and kept, and so is the standard error
+/// `Throwaway.untrusted`) and every test device's directory (`PrivateSecretService.device`) is
+/// made under the sweep directory and kept, and so is the standard error
 /// (errors, log lines) of every CLI run (`keepStandardError`). At exit the ledgers are written out;
 /// a second run of only the sweep test (`SuiteWideSweep`) then looks for any sealed or secret
-/// sequence in every untrusted file, and for any secret in the kept standard error (which may
+/// sequence in every untrusted or device file, and for any secret in the kept standard error (which may
 /// name keys and apps, but never values). Without `KEEPSAKE_SWEEP_DIR` nothing is recorded and
 /// the sweep test does not run.
 public enum SuiteSweep {
@@ -28,6 +29,7 @@ public enum SuiteSweep {
         .map { URL(fileURLWithPath: $0) }
 
     static var untrustedRoot: URL? { directory?.appendingPathComponent("untrusted") }
+    static var atRestRoot: URL? { directory?.appendingPathComponent("at-rest") }
     static var streamsRoot: URL? { directory?.appendingPathComponent("streams") }
     static var ledgerDirectory: URL? { directory?.appendingPathComponent("ledgers") }
 
@@ -113,6 +115,10 @@ public enum SuiteSweep {
 
     /// Every regular file under the untrusted directories the suite made.
     public static func untrustedFiles() -> [URL] { files(under: untrustedRoot) }
+
+    /// Every regular file under the test devices' directories (`PrivateSecretService.device`),
+    /// where Keepsake seals everything it writes.
+    public static func atRestFiles() -> [URL] { files(under: atRestRoot) }
 
     /// The kept standard error of every CLI run.
     public static func keptStandardError() -> [URL] { files(under: streamsRoot) }

@@ -27,9 +27,14 @@ public enum Throwaway {
     /// suite-wide sweep (`SuiteSweep`); otherwise it is an ordinary throwaway directory.
     public static func untrusted(_ prefix: String) -> URL {
         guard let root = SuiteSweep.untrustedRoot else { return directory(prefix) }
+        return kept(
+            root.appendingPathComponent(
+                "\(prefix)-\(getpid())-\(UUID().uuidString.prefix(8).lowercased())"))
+    }
+
+    /// A directory kept for the sweep under `root`, made once.
+    static func kept(_ url: URL) -> URL {
         _ = SuiteSweep.begin
-        let url = root.appendingPathComponent(
-            "\(prefix)-\(getpid())-\(UUID().uuidString.prefix(8).lowercased())")
         try? FileManager.default.createDirectory(
             at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         return url

@@ -3,16 +3,24 @@ import Foundation
 
 extension PrivateSecretService {
     /// A device for tests on this Secret Service: its directory `name` under the service's
-    /// throwaway root (never the user's `$XDG_DATA_HOME`), the cheapest Argon2id cost, and the
-    /// given cloud account, call timeout and retry delays.
+    /// throwaway root (never the user's `$XDG_DATA_HOME`) — or, during the suite-wide sweep, kept
+    /// for it, since everything Keepsake writes there is sealed — the cheapest Argon2id cost, and
+    /// the given cloud account, call timeout and retry delays. The same name gives the same
+    /// directory.
     public func device(
         _ name: String = "device", cloud: URL? = nil, timeout: Duration = .seconds(5),
         retryPolicy: RetryPolicy = RetryPolicy()
     ) -> Device {
         Device(
-            secretService: connection(timeout: timeout),
-            directory: root.appendingPathComponent(name), cloud: cloud.map(CloudDirectory.init),
-            passcodeCost: .minimum, retryPolicy: retryPolicy)
+            secretService: connection(timeout: timeout), directory: deviceDirectory(name),
+            cloud: cloud.map(CloudDirectory.init), passcodeCost: .minimum,
+            retryPolicy: retryPolicy)
+    }
+
+    /// Where `device(name)` keeps its files.
+    public func deviceDirectory(_ name: String = "device") -> URL {
+        guard let kept = SuiteSweep.atRestRoot else { return root.appendingPathComponent(name) }
+        return Throwaway.kept(kept.appendingPathComponent("\(root.lastPathComponent)-\(name)"))
     }
 }
 

@@ -6,12 +6,16 @@ import Testing
 @Suite("Suite-wide sweep of untrusted storage")
 struct SuiteWideSweep {
     @Test(
-        "no cloud account or transfer file made during the suite holds, in its bytes or its name, an 8-byte sequence of any plaintext sealed or secret stored; no error or log line of the CLI holds a secret",
+        "no cloud account, transfer file or device directory made during the suite holds, in its bytes or its names, an 8-byte sequence of any plaintext sealed or secret stored; no error or log line of the CLI holds a secret",
         .enabled(if: SuiteSweep.directory != nil, "run by scripts/test after the whole suite"))
     func sweep() throws {
         let secrets = try SuiteSweep.recorded(.secrets)
         let sealedOrSecret = try SuiteSweep.recorded(.sealed).union(secrets)
-        let files = SuiteSweep.untrustedFiles()
+        // A device directory's one clear file is the device's settings (backup on, Block Store
+        // available): no secret, and JSON whose punctuation matches sealed JSON by chance.
+        let files =
+            SuiteSweep.untrustedFiles()
+            + SuiteSweep.atRestFiles().filter { $0.lastPathComponent != "settings.json" }
         let logs = SuiteSweep.keptStandardError()
         // Not vacuous: the suite sealed plenty, gave the CLI secrets and left plenty behind.
         #expect(
@@ -42,7 +46,7 @@ struct SuiteWideSweep {
         let planted = withUnsafeBytes(of: secrets.first!) { Data($0) }
         #expect(SuiteSweep.matches(in: Data("xx".utf8) + planted, windows: secrets) == [2])
         print(
-            "sweep: \(files.count) untrusted files (\(bytes) bytes) against \(sealedOrSecret.count) sealed or secret 8-byte sequences; \(logBytes) bytes of CLI errors and logs against \(secrets.count) secret ones"
+            "sweep: \(files.count) untrusted and device files (\(bytes) bytes) against \(sealedOrSecret.count) sealed or secret 8-byte sequences; \(logBytes) bytes of CLI errors and logs against \(secrets.count) secret ones"
         )
     }
 }
