@@ -120,6 +120,21 @@ public enum SuiteSweep {
     /// where Keepsake seals everything it writes.
     public static func atRestFiles() -> [URL] { files(under: atRestRoot) }
 
+    /// The permission bits of every file and directory under the test devices' directories.
+    public static func atRestModes() -> [(URL, Int)] {
+        guard let root = atRestRoot,
+            let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
+        else { return [] }
+        return walker.compactMap { $0 as? URL }.compactMap { url in
+            var info = stat()
+            guard lstat(url.path, &info) == 0 else { return nil }
+            let isDirectory = (info.st_mode & S_IFMT) == S_IFDIR
+            return (
+                URL(fileURLWithPath: url.path, isDirectory: isDirectory), Int(info.st_mode & 0o777)
+            )
+        }
+    }
+
     /// The kept standard error of every CLI run.
     public static func keptStandardError() -> [URL] { files(under: streamsRoot) }
 

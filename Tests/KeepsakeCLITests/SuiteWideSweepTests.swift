@@ -42,6 +42,14 @@ struct SuiteWideSweep {
             let found = SuiteSweep.matches(in: data, windows: secrets)
             #expect(found.isEmpty, "standard error holds a secret at offsets \(found.prefix(5))")
         }
+        // Every file Keepsake left in a device directory is 0600, every directory 0700.
+        let modes = SuiteSweep.atRestModes()
+        #expect(modes.count > 100)
+        for (path, mode) in modes {
+            #expect(
+                mode == (path.hasDirectoryPath ? 0o700 : 0o600),
+                "\(path.path): \(String(mode, radix: 8))")
+        }
         // And the sweep does find a recorded sequence when one is planted.
         let planted = withUnsafeBytes(of: secrets.first!) { Data($0) }
         #expect(SuiteSweep.matches(in: Data("xx".utf8) + planted, windows: secrets) == [2])
