@@ -23,9 +23,9 @@ private struct Mac {
             id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
     }
 
-    func store() -> UbiquitousKeyValueStore {
+    func store(on device: Device? = nil) -> UbiquitousKeyValueStore {
         let changes = self.changes
-        return UbiquitousKeyValueStore(app: app, device: device) { change in
+        return UbiquitousKeyValueStore(app: app, device: device ?? self.device) { change in
             changes.list.withLock { $0.append(change) }
         }
     }
@@ -152,6 +152,42 @@ struct KeyValueStoreTests {
         #expect(store.string(forKey: "local") == "written signed out")
         #expect(one.store().synchronize())
         #expect(one.store().string(forKey: "local") == "written signed out")
+    }
+
+    @Test(
+        "external changes name their reason: initial sync with a first account, server change after, account change with another account"
+    )
+    func changeReasons() throws {
+        let accountA = Throwaway.untrusted("cloud")
+        let accountB = Throwaway.untrusted("cloud")
+        let writerA = try Mac(cloud: accountA)
+        try writerA.device.setLockScreen(.pin, passcode: "1111", currentPasscode: nil)
+        writerA.store().set("from A", forKey: "k")
+        #expect(writerA.store().synchronize())
+        let writerB = try Mac(cloud: accountB)
+        try writerB.device.setLockScreen(.pin, passcode: "2222", currentPasscode: nil)
+        writerB.store().set("from B", forKey: "b")
+        #expect(writerB.store().synchronize())
+
+        let mac = try Mac(cloud: accountA)
+        try mac.device.setLockScreen(.pin, passcode: "9999", currentPasscode: nil)
+        try mac.device.join(passcode: "1111")
+        #expect(mac.store().synchronize())
+        Thread.sleep(forTimeInterval: 0.01)
+        writerA.store().set("from A again", forKey: "k")
+        #expect(writerA.store().synchronize())
+        #expect(mac.store().synchronize())
+        // The same device signs in to account B (joining with a device of B's passcode).
+        let moved = mac.service.device(cloud: accountB)
+        try moved.join(passcode: "2222")
+        #expect(mac.store(on: moved).synchronize())
+        #expect(mac.store(on: moved).string(forKey: "b") == "from B")
+        #expect(
+            mac.posted == [
+                KVExternalChange(reason: .initialSyncChange, changedKeys: ["k"]),
+                KVExternalChange(reason: .serverChange, changedKeys: ["k"]),
+                KVExternalChange(reason: .accountChange, changedKeys: ["b"]),
+            ])
     }
 
     @Test("without end-to-end encryption nothing reaches the cloud")
