@@ -43,10 +43,7 @@ public final class UbiquitousKeyValueStore: Sendable {
     public let app: App
     public let device: Device
     private let onExternalChange: @Sendable (KVExternalChange) -> Void
-    private let state = Mutex<Snapshot?>(nil)
-
-    typealias Entry = KVEntry
-    typealias Snapshot = KVSnapshot
+    private let state = Mutex<KVSnapshot?>(nil)
 
     public init(
         app: App, device: Device,
@@ -91,11 +88,11 @@ public final class UbiquitousKeyValueStore: Sendable {
         try mutate { snapshot in
             guard let value else {
                 guard snapshot.entries[key]?.value != nil else { return false }
-                snapshot.entries[key] = Entry(value: nil, modified: Self.now())
+                snapshot.entries[key] = KVEntry(value: nil, modified: Self.now())
                 return true
             }
             var candidate = snapshot.entries
-            candidate[key] = Entry(value: value, modified: Self.now())
+            candidate[key] = KVEntry(value: value, modified: Self.now())
             if !KVQuota.allows(key: key) || !KVQuota.allows(candidate) {
                 violated = true
                 return false
@@ -119,7 +116,7 @@ public final class UbiquitousKeyValueStore: Sendable {
     public func synchronize() -> Bool {
         guard let cloud = device.cloud, let cloudKey = try? device.cloudKey() else { return false }
         let keys = CloudNames(cloudKey: cloudKey, appID: app.id)
-        let remote: [String: Entry]
+        let remote: [String: KVEntry]
         do {
             if let bytes = try cloud.read(keys.name) {
                 remote = try keys.open(bytes)
@@ -130,7 +127,7 @@ public final class UbiquitousKeyValueStore: Sendable {
             return false
         }
         var change: KVExternalChange?
-        var merged: [String: Entry] = [:]
+        var merged: [String: KVEntry] = [:]
         do {
             try mutate { snapshot in
                 let reason: KVChangeReason =
@@ -176,19 +173,19 @@ public final class UbiquitousKeyValueStore: Sendable {
 
     private func associatedData() -> Data { Data("keepsake.kvstore.local.v1\0\(app.id)".utf8) }
 
-    private func load() throws -> Snapshot {
+    private func load() throws -> KVSnapshot {
         if let known = state.withLock({ $0 }) { return known }
         let snapshot = try read()
         state.withLock { $0 = snapshot }
         return snapshot
     }
 
-    private func read() throws -> Snapshot {
-        guard let bytes = try Files.read(cacheFile) else { return Snapshot() }
+    private func read() throws -> KVSnapshot {
+        guard let bytes = try Files.read(cacheFile) else { return KVSnapshot() }
         return try Envelope.open(
             bytes, key: try device.dataKey("kvstore"), associatedData: associatedData()
         ) {
-            try Snapshot.decode(Data($0))
+            try KVSnapshot.decode(Data($0))
         }
     }
 
@@ -196,12 +193,12 @@ public final class UbiquitousKeyValueStore: Sendable {
     /// atomically when `change` says so, under the store's file lock. A cache that does not open
     /// (tampered, or another device's) starts over empty; a write that fails throws and leaves
     /// both the file and this instance's view as they were.
-    private func mutate(_ change: (inout Snapshot) -> Bool) throws(KeyValueStoreError) {
+    private func mutate(_ change: (inout KVSnapshot) -> Bool) throws(KeyValueStoreError) {
         // Without the lock (it could not be opened) the write still happens, unserialized.
         let lock = try? FileLock(
             cacheFile.deletingLastPathComponent().appendingPathComponent(".lock"))
         defer { withExtendedLifetime(lock) {} }
-        var snapshot = (try? read()) ?? Snapshot()
+        var snapshot = (try? read()) ?? KVSnapshot()
         if change(&snapshot) {
             do {
                 let key = try device.dataKey("kvstore")
