@@ -2,8 +2,6 @@ import Foundation
 import KeepsakeTestSupport
 import Testing
 
-private let fast = ["KEEPSAKE_ARGON2_COST": "minimum", "KEEPSAKE_RETRY_BASE_MS": "300"]
-
 @Suite("keepsake blockstore, device join and device transfer")
 struct BlockStoreCLITests {
     @Test(
@@ -13,14 +11,16 @@ struct BlockStoreCLITests {
         let cloud = Throwaway.untrusted("cloud")
         let one = try PrivateSecretService.start()
         let two = try PrivateSecretService.start()
-        let device1 = [
-            "--device-dir", one.root.appendingPathComponent("device").path, "--cloud", cloud.path,
-            "--app-id", "com.example.wallet",
-        ]
-        let device2 = [
-            "--device-dir", two.root.appendingPathComponent("device").path, "--cloud", cloud.path,
-            "--app-id", "com.example.wallet",
-        ]
+        let device1 =
+            deviceDirectory(of: one) + [
+                "--cloud", cloud.path,
+                "--app-id", "com.example.wallet",
+            ]
+        let device2 =
+            deviceDirectory(of: two) + [
+                "--cloud", cloud.path,
+                "--app-id", "com.example.wallet",
+            ]
         func run(_ args: [String], _ input: String = "", on service: PrivateSecretService) throws
             -> Run
         {
@@ -83,14 +83,16 @@ struct BlockStoreCLITests {
     func transfer() throws {
         let one = try PrivateSecretService.start()
         let two = try PrivateSecretService.start()
-        let device1 = [
-            "--device-dir", one.root.appendingPathComponent("device").path, "--app-id",
-            "com.example.wallet",
-        ]
-        let device2 = [
-            "--device-dir", two.root.appendingPathComponent("device").path, "--app-id",
-            "com.example.wallet",
-        ]
+        let device1 =
+            deviceDirectory(of: one) + [
+                "--app-id",
+                "com.example.wallet",
+            ]
+        let device2 =
+            deviceDirectory(of: two) + [
+                "--app-id",
+                "com.example.wallet",
+            ]
         _ = try keepsake(
             ["blockstore", "store", "--key", "hint"] + device1, input: Data("carried".utf8),
             service: one, environment: fast)
@@ -123,10 +125,11 @@ struct BlockStoreCLITests {
             ["device", "transfer", "--out", bundle2.path] + device1, service: one, environment: fast
         ).text
         let three = try PrivateSecretService.start()
-        let device3 = [
-            "--device-dir", three.root.appendingPathComponent("device").path, "--app-id",
-            "com.example.wallet",
-        ]
+        let device3 =
+            deviceDirectory(of: three) + [
+                "--app-id",
+                "com.example.wallet",
+            ]
         _ = try keepsake(
             ["device", "settings", "--block-store", "no"] + device3, service: three,
             environment: fast)

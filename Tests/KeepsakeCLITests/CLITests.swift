@@ -6,6 +6,15 @@ import Testing
 let keepsakeExecutable = URL(fileURLWithPath: CommandLine.arguments[0])
     .deletingLastPathComponent().appendingPathComponent("keepsake")
 
+/// For CLI runs on test devices: the cheapest Argon2id cost and short retry delays.
+let fast = ["KEEPSAKE_ARGON2_COST": "minimum", "KEEPSAKE_RETRY_BASE_MS": "300"]
+
+/// `--device-dir` of `service`'s test device (`PrivateSecretService.deviceDirectory`: under its
+/// throwaway root, or kept for the suite-wide sweep).
+func deviceDirectory(of service: PrivateSecretService) -> [String] {
+    ["--device-dir", service.deviceDirectory().path]
+}
+
 struct Run {
     var status: Int32
     var stdout: Data

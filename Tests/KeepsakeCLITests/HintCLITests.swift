@@ -2,8 +2,6 @@ import Foundation
 import KeepsakeTestSupport
 import Testing
 
-private let fast = ["KEEPSAKE_ARGON2_COST": "minimum", "KEEPSAKE_RETRY_BASE_MS": "300"]
-
 /// Starts `keepsake` without waiting; the caller collects it.
 private func launch(_ arguments: [String], service: PrivateSecretService) throws -> (Process, Pipe)
 {

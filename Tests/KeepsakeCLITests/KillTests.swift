@@ -9,12 +9,8 @@ struct KillTests {
     )
     func killedWrites() throws {
         let service = try PrivateSecretService.start()
-        let app = [
-            "--app-id", "com.example.kill", "--device-dir",
-            service.root.appendingPathComponent("device").path,
-        ]
-        var environment = service.environment
-        environment["KEEPSAKE_ARGON2_COST"] = "minimum"
+        let app = ["--app-id", "com.example.kill"] + deviceDirectory(of: service)
+        let environment = service.environment.merging(fast) { $1 }
         func value(_ n: Int) -> Data {
             Data(repeating: UInt8(65 + n % 26), count: 3000) + Data("#\(n)".utf8)
         }
@@ -167,10 +163,7 @@ struct DiskAndDaemonFaultTests {
     )
     func daemonKilledMidOperation() throws {
         let service = try PrivateSecretService.start()
-        let app = [
-            "--app-id", "com.example.daemon", "--device-dir",
-            service.root.appendingPathComponent("device").path,
-        ]
+        let app = ["--app-id", "com.example.daemon"] + deviceDirectory(of: service)
         let item = ["--service", "d", "--account", "a"] + app
         #expect(
             try keepsake(["keychain", "add"] + item, input: Data("old".utf8), service: service)

@@ -9,12 +9,8 @@ struct LoadTests {
     )
     func eightProcesses() throws {
         let service = try PrivateSecretService.start()
-        let app = [
-            "--app-id", "com.example.load", "--device-dir",
-            service.root.appendingPathComponent("device").path,
-        ]
-        var environment = service.environment
-        environment["KEEPSAKE_ARGON2_COST"] = "minimum"
+        let app = ["--app-id", "com.example.load"] + deviceDirectory(of: service)
+        let environment = service.environment.merging(fast) { $1 }
         let workers = try (0..<8).map { worker -> (Process, Pipe) in
             let process = Process()
             process.executableURL = keepsakeExecutable

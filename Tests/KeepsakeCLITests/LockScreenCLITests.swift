@@ -2,8 +2,6 @@ import Foundation
 import KeepsakeTestSupport
 import Testing
 
-private let fast = ["KEEPSAKE_ARGON2_COST": "minimum", "KEEPSAKE_RETRY_BASE_MS": "300"]
-
 private func status(_ service: PrivateSecretService) throws -> [String: Any] {
     let run = try keepsake(["lockscreen", "status"], service: service, environment: fast)
     return try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any] ?? [:]
