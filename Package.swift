@@ -9,7 +9,6 @@ let package = Package(
         .library(name: "Security", targets: ["Security"]),
         .library(name: "BlockStore", targets: ["BlockStore"]),
         .library(name: "RecoveryHint", targets: ["RecoveryHint"]),
-        .library(name: "KeepsakeTestSupport", targets: ["KeepsakeTestSupport"]),
         .executable(name: "keepsake", targets: ["keepsake"]),
     ],
     targets: [
@@ -46,13 +45,23 @@ let package = Package(
         .target(
             name: "KeepsakeTestSupport",
             dependencies: ["SecretService", "Device", "Sealing", "CSecret", "CSodium"]),
-        .executableTarget(
-            name: "keepsake",
+        // The command line's commands, shared by the shipped `keepsake` and `keepsake-dev`.
+        // Knows the library modules, never the test harness.
+        .target(
+            name: "KeepsakeCLI",
             dependencies: [
                 "Keychain", "Security", "BlockStore", "KeyValueStore", "Preferences",
-                "RecoveryHint",
-                "SecretService", "Device",
-                "Sealing", "KeepsakeTestSupport",
+                "RecoveryHint", "SecretService", "Device", "Sealing",
+            ]),
+        // The shipped command line: the product alone.
+        .executableTarget(name: "keepsake", dependencies: ["KeepsakeCLI"]),
+        // The development tool, not a product: the command line at test speed plus demo, bench
+        // and the load-test worker on the private harness. Never shipped.
+        .executableTarget(
+            name: "keepsake-dev",
+            dependencies: [
+                "KeepsakeCLI", "KeepsakeTestSupport", "Keychain", "BlockStore", "RecoveryHint",
+                "Device", "Sealing",
             ]),
 
         .testTarget(name: "SealingTests", dependencies: ["Sealing", "KeepsakeTestSupport"]),
@@ -89,3 +98,11 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// Test hooks (seal and release observers, the Keychain's path-cache hook) compile only into debug
+// builds, which is what `swift test` builds — swift-system's ENABLE_MOCKING pattern. A release build,
+// the one users get, has none of them; `scripts/check-release` proves it on the binary.
+for target in package.targets where target.type != .system && target.name != "CKeepsakeShims" {
+    target.swiftSettings =
+        (target.swiftSettings ?? []) + [.define("KEEPSAKE_TEST_HOOKS", .when(configuration: .debug))]
+}

@@ -26,8 +26,10 @@ public final class Device: Sendable {
     /// The signed-in cloud account, or nil when signed out.
     public let cloud: (any CloudStorage)?
     /// Argon2id cost for a newly set passcode (a stored verifier keeps its own cost).
-    public let passcodeCost: Argon2Cost
-    public let retryPolicy: RetryPolicy
+    package var passcodeCost: Argon2Cost { tuning.passcodeCost }
+    package var retryPolicy: RetryPolicy { tuning.retryPolicy }
+    /// The real device's cost and delays; only the test support target passes others.
+    package let tuning: DeviceTuning
 
     private let runtimePaths = Mutex<[ProtectionClass: ItemPath]>([:])
     /// The last class keys read from runtime state, so that reading the same key again does not
@@ -44,16 +46,24 @@ public final class Device: Sendable {
     ]
     static let runtimeMagic = Data("KRK1".utf8)
 
-    public init(
+    /// A device at the real cost and delays (Argon2id `moderate`, delays from one second).
+    public convenience init(
         secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
-        cloud: (any CloudStorage)? = nil, passcodeCost: Argon2Cost = .moderate,
-        retryPolicy: RetryPolicy = RetryPolicy()
+        cloud: (any CloudStorage)? = nil
+    ) {
+        self.init(secretService: secretService, directory: directory, cloud: cloud, tuning: .real)
+    }
+
+    /// A device at another cost and delays: for the test support target and the development
+    /// tool only (`package`), never reachable from an app or the shipped command line.
+    package init(
+        secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
+        cloud: (any CloudStorage)? = nil, tuning: DeviceTuning
     ) {
         self.secretService = secretService
         self.directory = directory ?? Self.defaultDirectory
         self.cloud = cloud
-        self.passcodeCost = passcodeCost
-        self.retryPolicy = retryPolicy
+        self.tuning = tuning
     }
 
     /// `$XDG_DATA_HOME/keepsake/device`.

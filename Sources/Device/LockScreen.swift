@@ -1,4 +1,5 @@
 import Foundation
+import Sealing
 
 /// The kinds of lock screen. pin, pattern and password are knowledge factors: they make the device
 /// end-to-end-encryption capable and protect the class keys.
@@ -92,4 +93,19 @@ public struct RetryPolicy: Sendable, Hashable {
         let factor = 1 << min(failures - 1, 30)
         return min(base * factor, maximum)
     }
+}
+
+/// How expensive a device makes passcode guessing: the Argon2id cost for a newly set passcode and
+/// the wrong-passcode delays. `real` is what every shipped device uses; the cheaper tunings the
+/// tests need are built by the test support target through this `package` type.
+package struct DeviceTuning: Sendable, Hashable {
+    package var passcodeCost: Argon2Cost
+    package var retryPolicy: RetryPolicy
+
+    package init(passcodeCost: Argon2Cost, retryPolicy: RetryPolicy) {
+        self.passcodeCost = passcodeCost
+        self.retryPolicy = retryPolicy
+    }
+
+    package static let real = DeviceTuning(passcodeCost: .moderate, retryPolicy: RetryPolicy())
 }

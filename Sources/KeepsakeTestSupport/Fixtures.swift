@@ -2,26 +2,26 @@ import Foundation
 import Sealing
 
 /// The repository's `Fixtures/` directory (test vectors and sample data as data files).
-public let fixturesDirectory = URL(fileURLWithPath: #filePath)
+package let fixturesDirectory = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     .appendingPathComponent("Fixtures")
 
 /// Decodes `Fixtures/<path>` (JSON) as `T`.
-public func loadFixture<T: Decodable>(_ type: T.Type, _ path: String) throws -> T {
+package func loadFixture<T: Decodable>(_ type: T.Type, _ path: String) throws -> T {
     try JSONDecoder().decode(
         T.self, from: Data(contentsOf: fixturesDirectory.appendingPathComponent(path)))
 }
 
 /// Lower-case hex of `data`.
-public func hex(_ data: Data) -> String { data.hexString }
+package func hex(_ data: Data) -> String { data.hexString }
 
 /// The bytes of a hex string (test vectors are well-formed; a bad digit traps).
-public func fromHex(_ string: String) -> Data { Data(hexString: string)! }
+package func fromHex(_ string: String) -> Data { Data(hexString: string)! }
 
 /// Damaged copies of a sealed value, for exhaustive tamper tests.
-public enum Tampered {
+package enum Tampered {
     /// Every single-bit flip at every byte position: 8 × `bytes.count` copies.
-    public static func singleBitFlips(of bytes: Data) -> LazyMapSequence<Range<Int>, Data> {
+    package static func singleBitFlips(of bytes: Data) -> LazyMapSequence<Range<Int>, Data> {
         (0..<bytes.count * 8).lazy.map { flip in
             var flipped = bytes
             flipped[flipped.startIndex + flip / 8] ^= UInt8(1 << (flip % 8))
@@ -30,7 +30,7 @@ public enum Tampered {
     }
 
     /// Every proper prefix (the empty one included) and one extension by a zero byte.
-    public static func truncationsAndExtension(of bytes: Data) -> [Data] {
+    package static func truncationsAndExtension(of bytes: Data) -> [Data] {
         (0..<bytes.count).map { Data(bytes.prefix($0)) } + [bytes + [0]]
     }
 }

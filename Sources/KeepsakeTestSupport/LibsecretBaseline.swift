@@ -4,9 +4,9 @@ import Foundation
 /// libsecret's own convenience calls (`secret_password_*v_sync`), the baseline the benchmark
 /// measures Keepsake against. They use libsecret's process-wide default service on the session bus
 /// named by `DBUS_SESSION_BUS_ADDRESS` at first use, so the benchmark sets that first.
-public enum LibsecretBaseline {
+package enum LibsecretBaseline {
     /// Mirrors `secret_password_storev_binary_sync` into the default collection.
-    public static func store(_ attributes: [String: String], label: String, secret: Data) throws {
+    package static func store(_ attributes: [String: String], label: String, secret: Data) throws {
         try withAttributes(attributes) { table, error in
             let value = secret.withUnsafeBytes {
                 secret_value_new(
@@ -21,7 +21,7 @@ public enum LibsecretBaseline {
 
     /// Mirrors `secret_password_lookupv_binary_sync`; returns the secret's length.
     @discardableResult
-    public static func lookup(_ attributes: [String: String]) throws -> Int {
+    package static func lookup(_ attributes: [String: String]) throws -> Int {
         var length = 0
         try withAttributes(attributes) { table, error in
             guard let value = secret_password_lookupv_binary_sync(nil, table, nil, &error) else {
@@ -37,7 +37,7 @@ public enum LibsecretBaseline {
     /// Mirrors `secret_password_searchv_sync` with `SECRET_SEARCH_ALL | SECRET_SEARCH_LOAD_SECRETS`;
     /// returns the number of items found.
     @discardableResult
-    public static func searchLoadingSecrets(_ attributes: [String: String]) throws -> Int {
+    package static func searchLoadingSecrets(_ attributes: [String: String]) throws -> Int {
         var count = 0
         try withAttributes(attributes) { table, error in
             let flags = SECRET_SEARCH_ALL.rawValue | SECRET_SEARCH_LOAD_SECRETS.rawValue
@@ -51,7 +51,7 @@ public enum LibsecretBaseline {
     }
 
     /// Mirrors `secret_password_clearv_sync`.
-    public static func clear(_ attributes: [String: String]) throws {
+    package static func clear(_ attributes: [String: String]) throws {
         try withAttributes(attributes) { table, error in
             _ = secret_password_clearv_sync(nil, table, nil, &error)
             return error == nil

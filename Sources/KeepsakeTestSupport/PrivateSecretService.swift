@@ -7,15 +7,15 @@ import Synchronization
 ///
 /// The bus has no service activation, so a killed daemon stays dead (as a test of "no Secret
 /// Service" needs) until `start()`/`restart()` runs it again.
-public final class PrivateSecretService: @unchecked Sendable {
+package final class PrivateSecretService: @unchecked Sendable {
     // Sendable: the mutable process handles are guarded by `state`.
 
     /// The throwaway root holding HOME, XDG_DATA_HOME, XDG_RUNTIME_DIR and the bus socket.
-    public let root: URL
+    package let root: URL
     /// `unix:path=…` of the private bus; what `DBUS_SESSION_BUS_ADDRESS` should be.
-    public let busAddress: String
+    package let busAddress: String
     /// The login collection's master password (what `--unlock` was given).
-    public let masterPassword: String
+    package let masterPassword: String
 
     private struct State {
         var bus: Daemon?
@@ -23,14 +23,14 @@ public final class PrivateSecretService: @unchecked Sendable {
     }
     private let state = Mutex(State())
 
-    public var home: URL { root.appendingPathComponent("home") }
-    public var dataHome: URL { root.appendingPathComponent("data") }
-    public var runtimeDirectory: URL { root.appendingPathComponent("run") }
+    package var home: URL { root.appendingPathComponent("home") }
+    package var dataHome: URL { root.appendingPathComponent("data") }
+    package var runtimeDirectory: URL { root.appendingPathComponent("run") }
     /// Where gnome-keyring keeps its keyring files (the "disk" of the Secret Service).
-    public var keyringsDirectory: URL { dataHome.appendingPathComponent("keyrings") }
+    package var keyringsDirectory: URL { dataHome.appendingPathComponent("keyrings") }
 
     /// The environment a child process (e.g. the `keepsake` CLI) needs to use this service.
-    public var environment: [String: String] {
+    package var environment: [String: String] {
         var env = ProcessInfo.processInfo.environment
         env["HOME"] = home.path
         env["XDG_DATA_HOME"] = dataHome.path
@@ -42,12 +42,12 @@ public final class PrivateSecretService: @unchecked Sendable {
     }
 
     /// A new connection (its own D-Bus connection and session) to this service.
-    public func connection(timeout: Duration = .seconds(5)) -> SecretServiceConnection {
+    package func connection(timeout: Duration = .seconds(5)) -> SecretServiceConnection {
         SecretServiceConnection(busAddress: busAddress, timeout: timeout)
     }
 
     /// Starts a bus and an unlocked gnome-keyring (secrets component only).
-    public static func start(masterPassword: String = "keepsake-test") throws
+    package static func start(masterPassword: String = "keepsake-test") throws
         -> PrivateSecretService
     {
         _ = SuiteSweep.begin
@@ -129,18 +129,18 @@ public final class PrivateSecretService: @unchecked Sendable {
     }
 
     /// The gnome-keyring daemon's process id (for signals in fault tests).
-    public var keyringPID: Int32? { state.withLock { $0.keyring?.pid } }
+    package var keyringPID: Int32? { state.withLock { $0.keyring?.pid } }
 
     /// Locks the login collection (`Secret.Service.Lock`).
-    public func lock() throws { try connection().lock(.login) }
+    package func lock() throws { try connection().lock(.login) }
 
     /// Unlocks the login collection with the master password, without a prompt.
-    public func unlock() throws {
+    package func unlock() throws {
         try connection().unlock(.login, masterPassword: Data(masterPassword.utf8))
     }
 
     /// Kills gnome-keyring (SIGKILL): the bus stays, nothing owns `org.freedesktop.secrets`.
-    public func kill() {
+    package func kill() {
         let keyring = state.withLock { state -> Daemon? in
             defer { state.keyring = nil }
             return state.keyring
@@ -149,12 +149,12 @@ public final class PrivateSecretService: @unchecked Sendable {
     }
 
     /// Freezes gnome-keyring (SIGSTOP): calls reach it and never get an answer.
-    public func freeze() {
+    package func freeze() {
         if let pid = keyringPID { Foundation.kill(pid, SIGSTOP) }
     }
 
     /// Thaws a frozen gnome-keyring (SIGCONT).
-    public func thaw() {
+    package func thaw() {
         if let pid = keyringPID { Foundation.kill(pid, SIGCONT) }
     }
 
@@ -162,7 +162,7 @@ public final class PrivateSecretService: @unchecked Sendable {
     /// that was memory-backed is forgotten) and the daemon started again, unlocking the login
     /// collection from disk with the master password as a login would. With `fileSizeLimit`
     /// (blocks) the new daemon runs as on a full disk: its writes beyond the limit fail.
-    public func restart(fileSizeLimit: Int? = nil) throws {
+    package func restart(fileSizeLimit: Int? = nil) throws {
         kill()
         let runtime = runtimeDirectory.path
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: runtime)) ?? []
@@ -173,7 +173,7 @@ public final class PrivateSecretService: @unchecked Sendable {
     }
 
     /// Stops both daemons and deletes the throwaway directories.
-    public func stop() {
+    package func stop() {
         kill()
         let bus = state.withLock { state -> Daemon? in
             defer { state.bus = nil }
@@ -203,9 +203,9 @@ public final class PrivateSecretService: @unchecked Sendable {
 }
 
 /// A harness failure (a missing tool, a daemon that did not come up).
-public struct HarnessError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct HarnessError: Error, CustomStringConvertible, Sendable {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// Stops every service this process started that is still alive when it exits, so no test run
@@ -306,5 +306,5 @@ extension PrivateSecretService {
 
     /// One private Secret Service for every test of a process that does not disturb it (no kill,
     /// freeze, lock or restart); tests keep apart by using unique service names.
-    public static func shared() throws -> PrivateSecretService { try sharedInstance.get() }
+    package static func shared() throws -> PrivateSecretService { try sharedInstance.get() }
 }

@@ -3,10 +3,10 @@ import Foundation
 
 /// Raw libsodium XChaCha20-Poly1305 on caller buffers, the baseline the benchmark measures
 /// Keepsake's envelopes against (same key size, nonce, associated data, no framing or owned memory).
-public enum SodiumBaseline {
+package enum SodiumBaseline {
     /// Seals and opens `plaintext` once; returns the ciphertext length.
     @discardableResult
-    public static func sealAndOpen(_ plaintext: [UInt8], key: [UInt8], associatedData: [UInt8])
+    package static func sealAndOpen(_ plaintext: [UInt8], key: [UInt8], associatedData: [UInt8])
         -> Int
     {
         var nonce = [UInt8](repeating: 0, count: Int(crypto_aead_xchacha20poly1305_ietf_NPUBBYTES))

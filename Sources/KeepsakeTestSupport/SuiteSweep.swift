@@ -19,13 +19,13 @@ import Synchronization
 /// sequence in every untrusted or device file, and for any secret in the kept standard error (which may
 /// name keys and apps, but never values). Without `KEEPSAKE_SWEEP_DIR` nothing is recorded and
 /// the sweep test does not run.
-public enum SuiteSweep {
+package enum SuiteSweep {
     /// Sequences shorter than this are not tracked (they would match random bytes by chance).
-    public static let window = 8
+    package static let window = 8
 
-    public enum Ledger: String, CaseIterable, Sendable { case sealed, secrets }
+    package enum Ledger: String, CaseIterable, Sendable { case sealed, secrets }
 
-    public static let directory: URL? = ProcessInfo.processInfo.environment["KEEPSAKE_SWEEP_DIR"]
+    package static let directory: URL? = ProcessInfo.processInfo.environment["KEEPSAKE_SWEEP_DIR"]
         .map { URL(fileURLWithPath: $0) }
 
     static var untrustedRoot: URL? { directory?.appendingPathComponent("untrusted") }
@@ -41,13 +41,15 @@ public enum SuiteSweep {
     static let begin: Void = {
         guard let ledgers = ledgerDirectory else { return }
         try? FileManager.default.createDirectory(at: ledgers, withIntermediateDirectories: true)
+        #if KEEPSAKE_TEST_HOOKS
         Envelope.sealObserver.withLock { $0 = { SuiteSweep.add($0, to: .sealed) } }
+        #endif
         atexit { SuiteSweep.writeLedgers() }
     }()
 
     /// Records a secret the test hands to another process (the CLI's standard input, a hint
     /// value on its command line).
-    public static func record(_ secret: some DataProtocol) {
+    package static func record(_ secret: some DataProtocol) {
         guard directory != nil else { return }
         _ = begin
         Array(secret).withUnsafeBytes { add($0, to: .secrets) }
@@ -55,7 +57,7 @@ public enum SuiteSweep {
 
     /// Keeps what another process wrote to its standard error (errors and log lines), so that the
     /// sweep checks it for secrets.
-    public static func keepStandardError(_ bytes: Data) {
+    package static func keepStandardError(_ bytes: Data) {
         guard let root = streamsRoot, !bytes.isEmpty else { return }
         _ = begin
         let file = root.appendingPathComponent("stderr-\(getpid())")
@@ -98,7 +100,7 @@ public enum SuiteSweep {
     // MARK: - The sweep
 
     /// Every window of `ledger` recorded by earlier test processes of this sweep directory.
-    public static func recorded(_ ledger: Ledger) throws -> Set<UInt64> {
+    package static func recorded(_ ledger: Ledger) throws -> Set<UInt64> {
         guard let ledgers = ledgerDirectory else { return [] }
         var all = Set<UInt64>()
         for name in try FileManager.default.contentsOfDirectory(atPath: ledgers.path)
@@ -114,14 +116,14 @@ public enum SuiteSweep {
     }
 
     /// Every regular file under the untrusted directories the suite made.
-    public static func untrustedFiles() -> [URL] { files(under: untrustedRoot) }
+    package static func untrustedFiles() -> [URL] { files(under: untrustedRoot) }
 
     /// Every regular file under the test devices' directories (`PrivateSecretService.device`),
     /// where Keepsake seals everything it writes.
-    public static func atRestFiles() -> [URL] { files(under: atRestRoot) }
+    package static func atRestFiles() -> [URL] { files(under: atRestRoot) }
 
     /// The permission bits of every file and directory under the test devices' directories.
-    public static func atRestModes() -> [(URL, Int)] {
+    package static func atRestModes() -> [(URL, Int)] {
         guard let root = atRestRoot,
             let walker = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
         else { return [] }
@@ -136,7 +138,7 @@ public enum SuiteSweep {
     }
 
     /// The kept standard error of every CLI run.
-    public static func keptStandardError() -> [URL] { files(under: streamsRoot) }
+    package static func keptStandardError() -> [URL] { files(under: streamsRoot) }
 
     private static func files(under root: URL?) -> [URL] {
         guard let root,
@@ -149,7 +151,7 @@ public enum SuiteSweep {
     }
 
     /// The offsets in `bytes` where a recorded window starts.
-    public static func matches(in bytes: Data, windows: Set<UInt64>) -> [Int] {
+    package static func matches(in bytes: Data, windows: Set<UInt64>) -> [Int] {
         guard bytes.count >= window else { return [] }
         return bytes.withUnsafeBytes { raw in
             (0...(raw.count - window)).filter {

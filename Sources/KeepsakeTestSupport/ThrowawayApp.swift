@@ -3,7 +3,7 @@ import Foundation
 
 /// Throwaway directories for tests and the benchmark, under one per-process root that is removed
 /// when the process exits.
-public enum Throwaway {
+package enum Throwaway {
     private static let root: URL = {
         let url = FileManager.default.temporaryDirectory
             .appendingPathComponent("keepsake-throwaway-\(getpid())-\(UUID().uuidString.prefix(6))")
@@ -14,7 +14,7 @@ public enum Throwaway {
     }()
 
     /// A fresh, empty directory (mode 0700).
-    public static func directory(_ prefix: String) -> URL {
+    package static func directory(_ prefix: String) -> URL {
         let url = root.appendingPathComponent(
             "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())")
         try? FileManager.default.createDirectory(
@@ -25,7 +25,7 @@ public enum Throwaway {
     /// A fresh directory that plays untrusted storage — a cloud account, the place a transfer
     /// file is carried to. Under `KEEPSAKE_SWEEP_DIR` it is made there and kept for the
     /// suite-wide sweep (`SuiteSweep`); otherwise it is an ordinary throwaway directory.
-    public static func untrusted(_ prefix: String) -> URL {
+    package static func untrusted(_ prefix: String) -> URL {
         guard let root = SuiteSweep.untrustedRoot else { return directory(prefix) }
         return kept(
             root.appendingPathComponent(
@@ -42,8 +42,8 @@ public enum Throwaway {
 }
 
 /// A throwaway app: a unique reverse-DNS id and a fresh container directory.
-public enum ThrowawayApp {
-    public static func make(
+package enum ThrowawayApp {
+    package static func make(
         id: String? = nil, accessGroups: [String]? = nil
     ) throws -> App {
         let container = Throwaway.directory("app")

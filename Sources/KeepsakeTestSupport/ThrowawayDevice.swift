@@ -7,18 +7,18 @@ extension PrivateSecretService {
     /// for it, since everything Keepsake writes there is sealed — the cheapest Argon2id cost, and
     /// the given cloud account, call timeout and retry delays. The same name gives the same
     /// directory.
-    public func device(
+    package func device(
         _ name: String = "device", cloud: URL? = nil, timeout: Duration = .seconds(5),
         retryPolicy: RetryPolicy = RetryPolicy()
     ) -> Device {
         Device(
             secretService: connection(timeout: timeout), directory: deviceDirectory(name),
-            cloud: cloud.map(CloudDirectory.init), passcodeCost: .minimum,
-            retryPolicy: retryPolicy)
+            cloud: cloud.map(CloudDirectory.init),
+            tuning: DeviceTuning(passcodeCost: .minimum, retryPolicy: retryPolicy))
     }
 
     /// Where `device(name)` keeps its files.
-    public func deviceDirectory(_ name: String = "device") -> URL {
+    package func deviceDirectory(_ name: String = "device") -> URL {
         guard let kept = SuiteSweep.atRestRoot else { return root.appendingPathComponent(name) }
         return Throwaway.kept(kept.appendingPathComponent("\(root.lastPathComponent)-\(name)"))
     }
@@ -27,5 +27,11 @@ extension PrivateSecretService {
 extension RetryPolicy {
     /// Short delays (300 ms doubling, at most 5 s waited in a call), so tests of wrong passcodes
     /// run fast.
-    public static let fast = RetryPolicy(base: .milliseconds(300), longestWait: .seconds(5))
+    package static let fast = RetryPolicy(base: .milliseconds(300), longestWait: .seconds(5))
+}
+
+extension DeviceTuning {
+    /// The cheapest Argon2id cost and `RetryPolicy.fast`: for test devices and the development
+    /// tool's CLI runs. The shipped `keepsake` never uses it.
+    package static let fast = DeviceTuning(passcodeCost: .minimum, retryPolicy: .fast)
 }

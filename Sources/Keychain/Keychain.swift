@@ -389,9 +389,12 @@ extension Keychain {
         }
     }
 
-    /// Test hook: makes the hot-read cache point `query` at `path`, as a stale or reused path
-    /// would, so tests can show such a path never yields another item's secret.
+    #if KEEPSAKE_TEST_HOOKS
+    /// Test hook (debug builds only): makes the hot-read cache point `query` at `path`, as a
+    /// stale or reused path would, so tests can show such a path never yields another item's
+    /// secret.
     func rememberPath(_ path: ItemPath, for query: GenericPasswordQuery) {
         pathCache.withLock { $0[query] = (path, .whenUnlocked) }
     }
+    #endif
 }

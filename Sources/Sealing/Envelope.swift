@@ -29,7 +29,9 @@ public enum Envelope {
         precondition(key.count == keyLength, "an envelope key is \(keyLength) bytes")
         precondition(nonce == nil || nonce!.count == nonceLength)
         return withBytes(plaintext) { m in
+            #if KEEPSAKE_TEST_HOOKS
             sealObserver.withLock { $0 }?(m)
+            #endif
             return withHeaderedAssociatedData(magic + [version], associatedData) { a in
                 let total = headerLength + nonceLength + m.count + tagLength
                 let out = UnsafeMutablePointer<UInt8>.allocate(capacity: total)
@@ -61,22 +63,20 @@ public enum Envelope {
         }
     }
 
-    /// Test hook, visible only inside this package: sees every plaintext sealed in this process,
-    /// so that the suite can sweep untrusted storage (cloud accounts, transfer files) for any of
-    /// them (`KeepsakeTestSupport.SuiteSweep`). nil outside the test suite.
+    #if KEEPSAKE_TEST_HOOKS
+    /// Test hook, compiled only into debug builds (`KEEPSAKE_TEST_HOOKS`, Package.swift) and
+    /// visible only inside this package: sees every plaintext sealed in this process, so that the
+    /// suite can sweep untrusted storage (cloud accounts, transfer files) for any of them
+    /// (`KeepsakeTestSupport.SuiteSweep`). nil outside the test suite.
     package static let sealObserver = Mutex<(@Sendable (UnsafeRawBufferPointer) -> Void)?>(nil)
+    #endif
 
     /// The bytes of a collection in place when it is contiguous (Data, [UInt8]), else copied once.
     /// (Callers in other modules reach here unspecialized: no per-element generic access.)
     static func withBytes<R>(
         _ bytes: some DataProtocol, _ body: (UnsafeRawBufferPointer) throws -> R
     ) rethrows -> R {
-        if let result = try bytes.withContiguousStorageIfAvailable({
-            try body(UnsafeRawBufferPointer($0))
-        }) {
-            return result
-        }
-        return try Array(bytes).withUnsafeBytes(body)
+        try withWipedContiguousBytes(bytes, body)
     }
 
     /// `header ‖ associatedData` in one temporary buffer.

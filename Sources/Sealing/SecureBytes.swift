@@ -22,37 +22,53 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
     }
 
     /// Takes `count` bytes written by `fill` into the owned buffer.
+    ///
+    /// The buffer is released in exactly one place for each outcome: here when `fill` throws
+    /// (the object never finishes initializing, so `deinit` does not run), else in `deinit`.
     public init(count: Int, fill: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
         Sodium.initialize()
-        self.count = count
-        pointer = sodium_malloc(max(count, 1))!
+        precondition(count >= 0, "a negative byte count")
+        let buffer = sodium_malloc(max(count, 1))!
         do {
-            try fill(UnsafeMutableRawBufferPointer(start: pointer, count: count))
+            try fill(UnsafeMutableRawBufferPointer(start: buffer, count: count))
         } catch {
-            sodium_memzero(pointer, count)
-            sodium_free(pointer)
+            Self.release(buffer, count: count)
             throw error
         }
+        pointer = buffer
+        self.count = count
     }
 
-    /// Copies `bytes` in. The caller's `bytes` is an ordinary copy it remains responsible for.
+    /// Copies `bytes` in, without an intermediate copy when `bytes` is contiguous (Data,
+    /// [UInt8]); otherwise through a temporary that is wiped. The caller's `bytes` is an ordinary
+    /// copy it remains responsible for.
     public convenience init(copying bytes: some DataProtocol) {
-        let array = Array(bytes)
-        self.init(count: array.count) { buffer in
-            array.withUnsafeBytes { buffer.copyMemory(from: $0) }
+        self.init(copyingContiguous: bytes)
+    }
+
+    private convenience init(copyingContiguous bytes: some DataProtocol) {
+        let count = bytes.count
+        self.init(count: count) { buffer in
+            withWipedContiguousBytes(bytes) { buffer.copyMemory(from: $0) }
         }
     }
 
-    deinit {
+    deinit { Self.release(pointer, count: count) }
+
+    /// Wipes and frees a buffer of ours: the one place key memory goes back.
+    private static func release(_ pointer: UnsafeMutableRawPointer, count: Int) {
         sodium_memzero(pointer, count)
-        SecureBytes.releaseObserver.withLock { $0 }?(
-            UnsafeRawBufferPointer(start: pointer, count: count))
+        #if KEEPSAKE_TEST_HOOKS
+        releaseObserver.withLock { $0 }?(UnsafeRawBufferPointer(start: pointer, count: count))
+        #endif
         sodium_free(pointer)
     }
 
-    /// Test hook: sees each buffer after it was wiped and before it is freed, so a test can check
-    /// the wipe. Internal; nil outside tests.
-    static let releaseObserver = Mutex<(@Sendable (UnsafeRawBufferPointer) -> Void)?>(nil)
+    #if KEEPSAKE_TEST_HOOKS
+    /// Test hook (debug builds only): sees each buffer after it was wiped and before it is freed,
+    /// so a test can check the wipe. nil outside tests.
+    package static let releaseObserver = Mutex<(@Sendable (UnsafeRawBufferPointer) -> Void)?>(nil)
+    #endif
 
     public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeRawBufferPointer(start: pointer, count: count))
@@ -73,11 +89,33 @@ enum Sodium {
     static func initialize() { precondition(initialized, "libsodium failed to initialize") }
 }
 
-/// Constant-time comparison of two byte strings (`sodium_memcmp`).
-public func constantTimeEquals(_ a: some DataProtocol, _ b: some DataProtocol) -> Bool {
-    let (x, y) = (Array(a), Array(b))
-    guard x.count == y.count else { return false }
-    return x.withUnsafeBytes { xb in
-        y.withUnsafeBytes { yb in sodium_memcmp(xb.baseAddress, yb.baseAddress, x.count) == 0 }
+/// Constant-time comparison of two byte strings (`sodium_memcmp`), in place (no copies of
+/// either unless one is not contiguous, and then a wiped one).
+package func constantTimeEquals(_ a: some DataProtocol, _ b: some DataProtocol) -> Bool {
+    guard a.count == b.count else { return false }
+    return withWipedContiguousBytes(a) { x in
+        withWipedContiguousBytes(b) { y in
+            x.count == 0 || sodium_memcmp(x.baseAddress, y.baseAddress, x.count) == 0
+        }
     }
+}
+
+/// `bytes` as one contiguous buffer: in place when it is contiguous, else copied into owned
+/// memory that is wiped afterwards — so no unwiped copy of key bytes is left behind.
+func withWipedContiguousBytes<R>(
+    _ bytes: some DataProtocol, _ body: (UnsafeRawBufferPointer) throws -> R
+) rethrows -> R {
+    if let result = try bytes.withContiguousStorageIfAvailable({
+        try body(UnsafeRawBufferPointer($0))
+    }) {
+        return result
+    }
+    let count = bytes.count
+    let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 1)
+    defer {
+        sodium_memzero(copy.baseAddress, count)
+        copy.deallocate()
+    }
+    _ = copy.initializeMemory(as: UInt8.self, from: bytes)
+    return try body(UnsafeRawBufferPointer(start: copy.baseAddress, count: count))
 }

@@ -24,7 +24,7 @@ struct BlockStoreCLITests {
         func run(_ args: [String], _ input: String = "", on service: PrivateSecretService) throws
             -> Run
         {
-            try keepsake(args, input: Data(input.utf8), service: service, environment: fast)
+            try keepsake(args, input: Data(input.utf8), service: service)
         }
         #expect(
             try run(
@@ -95,34 +95,31 @@ struct BlockStoreCLITests {
             ]
         _ = try keepsake(
             ["blockstore", "store", "--key", "hint"] + device1, input: Data("carried".utf8),
-            service: one, environment: fast)
+            service: one)
         let bundle = Throwaway.untrusted("transfer").appendingPathComponent("bundle")
         let out = try keepsake(
-            ["device", "transfer", "--out", bundle.path] + device1, service: one, environment: fast)
+            ["device", "transfer", "--out", bundle.path] + device1, service: one)
         let key = out.text.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(key.count == 64)
         #expect(
             try keepsake(
                 ["device", "transfer", "--in", bundle.path] + device2,
-                input: Data((String(repeating: "ab", count: 32) + "\n").utf8), service: two,
-                environment: fast
+                input: Data((String(repeating: "ab", count: 32) + "\n").utf8), service: two
             ).stderr.contains("INTERNAL_ERROR"))
         let imported = try keepsake(
             ["device", "transfer", "--in", bundle.path] + device2, input: Data((key + "\n").utf8),
-            service: two, environment: fast)
+            service: two)
         #expect(imported.text.contains("\"imported\":1"))
         #expect(
             try keepsake(
-                ["blockstore", "retrieve", "--key", "hint"] + device2, service: two,
-                environment: fast
+                ["blockstore", "retrieve", "--key", "hint"] + device2, service: two
             ).text.contains(Data("carried".utf8).base64EncodedString()))
         // The app's preferences travel too, by its device-transfer rules, with cloud backup off.
         _ = try keepsake(
-            ["hint", "set", "--wallet", "0x8A…3F", "--profile", "android"] + device1, service: one,
-            environment: fast)
+            ["hint", "set", "--wallet", "0x8A…3F", "--profile", "android"] + device1, service: one)
         let bundle2 = Throwaway.untrusted("transfer").appendingPathComponent("bundle")
         let key2 = try keepsake(
-            ["device", "transfer", "--out", bundle2.path] + device1, service: one, environment: fast
+            ["device", "transfer", "--out", bundle2.path] + device1, service: one
         ).text
         let three = try PrivateSecretService.start()
         let device3 =
@@ -131,16 +128,15 @@ struct BlockStoreCLITests {
                 "com.example.wallet",
             ]
         _ = try keepsake(
-            ["device", "settings", "--block-store", "no"] + device3, service: three,
-            environment: fast)
+            ["device", "settings", "--block-store", "no"] + device3, service: three)
         #expect(
             try keepsake(
                 ["device", "transfer", "--in", bundle2.path] + device3, input: Data(key2.utf8),
-                service: three, environment: fast
+                service: three
             ).status == 0)
         #expect(
             try keepsake(
-                ["hint", "get", "--profile", "android"] + device3, service: three, environment: fast
+                ["hint", "get", "--profile", "android"] + device3, service: three
             ).text.contains("0x8A…3F"))
     }
 }

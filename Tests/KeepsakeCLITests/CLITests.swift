@@ -2,12 +2,14 @@ import Foundation
 import KeepsakeTestSupport
 import Testing
 
-/// The built `keepsake` executable, beside the test bundle.
+/// The built development tool, beside the test bundle: the `keepsake` command line on test
+/// devices' tuning (cheapest Argon2id cost, short retry delays), plus `stress`.
 let keepsakeExecutable = URL(fileURLWithPath: CommandLine.arguments[0])
-    .deletingLastPathComponent().appendingPathComponent("keepsake")
+    .deletingLastPathComponent().appendingPathComponent("keepsake-dev")
 
-/// For CLI runs on test devices: the cheapest Argon2id cost and short retry delays.
-let fast = ["KEEPSAKE_ARGON2_COST": "minimum", "KEEPSAKE_RETRY_BASE_MS": "300"]
+/// The shipped command line, at the real device's cost and delays.
+let shippedKeepsakeExecutable = URL(fileURLWithPath: CommandLine.arguments[0])
+    .deletingLastPathComponent().appendingPathComponent("keepsake")
 
 /// `--device-dir` of `service`'s test device (`PrivateSecretService.deviceDirectory`: under its
 /// throwaway root, or kept for the suite-wide sweep).

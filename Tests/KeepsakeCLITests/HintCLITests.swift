@@ -9,7 +9,6 @@ private func launch(_ arguments: [String], service: PrivateSecretService) throws
     process.executableURL = keepsakeExecutable
     process.arguments = arguments
     var environment = service.environment
-    environment.merge(fast) { $1 }
     process.environment = environment
     let output = Pipe()
     process.standardOutput = output
@@ -29,29 +28,28 @@ struct HintCLITests {
             Throwaway.directory("device").path,
         ]
         #expect(
-            try keepsake(["hint", "get"] + app, service: service, environment: fast).text == "{}\n")
-        let empty = try keepsake(["hint", "set"] + app, service: service, environment: fast)
+            try keepsake(["hint", "get"] + app, service: service).text == "{}\n")
+        let empty = try keepsake(["hint", "set"] + app, service: service)
         #expect(
             empty.status == 1 && empty.stderr.contains("Refusing to persist an empty recovery hint")
         )
         let set = try keepsake(
-            ["hint", "set", "--wallet", "0x8A…3F"] + app, service: service, environment: fast)
+            ["hint", "set", "--wallet", "0x8A…3F"] + app, service: service)
         #expect(
             set.text.contains("\"store\":\"keychain\"")
                 && set.text.contains("\"store\":\"blockstore\""))
         _ = try keepsake(
-            ["hint", "set", "--login-at", "1795000000000"] + app, service: service,
-            environment: fast)
+            ["hint", "set", "--login-at", "1795000000000"] + app, service: service)
         #expect(
-            try keepsake(["hint", "get"] + app, service: service, environment: fast).text
+            try keepsake(["hint", "get"] + app, service: service).text
                 == "{\"lastLoginAt\":1795000000000,\"lastWallet\":\"0x8A…3F\"}\n")
         let bad = try keepsake(
-            ["hint", "set", "--login-at", "soon"] + app, service: service, environment: fast)
+            ["hint", "set", "--login-at", "soon"] + app, service: service)
         #expect(bad.status == 1 && bad.stderr.contains("invalid field"))
         #expect(
-            try keepsake(["hint", "clear"] + app, service: service, environment: fast).status == 0)
+            try keepsake(["hint", "clear"] + app, service: service).status == 0)
         #expect(
-            try keepsake(["hint", "get"] + app, service: service, environment: fast).text == "{}\n")
+            try keepsake(["hint", "get"] + app, service: service).text == "{}\n")
     }
 
     @Test("two processes setting different fields at the same moment both keep their field")
@@ -70,7 +68,7 @@ struct HintCLITests {
                 process.waitUntilExit()
                 #expect(process.terminationStatus == 0)
             }
-            let hint = try keepsake(["hint", "get"] + app, service: service, environment: fast).text
+            let hint = try keepsake(["hint", "get"] + app, service: service).text
             #expect(
                 hint.contains("\"lastWallet\":\"w\(round)\"")
                     && hint.contains("\"lastAuthenticatorId\":\"a\(round)\""), "\(hint)")

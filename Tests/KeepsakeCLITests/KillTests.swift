@@ -10,7 +10,7 @@ struct KillTests {
     func killedWrites() throws {
         let service = try PrivateSecretService.start()
         let app = ["--app-id", "com.example.kill"] + deviceDirectory(of: service)
-        let environment = service.environment.merging(fast) { $1 }
+        let environment = service.environment
         func value(_ n: Int) -> Data {
             Data(repeating: UInt8(65 + n % 26), count: 3000) + Data("#\(n)".utf8)
         }

@@ -10,7 +10,7 @@ struct LoadTests {
     func eightProcesses() throws {
         let service = try PrivateSecretService.start()
         let app = ["--app-id", "com.example.load"] + deviceDirectory(of: service)
-        let environment = service.environment.merging(fast) { $1 }
+        let environment = service.environment
         let workers = try (0..<8).map { worker -> (Process, Pipe) in
             let process = Process()
             process.executableURL = keepsakeExecutable

@@ -112,7 +112,7 @@ struct ProfileScenarioTests {
         let device = Device(
             secretService: service.connection(),
             directory: service.root.appendingPathComponent("device"),
-            cloud: UnreachableCloud(), passcodeCost: .minimum)
+            cloud: UnreachableCloud(), tuning: .fast)
         let app = try App(
             id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
         let hints = try RecoveryHintService.make(profile: profile, app: app, device: device)

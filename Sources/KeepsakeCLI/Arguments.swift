@@ -4,9 +4,9 @@ import Foundation
 ///
 /// Arguments are decoded as strict UTF-8: a non-UTF-8 argument is refused (`errSecParam`) rather
 /// than silently repaired into another string.
-struct Arguments {
+package struct Arguments {
     /// Words that are not options (`keychain`, `add`).
-    private(set) var words: [String] = []
+    package private(set) var words: [String] = []
     /// Options with their values; a repeated option keeps every value.
     private(set) var options: [String: [String]] = [:]
     /// Options without a value (`--all`, `--backup`).
@@ -57,12 +57,12 @@ struct Arguments {
         }
     }
 
-    func value(_ name: String) -> String? { options[name]?.last }
-    func values(_ name: String) -> [String] { options[name] ?? [] }
-    func has(_ flag: String) -> Bool { flags.contains(flag) }
+    package func value(_ name: String) -> String? { options[name]?.last }
+    package func values(_ name: String) -> [String] { options[name] ?? [] }
+    package func has(_ flag: String) -> Bool { flags.contains(flag) }
 
     /// Fails on any option the command does not know, so a typo never goes unnoticed.
-    func allowOnly(_ names: Set<String>) throws(CommandError) {
+    package func allowOnly(_ names: Set<String>) throws(CommandError) {
         let global: Set<String> = ["app-id", "container", "device-dir", "cloud", "entitled-group"]
         for name in Set(options.keys).union(flags)
         where !names.contains(name) && !global.contains(name) {
@@ -72,15 +72,15 @@ struct Arguments {
 }
 
 /// A command-line failure: the status name goes to standard error, the exit code is non-zero.
-struct CommandError: Error {
-    var statusName: String
-    var message: String
-    var exitCode: Int32 = 1
+package struct CommandError: Error {
+    package var statusName: String
+    package var message: String
+    package var exitCode: Int32 = 1
 
-    static func usage(_ message: String) -> CommandError {
+    package static func usage(_ message: String) -> CommandError {
         CommandError(statusName: "usage", message: message, exitCode: 2)
     }
-    static func param(_ message: String) -> CommandError {
+    package static func param(_ message: String) -> CommandError {
         CommandError(statusName: "errSecParam (-50)", message: message)
     }
 }

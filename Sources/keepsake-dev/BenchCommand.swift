@@ -3,6 +3,7 @@ import Device
 import Foundation
 import KeepsakeTestSupport
 import Keychain
+import KeepsakeCLI
 import Sealing
 
 /// `keepsake bench keychain [--items N]`: Keepsake against libsecret's own convenience calls, on
@@ -120,7 +121,7 @@ struct KeychainBenchmark {
         }
 
         // Unlock: Argon2id at the default (moderate) cost, on this device.
-        let device = Device(secretService: service.connection(), passcodeCost: .moderate)
+        let device = Device(secretService: service.connection())
         try device.setLockScreen(.pin, passcode: "123456", currentPasscode: nil)
         var unlock = Duration.zero
         for _ in 0..<3 {

@@ -1,5 +1,6 @@
 import BlockStore
 import Foundation
+import KeepsakeCLI
 import Keychain
 import RecoveryHint
 

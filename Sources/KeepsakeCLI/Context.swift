@@ -5,14 +5,17 @@ import SecretService
 
 /// What every command shares: the app, its container and the device's places, from the global
 /// options, else the environment, else defaults under `$XDG_DATA_HOME/keepsake`.
-struct Context {
-    let arguments: Arguments
-    let app: App
-    let deviceDirectory: URL
-    let cloudDirectory: URL?
+package struct Context {
+    package let arguments: Arguments
+    package let app: App
+    package let deviceDirectory: URL
+    package let cloudDirectory: URL?
+    /// The device's Argon2id cost and retry delays: the real ones in the shipped `keepsake`.
+    package let tuning: DeviceTuning
 
-    init(_ arguments: Arguments) throws(CommandError) {
+    init(_ arguments: Arguments, tuning: DeviceTuning) throws(CommandError) {
         self.arguments = arguments
+        self.tuning = tuning
         let environment = ProcessInfo.processInfo.environment
         let dataHome =
             environment["XDG_DATA_HOME"].map { URL(fileURLWithPath: $0) }
@@ -35,31 +38,24 @@ struct Context {
     }
 
     /// The Secret Service on `DBUS_SESSION_BUS_ADDRESS`.
-    var secretService: SecretServiceConnection { .shared() }
+    package var secretService: SecretServiceConnection { .shared() }
 
-    /// The device on that Secret Service. `KEEPSAKE_ARGON2_COST` (moderate, interactive, minimum)
-    /// and `KEEPSAKE_RETRY_BASE_MS` exist so tests can run fast; the defaults are for real use.
-    var device: Device {
-        let environment = ProcessInfo.processInfo.environment
-        let cost = environment["KEEPSAKE_ARGON2_COST"].flatMap(Argon2Cost.init(name:)) ?? .moderate
-        var policy = RetryPolicy()
-        if let base = environment["KEEPSAKE_RETRY_BASE_MS"].flatMap(Int.init) {
-            policy.base = .milliseconds(base)
-        }
-        return Device(
+    /// The device on that Secret Service, at `tuning`'s cost and delays.
+    package var device: Device {
+        Device(
             secretService: secretService, directory: deviceDirectory,
-            cloud: cloudDirectory.map(CloudDirectory.init), passcodeCost: cost, retryPolicy: policy)
+            cloud: cloudDirectory.map(CloudDirectory.init), tuning: tuning)
     }
 
     /// Standard input as lines (passcodes), without their line ends.
-    static func readLines() -> [String] {
+    package static func readLines() -> [String] {
         String(decoding: readStandardInput(), as: UTF8.self)
             .split(separator: "\n", omittingEmptySubsequences: false)
             .map { $0.hasSuffix("\r") ? String($0.dropLast()) : String($0) }
     }
 
     /// Standard input, whole, as bytes.
-    static func readStandardInput() -> Data {
+    package static func readStandardInput() -> Data {
         FileHandle.standardInput.readDataToEndOfFile()
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import Keychain
 
 /// `keepsake keychain add|get|update|delete|list`.
-enum KeychainCommand {
+package enum KeychainCommand {
     static let options: Set<String> = [
         "service", "account", "sync", "accessible", "label", "access-group",
     ]
@@ -61,7 +61,7 @@ enum KeychainCommand {
     }
 
     /// Every match; an empty listing is not an error.
-    static func listItems(_ keychain: Keychain, _ query: GenericPasswordQuery) throws
+    package static func listItems(_ keychain: Keychain, _ query: GenericPasswordQuery) throws
         -> [GenericPasswordItem]
     {
         do {

@@ -4,6 +4,7 @@ import Foundation
 import KeepsakeTestSupport
 import Keychain
 import RecoveryHint
+import KeepsakeCLI
 import Sealing
 
 /// `keepsake demo`: the whole story so far, step by step, on private Secret Services that the demo
@@ -127,7 +128,8 @@ enum DemoCommand {
             device = Device(
                 secretService: service.connection(),
                 directory: service.root.appendingPathComponent("device"),
-                cloud: cloud.map(CloudDirectory.init), passcodeCost: .interactive)
+                cloud: cloud.map(CloudDirectory.init),
+                tuning: DeviceTuning(passcodeCost: .interactive, retryPolicy: RetryPolicy()))
             if !blockStore { try device.updateSettings { $0.blockStoreAvailable = false } }
             app = try App(
                 id: "com.example.wallet",

@@ -1,0 +1,85 @@
+import BlockStore
+import Device
+import Foundation
+import Keychain
+import RecoveryHint
+import SecretService
+
+/// The `keepsake` command line: parse, run, print; failures name their status on standard error.
+///
+/// The shipped `keepsake` calls `main()` with the real device tuning and no extra commands; the
+/// development tool (`keepsake-dev`, never a product) adds `demo`, `bench` and `stress` and the
+/// test speed-ups. Nothing here reads a cost or a delay from the environment.
+package enum KeepsakeCLI {
+    /// A command that only the development tool has.
+    package typealias ExtraCommand = (_ verb: String?, _ context: Context) throws -> Void
+
+    package static func main(
+        tuning: DeviceTuning = .real, extraCommands: [String: ExtraCommand] = [:]
+    ) -> Int32 {
+    do {
+        let arguments = try Arguments.fromProcess()
+        let words = arguments.words
+        guard let command = words.first, !arguments.has("help") else {
+            Output.line(usage)
+            return words.isEmpty && !arguments.has("help") ? 2 : 0
+        }
+        let context = try Context(arguments, tuning: tuning)
+        let verb = words.dropFirst().first
+        switch command {
+        case "keychain": try KeychainCommand.run(verb, context)
+        case "app": try AppCommand.run(verb, context)
+        case "lockscreen": try LockScreenCommand.run(verb, context)
+        case "device": try DeviceCommand.run(verb, context)
+        case "blockstore": try BlockStoreCommand.run(verb, context)
+        case "hint": try HintCommand.run(verb, context)
+        case "kv": try KeyValueCommand.run(verb, context)
+        default:
+            guard let extra = extraCommands[command] else {
+                throw CommandError.usage("unknown command \(command)\n\(usage)")
+            }
+            try extra(verb, context)
+        }
+        return 0
+    } catch let error as CommandError {
+        Output.error("keepsake: \(error.statusName): \(error.message)")
+        return error.exitCode
+    } catch let error as KeychainError {
+        Output.error("keepsake: \(error.statusName): \(error.message)")
+        return 1
+    } catch let error as BlockStoreError {
+        // A wrong passcode at join is the device's errSecAuthFailed; the rest are Google's codes.
+        if let device = error.device, device.code == .authFailed {
+            Output.error("keepsake: \(KeychainError(device).statusName): \(error.message)")
+        } else {
+            Output.error("keepsake: \(error.code): \(error.message)")
+        }
+        return 1
+    } catch let error as HintError {
+        Output.error("keepsake: \(error.code): \(error.message)")
+        return 1
+    } catch let error as DeviceError {
+        let status = KeychainError(error)
+        Output.error("keepsake: \(status.statusName): \(error.message)")
+        return 1
+    } catch {
+        Output.error("keepsake: \(error)")
+        return 1
+    }
+    }
+}
+
+let usage = """
+    usage: keepsake [--app-id ID] [--container DIR] [--device-dir DIR] [--cloud DIR] COMMAND
+      keychain add|get|update|delete|list --service S [--account A] [--sync yes|no|any]
+                                          [--accessible CLASS] [--label L] [--access-group G]
+      keychain sync                       (synchronizable items with --cloud, now)
+      lockscreen set --kind none|swipe|pin|pattern|password   (stdin: current passcode line, new one)
+      lockscreen unlock | lock | status
+      device reboot | join | transfer --out FILE | --in FILE | settings [--block-store yes|no] [--device-backup yes|no]
+      blockstore store --key K [--backup] | retrieve [--key K ...|--all] | delete [--key K ...|--all] | e2ee | sync
+      kv set|get|remove|synchronize --key K
+      hint get | set [--authenticator-id X] [--wallet W] [--login-at MS] | clear [--profile linux|apple|android]
+      app uninstall
+    Secrets are read from standard input and written raw to standard output.
+    """
