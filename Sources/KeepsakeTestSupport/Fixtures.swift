@@ -12,6 +12,26 @@ package func loadFixture<T: Decodable>(_ type: T.Type, _ path: String) throws ->
         T.self, from: Data(contentsOf: fixturesDirectory.appendingPathComponent(path)))
 }
 
+/// The cases of a fixture-driven table: `Fixtures/<path>` decoded as `T`, its cases taken by
+/// `cases`. A missing, undecodable or empty fixture throws, so a table never passes with zero cases
+/// (`@Test(arguments: try fixtureTable(…))` reports the error as the test's failure).
+package func fixtureTable<T: Decodable, Case>(
+    _ type: T.Type, _ path: String, _ cases: (T) -> [Case], atLeast minimum: Int = 1
+) throws -> [Case] {
+    let table = cases(try loadFixture(type, path))
+    guard table.count >= minimum else {
+        throw FixtureError(path: path, message: "\(table.count) cases; at least \(minimum) expected")
+    }
+    return table
+}
+
+/// A fixture that cannot drive its table.
+package struct FixtureError: Error, CustomStringConvertible {
+    package let path: String
+    package let message: String
+    package var description: String { "Fixtures/\(path): \(message)" }
+}
+
 /// Lower-case hex of `data`.
 package func hex(_ data: Data) -> String { data.hexString }
 

@@ -23,8 +23,9 @@ private struct CloudSample: Decodable {
     var passcode: String
     var entries: [String: [String: String]]
 }
-private let entryVectors =
-    (try? loadFixture(EntryFile.self, "blockstore/entries.json").vectors) ?? []
+private func entryVectors() throws -> [EntryVector] {
+    try fixtureTable(EntryFile.self, "blockstore/entries.json", \.vectors, atLeast: 3)
+}
 
 private let sampleCloudSource = fixturesDirectory.appendingPathComponent("blockstore/cloud-sample")
 
@@ -43,7 +44,7 @@ private func sampleCloudAccount() throws -> (CloudSample, URL) {
 struct BlockStoreFixtureTests {
     @Test(
         "a sealed local entry matches its vector byte for byte, name included, and opens back",
-        arguments: entryVectors)
+        arguments: try entryVectors())
     func localEntry(_ v: EntryVector) throws {
         let layout = LocalLayout(
             blockStoreKey: SecureBytes(copying: fromHex(v.blockStoreKey)),
@@ -66,7 +67,7 @@ struct BlockStoreFixtureTests {
 
     @Test(
         "every single-bit flip, truncation and extension of a vector is refused, and so is the vector under another item's name, app or device",
-        arguments: entryVectors)
+        arguments: try entryVectors())
     func tamperedVector(_ v: EntryVector) throws {
         let file = fromHex(v.file)
         let name = String(v.fileName.dropLast(6))
@@ -90,7 +91,7 @@ struct BlockStoreFixtureTests {
         for damaged in Tampered.truncationsAndExtension(of: file) {
             expectRefused(damaged, own, name)
         }
-        for other in entryVectors where other.fileName != v.fileName {
+        for other in try entryVectors() where other.fileName != v.fileName {
             expectRefused(file, own, String(other.fileName.dropLast(6)))  // another item's name
             expectRefused(file, layout(key: other.blockStoreKey), name)  // another device
         }

@@ -13,8 +13,9 @@ struct PasscodeCase: Decodable, Sendable, CustomTestStringConvertible {
     var testDescription: String { "\(kind) \"\(passcode)\"" }
 }
 private struct PasscodeFile: Decodable { var cases: [PasscodeCase] }
-private let passcodeCases =
-    (try? loadFixture(PasscodeFile.self, "device/passcodes.json").cases) ?? []
+private func passcodeCases() throws -> [PasscodeCase] {
+    try fixtureTable(PasscodeFile.self, "device/passcodes.json", \.cases, atLeast: 10)
+}
 
 /// A device on its own private Secret Service, fast Argon2id and short retry delays.
 func makeDevice(_ service: PrivateSecretService, retryBase: Duration = .milliseconds(300)) -> Device
@@ -35,7 +36,7 @@ private func code(_ body: () throws -> Void) -> DeviceError.Code? {
 
 @Suite("Lock screen and class keys on a private Secret Service")
 struct LockScreenTests {
-    @Test("passcodes are checked against their kind", arguments: passcodeCases)
+    @Test("passcodes are checked against their kind", arguments: try passcodeCases())
     func passcodeShapes(_ c: PasscodeCase) {
         let kind = LockScreenKind(rawValue: c.kind)!
         if c.valid {

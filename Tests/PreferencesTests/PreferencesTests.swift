@@ -15,7 +15,9 @@ struct RuleCase: Decodable, Sendable, CustomTestStringConvertible {
     var testDescription: String { name }
 }
 private struct RuleFile: Decodable { var cases: [RuleCase] }
-private let ruleCases = (try? loadFixture(RuleFile.self, "backup-rules/cases.json").cases) ?? []
+private func ruleCases() throws -> [RuleCase] {
+    try fixtureTable(RuleFile.self, "backup-rules/cases.json", \.cases, atLeast: 5)
+}
 
 private func document(_ c: RuleCase) throws -> Data {
     if let file = c.file {
@@ -65,7 +67,7 @@ private struct Android {
 struct BackupRuleTests {
     @Test(
         "each document selects the expected files, or is refused with a clear error",
-        arguments: ruleCases)
+        arguments: try ruleCases())
     func rules(_ c: RuleCase) throws {
         do {
             let configuration = try BackupConfiguration.parse(try document(c))

@@ -15,7 +15,9 @@ struct HintJSONCase: Decodable, Sendable, CustomTestStringConvertible {
     var testDescription: String { json }
 }
 private struct HintJSONFile: Decodable { var cases: [HintJSONCase] }
-private let jsonCases = (try? loadFixture(HintJSONFile.self, "hint/json.json").cases) ?? []
+private func jsonCases() throws -> [HintJSONCase] {
+    try fixtureTable(HintJSONFile.self, "hint/json.json", \.cases, atLeast: 5)
+}
 
 /// A phone with the linux hint profile for one app.
 struct HintPhone {
@@ -37,7 +39,7 @@ struct HintPhone {
 
 @Suite("Recovery hint model")
 struct RecoveryHintModelTests {
-    @Test("hint JSON is decoded strictly", arguments: jsonCases)
+    @Test("hint JSON is decoded strictly", arguments: try jsonCases())
     func decoding(_ c: HintJSONCase) {
         do {
             let hint = try RecoveryHint.decode(json: Data(c.json.utf8))

@@ -125,6 +125,24 @@ struct SealingTests {
         #expect(hex(key.unsafeData()) == v.key)
     }
 
+    @Test("a fixture table that is missing, undecodable or empty fails instead of running no case")
+    func fixtureTablesFailLoudly() throws {
+        struct Table: Decodable { var vectors: [String] }
+        #expect(throws: (any Error).self) {
+            try fixtureTable(Table.self, "no/such/fixture.json", \.vectors)
+        }
+        #expect(throws: (any Error).self) {  // decodes, but has no `vectors`
+            try fixtureTable(Table.self, "hint/json.json", \.vectors)
+        }
+        struct Cases: Decodable { var cases: [HintCase] }
+        struct HintCase: Decodable {}
+        #expect(throws: FixtureError.self) {  // decodes, but fewer cases than the table needs
+            try fixtureTable(Cases.self, "hint/json.json", \.cases, atLeast: 100_000)
+        }
+        #expect(try fixtureTable(Cases.self, "hint/json.json", \.cases).count > 0)
+    }
+
+    #if KEEPSAKE_TEST_HOOKS
     @Test("released key buffers are wiped before they are freed")
     func wipedOnRelease() {
         let seen = Mutex<[[UInt8]]>([])
@@ -140,6 +158,7 @@ struct SealingTests {
         #expect(!released.isEmpty)
         #expect(released.allSatisfy { $0.allSatisfy { $0 == 0 } })
     }
+    #endif
 
     @Test("owned key memory compares in constant time by content")
     func secureBytes() {
