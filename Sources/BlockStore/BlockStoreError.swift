@@ -29,13 +29,14 @@ public struct BlockStoreError: Error, Sendable, Hashable, CustomStringConvertibl
 
     public let code: Code
     public let message: String
-    /// The device failure underneath, when there was one (a wrong passcode at join, …).
-    public let device: DeviceError?
+    /// The failure underneath, when there was one (a `DeviceError` for a wrong passcode at
+    /// join, …).
+    public let underlying: (any Error & Sendable)?
 
-    public init(_ code: Code, _ message: String, device: DeviceError? = nil) {
+    public init(_ code: Code, _ message: String, underlying: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message
-        self.device = device
+        self.underlying = underlying
     }
 
     public static func == (l: Self, r: Self) -> Bool { l.code == r.code }

@@ -71,7 +71,7 @@ public struct BlockStoreSync: Sendable {
         do { try device.join(passcode: passcode) } catch {
             let code: BlockStoreError.Code =
                 error.code == .authFailed ? .internalError : .networkError
-            throw BlockStoreError(code, error.message, device: error)
+            throw BlockStoreError(code, error.message, underlying: error)
         }
         return try restore()
     }

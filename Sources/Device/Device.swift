@@ -379,9 +379,13 @@ public final class Device: Sendable {
         let all = known
         var extra = known.filter { classes?.contains($0.key) ?? true }.map(\.value)
         if known.isEmpty {
-            extra = try call { try secretService.search(Self.runtimeAttributes) }.unlocked
+            extra = try call { () throws(SecretServiceError) in
+                try secretService.search(Self.runtimeAttributes)
+            }.unlocked
         }
-        let secrets = try call { try secretService.secrets(at: paths + extra) }
+        let secrets = try call { () throws(SecretServiceError) in
+            try secretService.secrets(at: paths + extra)
+        }
         var keys: [ProtectionClass: SecureBytes] = [:]
         known = all.filter { !extra.contains($0.value) }
         for path in extra {
@@ -427,7 +431,9 @@ public final class Device: Sendable {
 
     private func loadRecord() throws(DeviceError) -> (path: ItemPath, record: DeviceRecord) {
         for _ in 0..<3 {
-            let found = try call { try secretService.search(Self.stateAttributes) }
+            let found = try call { () throws(SecretServiceError) in
+                try secretService.search(Self.stateAttributes)
+            }
             if !found.locked.isEmpty {
                 throw DeviceError(.interactionNotAllowed, "the Secret Service collection is locked")
             }
@@ -436,7 +442,9 @@ public final class Device: Sendable {
                 for other in found.unlocked where other != first {
                     try? secretService.deleteItem(at: other)
                 }
-                if let bytes = try call({ try secretService.secrets(at: [first]) })[first] {
+                if let bytes = try call({ () throws(SecretServiceError) in
+                    try secretService.secrets(at: [first])
+                })[first] {
                     return (first, try DeviceRecord.decode(bytes))
                 }
                 continue
@@ -451,7 +459,7 @@ public final class Device: Sendable {
     {
         let bytes = record.encoded()
         // Same attributes, replace: the state item is updated in place.
-        return try call {
+        return try call { () throws(SecretServiceError) in
             try secretService.createItem(
                 label: "Keepsake device state", attributes: Self.stateAttributes, secret: bytes,
                 replacing: path != nil, in: Self.persistentCollection)
@@ -574,7 +582,7 @@ public final class Device: Sendable {
             let secret = key.withUnsafeBytes {
                 Self.runtimeMagic + Data(protection.rawValue.utf8) + [0] + Data($0)
             }
-            known[protection] = try call {
+            known[protection] = try call { () throws(SecretServiceError) in
                 try secretService.createItem(
                     label: "Keepsake class key", attributes: attributes, secret: secret,
                     replacing: true, in: Self.runtimeCollection)
@@ -588,7 +596,9 @@ public final class Device: Sendable {
         for protection in classes {
             var attributes = Self.runtimeAttributes
             attributes["class"] = protection.rawValue
-            for path in try call({ try secretService.search(attributes) }).unlocked {
+            for path in try call({ () throws(SecretServiceError) in
+                try secretService.search(attributes)
+            }).unlocked {
                 try? secretService.deleteItem(at: path)
             }
         }
@@ -616,14 +626,13 @@ public final class Device: Sendable {
 
     // MARK: - Helpers
 
-    private func call<R>(_ body: () throws -> R) throws(DeviceError) -> R {
-        do { return try body() } catch let error as SecretServiceError {
+    /// One Secret Service call, its failure in the device's terms.
+    private func call<R>(_ body: () throws(SecretServiceError) -> R) throws(DeviceError) -> R {
+        do { return try body() } catch {
             if error.code == .locked || error.code == .promptRequired {
                 throw DeviceError(.interactionNotAllowed, "\(error)", underlying: error)
             }
             throw DeviceError(.notAvailable, "\(error)", underlying: error)
-        } catch {
-            throw DeviceError(.notAvailable, "\(error)")
         }
     }
 

@@ -35,9 +35,10 @@ public struct DeviceError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public let code: Code
     public let message: String
-    public let underlying: SecretServiceError?
+    /// The failure underneath, when there was one (a `SecretServiceError`, a file error).
+    public let underlying: (any Error & Sendable)?
 
-    public init(_ code: Code, _ message: String, underlying: SecretServiceError? = nil) {
+    public init(_ code: Code, _ message: String, underlying: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message
         self.underlying = underlying

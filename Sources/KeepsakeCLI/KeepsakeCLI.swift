@@ -17,55 +17,35 @@ package enum KeepsakeCLI {
     package static func main(
         tuning: DeviceTuning = .real, extraCommands: [String: ExtraCommand] = [:]
     ) -> Int32 {
-    do {
-        let arguments = try Arguments.fromProcess()
-        let words = arguments.words
-        guard let command = words.first, !arguments.has("help") else {
-            Output.line(usage)
-            return words.isEmpty && !arguments.has("help") ? 2 : 0
-        }
-        let context = try Context(arguments, tuning: tuning)
-        let verb = words.dropFirst().first
-        switch command {
-        case "keychain": try KeychainCommand.run(verb, context)
-        case "app": try AppCommand.run(verb, context)
-        case "lockscreen": try LockScreenCommand.run(verb, context)
-        case "device": try DeviceCommand.run(verb, context)
-        case "blockstore": try BlockStoreCommand.run(verb, context)
-        case "hint": try HintCommand.run(verb, context)
-        case "kv": try KeyValueCommand.run(verb, context)
-        default:
-            guard let extra = extraCommands[command] else {
-                throw CommandError.usage("unknown command \(command)\n\(usage)")
+        do {
+            let arguments = try Arguments.fromProcess()
+            let words = arguments.words
+            guard let command = words.first, !arguments.has("help") else {
+                Output.line(usage)
+                return words.isEmpty && !arguments.has("help") ? 2 : 0
             }
-            try extra(verb, context)
+            let context = try Context(arguments, tuning: tuning)
+            let verb = words.dropFirst().first
+            switch command {
+            case "keychain": try KeychainCommand.run(verb, context)
+            case "app": try AppCommand.run(verb, context)
+            case "lockscreen": try LockScreenCommand.run(verb, context)
+            case "device": try DeviceCommand.run(verb, context)
+            case "blockstore": try BlockStoreCommand.run(verb, context)
+            case "hint": try HintCommand.run(verb, context)
+            case "kv": try KeyValueCommand.run(verb, context)
+            default:
+                guard let extra = extraCommands[command] else {
+                    throw CommandError.usage("unknown command \(command)\n\(usage)")
+                }
+                try extra(verb, context)
+            }
+            return 0
+        } catch {
+            let failure = Failure(error)
+            Output.error("keepsake: \(failure.statusName): \(failure.message)")
+            return failure.exitCode
         }
-        return 0
-    } catch let error as CommandError {
-        Output.error("keepsake: \(error.statusName): \(error.message)")
-        return error.exitCode
-    } catch let error as KeychainError {
-        Output.error("keepsake: \(error.statusName): \(error.message)")
-        return 1
-    } catch let error as BlockStoreError {
-        // A wrong passcode at join is the device's errSecAuthFailed; the rest are Google's codes.
-        if let device = error.device, device.code == .authFailed {
-            Output.error("keepsake: \(KeychainError(device).statusName): \(error.message)")
-        } else {
-            Output.error("keepsake: \(error.code): \(error.message)")
-        }
-        return 1
-    } catch let error as HintError {
-        Output.error("keepsake: \(error.code): \(error.message)")
-        return 1
-    } catch let error as DeviceError {
-        let status = KeychainError(error)
-        Output.error("keepsake: \(status.statusName): \(error.message)")
-        return 1
-    } catch {
-        Output.error("keepsake: \(error)")
-        return 1
-    }
     }
 }
 

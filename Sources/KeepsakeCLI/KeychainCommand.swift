@@ -32,7 +32,7 @@ package enum KeychainCommand {
         switch verb {
         case "add":
             if sync == .any {
-                throw KeychainError(KeychainError.param, "--sync any is for queries, not for add")
+                throw KeychainError(KeychainStatus.param, "--sync any is for queries, not for add")
             }
             try keychain.add(
                 GenericPasswordAttributes(
@@ -66,7 +66,7 @@ package enum KeychainCommand {
     {
         do {
             return try keychain.items(matching: query, limit: .all, returnData: false)
-        } catch let error as KeychainError where error.status == KeychainError.itemNotFound {
+        } catch let error as KeychainError where error.status == KeychainStatus.itemNotFound {
             return []
         }
     }

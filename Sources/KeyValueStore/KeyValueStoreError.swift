@@ -22,10 +22,13 @@ public struct KeyValueStoreError: Error, Sendable, Hashable, CustomStringConvert
 
     public let code: Code
     public let message: String
+    /// The failure underneath, when there was one (a file or device error).
+    public let underlying: (any Error & Sendable)?
 
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, underlying: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message
+        self.underlying = underlying
     }
 
     public static func == (l: Self, r: Self) -> Bool { l.code == r.code }

@@ -59,7 +59,9 @@ public final class Keychain: Sendable {
         let keyAttributes = Self.keyAttributes(record.key)
         let classKey = try classKey(attributes.accessible)
 
-        let existing = try secretServiceCall { try secretService.search(keyAttributes) }
+        let existing = try secretServiceCall { () throws(SecretServiceError) in
+            try secretService.search(keyAttributes)
+        }
         if !existing.locked.isEmpty { throw Self.locked }
         if !existing.unlocked.isEmpty { throw Self.duplicate }
 
@@ -67,7 +69,9 @@ public final class Keychain: Sendable {
         // The Secret Service has no unique constraint: a concurrent add may have slipped in
         // between our search and our create. The first created item wins; a later one removes
         // itself and reports the duplicate.
-        let after = try secretServiceCall { try secretService.search(keyAttributes) }
+        let after = try secretServiceCall { () throws(SecretServiceError) in
+            try secretService.search(keyAttributes)
+        }
         if (after.unlocked + after.locked).contains(where: { $0 < path }) {
             try? secretService.deleteItem(at: path)
             throw Self.duplicate
@@ -115,7 +119,7 @@ public final class Keychain: Sendable {
         do {
             return try data(matching: query)
         } catch {
-            if error.status == KeychainError.itemNotFound { return nil }
+            if error.status == KeychainStatus.itemNotFound { return nil }
             throw error
         }
     }
@@ -129,7 +133,7 @@ public final class Keychain: Sendable {
         throws(KeychainError)
     {
         guard !changes.isEmpty else {
-            throw KeychainError(KeychainError.param, "nothing to update")
+            throw KeychainError(KeychainStatus.param, "nothing to update")
         }
         try Validation.check(changes)
         if let group = changes.accessGroup { try checkEntitlement(group) }
@@ -151,7 +155,7 @@ public final class Keychain: Sendable {
         }
         let matchedPaths = Set(matches.map(\.path))
         for (old, new) in planned where new.key != old.record.key {
-            let existing = try secretServiceCall {
+            let existing = try secretServiceCall { () throws(SecretServiceError) in
                 try secretService.search(Self.keyAttributes(new.key))
             }
             if !existing.locked.isEmpty { throw Self.locked }
@@ -174,7 +178,9 @@ public final class Keychain: Sendable {
                 var moved = new
                 moved.id = UUID().uuidString
                 _ = try create(moved, sealedWith: classKey)
-                try secretServiceCall { try secretService.deleteItem(at: old.path) }
+                try secretServiceCall { () throws(SecretServiceError) in
+                    try secretService.deleteItem(at: old.path)
+                }
             }
         }
     }
@@ -231,7 +237,9 @@ public final class Keychain: Sendable {
             groups.count == 1 && query.label == nil && query.comment == nil
             && query.itemDescription == nil && query.generic == nil
         guard indexDecides else { return try find(query).map(\.path) }
-        let found = try secretServiceCall { try secretService.search(attributes) }
+        let found = try secretServiceCall { () throws(SecretServiceError) in
+            try secretService.search(attributes)
+        }
         if !found.locked.isEmpty { throw Self.locked }
         return found.unlocked
     }
@@ -240,9 +248,11 @@ public final class Keychain: Sendable {
     /// the app's group order, then creation order.
     private func find(_ query: GenericPasswordQuery) throws(KeychainError) -> [Match] {
         let (groups, attributes) = try index(query)
-        let found = try secretServiceCall { try secretService.search(attributes) }
+        let found = try secretServiceCall { () throws(SecretServiceError) in
+            try secretService.search(attributes)
+        }
         if !found.locked.isEmpty { throw Self.locked }
-        var read = try deviceCall { try device.read(found.unlocked) }
+        var read = try deviceCall { () throws(DeviceError) in try device.read(found.unlocked) }
         var matches: [Match] = []
         for path in found.unlocked {
             // Absent: deleted (or locked) between the search and the read.
@@ -252,7 +262,7 @@ public final class Keychain: Sendable {
             // or edited.
             guard record.matchesIndex(attributes) else {
                 throw KeychainError(
-                    KeychainError.decode, "an item's record does not match its index")
+                    KeychainStatus.decode, "an item's record does not match its index")
             }
             guard groups.contains(record.key.accessGroup), query.matches(record.attributes)
             else { continue }
@@ -286,7 +296,9 @@ public final class Keychain: Sendable {
             return nil
         }
         try Validation.check(query)
-        var read = try deviceCall { try device.read([path], classes: [protection]) }
+        var read = try deviceCall { () throws(DeviceError) in
+            try device.read([path], classes: [protection])
+        }
         guard let bytes = read.secrets[path],
             let record = try? open(bytes, keys: &read.classKeys),
             app.accessGroups.contains(record.key.accessGroup), query.matches(record.attributes)
@@ -303,7 +315,7 @@ public final class Keychain: Sendable {
         throws(KeychainError) -> ItemPath
     {
         let secret = SealedItem.seal(record, key: classKey)
-        return try secretServiceCall {
+        return try secretServiceCall { () throws(SecretServiceError) in
             try secretService.createItem(
                 label: record.secretServiceLabel, attributes: record.secretServiceAttributes,
                 secret: secret, replacing: replacing)
@@ -318,37 +330,35 @@ public final class Keychain: Sendable {
         let sealed = try SealedItem.parse(bytes)
         let protection = sealed.protectionClass
         if keys[protection] == nil {
-            keys[protection] = try deviceCall { try device.classKey(protection) }
+            keys[protection] = try deviceCall { () throws(DeviceError) in
+                try device.classKey(protection)
+            }
         }
         return try sealed.open(key: keys[protection]!)
     }
 
     private func classKey(_ accessible: Accessibility) throws(KeychainError) -> SecureBytes {
-        try deviceCall { try device.classKey(ProtectionClass(rawValue: accessible.rawValue)!) }
+        try deviceCall { () throws(DeviceError) in
+            try device.classKey(ProtectionClass(rawValue: accessible.rawValue)!)
+        }
     }
 
-    private func deviceCall<R>(_ body: () throws -> R) throws(KeychainError) -> R {
-        do { return try body() } catch let error as DeviceError {
-            throw KeychainError(error)
-        } catch {
-            throw KeychainError(KeychainError.notAvailable, "\(error)")
-        }
+    private func deviceCall<R>(_ body: () throws(DeviceError) -> R) throws(KeychainError) -> R {
+        do { return try body() } catch { throw KeychainError(error) }
     }
 
     private func checkEntitlement(_ group: String) throws(KeychainError) {
         guard app.accessGroups.contains(group) else {
             throw KeychainError(
-                KeychainError.missingEntitlement,
+                KeychainStatus.missingEntitlement,
                 "the app is not entitled to access group \(group)")
         }
     }
 
-    private func secretServiceCall<R>(_ body: () throws -> R) throws(KeychainError) -> R {
-        do { return try body() } catch let error as SecretServiceError {
-            throw KeychainError(error)
-        } catch {
-            throw KeychainError(KeychainError.notAvailable, "\(error)")
-        }
+    private func secretServiceCall<R>(_ body: () throws(SecretServiceError) -> R)
+        throws(KeychainError) -> R
+    {
+        do { return try body() } catch { throw KeychainError(error) }
     }
 
     private static func keyAttributes(_ key: PrimaryKey) -> [String: String] {
@@ -367,10 +377,10 @@ public final class Keychain: Sendable {
     }
 
     static let duplicate = KeychainError(
-        KeychainError.duplicateItem, "an item with this primary key already exists")
-    static let notFound = KeychainError(KeychainError.itemNotFound, "no item matches the query")
+        KeychainStatus.duplicateItem, "an item with this primary key already exists")
+    static let notFound = KeychainError(KeychainStatus.itemNotFound, "no item matches the query")
     static let locked = KeychainError(
-        KeychainError.interactionNotAllowed, "the Secret Service collection is locked")
+        KeychainStatus.interactionNotAllowed, "the Secret Service collection is locked")
 }
 
 extension Keychain {
@@ -390,11 +400,11 @@ extension Keychain {
     }
 
     #if KEEPSAKE_TEST_HOOKS
-    /// Test hook (debug builds only): makes the hot-read cache point `query` at `path`, as a
-    /// stale or reused path would, so tests can show such a path never yields another item's
-    /// secret.
-    func rememberPath(_ path: ItemPath, for query: GenericPasswordQuery) {
-        pathCache.withLock { $0[query] = (path, .whenUnlocked) }
-    }
+        /// Test hook (debug builds only): makes the hot-read cache point `query` at `path`, as a
+        /// stale or reused path would, so tests can show such a path never yields another item's
+        /// secret.
+        func rememberPath(_ path: ItemPath, for query: GenericPasswordQuery) {
+            pathCache.withLock { $0[query] = (path, .whenUnlocked) }
+        }
     #endif
 }

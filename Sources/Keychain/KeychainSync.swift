@@ -84,7 +84,7 @@ public struct KeychainSync: Sendable {
         do {
             remoteNames = Set(try cloud.list().filter(names.objects.owns))
         } catch {
-            throw KeychainError(KeychainError.notAvailable, "cloud account unreachable")
+            throw KeychainError(KeychainStatus.notAvailable, "cloud account unreachable")
         }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         for name in remoteNames.union(local.keys).union(manifest) {
@@ -141,7 +141,7 @@ public struct KeychainSync: Sendable {
         present.formUnion(remoteNames)
         do { try manifestFile.write(present) } catch {
             throw KeychainError(
-                KeychainError.notAvailable, "the sync manifest could not be written")
+                KeychainStatus.notAvailable, "the sync manifest could not be written")
         }
         return report
     }
@@ -174,11 +174,11 @@ public struct KeychainSync: Sendable {
     {
         do {
             guard let bytes = try cloud.read(name) else {
-                throw KeychainError(KeychainError.notAvailable, "a cloud object vanished")
+                throw KeychainError(KeychainStatus.notAvailable, "a cloud object vanished")
             }
             return bytes
         } catch let error as KeychainError { throw error } catch {
-            throw KeychainError(KeychainError.notAvailable, "cloud account unreachable")
+            throw KeychainError(KeychainStatus.notAvailable, "cloud account unreachable")
         }
     }
 
@@ -186,7 +186,7 @@ public struct KeychainSync: Sendable {
         throws(KeychainError)
     {
         do { try cloud.write(name, bytes) } catch {
-            throw KeychainError(KeychainError.notAvailable, "cloud account unreachable")
+            throw KeychainError(KeychainStatus.notAvailable, "cloud account unreachable")
         }
     }
 
@@ -214,14 +214,14 @@ public struct KeychainSync: Sendable {
                 remote = try objects.open(bytes, name: name) { try SyncedItem.decode($0) }
             } catch {
                 throw KeychainError(
-                    KeychainError.decode, "a synced item does not open (tampered or corrupt)")
+                    KeychainStatus.decode, "a synced item does not open (tampered or corrupt)")
             }
             let key = PrimaryKey(
                 accessGroup: remote.accessGroup, service: remote.service, account: remote.account,
                 synchronizable: true)
             guard self.name(key) == name else {
                 throw KeychainError(
-                    KeychainError.decode, "a synced item is stored under another name")
+                    KeychainStatus.decode, "a synced item is stored under another name")
             }
             return remote
         }

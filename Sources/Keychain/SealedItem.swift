@@ -75,11 +75,12 @@ struct SealedItem: Equatable {
                 Result { () throws(KeychainError) in try StoredRecord.decode(Data(plaintext)) }
             }
         } catch {
-            throw KeychainError(KeychainError.decode, "the item does not open (\(error.code))")
+            throw KeychainError(KeychainStatus.decode, "the item does not open (\(error.code))")
         }
         let record = try opened.get()
         guard record.key == key, record.attributes.accessible == accessible else {
-            throw KeychainError(KeychainError.decode, "the sealed record does not match its header")
+            throw KeychainError(
+                KeychainStatus.decode, "the sealed record does not match its header")
         }
         return record
     }

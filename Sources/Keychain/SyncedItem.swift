@@ -39,7 +39,7 @@ struct SyncedItem: Codable, Equatable {
     static func decode(_ json: Data) throws(KeychainError) -> SyncedItem {
         guard let item = try? JSONDecoder().decode(SyncedItem.self, from: json),
             item.deleted == (item.record == nil)
-        else { throw KeychainError(KeychainError.decode, "a synced item does not decode") }
+        else { throw KeychainError(KeychainStatus.decode, "a synced item does not decode") }
         _ = try item.storedRecord()
         return item
     }
@@ -52,7 +52,7 @@ struct SyncedItem: Codable, Equatable {
             stored.key.accessGroup == accessGroup, stored.key.service == service,
             stored.key.account == account
         else {
-            throw KeychainError(KeychainError.decode, "a synced item does not match its envelope")
+            throw KeychainError(KeychainStatus.decode, "a synced item does not match its envelope")
         }
         return stored
     }

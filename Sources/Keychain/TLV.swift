@@ -15,6 +15,6 @@ enum KeychainTLV {
     }
 
     static func malformed(_ why: String) -> KeychainError {
-        KeychainError(KeychainError.decode, "malformed Keepsake record: \(why)")
+        KeychainError(KeychainStatus.decode, "malformed Keepsake record: \(why)")
     }
 }

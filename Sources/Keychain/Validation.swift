@@ -7,18 +7,19 @@ enum Validation {
         guard let string else { return }
         if string.utf8.count > Keychain.maximumAttributeSize {
             throw KeychainError(
-                KeychainError.param,
+                KeychainStatus.param,
                 "\(name) is longer than \(Keychain.maximumAttributeSize) UTF-8 bytes")
         }
         if string.utf8.contains(0) {
-            throw KeychainError(KeychainError.param, "\(name) contains a NUL character")
+            throw KeychainError(KeychainStatus.param, "\(name) contains a NUL character")
         }
     }
 
     static func check(generic: Data?) throws(KeychainError) {
         if let generic, generic.count > Keychain.maximumAttributeSize {
             throw KeychainError(
-                KeychainError.param, "generic is larger than \(Keychain.maximumAttributeSize) bytes"
+                KeychainStatus.param,
+                "generic is larger than \(Keychain.maximumAttributeSize) bytes"
             )
         }
     }
@@ -26,7 +27,7 @@ enum Validation {
     static func check(data: Data) throws(KeychainError) {
         if data.count > Keychain.maximumDataSize {
             throw KeychainError(
-                KeychainError.param,
+                KeychainStatus.param,
                 "the secret is larger than \(Keychain.maximumDataSize) bytes")
         }
     }
@@ -66,7 +67,7 @@ enum Validation {
     static func checkClass(_ attributes: GenericPasswordAttributes) throws(KeychainError) {
         if attributes.synchronizable && attributes.accessible.isThisDeviceOnly {
             throw KeychainError(
-                KeychainError.param,
+                KeychainStatus.param,
                 "a synchronizable item cannot use a …ThisDeviceOnly accessibility class")
         }
     }

@@ -53,7 +53,8 @@ public struct AutoBackup: Sendable {
             else { continue }
             total += bytes.count
             if total > Self.quota {
-                throw PreferencesError("the backup is over the 25 MB quota; nothing was backed up")
+                throw PreferencesError(
+                    .overQuota, "the backup is over the 25 MB quota; nothing was backed up")
             }
             files[path] = bytes
         }
@@ -82,7 +83,8 @@ public struct AutoBackup: Sendable {
                 )
             }
         } catch {
-            throw PreferencesError("the backup could not be written: \(error)")
+            throw PreferencesError(
+                .notAvailable, "the backup could not be written: \(error)", underlying: error)
         }
         var cloudWritten = false
         if let cloud = device.cloud, let cloudKey = try? device.cloudKey() {
@@ -96,7 +98,9 @@ public struct AutoBackup: Sendable {
                     cloudWritten = true
                 }
             } catch {
-                throw PreferencesError("the cloud account could not be reached: \(error)")
+                throw PreferencesError(
+                    .notAvailable, "the cloud account could not be reached: \(error)",
+                    underlying: error)
             }
         }
         return Report(files: files.keys.sorted(), cloud: cloudWritten)
@@ -148,12 +152,14 @@ public struct AutoBackup: Sendable {
     private func write(_ files: [String: Data]) throws(PreferencesError) {
         for (path, bytes) in files {
             guard !path.hasPrefix("/"), !path.split(separator: "/").contains("..") else {
-                throw PreferencesError("a backed-up path leaves the container")
+                throw PreferencesError(.corrupt, "a backed-up path leaves the container")
             }
             do {
                 try Files.writeAtomically(bytes, to: app.container.appendingPathComponent(path))
             } catch {
-                throw PreferencesError("a restored file could not be written: \(error)")
+                throw PreferencesError(
+                    .notAvailable, "a restored file could not be written: \(error)",
+                    underlying: error)
             }
         }
     }
@@ -162,7 +168,7 @@ public struct AutoBackup: Sendable {
         Data]
     {
         do { return try body() } catch {
-            throw PreferencesError("the backup does not open (tampered or corrupt)")
+            throw PreferencesError(.corrupt, "the backup does not open (tampered or corrupt)")
         }
     }
 
@@ -170,6 +176,8 @@ public struct AutoBackup: Sendable {
     static let cloudKind = CloudObjects.Kind(prefix: "ab-", store: "autobackup")
 
     private func call<R>(_ body: () throws -> R) throws(PreferencesError) -> R {
-        do { return try body() } catch { throw PreferencesError("device: \(error)") }
+        do { return try body() } catch {
+            throw PreferencesError(.notAvailable, "device: \(error)", underlying: error)
+        }
     }
 }

@@ -70,16 +70,18 @@ public struct BackupConfiguration: Sendable, Equatable {
         let check = XMLParser(data: xml)
         check.delegate = checker
         guard check.parse(), checker.closed else {
-            throw PreferencesError("backup rules: not well-formed XML")
+            throw PreferencesError(.invalidInput, "backup rules: not well-formed XML")
         }
         let delegate = RuleParser()
         let parser = XMLParser(data: xml)
         parser.delegate = delegate
         let ok = parser.parse()
-        if let error = delegate.error { throw PreferencesError("backup rules: \(error)") }
-        guard ok else { throw PreferencesError("backup rules: not well-formed XML") }
+        if let error = delegate.error {
+            throw PreferencesError(.invalidInput, "backup rules: \(error)")
+        }
+        guard ok else { throw PreferencesError(.invalidInput, "backup rules: not well-formed XML") }
         guard let root = delegate.root else {
-            throw PreferencesError("backup rules: empty document (XML)")
+            throw PreferencesError(.invalidInput, "backup rules: empty document (XML)")
         }
         var configuration = BackupConfiguration(
             allowBackup: allowBackup, cloud: RuleSet(), deviceTransfer: RuleSet())
@@ -196,17 +198,19 @@ public struct BackupConfiguration: Sendable, Equatable {
         static func rule(_ attributes: [String: String]) throws(PreferencesError) -> Rule {
             guard let domainName = attributes["domain"], let domain = Domain(rawValue: domainName)
             else {
-                throw PreferencesError("unknown or missing domain")
+                throw PreferencesError(.invalidInput, "unknown or missing domain")
             }
             guard let path = attributes["path"], !path.isEmpty else {
-                throw PreferencesError("missing path")
+                throw PreferencesError(.invalidInput, "missing path")
             }
             if path.contains("*") || path.contains("?") {
-                throw PreferencesError("wildcard in path \(path)")
+                throw PreferencesError(.invalidInput, "wildcard in path \(path)")
             }
-            if path.hasPrefix("/") { throw PreferencesError("absolute path \(path)") }
+            if path.hasPrefix("/") {
+                throw PreferencesError(.invalidInput, "absolute path \(path)")
+            }
             if path.split(separator: "/").contains("..") {
-                throw PreferencesError("'..' in path \(path)")
+                throw PreferencesError(.invalidInput, "'..' in path \(path)")
             }
             var rule = Rule(
                 domain: domain, path: path.hasSuffix("/") ? String(path.dropLast()) : path)
@@ -217,7 +221,8 @@ public struct BackupConfiguration: Sendable, Equatable {
                     switch flag {
                     case "clientSideEncryption": rule.requireClientSideEncryption = true
                     case "deviceToDeviceTransfer": rule.requireDeviceTransfer = true
-                    default: throw PreferencesError("unknown requireFlags value \(flag)")
+                    default:
+                        throw PreferencesError(.invalidInput, "unknown requireFlags value \(flag)")
                     }
                 }
             }

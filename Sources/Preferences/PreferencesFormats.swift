@@ -45,7 +45,8 @@ enum PreferencesXML {
         let parser = XMLParser(data: bytes)
         parser.delegate = delegate
         guard parser.parse(), delegate.error == nil else {
-            throw PreferencesError("the preferences file is not valid: \(delegate.error ?? "XML")")
+            throw PreferencesError(
+                .invalidInput, "the preferences file is not valid: \(delegate.error ?? "XML")")
         }
         return delegate.values
     }
@@ -117,7 +118,7 @@ enum BackupBundle {
             }
             return files
         } catch {
-            throw PreferencesError("malformed backup")
+            throw PreferencesError(.corrupt, "malformed backup")
         }
     }
 }

@@ -19,7 +19,7 @@ public struct SharedPreferences: Sendable {
     /// Opens (and reads) the file; a missing file is empty preferences.
     public init(app: App, name: String) throws {
         guard !name.isEmpty, !name.contains("/"), !name.contains("..") else {
-            throw PreferencesError("invalid preferences name")
+            throw PreferencesError(.invalidInput, "invalid preferences name")
         }
         self.app = app
         self.name = name

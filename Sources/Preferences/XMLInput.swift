@@ -7,7 +7,7 @@ import Foundation
 enum XMLInput {
     static func check(_ xml: Data, _ what: String) throws(PreferencesError) {
         guard var text = String(data: xml, encoding: .utf8) else {
-            throw PreferencesError("\(what): not valid UTF-8 (XML)")
+            throw PreferencesError(.invalidInput, "\(what): not valid UTF-8 (XML)")
         }
         text = text.trimmingCharacters(in: .whitespacesAndNewlines)
         // One XML declaration may open the document: `<?xml version="…"` … `?>`, no `<` or `?`
@@ -17,10 +17,12 @@ enum XMLInput {
             text = String(text[declaration.upperBound...])
         }
         if text.contains("<?") {
-            throw PreferencesError("\(what): processing instructions are not allowed (XML)")
+            throw PreferencesError(
+                .invalidInput, "\(what): processing instructions are not allowed (XML)")
         }
         if text.contains("<!DOCTYPE") || text.contains("<!ENTITY") {
-            throw PreferencesError("\(what): DOCTYPE and entity declarations are not allowed (XML)")
+            throw PreferencesError(
+                .invalidInput, "\(what): DOCTYPE and entity declarations are not allowed (XML)")
         }
     }
 }

@@ -50,14 +50,14 @@ public struct KeychainHintStore: HintStore {
                     service: Self.service, account: Self.account, synchronizable: synchronizable,
                     accessible: .afterFirstUnlock, label: "Recovery hint"),
                 data: hint.json())
-        } catch  where error.status == KeychainError.duplicateItem {
+        } catch  where error.status == KeychainStatus.duplicateItem {
             try keychain.update(matching: query, with: GenericPasswordChanges(data: hint.json()))
         }
     }
 
     public func clear() throws {
         do { try keychain.delete(matching: query) } catch
-            where error.status == KeychainError.itemNotFound
+            where error.status == KeychainStatus.itemNotFound
         {}
     }
 }

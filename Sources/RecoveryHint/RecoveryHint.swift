@@ -116,9 +116,12 @@ public struct HintError: Error, Sendable, Hashable, CustomStringConvertible {
     }
     public let code: Code
     public let message: String
-    public init(_ code: Code, _ message: String) {
+    /// The failure underneath, when there was one (each store's error for `allStoresFailed`).
+    public let underlying: (any Error & Sendable)?
+    public init(_ code: Code, _ message: String, underlying: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message
+        self.underlying = underlying
     }
     public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
     public func hash(into h: inout Hasher) { h.combine(code) }

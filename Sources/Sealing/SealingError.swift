@@ -25,6 +25,9 @@ public struct SealingError: Error, Sendable, Hashable, CustomStringConvertible {
     }
     public let code: Code
     public let message: String
+    /// Always nil: Sealing fails on its own (libsodium reports no detail); kept so that every
+    /// Keepsake error has one shape (code, message, underlying).
+    public let underlying: (any Error & Sendable)? = nil
     public init(_ code: Code, _ message: String = "") {
         self.code = code
         self.message = message

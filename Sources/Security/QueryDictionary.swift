@@ -14,10 +14,10 @@ struct QueryDictionary {
         var entries: [String: Any] = [:]
         for (key, value) in dictionary {
             guard let key = key as? String else {
-                throw KeychainError(KeychainError.param, "a dictionary key is not a string")
+                throw KeychainError(KeychainStatus.param, "a dictionary key is not a string")
             }
             guard let value = Self.unwrap(value) else {
-                throw KeychainError(KeychainError.param, "\(key) is nil")
+                throw KeychainError(KeychainStatus.param, "\(key) is nil")
             }
             entries[key] = value
         }
@@ -67,19 +67,19 @@ struct QueryDictionary {
         }
         for key in entries.keys.sorted() where !allowed.contains(key) {
             if Self.unimplementedKeys.contains(key) {
-                throw KeychainError(KeychainError.unimplemented, "\(key) is not implemented")
+                throw KeychainError(KeychainStatus.unimplemented, "\(key) is not implemented")
             }
-            throw KeychainError(KeychainError.param, "\(key) is not allowed here")
+            throw KeychainError(KeychainStatus.param, "\(key) is not allowed here")
         }
     }
 
     /// The item class must be generic password.
     func checkClass() throws(KeychainError) {
         guard let value = entries[kSecClass as String] else {
-            throw KeychainError(KeychainError.param, "kSecClass is missing")
+            throw KeychainError(KeychainStatus.param, "kSecClass is missing")
         }
         guard let itemClass = value as? String else {
-            throw KeychainError(KeychainError.param, "kSecClass is not a string")
+            throw KeychainError(KeychainStatus.param, "kSecClass is not a string")
         }
         if itemClass == kSecClassGenericPassword as String { return }
         let otherClasses = [
@@ -87,9 +87,9 @@ struct QueryDictionary {
         ].map { $0 as String }
         if otherClasses.contains(itemClass) {
             throw KeychainError(
-                KeychainError.unimplemented, "only kSecClassGenericPassword is implemented")
+                KeychainStatus.unimplemented, "only kSecClassGenericPassword is implemented")
         }
-        throw KeychainError(KeychainError.param, "unknown kSecClass")
+        throw KeychainError(KeychainStatus.param, "unknown kSecClass")
     }
 
     // MARK: - Typed values
@@ -97,7 +97,7 @@ struct QueryDictionary {
     func string(_ key: CFString) throws(KeychainError) -> String? {
         guard let value = entries[key as String] else { return nil }
         guard let string = value as? String, !(value is NSNumber) else {
-            throw KeychainError(KeychainError.param, "\(key) must be a string")
+            throw KeychainError(KeychainStatus.param, "\(key) must be a string")
         }
         return string
     }
@@ -105,7 +105,7 @@ struct QueryDictionary {
     func data(_ key: CFString) throws(KeychainError) -> Data? {
         guard let value = entries[key as String] else { return nil }
         guard let data = value as? Data else {
-            throw KeychainError(KeychainError.param, "\(key) must be data")
+            throw KeychainError(KeychainStatus.param, "\(key) must be data")
         }
         return data
     }
@@ -113,7 +113,7 @@ struct QueryDictionary {
     func bool(_ key: CFString) throws(KeychainError) -> Bool? {
         guard let value = entries[key as String] else { return nil }
         if let bool = value as? Bool, !(value is String) { return bool }
-        throw KeychainError(KeychainError.param, "\(key) must be a boolean")
+        throw KeychainError(KeychainStatus.param, "\(key) must be a boolean")
     }
 
     func synchronizable() throws(KeychainError) -> SynchronizableMatch? {
@@ -121,7 +121,7 @@ struct QueryDictionary {
         if let string = value as? String, !(value is NSNumber) {
             guard string == kSecAttrSynchronizableAny as String else {
                 throw KeychainError(
-                    KeychainError.param, "kSecAttrSynchronizable must be a boolean or …Any")
+                    KeychainStatus.param, "kSecAttrSynchronizable must be a boolean or …Any")
             }
             return .any
         }
@@ -132,7 +132,7 @@ struct QueryDictionary {
     func accessible() throws(KeychainError) -> Accessibility? {
         guard let raw = try string(kSecAttrAccessible) else { return nil }
         guard let accessible = Accessibility(rawValue: raw) else {
-            throw KeychainError(KeychainError.param, "unknown kSecAttrAccessible value")
+            throw KeychainError(KeychainStatus.param, "unknown kSecAttrAccessible value")
         }
         return accessible
     }
@@ -142,10 +142,10 @@ struct QueryDictionary {
         if let string = value as? String, !(value is NSNumber) {
             if string == kSecMatchLimitOne as String { return .one }
             if string == kSecMatchLimitAll as String { return .all }
-            throw KeychainError(KeychainError.param, "unknown kSecMatchLimit value")
+            throw KeychainError(KeychainStatus.param, "unknown kSecMatchLimit value")
         }
         if let number = value as? Int, number == 1 { return .one }
-        throw KeychainError(KeychainError.unimplemented, "numeric kSecMatchLimit other than 1")
+        throw KeychainError(KeychainStatus.unimplemented, "numeric kSecMatchLimit other than 1")
     }
 
     // MARK: - Whole values
@@ -164,7 +164,7 @@ struct QueryDictionary {
         switch try self.synchronizable() {
         case .any:
             throw KeychainError(
-                KeychainError.param, "kSecAttrSynchronizableAny is for queries, not for add")
+                KeychainStatus.param, "kSecAttrSynchronizableAny is for queries, not for add")
         case .yes: synchronizable = true
         case .no, nil: synchronizable = false
         }
@@ -181,7 +181,7 @@ struct QueryDictionary {
         switch try self.synchronizable() {
         case .any:
             throw KeychainError(
-                KeychainError.param, "kSecAttrSynchronizableAny cannot be set on an item")
+                KeychainStatus.param, "kSecAttrSynchronizableAny cannot be set on an item")
         case .yes: synchronizable = true
         case .no: synchronizable = false
         case nil: synchronizable = nil

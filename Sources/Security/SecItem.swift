@@ -22,7 +22,7 @@ public enum SecurityConfiguration {
     static func keychain() throws(KeychainError) -> Keychain {
         if let current { return current }
         guard let fallback else {
-            throw KeychainError(KeychainError.param, "KEEPSAKE_APP_ID is not a reverse-DNS app id")
+            throw KeychainError(KeychainStatus.param, "KEEPSAKE_APP_ID is not a reverse-DNS app id")
         }
         return fallback
     }
@@ -34,7 +34,7 @@ private func status(_ body: () throws(KeychainError) -> Void) -> OSStatus {
         try body()
         return errSecSuccess
     } catch {
-        return error.status
+        return error.status.rawValue
     }
 }
 
@@ -119,9 +119,10 @@ public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
     }
 }
 
-/// Mirrors `SecCopyErrorMessageString`: the status's Apple name and number.
+/// Mirrors `SecCopyErrorMessageString`: Apple's message for the status (for a number Apple does
+/// not name, `OSStatus <n>`).
 public func SecCopyErrorMessageString(_ status: OSStatus, _ reserved: UnsafeMutableRawPointer?)
     -> CFString?
 {
-    KeychainError(status).statusName as NSString
+    KeychainStatus(status).message as NSString
 }

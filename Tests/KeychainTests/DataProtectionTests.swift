@@ -34,13 +34,13 @@ private struct Phone {
                     matching: GenericPasswordQuery(service: "table", account: account)),
                 as: UTF8.self)
         }
-        return code == 0 ? "ok:" + result : "\(code)"
+        return code == .success ? "ok:" + result : "\(code)"
     }
 }
 
 @Suite("Data-protection classes enforced by keys (the iOS table)")
 struct DataProtectionTests {
-    let denied = "\(KeychainError.interactionNotAllowed)"
+    let denied = "\(KeychainStatus.interactionNotAllowed)"
 
     @Test(
         "with a pin: after reboot neither class reads; after unlock both; after lock only AfterFirstUnlock; after another reboot neither"
@@ -60,13 +60,13 @@ struct DataProtectionTests {
         // Writing needs the class key too.
         #expect(
             status { try phone.add("new", .afterFirstUnlock, "x") }
-                == KeychainError.interactionNotAllowed)
+                == KeychainStatus.interactionNotAllowed)
         #expect(
             status {
                 try phone.keychain.update(
                     matching: GenericPasswordQuery(service: "table", account: "wu"),
                     with: GenericPasswordChanges(data: Data("changed".utf8)))
-            } == KeychainError.interactionNotAllowed)
+            } == KeychainStatus.interactionNotAllowed)
 
         try phone.device.unlock(passcode: "1234")
         #expect(accounts.map(phone.read) == ["ok:A", "ok:W", "ok:AT", "ok:WT", "ok:P"])
@@ -83,7 +83,7 @@ struct DataProtectionTests {
         let phone = try Phone()
         try phone.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         try phone.device.reboot()
-        #expect(status { try phone.device.unlock(passcode: "4321") } == KeychainError.authFailed)
+        #expect(status { try phone.device.unlock(passcode: "4321") } == KeychainStatus.authFailed)
         let start = ContinuousClock.now
         try phone.device.unlock(passcode: "1234")
         #expect(ContinuousClock.now - start >= .milliseconds(250))
@@ -94,11 +94,11 @@ struct DataProtectionTests {
         let phone = try Phone()
         #expect(
             status { try phone.add("pc", .whenPasscodeSetThisDeviceOnly, "P") }
-                == KeychainError.authFailed)
+                == KeychainStatus.authFailed)
         try phone.device.setLockScreen(.swipe, passcode: nil, currentPasscode: nil)
         #expect(
             status { try phone.add("pc", .whenPasscodeSetThisDeviceOnly, "P") }
-                == KeychainError.authFailed)
+                == KeychainStatus.authFailed)
         #expect(try phone.keychain.secretService.search(["service": "table"]).unlocked.isEmpty)
     }
 
@@ -116,7 +116,7 @@ struct DataProtectionTests {
         try phone.device.reboot()
         #expect(
             ["afu", "wu", "pc"].map(phone.read) == [
-                "ok:A", "ok:W", "\(KeychainError.itemNotFound)",
+                "ok:A", "ok:W", "\(KeychainStatus.itemNotFound)",
             ])
         #expect(
             try phone.keychain.secretService.search(["service": "table", "accessible": "akpu"])
@@ -196,11 +196,11 @@ struct DataProtectionTests {
         let alicesPath = try path("alice")
         let bobsSecret = try rawSecret("bob")
         try overwriteSecret(connection, at: alicesPath, with: bobsSecret)
-        #expect(phone.read("alice") == "\(KeychainError.decode)")
+        #expect(phone.read("alice") == "\(KeychainStatus.decode)")
         // Another app's value moved in: fails as well.
         let bobsPath = try path("bob")
         try overwriteSecret(connection, at: bobsPath, with: try rawSecret("carol"))
-        #expect(phone.read("bob") == "\(KeychainError.decode)")
+        #expect(phone.read("bob") == "\(KeychainStatus.decode)")
         // Never wrong bytes: the other items still read their own.
         #expect(
             String(
@@ -215,7 +215,7 @@ struct DataProtectionTests {
         #expect(Array(raw[classField...(classField + 1)]) == Array("ak".utf8))
         raw[classField] = UInt8(ascii: "c")
         try overwriteSecret(connection, at: try path("dave"), with: Data(raw))
-        #expect(phone.read("dave") == "\(KeychainError.decode)")
+        #expect(phone.read("dave") == "\(KeychainStatus.decode)")
     }
 }
 
@@ -233,7 +233,7 @@ extension DataProtectionTests {
         let stolen = try source.secrets(at: [try path(source)]).values.first!
         let target = other.keychain.secretService
         try overwriteSecret(target, at: try path(target), with: stolen)
-        #expect(other.read("alice") == "\(KeychainError.decode)")
+        #expect(other.read("alice") == "\(KeychainStatus.decode)")
         #expect(phone.read("alice") == "ok:alice's")
     }
 }
@@ -313,26 +313,26 @@ struct MalformedSealedItemTests {
             withUnsafeBytes(of: UInt32(testCase.envelope.count / 2).bigEndian) { tlv += $0 }
             bytes += tlv + fromHex(testCase.envelope)
             try overwriteSecret(connection, at: path, with: bytes)
-            var code: Int32 = 0
+            var code = KeychainStatus.success
             do {
                 _ = try keychain.data(
                     matching: GenericPasswordQuery(service: name, account: "victim"))
             } catch {
-                code = (error as? KeychainError)?.status ?? 0
+                code = (error as? KeychainError)?.status ?? .success
             }
-            #expect(code == KeychainError.decode, "\(testCase.name)")
+            #expect(code == KeychainStatus.decode, "\(testCase.name)")
         }
         // Truncated and extended sealed items, too.
         for bytes in [original.dropLast(1), original + Data([0]), original.prefix(10), Data()] {
             try overwriteSecret(connection, at: path, with: Data(bytes))
-            var code: Int32 = 0
+            var code = KeychainStatus.success
             do {
                 _ = try keychain.data(
                     matching: GenericPasswordQuery(service: name, account: "victim"))
             } catch {
-                code = (error as? KeychainError)?.status ?? 0
+                code = (error as? KeychainError)?.status ?? .success
             }
-            #expect(code == KeychainError.decode)
+            #expect(code == KeychainStatus.decode)
         }
     }
 }

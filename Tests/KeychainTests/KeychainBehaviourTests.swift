@@ -36,24 +36,28 @@ struct KeychainBehaviourTests {
     }
 
     #if KEEPSAKE_TEST_HOOKS
-    @Test("a cached path that now holds another item never yields that item's secret")
-    func stalePathIsValidated() throws {
-        let keychain = try makeKeychain()
-        let service = UUID().uuidString
-        try keychain.add(
-            GenericPasswordAttributes(service: service, account: "mine"), data: Data("mine".utf8))
-        try keychain.add(
-            GenericPasswordAttributes(service: service, account: "other"), data: Data("other".utf8))
-        let otherPath = try keychain.secretService.search(["service": service, "account": "other"])
+        @Test("a cached path that now holds another item never yields that item's secret")
+        func stalePathIsValidated() throws {
+            let keychain = try makeKeychain()
+            let service = UUID().uuidString
+            try keychain.add(
+                GenericPasswordAttributes(service: service, account: "mine"),
+                data: Data("mine".utf8))
+            try keychain.add(
+                GenericPasswordAttributes(service: service, account: "other"),
+                data: Data("other".utf8))
+            let otherPath = try keychain.secretService.search([
+                "service": service, "account": "other",
+            ])
             .unlocked[0]
-        let query = GenericPasswordQuery(service: service, account: "mine")
-        keychain.rememberPath(otherPath, for: query)
-        #expect(try keychain.data(matching: query) == Data("mine".utf8))
-        // And a path that no longer exists falls back to a search.
-        let gone = GenericPasswordQuery(service: service, account: "nobody")
-        keychain.rememberPath(otherPath, for: gone)
-        #expect(status { _ = try keychain.data(matching: gone) } == KeychainError.itemNotFound)
-    }
+            let query = GenericPasswordQuery(service: service, account: "mine")
+            keychain.rememberPath(otherPath, for: query)
+            #expect(try keychain.data(matching: query) == Data("mine".utf8))
+            // And a path that no longer exists falls back to a search.
+            let gone = GenericPasswordQuery(service: service, account: "nobody")
+            keychain.rememberPath(otherPath, for: gone)
+            #expect(status { _ = try keychain.data(matching: gone) } == KeychainStatus.itemNotFound)
+        }
 
     #endif
 
@@ -70,7 +74,7 @@ struct KeychainBehaviourTests {
         try writer.update(matching: query, with: GenericPasswordChanges(data: Data("2".utf8)))
         #expect(try reader.data(matching: query) == Data("2".utf8))
         try writer.update(matching: query, with: GenericPasswordChanges(account: "b"))
-        #expect(status { _ = try reader.data(matching: query) } == KeychainError.itemNotFound)
+        #expect(status { _ = try reader.data(matching: query) } == KeychainStatus.itemNotFound)
     }
 
     @Test("concurrent adds of one primary key leave exactly one item, and every query returns it")
@@ -78,7 +82,7 @@ struct KeychainBehaviourTests {
         let shared = try PrivateSecretService.shared()
         let app = try ThrowawayApp.make()
         let service = UUID().uuidString
-        let statuses = Mutex<[Int32]>([])
+        let statuses = Mutex<[KeychainStatus]>([])
         DispatchQueue.concurrentPerform(iterations: 8) { index in
             // Separate connections, as separate processes would have.
             let keychain = Keychain(app: app, secretService: shared.connection())
@@ -90,8 +94,8 @@ struct KeychainBehaviourTests {
             statuses.withLock { $0.append(result) }
         }
         let results = statuses.withLock { $0 }
-        #expect(results.filter { $0 == 0 }.count == 1)
-        #expect(results.filter { $0 == KeychainError.duplicateItem }.count == 7)
+        #expect(results.filter { $0 == .success }.count == 1)
+        #expect(results.filter { $0 == KeychainStatus.duplicateItem }.count == 7)
         let index = try shared.connection().search(["service": service])
         #expect(index.unlocked.count == 1)
         let keychain = Keychain(app: app, secretService: shared.connection())
@@ -152,7 +156,7 @@ struct KeychainBehaviourTests {
                 _ = try keychain.data(
                     matching: GenericPasswordQuery(service: service, account: "a"))
             }
-                == KeychainError.decode)
+                == KeychainStatus.decode)
     }
 
     @Test("items are found by secret-tool under the documented schema and attribute names")
@@ -189,20 +193,20 @@ struct KeychainBehaviourTests {
             status {
                 try keychain.add(
                     GenericPasswordAttributes(service: service, account: "a"), data: Data("2".utf8))
-            } == KeychainError.duplicateItem)
+            } == KeychainStatus.duplicateItem)
         #expect(
             status {
                 try keychain.add(
                     GenericPasswordAttributes(service: service, account: "b"),
                     data: Data(count: Keychain.maximumDataSize + 1))
-            } == KeychainError.param)
+            } == KeychainStatus.param)
         #expect(
             status {
                 try keychain.add(
                     GenericPasswordAttributes(
                         service: service, account: "c", synchronizable: true,
                         accessible: .afterFirstUnlockThisDeviceOnly), data: Data())
-            } == KeychainError.param)
+            } == KeychainStatus.param)
         #expect(try keychain.secretService.search(["service": service]) == before)
         #expect(
             try keychain.data(matching: GenericPasswordQuery(service: service, account: "a"))
@@ -222,12 +226,12 @@ struct KeychainAvailabilityTests {
         #expect(
             status {
                 _ = try keychain.data(matching: GenericPasswordQuery(service: "s", account: "a"))
-            } == KeychainError.notAvailable)
+            } == KeychainStatus.notAvailable)
         #expect(
             status {
                 try keychain.add(
                     GenericPasswordAttributes(service: "s", account: "a"), data: Data())
-            } == KeychainError.notAvailable)
+            } == KeychainStatus.notAvailable)
         #expect(ContinuousClock.now - start < .seconds(3))
     }
 
@@ -245,7 +249,7 @@ struct KeychainAvailabilityTests {
         let result = status {
             _ = try keychain.data(matching: GenericPasswordQuery(service: "s", account: "a"))
         }
-        #expect(result == KeychainError.notAvailable)
+        #expect(result == KeychainStatus.notAvailable)
         #expect(ContinuousClock.now - start < .seconds(2))
     }
 
@@ -255,7 +259,7 @@ struct KeychainAvailabilityTests {
             app: try ThrowawayApp.make(), secretService: SecretServiceConnection(busAddress: nil))
         #expect(
             status { _ = try keychain.data(matching: GenericPasswordQuery(service: "s")) }
-                == KeychainError.notAvailable)
+                == KeychainStatus.notAvailable)
     }
 
     @Test("a locked collection answers errSecInteractionNotAllowed; after unlock all is readable")
@@ -267,15 +271,16 @@ struct KeychainAvailabilityTests {
         try service.lock()
         let query = GenericPasswordQuery(service: "s", account: "a")
         #expect(
-            status { _ = try keychain.data(matching: query) } == KeychainError.interactionNotAllowed
+            status { _ = try keychain.data(matching: query) }
+                == KeychainStatus.interactionNotAllowed
         )
         #expect(
             status {
                 try keychain.add(
                     GenericPasswordAttributes(service: "s", account: "b"), data: Data())
-            } == KeychainError.interactionNotAllowed)
+            } == KeychainStatus.interactionNotAllowed)
         #expect(
-            status { try keychain.delete(matching: query) } == KeychainError.interactionNotAllowed)
+            status { try keychain.delete(matching: query) } == KeychainStatus.interactionNotAllowed)
         try service.unlock()
         #expect(try keychain.data(matching: query) == Data("1".utf8))
     }

@@ -103,7 +103,7 @@ private struct CaseRunner {
     func add(_ item: KeychainCase.Item) throws {
         if item.sync == "any" {
             // Not expressible in the typed API (a Bool); the Apple surface's test covers it.
-            throw KeychainError(KeychainError.param)
+            throw KeychainError(KeychainStatus.param)
         }
         try keychain.add(attributes(item), data: data(item))
     }
@@ -146,14 +146,14 @@ struct KeychainOperationTests {
             default: Issue.record("unknown op \(testCase.op)")
             }
         }
-        #expect(result == testCase.status)
+        #expect(result.rawValue == testCase.status)
         if let expected = testCase.items { #expect(items == expected) }
         if let after = testCase.after {
             var afterItems: [String]?
             let afterStatus = status {
                 afterItems = try runner.read(after.query, limit: after.limit)
             }
-            #expect(afterStatus == after.status ?? 0)
+            #expect(afterStatus.rawValue == after.status ?? 0)
             if let expected = after.items { #expect(afterItems == expected) }
         }
     }

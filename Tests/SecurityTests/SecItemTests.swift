@@ -28,7 +28,9 @@ struct SecItemTests {
             #expect(helper.delete(account: "alice") == errSecSuccess)
             #expect(helper.delete(account: "alice") == errSecItemNotFound)
             #expect(!helper.exists(account: "alice"))
-            #expect(helper.message(for: errSecItemNotFound) == "errSecItemNotFound (-25300)")
+            #expect(
+                helper.message(for: errSecItemNotFound)
+                    == "The specified item could not be found in the keychain.")
         }
     }
 
