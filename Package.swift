@@ -4,10 +4,17 @@ import PackageDescription
 let package = Package(
     name: "Keepsake",
     platforms: [.macOS(.v13)],
+    // The products are what README's "Public API" section documents; everything shared between
+    // our own modules is `package`.
     products: [
+        // The device model: apps, the lock screen, settings, the cloud account; the Secret
+        // Service connection the stores run on.
+        .library(name: "Device", targets: ["Device", "SecretService"]),
         .library(name: "Keychain", targets: ["Keychain"]),
         .library(name: "Security", targets: ["Security"]),
         .library(name: "BlockStore", targets: ["BlockStore"]),
+        .library(name: "KeyValueStore", targets: ["KeyValueStore"]),
+        .library(name: "Preferences", targets: ["Preferences"]),
         .library(name: "RecoveryHint", targets: ["RecoveryHint"]),
         .executable(name: "keepsake", targets: ["keepsake"]),
     ],
@@ -104,5 +111,7 @@ let package = Package(
 // the one users get, has none of them; `scripts/check-release` proves it on the binary.
 for target in package.targets where target.type != .system && target.name != "CKeepsakeShims" {
     target.swiftSettings =
-        (target.swiftSettings ?? []) + [.define("KEEPSAKE_TEST_HOOKS", .when(configuration: .debug))]
+        (target.swiftSettings ?? []) + [
+            .define("KEEPSAKE_TEST_HOOKS", .when(configuration: .debug))
+        ]
 }

@@ -115,7 +115,7 @@ public struct BlockStoreSync: Sendable {
 
     /// The same bundle, sealed under a key the caller chose (to seal other stores' parts of one
     /// device-to-device transfer under the same one-time key).
-    public func transferOut(key: SecureBytes) throws(BlockStoreError) -> Data {
+    package func transferOut(key: SecureBytes) throws(BlockStoreError) -> Data {
         var out = TLV(magic: Data("KTB1".utf8))
         var all: [(BlockStoreEntry, String)] = []
         for appID in device.appsWithData() {
@@ -141,7 +141,7 @@ public struct BlockStoreSync: Sendable {
 
     /// Imports a bundle sealed under `key`.
     @discardableResult
-    public func transferIn(_ bundle: Data, key: SecureBytes) throws(BlockStoreError) -> Int {
+    package func transferIn(_ bundle: Data, key: SecureBytes) throws(BlockStoreError) -> Int {
         let entries: [(BlockStoreEntry, String)]
         do {
             let fields = try TLV.fields(bundle, magic: Data("KTB1".utf8), known: 1...1)

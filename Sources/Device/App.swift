@@ -30,7 +30,7 @@ public struct App: Sendable, Hashable {
 
     /// Uninstall: the container is deleted. What the app kept elsewhere (the Secret Service, the
     /// device directory) is not the app's to delete.
-    public func uninstall() throws {
+    package func uninstall() throws {
         if FileManager.default.fileExists(atPath: container.path) {
             try FileManager.default.removeItem(at: container)
         }

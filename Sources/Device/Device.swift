@@ -19,7 +19,7 @@ import Synchronization
 ///
 /// Thread-safe; several processes may share one device.
 public final class Device: Sendable {
-    public let secretService: SecretServiceConnection
+    package let secretService: SecretServiceConnection
     /// The device directory (owned by the "OS", outside every app): settings and the stores'
     /// per-app data that survives uninstall.
     public let directory: URL
@@ -101,13 +101,13 @@ public final class Device: Sendable {
 
     /// Where a store keeps an app's data outside the app's container (it survives uninstall while
     /// the device's backup setting is on).
-    public func appDataDirectory(_ app: App, store: String) -> URL {
+    package func appDataDirectory(_ app: App, store: String) -> URL {
         directory.appendingPathComponent("apps").appendingPathComponent(app.id)
             .appendingPathComponent(store)
     }
 
     /// Every app id with data in the device directory.
-    public func appsWithData() -> [String] { Files.list(directory.appendingPathComponent("apps")) }
+    package func appsWithData() -> [String] { Files.list(directory.appendingPathComponent("apps")) }
 
     /// Uninstall: the container is deleted; with backup off, the app's device data goes too.
     public func uninstall(_ app: App) throws(DeviceError) {
@@ -129,12 +129,12 @@ public final class Device: Sendable {
     /// available in every lock state (Block Store data is readable whenever the app runs).
     ///
     /// Remembered for the process's life once derived: the device secret never changes.
-    public func blockStoreKey() throws(DeviceError) -> SecureBytes { try dataKey("blockstore") }
+    package func blockStoreKey() throws(DeviceError) -> SecureBytes { try dataKey("blockstore") }
 
     /// A store's key for its data in the device directory (`blockstore`, `kvstore`, …): derived
     /// from the device secret held in the Secret Service, available in every lock state, and
     /// remembered for the process's life once derived (the device secret never changes).
-    public func dataKey(_ store: String) throws(DeviceError) -> SecureBytes {
+    package func dataKey(_ store: String) throws(DeviceError) -> SecureBytes {
         if let known = dataKeyCache.withLock({ $0[store] }) { return known }
         let key = KeyDerivation.keyedHash(
             key: SecureBytes(copying: try loadRecord().record.deviceSecret),
@@ -154,7 +154,7 @@ public final class Device: Sendable {
     /// joined), is signed in and unlocked since boot. For uploads E2EE must be available too
     /// (`forUpload`); restoring needs only the key, which a join proved the passcode for.
     /// nil otherwise — nothing is exchanged then.
-    public func cloudKey(forUpload: Bool = true) throws(DeviceError) -> SecureBytes? {
+    package func cloudKey(forUpload: Bool = true) throws(DeviceError) -> SecureBytes? {
         guard let cloud else { return nil }
         let record = try loadRecord().record
         if forUpload && !record.kind.hasKnowledgeFactor { return nil }
@@ -365,14 +365,14 @@ public final class Device: Sendable {
     // MARK: - Class keys
 
     /// Secrets of `paths` and the class keys available now, in one `GetSecrets` round trip.
-    public struct KeyedRead: Sendable {
-        public var secrets: [ItemPath: Data]
-        public var classKeys: [ProtectionClass: SecureBytes]
+    package struct KeyedRead: Sendable {
+        package var secrets: [ItemPath: Data]
+        package var classKeys: [ProtectionClass: SecureBytes]
     }
 
     /// Reads `paths` together with the runtime class keys (only those of `classes` when the
     /// caller knows which it needs). Paths that no longer exist are absent.
-    public func read(_ paths: [ItemPath], classes: Set<ProtectionClass>? = nil) throws(DeviceError)
+    package func read(_ paths: [ItemPath], classes: Set<ProtectionClass>? = nil) throws(DeviceError)
         -> KeyedRead
     {
         var known = runtimePaths.withLock { $0 }
@@ -405,7 +405,7 @@ public final class Device: Sendable {
     ///
     /// - Throws: `.interactionNotAllowed` when locked or before first unlock; `.authFailed` for
     ///   `WhenPasscodeSetThisDeviceOnly` on a device without a knowledge factor.
-    public func classKey(_ protection: ProtectionClass) throws(DeviceError) -> SecureBytes {
+    package func classKey(_ protection: ProtectionClass) throws(DeviceError) -> SecureBytes {
         if let key = try read([]).classKeys[protection] { return key }
         // Another process may have unlocked since the runtime paths were remembered: look again.
         runtimePaths.withLock { $0 = [:] }

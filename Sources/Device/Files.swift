@@ -2,14 +2,14 @@ import Foundation
 
 /// File rules every store shares: directories 0700, files 0600, writes atomic (temp file, fsync,
 /// rename, fsync of the directory), so a reader sees the old or the new bytes in full.
-public enum Files {
-    public static func ensureDirectory(_ url: URL) throws {
+package enum Files {
+    package static func ensureDirectory(_ url: URL) throws {
         try FileManager.default.createDirectory(
             at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         chmod(url.path, 0o700)
     }
 
-    public static func writeAtomically(_ data: Data, to url: URL) throws {
+    package static func writeAtomically(_ data: Data, to url: URL) throws {
         let directory = url.deletingLastPathComponent()
         try ensureDirectory(directory)
         let temporary = directory.appendingPathComponent(
@@ -40,7 +40,7 @@ public enum Files {
     }
 
     /// The file's bytes, or nil when it does not exist.
-    public static func read(_ url: URL) throws -> Data? {
+    package static func read(_ url: URL) throws -> Data? {
         do {
             return try Data(contentsOf: url)
         } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
@@ -48,11 +48,11 @@ public enum Files {
         }
     }
 
-    public static func remove(_ url: URL) throws {
+    package static func remove(_ url: URL) throws {
         if unlink(url.path) != 0 && errno != ENOENT { throw posixError("unlink") }
     }
 
-    public static func list(_ directory: URL) -> [String] {
+    package static func list(_ directory: URL) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [])
             .filter { !$0.hasPrefix(".") }.sorted()
     }
@@ -68,11 +68,11 @@ public enum Files {
 
 /// An exclusive advisory lock (flock) on a lock file, shared by every process of the user; held
 /// until the value is released. The stores take one around read-modify-write sequences.
-public final class FileLock {
+package final class FileLock {
     private let fd: Int32
 
     /// Creates the file (0600, its directory 0700) when needed and waits for the lock.
-    public init(_ file: URL) throws {
+    package init(_ file: URL) throws {
         try Files.ensureDirectory(file.deletingLastPathComponent())
         fd = open(file.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {

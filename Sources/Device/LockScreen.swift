@@ -73,13 +73,13 @@ public enum ProtectionClass: String, Sendable, Hashable, CaseIterable, Codable {
 /// How wrong passcodes are slowed down: after n consecutive failures the next attempt waits
 /// `base × 2^(n−1)`, capped at `maximum`. Held in the Secret Service, so it survives processes and
 /// restarts.
-public struct RetryPolicy: Sendable, Hashable {
-    public var base: Duration
-    public var maximum: Duration
+package struct RetryPolicy: Sendable, Hashable {
+    package var base: Duration
+    package var maximum: Duration
     /// Longest wait an attempt sits through before answering errSecAuthFailed at once.
-    public var longestWait: Duration
+    package var longestWait: Duration
 
-    public init(
+    package init(
         base: Duration = .seconds(1), maximum: Duration = .seconds(3600),
         longestWait: Duration = .seconds(10)
     ) {
@@ -88,7 +88,7 @@ public struct RetryPolicy: Sendable, Hashable {
         self.longestWait = longestWait
     }
 
-    public func delay(afterFailures failures: Int) -> Duration {
+    package func delay(afterFailures failures: Int) -> Duration {
         guard failures > 0 else { return .zero }
         let factor = 1 << min(failures - 1, 30)
         return min(base * factor, maximum)

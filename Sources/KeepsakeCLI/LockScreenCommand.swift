@@ -64,50 +64,16 @@ enum DeviceCommand {
             // One file, one one-time key: the device's Block Store entries and the app's
             // device-transfer preferences (its Auto Backup rules; cloud backup need not be on).
             try context.arguments.allowOnly(["out", "in"])
-            let sync = BlockStoreSync(device: device)
-            let preferences = try PreferencesHintStore(app: context.app, device: device).backup
-            let ad = Data("keepsake.transfer.preferences.v1\0\(context.app.id)".utf8)
+            let transfer = DeviceTransfer(app: context.app, device: device)
             if let out = context.arguments.value("out") {
-                let key = SecureBytes(randomCount: Envelope.keyLength)
-                var bundle = TLV(magic: Data("KDT1".utf8))
-                bundle.append(1, try sync.transferOut(key: key))
-                bundle.append(
-                    2,
-                    Envelope.seal(try preferences.transferPayload(), key: key, associatedData: ad))
-                try Files.writeAtomically(bundle.bytes, to: URL(fileURLWithPath: out))
-                Output.line(key.unsafeData().hexString)
+                let (bundle, key) = try transfer.export()
+                try Files.writeAtomically(bundle, to: URL(fileURLWithPath: out))
+                Output.line(key)
             } else if let input = context.arguments.value("in") {
                 guard let bytes = try Files.read(URL(fileURLWithPath: input)) else {
                     throw CommandError.usage("no transfer file at \(input)")
                 }
-                let hexKey = Context.readLines().first ?? ""
-                guard let keyBytes = Data(hexString: hexKey),
-                    keyBytes.count == Envelope.keyLength
-                else {
-                    throw BlockStoreError(.invalidArgument, "the transfer key is 64 hex digits")
-                }
-                let key = SecureBytes(copying: keyBytes)
-                let fields: TLV.Fields
-                do { fields = try TLV.fields(bytes, magic: Data("KDT1".utf8), known: 1...2) } catch
-                {
-                    throw BlockStoreError(.internalError, "not a transfer file")
-                }
-                // Both parts must open before anything is written.
-                let payload: Data
-                do {
-                    payload = try Envelope.open(
-                        try fields.required(2), key: key, associatedData: ad
-                    ) { Data($0) }
-                } catch {
-                    throw BlockStoreError(
-                        .internalError,
-                        "the transfer file does not open (wrong key, tampered or corrupt)")
-                }
-                // A device without Block Store takes the preferences alone.
-                let count =
-                    try device.settings().blockStoreAvailable
-                    ? try sync.transferIn(try fields.required(1), key: key) : 0
-                try preferences.receiveTransfer(payload)
+                let count = try transfer.import(bytes, key: Context.readLines().first ?? "")
                 Output.json(["imported": count])
             } else {
                 throw CommandError.usage("device transfer --out FILE | --in FILE")

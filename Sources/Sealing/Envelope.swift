@@ -8,20 +8,20 @@ import Synchronization
 /// The associated data is the 4-byte header followed by the caller's associated data, so the
 /// version is authenticated too and a value opens only where it was sealed (same key, same
 /// associated data).
-public enum Envelope {
-    public static let magic: [UInt8] = Array("KSE".utf8)
-    public static let version: UInt8 = 1
-    public static let keyLength = Int(crypto_aead_xchacha20poly1305_ietf_KEYBYTES)
-    public static let nonceLength = Int(crypto_aead_xchacha20poly1305_ietf_NPUBBYTES)
-    public static let tagLength = Int(crypto_aead_xchacha20poly1305_ietf_ABYTES)
-    public static let headerLength = 4
-    public static let overhead = headerLength + nonceLength + tagLength
+package enum Envelope {
+    package static let magic: [UInt8] = Array("KSE".utf8)
+    package static let version: UInt8 = 1
+    package static let keyLength = Int(crypto_aead_xchacha20poly1305_ietf_KEYBYTES)
+    package static let nonceLength = Int(crypto_aead_xchacha20poly1305_ietf_NPUBBYTES)
+    package static let tagLength = Int(crypto_aead_xchacha20poly1305_ietf_ABYTES)
+    package static let headerLength = 4
+    package static let overhead = headerLength + nonceLength + tagLength
 
     /// Seals `plaintext` under `key`, binding `associatedData`. A random nonce unless one is given
     /// (fixed nonces are for test vectors only). Sealing is on every store's write path and must
     /// cost about what libsodium itself costs: the inputs are used in place and the output is
     /// written once.
-    public static func seal(
+    package static func seal(
         _ plaintext: some DataProtocol, key: SecureBytes, associatedData: some DataProtocol,
         nonce: [UInt8]? = nil
     ) -> Data {
@@ -30,7 +30,7 @@ public enum Envelope {
         precondition(nonce == nil || nonce!.count == nonceLength)
         return withBytes(plaintext) { m in
             #if KEEPSAKE_TEST_HOOKS
-            sealObserver.withLock { $0 }?(m)
+                sealObserver.withLock { $0 }?(m)
             #endif
             return withHeaderedAssociatedData(magic + [version], associatedData) { a in
                 let total = headerLength + nonceLength + m.count + tagLength
@@ -64,11 +64,11 @@ public enum Envelope {
     }
 
     #if KEEPSAKE_TEST_HOOKS
-    /// Test hook, compiled only into debug builds (`KEEPSAKE_TEST_HOOKS`, Package.swift) and
-    /// visible only inside this package: sees every plaintext sealed in this process, so that the
-    /// suite can sweep untrusted storage (cloud accounts, transfer files) for any of them
-    /// (`KeepsakeTestSupport.SuiteSweep`). nil outside the test suite.
-    package static let sealObserver = Mutex<(@Sendable (UnsafeRawBufferPointer) -> Void)?>(nil)
+        /// Test hook, compiled only into debug builds (`KEEPSAKE_TEST_HOOKS`, Package.swift) and
+        /// visible only inside this package: sees every plaintext sealed in this process, so that the
+        /// suite can sweep untrusted storage (cloud accounts, transfer files) for any of them
+        /// (`KeepsakeTestSupport.SuiteSweep`). nil outside the test suite.
+        package static let sealObserver = Mutex<(@Sendable (UnsafeRawBufferPointer) -> Void)?>(nil)
     #endif
 
     /// The bytes of a collection in place when it is contiguous (Data, [UInt8]), else copied once.
@@ -101,7 +101,7 @@ public enum Envelope {
     ///
     /// - Throws: `.malformed` (too short, wrong magic), `.unknownVersion`, `.authentication`
     ///   (wrong key or associated data, or any byte changed).
-    public static func open(
+    package static func open(
         _ envelope: some DataProtocol, key: SecureBytes, associatedData: some DataProtocol
     ) throws(SealingError) -> SecureBytes {
         try open(envelope, key: key, associatedData: associatedData) { plaintext in
@@ -112,7 +112,7 @@ public enum Envelope {
     /// Opens an envelope and hands the plaintext to `body` in a buffer that is wiped
     /// (`sodium_memzero`) as soon as `body` returns: the cheap path for values that are decoded
     /// at once. Whatever `body` copies out is the caller's to look after.
-    public static func open<R>(
+    package static func open<R>(
         _ envelope: some DataProtocol, key: SecureBytes, associatedData: some DataProtocol,
         _ body: (UnsafeRawBufferPointer) throws -> R
     ) throws(SealingError) -> R {

@@ -2,10 +2,10 @@ import Foundation
 
 extension Data {
     /// Lower-case hex (keyed-hash object names, one-time transfer keys).
-    public var hexString: String { map { String(format: "%02x", $0) }.joined() }
+    package var hexString: String { map { String(format: "%02x", $0) }.joined() }
 
     /// The bytes of a hex string, or nil when it is not hex.
-    public init?(hexString string: String) {
+    package init?(hexString string: String) {
         guard string.count % 2 == 0 else { return nil }
         var data = Data()
         var index = string.startIndex

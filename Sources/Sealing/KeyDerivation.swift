@@ -3,32 +3,32 @@ import Foundation
 
 /// Argon2id (libsodium `crypto_pwhash`, ALG_ARGON2ID13) cost parameters, stored beside each salt
 /// so a verifier made with one cost is checked with that cost.
-public struct Argon2Cost: Sendable, Hashable, Codable {
-    public var operations: UInt64
-    public var memoryBytes: Int
+package struct Argon2Cost: Sendable, Hashable, Codable {
+    package var operations: UInt64
+    package var memoryBytes: Int
 
-    public init(operations: UInt64, memoryBytes: Int) {
+    package init(operations: UInt64, memoryBytes: Int) {
         self.operations = operations
         self.memoryBytes = memoryBytes
     }
 
     /// libsodium's MODERATE: about half a second here — the default for a device's passcode.
-    public static let moderate = Argon2Cost(
+    package static let moderate = Argon2Cost(
         operations: UInt64(crypto_pwhash_OPSLIMIT_MODERATE),
         memoryBytes: Int(crypto_pwhash_MEMLIMIT_MODERATE))
     /// libsodium's INTERACTIVE: about 0.1 s.
-    public static let interactive = Argon2Cost(
+    package static let interactive = Argon2Cost(
         operations: UInt64(crypto_pwhash_OPSLIMIT_INTERACTIVE),
         memoryBytes: Int(crypto_pwhash_MEMLIMIT_INTERACTIVE))
     /// The minimum libsodium accepts: for tests only, never for real passcodes.
-    public static let minimum = Argon2Cost(
+    package static let minimum = Argon2Cost(
         operations: UInt64(crypto_pwhash_OPSLIMIT_MIN), memoryBytes: Int(crypto_pwhash_MEMLIMIT_MIN)
     )
 
     /// Whether a cost read from outside (a cloud account's key blob) is one Keepsake would use:
     /// between `minimum` and libsodium's SENSITIVE (4 passes, 1 GiB). Anything else is refused, so
     /// that a hostile blob cannot make a device spend hours or all its memory on one guess.
-    public var isWithinBounds: Bool {
+    package var isWithinBounds: Bool {
         (UInt64(crypto_pwhash_OPSLIMIT_MIN)...UInt64(crypto_pwhash_OPSLIMIT_SENSITIVE))
             .contains(operations)
             && (Int(crypto_pwhash_MEMLIMIT_MIN)...Int(crypto_pwhash_MEMLIMIT_SENSITIVE))
@@ -36,7 +36,7 @@ public struct Argon2Cost: Sendable, Hashable, Codable {
     }
 
     /// By name, as `KEEPSAKE_ARGON2_COST` gives it.
-    public init?(name: String) {
+    package init?(name: String) {
         switch name {
         case "moderate": self = .moderate
         case "interactive": self = .interactive
@@ -46,11 +46,11 @@ public struct Argon2Cost: Sendable, Hashable, Codable {
     }
 }
 
-public enum KeyDerivation {
-    public static let saltLength = Int(crypto_pwhash_SALTBYTES)
+package enum KeyDerivation {
+    package static let saltLength = Int(crypto_pwhash_SALTBYTES)
 
     /// A 32-byte key from a passcode with Argon2id. Mirrors `crypto_pwhash`.
-    public static func argon2id(passcode: SecureBytes, salt: some DataProtocol, cost: Argon2Cost)
+    package static func argon2id(passcode: SecureBytes, salt: some DataProtocol, cost: Argon2Cost)
         throws(SealingError) -> SecureBytes
     {
         Sodium.initialize()
@@ -74,7 +74,7 @@ public enum KeyDerivation {
     /// A 32-byte subkey: BLAKE2b keyed by `key` over a context label and `input`
     /// (`crypto_generichash`). Used to combine a passcode key with the device secret and to name
     /// things without revealing them.
-    public static func keyedHash(
+    package static func keyedHash(
         key: SecureBytes, context: String, _ input: some DataProtocol = Data()
     )
         -> SecureBytes
@@ -91,7 +91,7 @@ public enum KeyDerivation {
     }
 
     /// Random bytes (`randombytes_buf`), for salts and ids.
-    public static func randomBytes(_ count: Int) -> Data {
+    package static func randomBytes(_ count: Int) -> Data {
         Sodium.initialize()
         var bytes = [UInt8](repeating: 0, count: count)
         randombytes_buf(&bytes, count)

@@ -8,13 +8,13 @@ import Synchronization
 ///
 /// Copies escape only where a caller asks for one (`init(copying:)` reads from a `Data`, and
 /// `unsafeData()` hands one out); both say so.
-public final class SecureBytes: @unchecked Sendable, Equatable {
+package final class SecureBytes: @unchecked Sendable, Equatable {
     // Sendable: the buffer is written only in init; afterwards it is read-only until deinit.
     private let pointer: UnsafeMutableRawPointer
-    public let count: Int
+    package let count: Int
 
     /// `count` random bytes (`randombytes_buf`).
-    public init(randomCount count: Int) {
+    package init(randomCount count: Int) {
         Sodium.initialize()
         self.count = count
         pointer = sodium_malloc(max(count, 1))!
@@ -25,7 +25,7 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
     ///
     /// The buffer is released in exactly one place for each outcome: here when `fill` throws
     /// (the object never finishes initializing, so `deinit` does not run), else in `deinit`.
-    public init(count: Int, fill: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
+    package init(count: Int, fill: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
         Sodium.initialize()
         precondition(count >= 0, "a negative byte count")
         let buffer = sodium_malloc(max(count, 1))!
@@ -42,7 +42,7 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
     /// Copies `bytes` in, without an intermediate copy when `bytes` is contiguous (Data,
     /// [UInt8]); otherwise through a temporary that is wiped. The caller's `bytes` is an ordinary
     /// copy it remains responsible for.
-    public convenience init(copying bytes: some DataProtocol) {
+    package convenience init(copying bytes: some DataProtocol) {
         self.init(copyingContiguous: bytes)
     }
 
@@ -59,26 +59,27 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
     private static func release(_ pointer: UnsafeMutableRawPointer, count: Int) {
         sodium_memzero(pointer, count)
         #if KEEPSAKE_TEST_HOOKS
-        releaseObserver.withLock { $0 }?(UnsafeRawBufferPointer(start: pointer, count: count))
+            releaseObserver.withLock { $0 }?(UnsafeRawBufferPointer(start: pointer, count: count))
         #endif
         sodium_free(pointer)
     }
 
     #if KEEPSAKE_TEST_HOOKS
-    /// Test hook (debug builds only): sees each buffer after it was wiped and before it is freed,
-    /// so a test can check the wipe. nil outside tests.
-    package static let releaseObserver = Mutex<(@Sendable (UnsafeRawBufferPointer) -> Void)?>(nil)
+        /// Test hook (debug builds only): sees each buffer after it was wiped and before it is freed,
+        /// so a test can check the wipe. nil outside tests.
+        package static let releaseObserver = Mutex<(@Sendable (UnsafeRawBufferPointer) -> Void)?>(
+            nil)
     #endif
 
-    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    package func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeRawBufferPointer(start: pointer, count: count))
     }
 
     /// An ordinary `Data` copy, for storing wrapped or public values. The copy is not wiped.
-    public func unsafeData() -> Data { Data(bytes: pointer, count: count) }
+    package func unsafeData() -> Data { Data(bytes: pointer, count: count) }
 
     /// Constant-time comparison (`sodium_memcmp`).
-    public static func == (lhs: SecureBytes, rhs: SecureBytes) -> Bool {
+    package static func == (lhs: SecureBytes, rhs: SecureBytes) -> Bool {
         lhs.count == rhs.count && sodium_memcmp(lhs.pointer, rhs.pointer, lhs.count) == 0
     }
 }

@@ -3,33 +3,33 @@ import Foundation
 /// The tag-length-value layout of Keepsake's records: a 4-byte magic, then fields as tag (1 byte,
 /// below 32), length (4 bytes, big endian), value. Every tag at most once; unknown tags,
 /// truncation and trailing bytes are refused. Shared by every store's record formats.
-public struct TLV: Sendable {
-    public private(set) var bytes: Data
+package struct TLV: Sendable {
+    package private(set) var bytes: Data
 
-    public init(magic: Data) { bytes = magic }
+    package init(magic: Data) { bytes = magic }
 
-    public mutating func append(_ tag: UInt8, _ value: some Collection<UInt8>) {
+    package mutating func append(_ tag: UInt8, _ value: some Collection<UInt8>) {
         precondition(tag < 32)
         bytes.append(tag)
         withUnsafeBytes(of: UInt32(value.count).bigEndian) { bytes.append(contentsOf: $0) }
         bytes.append(contentsOf: value)
     }
 
-    public mutating func append(_ tag: UInt8, _ value: String) { append(tag, Array(value.utf8)) }
-    public mutating func append(_ tag: UInt8, _ value: Bool) { append(tag, [value ? 1 : 0]) }
-    public mutating func append(_ tag: UInt8, _ value: Int64) {
+    package mutating func append(_ tag: UInt8, _ value: String) { append(tag, Array(value.utf8)) }
+    package mutating func append(_ tag: UInt8, _ value: Bool) { append(tag, [value ? 1 : 0]) }
+    package mutating func append(_ tag: UInt8, _ value: Int64) {
         withUnsafeBytes(of: value.bigEndian) { append(tag, Array($0)) }
     }
 
     /// The fields of a record, by tag.
-    public struct Fields: Sendable {
+    package struct Fields: Sendable {
         private var values = [Data?](repeating: nil, count: 32)
-        public subscript(tag: UInt8) -> Data? {
+        package subscript(tag: UInt8) -> Data? {
             get { values[Int(tag)] }
             set { values[Int(tag)] = newValue }
         }
 
-        public func string(_ tag: UInt8) throws(SealingError) -> String? {
+        package func string(_ tag: UInt8) throws(SealingError) -> String? {
             guard let field = self[tag] else { return nil }
             guard let value = String(data: field, encoding: .utf8) else {
                 throw SealingError(.malformed, "invalid UTF-8")
@@ -37,21 +37,21 @@ public struct TLV: Sendable {
             return value
         }
 
-        public func requiredString(_ tag: UInt8) throws(SealingError) -> String {
+        package func requiredString(_ tag: UInt8) throws(SealingError) -> String {
             guard let value = try string(tag) else {
                 throw SealingError(.malformed, "missing field \(tag)")
             }
             return value
         }
 
-        public func required(_ tag: UInt8) throws(SealingError) -> Data {
+        package func required(_ tag: UInt8) throws(SealingError) -> Data {
             guard let value = self[tag] else {
                 throw SealingError(.malformed, "missing field \(tag)")
             }
             return value
         }
 
-        public func bool(_ tag: UInt8) throws(SealingError) -> Bool? {
+        package func bool(_ tag: UInt8) throws(SealingError) -> Bool? {
             guard let field = self[tag] else { return nil }
             guard field.count == 1, field.first! <= 1 else {
                 throw SealingError(.malformed, "bad boolean")
@@ -59,7 +59,7 @@ public struct TLV: Sendable {
             return field.first! == 1
         }
 
-        public func int64(_ tag: UInt8) throws(SealingError) -> Int64? {
+        package func int64(_ tag: UInt8) throws(SealingError) -> Int64? {
             guard let field = self[tag] else { return nil }
             guard field.count == 8 else { throw SealingError(.malformed, "bad integer") }
             return Int64(bitPattern: field.reduce(0) { $0 << 8 | UInt64($1) })
@@ -67,7 +67,7 @@ public struct TLV: Sendable {
     }
 
     /// Parses `bytes`; only tags in `known` are allowed.
-    public static func fields(_ bytes: Data, magic: Data, known: ClosedRange<UInt8>)
+    package static func fields(_ bytes: Data, magic: Data, known: ClosedRange<UInt8>)
         throws(SealingError)
         -> Fields
     {

@@ -3,17 +3,17 @@
 /// Ordered by creation where the daemon numbers items (gnome-keyring names them
 /// `…/collection/login/N` with N increasing), else lexically. The Keychain uses this order to pick
 /// one winner among concurrent adds of the same primary key; see `Keychain`'s duplicate handling.
-public struct ItemPath: Hashable, Sendable, Comparable, CustomStringConvertible {
-    public let rawValue: String
-    public init(_ rawValue: String) { self.rawValue = rawValue }
-    public var description: String { rawValue }
+package struct ItemPath: Hashable, Sendable, Comparable, CustomStringConvertible {
+    package let rawValue: String
+    package init(_ rawValue: String) { self.rawValue = rawValue }
+    package var description: String { rawValue }
 
     private var parts: (parent: Substring, number: Int?) {
         guard let slash = rawValue.lastIndex(of: "/") else { return (rawValue[...], nil) }
         return (rawValue[..<slash], Int(rawValue[rawValue.index(after: slash)...]))
     }
 
-    public static func < (lhs: ItemPath, rhs: ItemPath) -> Bool {
+    package static func < (lhs: ItemPath, rhs: ItemPath) -> Bool {
         let (l, r) = (lhs.parts, rhs.parts)
         if l.parent == r.parent, let ln = l.number, let rn = r.number { return ln < rn }
         return lhs.rawValue < rhs.rawValue
@@ -21,10 +21,10 @@ public struct ItemPath: Hashable, Sendable, Comparable, CustomStringConvertible 
 }
 
 /// A collection's D-Bus object path; `.default` is the `default` alias (gnome-keyring's `login`).
-public struct CollectionPath: Hashable, Sendable, CustomStringConvertible {
-    public let rawValue: String
-    public init(_ rawValue: String) { self.rawValue = rawValue }
-    public static let `default` = CollectionPath("/org/freedesktop/secrets/aliases/default")
-    public static let login = CollectionPath("/org/freedesktop/secrets/collection/login")
-    public var description: String { rawValue }
+package struct CollectionPath: Hashable, Sendable, CustomStringConvertible {
+    package let rawValue: String
+    package init(_ rawValue: String) { self.rawValue = rawValue }
+    package static let `default` = CollectionPath("/org/freedesktop/secrets/aliases/default")
+    package static let login = CollectionPath("/org/freedesktop/secrets/collection/login")
+    package var description: String { rawValue }
 }

@@ -5,9 +5,9 @@ import Foundation
 import Synchronization
 
 /// Paths found by one `SearchItems` call.
-public struct SearchResult: Sendable, Equatable {
-    public var unlocked: [ItemPath]
-    public var locked: [ItemPath]
+package struct SearchResult: Sendable, Equatable {
+    package var unlocked: [ItemPath]
+    package var locked: [ItemPath]
 }
 
 /// A connection to the freedesktop Secret Service (`org.freedesktop.secrets`) through libsecret.
@@ -92,7 +92,7 @@ public final class SecretServiceConnection: Sendable {
     }
 
     /// Forgets the cached proxy so the next call reconnects (after a daemon restart).
-    public func reset() { handle.withLock { $0 = nil } }
+    package func reset() { handle.withLock { $0 = nil } }
 
     /// Runs one libsecret call; when the daemon went away and came back (its session is gone),
     /// reconnects once and retries.
@@ -124,7 +124,7 @@ public final class SecretServiceConnection: Sendable {
     // MARK: - Items
 
     /// `SearchItems` with exact attribute matches. Mirrors `secret_service_search_for_dbus_paths_sync`.
-    public func search(_ attributes: [String: String]) throws(SecretServiceError) -> SearchResult {
+    package func search(_ attributes: [String: String]) throws(SecretServiceError) -> SearchResult {
         try validate(attributes)
         let keys = Array(attributes.keys)
         let values = keys.map { attributes[$0]! }
@@ -148,7 +148,7 @@ public final class SecretServiceConnection: Sendable {
     /// absent from the result. Mirrors `secret_service_get_secrets_for_dbus_paths_sync`.
     ///
     /// The returned `Data` values are copies in ordinary memory; the caller owns them.
-    public func secrets(at paths: [ItemPath]) throws(SecretServiceError) -> [ItemPath: Data] {
+    package func secrets(at paths: [ItemPath]) throws(SecretServiceError) -> [ItemPath: Data] {
         if paths.isEmpty { return [:] }
         return try call { service, cancellable, error -> [ItemPath: Data]? in
             let list = withCStringArray(paths.map(\.rawValue)) {
@@ -170,7 +170,7 @@ public final class SecretServiceConnection: Sendable {
     /// `CreateItem` in `collection` with a binary secret. With `replacing`, an item with exactly
     /// the same attributes is overwritten in place. Mirrors
     /// `secret_service_create_item_dbus_path_sync`.
-    public func createItem(
+    package func createItem(
         label: String, attributes: [String: String], secret: Data, replacing: Bool = false,
         in collection: CollectionPath = .default
     ) throws(SecretServiceError) -> ItemPath {
@@ -196,7 +196,7 @@ public final class SecretServiceConnection: Sendable {
     }
 
     /// `Item.Delete`. Mirrors `secret_service_delete_item_dbus_path_sync`.
-    public func deleteItem(at path: ItemPath) throws(SecretServiceError) {
+    package func deleteItem(at path: ItemPath) throws(SecretServiceError) {
         let _: Bool = try call { service, cancellable, error -> Bool? in
             secret_service_delete_item_dbus_path_sync(service, path.rawValue, cancellable, &error)
                 != 0 ? true : nil
@@ -206,7 +206,7 @@ public final class SecretServiceConnection: Sendable {
     // MARK: - Collections (prompt-free administration, as gnome-keyring allows headless)
 
     /// Locks a collection. Mirrors `org.freedesktop.Secret.Service.Lock`.
-    public func lock(_ collection: CollectionPath = .login) throws(SecretServiceError) {
+    package func lock(_ collection: CollectionPath = .login) throws(SecretServiceError) {
         let needsPrompt: Bool = try call { service, cancellable, error -> Bool? in
             var prompt: gboolean = 0
             return keepsake_service_lock(service, collection.rawValue, &prompt, cancellable, &error)
@@ -220,7 +220,7 @@ public final class SecretServiceConnection: Sendable {
 
     /// Unlocks a collection with its master password through gnome-keyring's
     /// `InternalUnsupportedGuiltRiddenInterface.UnlockWithMasterPassword`: no prompt.
-    public func unlock(_ collection: CollectionPath = .login, masterPassword: Data)
+    package func unlock(_ collection: CollectionPath = .login, masterPassword: Data)
         throws(SecretServiceError)
     {
         let _: Bool = try call { service, cancellable, error -> Bool? in
@@ -234,7 +234,7 @@ public final class SecretServiceConnection: Sendable {
 
     /// Creates a collection protected by `masterPassword` without a prompt
     /// (`CreateWithMasterPassword`).
-    public func createCollection(label: String, masterPassword: Data) throws(SecretServiceError)
+    package func createCollection(label: String, masterPassword: Data) throws(SecretServiceError)
         -> CollectionPath
     {
         try validate(label)
