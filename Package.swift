@@ -9,7 +9,7 @@ let package = Package(
     products: [
         // The device model: apps, the lock screen, settings, the cloud account; the Secret
         // Service connection the stores run on.
-        .library(name: "Device", targets: ["Device", "SecretService"]),
+        .library(name: "Device", targets: ["Device", "SecretService", "Sealing"]),
         .library(name: "Keychain", targets: ["Keychain"]),
         .library(name: "Security", targets: ["Security"]),
         .library(name: "BlockStore", targets: ["BlockStore"]),
@@ -26,14 +26,25 @@ let package = Package(
         .systemLibrary(
             name: "CSodium", pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(
+            name: "CKeyutils", pkgConfig: "libkeyutils", providers: [.apt(["libkeyutils-dev"])]),
+        .systemLibrary(name: "CTSS2", pkgConfig: "tss2-esys", providers: [.apt(["libtss2-dev"])]),
         .target(name: "CKeepsakeShims", dependencies: ["CSecret"]),
+        .target(
+            name: "CKeepsakeTPMShims", dependencies: ["CTSS2"],
+            linkerSettings: [
+                .linkedLibrary("tss2-esys"), .linkedLibrary("tss2-tctildr"), .linkedLibrary("tss2-rc"),
+            ]),
 
         // Knows D-Bus and libsecret, nothing about keychains.
         .target(name: "SecretService", dependencies: ["CSecret", "CKeepsakeShims"]),
         // Knows libsodium, nothing about storage: owned key memory, envelopes, Argon2id.
         .target(name: "Sealing", dependencies: ["CSodium"]),
-        // The "operating system" the apps run on: app identity, container, directories.
-        .target(name: "Device", dependencies: ["SecretService", "Sealing"]),
+        // Knows tpm2-tss ESAPI, nothing about keychains: passcode slots under a guess counter.
+        .target(name: "TPM", dependencies: ["CKeepsakeTPMShims", "Sealing"]),
+        // The "operating system" the apps run on: app identity, container, directories, the lock
+        // screen and its guess limit, class keys, runtime keys (kernel keyring), the cloud key.
+        .target(name: "Device", dependencies: ["SecretService", "Sealing", "TPM", "CKeyutils"]),
         // Apple's generic-password semantics, Swift-native API.
         .target(name: "Keychain", dependencies: ["SecretService", "Device", "Sealing"]),
         // Google's Block Store: entries sealed in the device directory, cloud copies under E2EE.
@@ -58,7 +69,7 @@ let package = Package(
             name: "KeepsakeCLI",
             dependencies: [
                 "Keychain", "Security", "BlockStore", "KeyValueStore", "Preferences",
-                "RecoveryHint", "SecretService", "Device", "Sealing",
+                "RecoveryHint", "SecretService", "Device", "Sealing", "CKeepsakeShims",
             ]),
         // The shipped command line: the product alone.
         .executableTarget(name: "keepsake", dependencies: ["KeepsakeCLI"]),
@@ -109,7 +120,7 @@ let package = Package(
 // Test hooks (seal and release observers, the Keychain's path-cache hook) compile only into debug
 // builds, which is what `swift test` builds — swift-system's ENABLE_MOCKING pattern. A release build,
 // the one users get, has none of them; `scripts/check-release` proves it on the binary.
-for target in package.targets where target.type != .system && target.name != "CKeepsakeShims" {
+for target in package.targets where target.type != .system && !target.name.hasPrefix("CKeepsake") {
     target.swiftSettings =
         (target.swiftSettings ?? []) + [
             .define("KEEPSAKE_TEST_HOOKS", .when(configuration: .debug))

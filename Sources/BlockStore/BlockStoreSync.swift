@@ -67,7 +67,7 @@ public struct BlockStoreSync: Sendable {
     /// A new device: proves the passcode of a device of the account (`Device.join`), then restores
     /// every backed-up entry into the local copy. A wrong passcode restores nothing.
     @discardableResult
-    public func join(passcode: String) throws(BlockStoreError) -> Int {
+    public func join(passcode: SecureBytes) throws(BlockStoreError) -> Int {
         do { try device.join(passcode: passcode) } catch {
             let code: BlockStoreError.Code =
                 error.code == .authFailed ? .internalError : .networkError

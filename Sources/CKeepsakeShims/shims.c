@@ -235,3 +235,12 @@ gchar *keepsake_error_dbus_name(const GError *error) {
 const char *keepsake_error_domain(const GError *error) {
     return g_quark_to_string(error->domain);
 }
+
+#include <sys/prctl.h>
+#include <sys/resource.h>
+
+int keepsake_process_harden(void) {
+    struct rlimit none = {0, 0};
+    if (setrlimit(RLIMIT_CORE, &none) != 0) return -1;
+    return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}

@@ -5,7 +5,7 @@ public struct DeviceError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
             case invalidAppID, invalidPasscode, authFailed, interactionNotAllowed, notAvailable
-            case corrupt
+            case corrupt, disabled
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -21,6 +21,9 @@ public struct DeviceError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let notAvailable = Code(.notAvailable)
         /// The device's stored state does not decode or authenticate.
         public static let corrupt = Code(.corrupt)
+        /// Too many wrong passcodes in a row on a TPM device: the TPM no longer releases the
+        /// passcode slot; only erasing the device (`Device.wipe`) recovers it (errSecAuthFailed).
+        public static let disabled = Code(.disabled)
         public var description: String {
             switch value {
             case .invalidAppID: "invalid app id"
@@ -29,6 +32,7 @@ public struct DeviceError: Error, Sendable, Hashable, CustomStringConvertible {
             case .interactionNotAllowed: "not available in this lock state"
             case .notAvailable: "Secret Service unavailable"
             case .corrupt: "device state corrupt"
+            case .disabled: "device disabled"
             }
         }
     }

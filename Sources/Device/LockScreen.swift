@@ -13,35 +13,76 @@ public enum LockScreenKind: String, Sendable, Hashable, CaseIterable, Codable {
         }
     }
 
-    /// Checks a passcode's shape for this kind and returns its canonical form.
+    /// Checks a passcode's shape for this kind and returns its canonical form, as bytes in owned
+    /// memory (a passcode never becomes a `String`).
     ///
-    /// pin: at least 4 digits. pattern: at least 4 distinct cells of the 3×3 grid, written 1–9
-    /// joined by `-`. password: at least 4 characters. none/swipe take no passcode.
-    public func validate(_ passcode: String) throws(DeviceError) -> String {
+    /// pin: at least 4 ASCII digits. pattern: at least 4 distinct cells of the 3×3 grid, written
+    /// 1–9 joined by `-`. password: valid UTF-8, at least 4 characters (Unicode scalars).
+    /// none/swipe take no passcode.
+    ///
+    /// - Throws: `.invalidPasscode` (errSecParam) for a passcode that does not fit, or is not
+    ///   valid UTF-8.
+    public func validate(_ passcode: SecureBytes) throws(DeviceError) -> SecureBytes {
+        let scalars = try Self.scalarCount(passcode)
         switch self {
         case .none, .swipe:
             throw DeviceError(.invalidPasscode, "a \(rawValue) lock screen takes no passcode")
         case .pin:
-            guard passcode.count >= 4, passcode.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+            let digits = passcode.withUnsafeBytes { bytes in
+                bytes.allSatisfy { (0x30...0x39).contains($0) }
+            }
+            guard passcode.count >= 4, digits else {
                 throw DeviceError(.invalidPasscode, "a pin is at least 4 digits")
             }
             return passcode
         case .pattern:
-            let cells = passcode.split(separator: "-", omittingEmptySubsequences: false)
-            let numbers = cells.compactMap { Int($0) }
-            guard numbers.count == cells.count, numbers.count >= 4,
-                numbers.allSatisfy({ (1...9).contains($0) }), Set(numbers).count == numbers.count
-            else {
+            // Cells are single digits 1–9 separated by '-': "1-5-9-6".
+            let cells: [UInt8]? = passcode.withUnsafeBytes { bytes in
+                var cells: [UInt8] = []
+                for (index, byte) in bytes.enumerated() {
+                    if index % 2 == 0 {
+                        guard (0x31...0x39).contains(byte) else { return nil }
+                        cells.append(byte)
+                    } else if byte != UInt8(ascii: "-") {
+                        return nil
+                    }
+                }
+                return bytes.count % 2 == 1 ? cells : nil
+            }
+            guard let cells, cells.count >= 4, Set(cells).count == cells.count else {
                 throw DeviceError(
                     .invalidPasscode, "a pattern is at least 4 distinct cells 1–9 joined by '-'")
             }
-            return numbers.map(String.init).joined(separator: "-")
+            return passcode
         case .password:
-            guard passcode.count >= 4 else {
+            guard scalars >= 4 else {
                 throw DeviceError(.invalidPasscode, "a password is at least 4 characters")
             }
             return passcode
         }
+    }
+
+    /// The number of Unicode scalars in `bytes`, decoded in place.
+    ///
+    /// - Throws: `.invalidPasscode` when the bytes are not valid UTF-8 (two byte strings that are
+    ///   not UTF-8 would otherwise both read as U+FFFD and unlock each other).
+    static func scalarCount(_ bytes: SecureBytes) throws(DeviceError) -> Int {
+        let count: Int? = bytes.withUnsafeBytes { raw in
+            var parser = Unicode.UTF8.ForwardParser()
+            var iterator = raw.makeIterator()
+            var count = 0
+            while true {
+                switch parser.parseScalar(from: &iterator) {
+                case .valid: count += 1
+                case .emptyInput: return count
+                case .error: return nil
+                }
+            }
+        }
+        guard let count else {
+            throw DeviceError(.invalidPasscode, "a passcode must be valid UTF-8")
+        }
+        return count
     }
 }
 

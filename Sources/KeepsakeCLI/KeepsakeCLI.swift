@@ -1,4 +1,5 @@
 import BlockStore
+internal import CKeepsakeShims
 import Device
 import Foundation
 import Keychain

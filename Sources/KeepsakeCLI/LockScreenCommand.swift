@@ -19,7 +19,7 @@ enum LockScreenCommand {
                 throw CommandError.usage("lockscreen set --kind none|swipe|pin|pattern|password")
             }
             let current = try device.lockScreenKind()
-            var lines = Context.readLines()[...]
+            var lines = try SecretInput.lines()[...]
             let currentPasscode = current.hasKnowledgeFactor ? lines.popFirst() : nil
             let newPasscode = kind.hasKnowledgeFactor ? lines.popFirst() : nil
             let change = try device.setLockScreen(
@@ -29,16 +29,17 @@ enum LockScreenCommand {
             }
         case "unlock":
             try context.arguments.allowOnly([])
-            try device.unlock(passcode: Context.readLines().first ?? "")
+            try device.unlock(passcode: try SecretInput.lines().first ?? SecureBytes(copying: []))
         case "lock":
             try context.arguments.allowOnly([])
             try device.lock()
         case "status":
             try context.arguments.allowOnly([])
-            let kind = try device.lockScreenKind()
+            let status = try device.status()
             Output.json([
-                "kind": kind.rawValue, "state": try device.state().rawValue,
-                "e2eeCapable": kind.hasKnowledgeFactor,
+                "kind": status.kind.rawValue, "state": status.state.rawValue,
+                "e2eeCapable": status.isEndToEndEncryptionCapable,
+                "guessLimit": status.guessLimit, "failedAttempts": status.failedAttempts,
             ])
         default:
             throw CommandError.usage("lockscreen set|unlock|lock|status")
@@ -58,7 +59,7 @@ enum DeviceCommand {
             // A new device joins --cloud with an existing device's passcode, and restores.
             try context.arguments.allowOnly([])
             let restored = try BlockStoreSync(device: device).join(
-                passcode: Context.readLines().first ?? "")
+                passcode: try SecretInput.lines().first ?? SecureBytes(copying: []))
             Output.json(["restored": restored])
         case "transfer":
             // One file, one one-time key: the device's Block Store entries and the app's

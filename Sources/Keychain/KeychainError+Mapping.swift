@@ -6,7 +6,7 @@ extension KeychainError {
     public init(_ error: DeviceError) {
         let status: KeychainStatus =
             switch error.code {
-            case .authFailed: KeychainStatus.authFailed
+            case .authFailed, .disabled: KeychainStatus.authFailed
             case .interactionNotAllowed: KeychainStatus.interactionNotAllowed
             case .invalidPasscode: KeychainStatus.param
             case .corrupt: KeychainStatus.decode

@@ -80,12 +80,28 @@ package enum KeyDerivation {
         -> SecureBytes
     {
         Sodium.initialize()
-        let message = Array(context.utf8) + [0] + Array(input)
+        // Streamed (init / update / final), so the input — often key bytes — is hashed in place
+        // and never copied into an unwiped buffer.
         return SecureBytes(count: 32) { out in
             key.withUnsafeBytes { k in
-                _ = crypto_generichash(
-                    out.bindMemory(to: UInt8.self).baseAddress!, 32, message, UInt64(message.count),
-                    k.bindMemory(to: UInt8.self).baseAddress, k.count)
+                // The state is an over-aligned C struct Swift does not import: raw memory of
+                // libsodium's stated size and alignment.
+                let size = crypto_generichash_statebytes()
+                let state = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 64)
+                defer {
+                    sodium_memzero(state, size)
+                    state.deallocate()
+                }
+                let typed = OpaquePointer(state)
+                _ = crypto_generichash_init(
+                    typed, k.bindMemory(to: UInt8.self).baseAddress, k.count, 32)
+                var prefix = Array(context.utf8) + [0]
+                _ = crypto_generichash_update(typed, &prefix, UInt64(prefix.count))
+                withWipedContiguousBytes(input) { bytes in
+                    _ = crypto_generichash_update(
+                        typed, bytes.bindMemory(to: UInt8.self).baseAddress, UInt64(bytes.count))
+                }
+                _ = crypto_generichash_final(typed, out.bindMemory(to: UInt8.self).baseAddress!, 32)
             }
         }
     }

@@ -8,13 +8,13 @@ import Synchronization
 ///
 /// Copies escape only where a caller asks for one (`init(copying:)` reads from a `Data`, and
 /// `unsafeData()` hands one out); both say so.
-package final class SecureBytes: @unchecked Sendable, Equatable {
+public final class SecureBytes: @unchecked Sendable, Equatable {
     // Sendable: the buffer is written only in init; afterwards it is read-only until deinit.
     private let pointer: UnsafeMutableRawPointer
-    package let count: Int
+    public let count: Int
 
     /// `count` random bytes (`randombytes_buf`).
-    package init(randomCount count: Int) {
+    public init(randomCount count: Int) {
         Sodium.initialize()
         self.count = count
         pointer = sodium_malloc(max(count, 1))!
@@ -25,7 +25,7 @@ package final class SecureBytes: @unchecked Sendable, Equatable {
     ///
     /// The buffer is released in exactly one place for each outcome: here when `fill` throws
     /// (the object never finishes initializing, so `deinit` does not run), else in `deinit`.
-    package init(count: Int, fill: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
+    public init(count: Int, fill: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
         Sodium.initialize()
         precondition(count >= 0, "a negative byte count")
         let buffer = sodium_malloc(max(count, 1))!
@@ -42,7 +42,7 @@ package final class SecureBytes: @unchecked Sendable, Equatable {
     /// Copies `bytes` in, without an intermediate copy when `bytes` is contiguous (Data,
     /// [UInt8]); otherwise through a temporary that is wiped. The caller's `bytes` is an ordinary
     /// copy it remains responsible for.
-    package convenience init(copying bytes: some DataProtocol) {
+    public convenience init(copying bytes: some DataProtocol) {
         self.init(copyingContiguous: bytes)
     }
 
@@ -71,7 +71,7 @@ package final class SecureBytes: @unchecked Sendable, Equatable {
             nil)
     #endif
 
-    package func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeRawBufferPointer(start: pointer, count: count))
     }
 
@@ -79,7 +79,7 @@ package final class SecureBytes: @unchecked Sendable, Equatable {
     package func unsafeData() -> Data { Data(bytes: pointer, count: count) }
 
     /// Constant-time comparison (`sodium_memcmp`).
-    package static func == (lhs: SecureBytes, rhs: SecureBytes) -> Bool {
+    public static func == (lhs: SecureBytes, rhs: SecureBytes) -> Bool {
         lhs.count == rhs.count && sodium_memcmp(lhs.pointer, rhs.pointer, lhs.count) == 0
     }
 }
@@ -119,4 +119,22 @@ func withWipedContiguousBytes<R>(
     }
     _ = copy.initializeMemory(as: UInt8.self, from: bytes)
     return try body(UnsafeRawBufferPointer(start: copy.baseAddress, count: count))
+}
+
+/// Wipes `count` bytes at `pointer` (`sodium_memzero`): for key bytes a C library handed out.
+package func wipeMemory(_ pointer: UnsafeMutableRawPointer, _ count: Int) {
+    sodium_memzero(pointer, count)
+}
+
+extension SecureBytes: ExpressibleByStringLiteral {
+    /// A literal's UTF-8 bytes (`"4711"` as a test passcode). A literal is in the program's own
+    /// text, so this makes no secret a `String` that was not one already; passcodes typed by a
+    /// person arrive as bytes (`init(copying:)`, the command line's standard input).
+    public convenience init(stringLiteral value: StaticString) {
+        self.init(count: value.utf8CodeUnitCount) { buffer in
+            buffer.copyMemory(
+                from: UnsafeRawBufferPointer(start: value.utf8Start, count: value.utf8CodeUnitCount)
+            )
+        }
+    }
 }

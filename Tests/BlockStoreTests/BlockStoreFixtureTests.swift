@@ -107,7 +107,7 @@ struct BlockStoreFixtureTests {
     func tamperedSampleCloud() throws {
         let (sample, cloud) = try sampleCloudAccount()
         let phone = try Phone(cloud: cloud)
-        try phone.device.join(passcode: sample.passcode)
+        try phone.device.join(passcode: SecureBytes(copying: Data(sample.passcode.utf8)))
         var refused = 0
         var cases = 0
         for name in Files.list(cloud) where name.hasPrefix("bs-") {
@@ -140,7 +140,8 @@ struct BlockStoreFixtureTests {
         try phone.device.setLockScreen(.pin, passcode: "1111", currentPasscode: nil)
         #expect(code { try phone.sync.join(passcode: "1357") } == .internalError)
         Thread.sleep(forTimeInterval: 0.35)
-        #expect(try phone.sync.join(passcode: sample.passcode) == 2)
+        #expect(
+            try phone.sync.join(passcode: SecureBytes(copying: Data(sample.passcode.utf8))) == 2)
         for (appID, entries) in sample.entries {
             let restored = try phone.client(appID).retrieveBytes(
                 RetrieveBytesRequest(retrieveAll: true))

@@ -39,10 +39,12 @@ struct LockScreenTests {
     @Test("passcodes are checked against their kind", arguments: try passcodeCases())
     func passcodeShapes(_ c: PasscodeCase) {
         let kind = LockScreenKind(rawValue: c.kind)!
+        let passcode = SecureBytes(copying: Data(c.passcode.utf8))
         if c.valid {
-            #expect((try? kind.validate(c.passcode)) == c.canonical)
+            let canonical = try? kind.validate(passcode)
+            #expect(canonical?.withUnsafeBytes { Data($0) } == c.canonical.map { Data($0.utf8) })
         } else {
-            #expect(throws: DeviceError(.invalidPasscode, "")) { try kind.validate(c.passcode) }
+            #expect(throws: DeviceError(.invalidPasscode, "")) { try kind.validate(passcode) }
         }
     }
 
@@ -95,13 +97,36 @@ struct LockScreenTests {
         #expect(try device.state() == .beforeFirstUnlock)
     }
 
-    @Test("a restart of the Secret Service daemon behaves as a reboot")
-    func daemonRestartIsReboot() throws {
+    @Test(
+        "runtime state is the kernel keyring: a Secret Service restart is no reboot, clearing the device's keyring is"
+    )
+    func runtimeStateInKernelKeyring() throws {
         let service = try PrivateSecretService.start()
         let device = makeDevice(service)
         try device.setLockScreen(.password, passcode: "open sesame", currentPasscode: nil)
         #expect(try device.state() == .unlocked)
         try service.restart()
+        #expect(try device.state() == .unlocked)
+        // No class key in any Secret Service collection: only the device record is there.
+        let connection = service.connection()
+        let all = try connection.search([:]).unlocked
+        let records = try connection.search(["xdg:schema": "org.keepsake.Device"]).unlocked
+        #expect(Set(all) == Set(records))
+        // The kernel holds them, in the device's own keyring under the user keyring.
+        let keyring = try keyctl([
+            "search", "@u", "keyring", "keepsake:device:\(try device.runtime().deviceID)",
+        ])
+        #expect(keyring.status == 0)
+        let listing = try keyctl([
+            "rlist", keyring.output.trimmingCharacters(in: .whitespacesAndNewlines),
+        ])
+        #expect(listing.output.split(separator: " ").count == 5)
+        try device.lock()
+        let locked = try keyctl([
+            "rlist", keyring.output.trimmingCharacters(in: .whitespacesAndNewlines),
+        ])
+        #expect(locked.output.split(separator: " ").count == 2)  // the two AfterFirstUnlock keys
+        try device.reboot()  // what `keepsake device reboot` and the harness do
         #expect(try device.state() == .beforeFirstUnlock)
         try device.unlock(passcode: "open sesame")
         #expect(try device.state() == .unlocked)
@@ -165,7 +190,8 @@ struct LockScreenTests {
         let service = try PrivateSecretService.start()
         let device = makeDevice(service)
         let passcode = "correct horse battery staple"
-        try device.setLockScreen(.password, passcode: passcode, currentPasscode: nil)
+        try device.setLockScreen(
+            .password, passcode: SecureBytes(copying: Data(passcode.utf8)), currentPasscode: nil)
         let connection = service.connection()
         var paths = try connection.search([:]).unlocked
         paths += try connection.search(["xdg:schema": "org.keepsake.Device"]).unlocked
@@ -203,4 +229,18 @@ struct AccountKeyBlobTests {
         #expect(code { try newcomer.join(passcode: "1234") } == .corrupt)
         #expect(ContinuousClock.now - start < .seconds(1))
     }
+}
+
+/// Runs the `keyctl` tool (keyutils) and returns its exit status and standard output.
+func keyctl(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/keyctl")
+    process.arguments = arguments
+    let out = Pipe()
+    process.standardOutput = out
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
 }

@@ -58,4 +58,9 @@ gchar *keepsake_error_dbus_name(const GError *error);
 /// Why: g_quark_to_string of GError's domain, kept next to the other GError juggling.
 const char *keepsake_error_domain(const GError *error);
 
+/// Why: prctl is variadic. Makes the process non-dumpable (no core file, no ptrace or
+/// /proc/PID/mem by other processes of the user) and sets the core size limit to 0. Returns 0 on
+/// success, -1 with errno set.
+int keepsake_process_harden(void);
+
 #endif

@@ -1,0 +1,213 @@
+#include "CKeepsakeTPMShims.h"
+
+#include <string.h>
+#include <tss2/tss2_rc.h>
+#include <tss2/tss2_tctildr.h>
+
+uint32_t keepsake_tpm_open(const char *tcti, ESYS_CONTEXT **context, TSS2_TCTI_CONTEXT **tcti_out) {
+    *context = NULL;
+    *tcti_out = NULL;
+    TSS2_RC rc = Tss2_TctiLdr_Initialize(tcti, tcti_out);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    rc = Esys_Initialize(context, *tcti_out, NULL);
+    if (rc != TSS2_RC_SUCCESS) {
+        Tss2_TctiLdr_Finalize(tcti_out);
+        *context = NULL;
+    }
+    return rc;
+}
+
+void keepsake_tpm_close(ESYS_CONTEXT *context, TSS2_TCTI_CONTEXT *tcti) {
+    if (context) Esys_Finalize(&context);
+    if (tcti) Tss2_TctiLdr_Finalize(&tcti);
+}
+
+static TSS2_RC nv_handle(ESYS_CONTEXT *context, uint32_t index, ESYS_TR *handle) {
+    return Esys_TR_FromTPMPublic(context, index, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, handle);
+}
+
+uint32_t keepsake_tpm_counter_define(ESYS_CONTEXT *context, uint32_t index) {
+    TPM2B_AUTH empty = {.size = 0};
+    TPM2B_NV_PUBLIC info = {
+        .nvPublic = {
+            .nvIndex = index,
+            .nameAlg = TPM2_ALG_SHA256,
+            .attributes = TPMA_NV_AUTHREAD | TPMA_NV_AUTHWRITE | TPMA_NV_NO_DA |
+                          (TPM2_NT_COUNTER << TPMA_NV_TPM2_NT_SHIFT),
+            .authPolicy = {.size = 0},
+            .dataSize = 8,
+        }};
+    ESYS_TR handle = ESYS_TR_NONE;
+    TSS2_RC rc = Esys_NV_DefineSpace(context, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE,
+                                     ESYS_TR_NONE, &empty, &info, &handle);
+    if (rc == TSS2_RC_SUCCESS) Esys_TR_Close(context, &handle);
+    return rc;
+}
+
+uint32_t keepsake_tpm_counter_increment(ESYS_CONTEXT *context, uint32_t index) {
+    ESYS_TR handle;
+    TSS2_RC rc = nv_handle(context, index, &handle);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    rc = Esys_NV_Increment(context, handle, handle, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE);
+    Esys_TR_Close(context, &handle);
+    return rc;
+}
+
+uint32_t keepsake_tpm_counter_read(ESYS_CONTEXT *context, uint32_t index, uint64_t *value) {
+    ESYS_TR handle;
+    TSS2_RC rc = nv_handle(context, index, &handle);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    TPM2B_MAX_NV_BUFFER *data = NULL;
+    rc = Esys_NV_Read(context, handle, handle, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, 8, 0,
+                      &data);
+    Esys_TR_Close(context, &handle);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    uint64_t v = 0;
+    for (int i = 0; i < 8 && i < data->size; i++) v = (v << 8) | data->buffer[i];
+    *value = v;
+    Esys_Free(data);
+    return TSS2_RC_SUCCESS;
+}
+
+/// Runs the secret's policy in `session`: PolicyNV(counter <= max_counter), PolicyAuthValue.
+static TSS2_RC run_policy(ESYS_CONTEXT *context, ESYS_TR session, uint32_t counter,
+                          uint64_t max_counter) {
+    ESYS_TR counter_handle;
+    TSS2_RC rc = nv_handle(context, counter, &counter_handle);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    TPM2B_OPERAND operand = {.size = 8};
+    for (int i = 0; i < 8; i++) operand.buffer[i] = (uint8_t)(max_counter >> (56 - 8 * i));
+    rc = Esys_PolicyNV(context, counter_handle, counter_handle, session, ESYS_TR_PASSWORD,
+                       ESYS_TR_NONE, ESYS_TR_NONE, &operand, 0, TPM2_EO_UNSIGNED_LE);
+    Esys_TR_Close(context, &counter_handle);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    return Esys_PolicyAuthValue(context, session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE);
+}
+
+static TSS2_RC start_session(ESYS_CONTEXT *context, TPM2_SE type, ESYS_TR *session) {
+    TPMT_SYM_DEF symmetric = {.algorithm = TPM2_ALG_NULL};
+    return Esys_StartAuthSession(context, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE,
+                                 ESYS_TR_NONE, NULL, type, &symmetric, TPM2_ALG_SHA256, session);
+}
+
+uint32_t keepsake_tpm_secret_define(ESYS_CONTEXT *context, uint32_t index, uint32_t counter,
+                                    uint64_t max_counter, const uint8_t *auth, size_t auth_size,
+                                    const uint8_t *secret, size_t secret_size) {
+    if (auth_size > sizeof(((TPM2B_AUTH *)0)->buffer) || secret_size > 64) return TSS2_ESYS_RC_BAD_VALUE;
+    ESYS_TR trial;
+    TSS2_RC rc = start_session(context, TPM2_SE_TRIAL, &trial);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    rc = run_policy(context, trial, counter, max_counter);
+    TPM2B_DIGEST *digest = NULL;
+    if (rc == TSS2_RC_SUCCESS)
+        rc = Esys_PolicyGetDigest(context, trial, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &digest);
+    Esys_FlushContext(context, trial);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+
+    TPM2B_AUTH authorization = {.size = (UINT16)auth_size};
+    memcpy(authorization.buffer, auth, auth_size);
+    TPM2B_NV_PUBLIC info = {
+        .nvPublic = {
+            .nvIndex = index,
+            .nameAlg = TPM2_ALG_SHA256,
+            .attributes = TPMA_NV_POLICYREAD | TPMA_NV_POLICYWRITE |
+                          (TPM2_NT_ORDINARY << TPMA_NV_TPM2_NT_SHIFT),
+            .dataSize = (UINT16)secret_size,
+        }};
+    info.nvPublic.authPolicy = *digest;
+    Esys_Free(digest);
+    ESYS_TR handle = ESYS_TR_NONE;
+    rc = Esys_NV_DefineSpace(context, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE,
+                             ESYS_TR_NONE, &authorization, &info, &handle);
+    memset(&authorization, 0, sizeof authorization);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+
+    ESYS_TR session;
+    rc = start_session(context, TPM2_SE_POLICY, &session);
+    if (rc == TSS2_RC_SUCCESS) {
+        rc = run_policy(context, session, counter, max_counter);
+        TPM2B_AUTH value = {.size = (UINT16)auth_size};
+        memcpy(value.buffer, auth, auth_size);
+        if (rc == TSS2_RC_SUCCESS) rc = Esys_TR_SetAuth(context, handle, &value);
+        memset(&value, 0, sizeof value);
+        TPM2B_MAX_NV_BUFFER data = {.size = (UINT16)secret_size};
+        memcpy(data.buffer, secret, secret_size);
+        if (rc == TSS2_RC_SUCCESS)
+            rc = Esys_NV_Write(context, handle, handle, session, ESYS_TR_NONE, ESYS_TR_NONE, &data, 0);
+        memset(&data, 0, sizeof data);
+        Esys_FlushContext(context, session);
+    }
+    if (rc != TSS2_RC_SUCCESS) {
+        Esys_NV_UndefineSpace(context, ESYS_TR_RH_OWNER, handle, ESYS_TR_PASSWORD, ESYS_TR_NONE,
+                              ESYS_TR_NONE);
+    } else {
+        Esys_TR_Close(context, &handle);
+    }
+    return rc;
+}
+
+uint32_t keepsake_tpm_secret_read(ESYS_CONTEXT *context, uint32_t index, uint32_t counter,
+                                  uint64_t max_counter, const uint8_t *auth, size_t auth_size,
+                                  uint8_t *secret_out, size_t secret_size) {
+    if (auth_size > sizeof(((TPM2B_AUTH *)0)->buffer)) return TSS2_ESYS_RC_BAD_VALUE;
+    ESYS_TR handle;
+    TSS2_RC rc = nv_handle(context, index, &handle);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    ESYS_TR session;
+    rc = start_session(context, TPM2_SE_POLICY, &session);
+    if (rc != TSS2_RC_SUCCESS) {
+        Esys_TR_Close(context, &handle);
+        return rc;
+    }
+    rc = run_policy(context, session, counter, max_counter);
+    TPM2B_AUTH value = {.size = (UINT16)auth_size};
+    memcpy(value.buffer, auth, auth_size);
+    if (rc == TSS2_RC_SUCCESS) rc = Esys_TR_SetAuth(context, handle, &value);
+    memset(&value, 0, sizeof value);
+    TPM2B_MAX_NV_BUFFER *data = NULL;
+    if (rc == TSS2_RC_SUCCESS)
+        rc = Esys_NV_Read(context, handle, handle, session, ESYS_TR_NONE, ESYS_TR_NONE,
+                          (UINT16)secret_size, 0, &data);
+    Esys_FlushContext(context, session);
+    Esys_TR_Close(context, &handle);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    if (data->size != secret_size) {
+        memset(data->buffer, 0, data->size);
+        Esys_Free(data);
+        return TSS2_ESYS_RC_MALFORMED_RESPONSE;
+    }
+    memcpy(secret_out, data->buffer, secret_size);
+    memset(data->buffer, 0, data->size);
+    Esys_Free(data);
+    return TSS2_RC_SUCCESS;
+}
+
+uint32_t keepsake_tpm_undefine(ESYS_CONTEXT *context, uint32_t index) {
+    ESYS_TR handle;
+    TSS2_RC rc = nv_handle(context, index, &handle);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    rc = Esys_NV_UndefineSpace(context, ESYS_TR_RH_OWNER, handle, ESYS_TR_PASSWORD, ESYS_TR_NONE,
+                               ESYS_TR_NONE);
+    if (rc != TSS2_RC_SUCCESS) Esys_TR_Close(context, &handle);
+    return rc;
+}
+
+uint32_t keepsake_tpm_set_dictionary_attack(ESYS_CONTEXT *context, uint32_t max_tries,
+                                           uint32_t recovery_time, uint32_t lockout_recovery) {
+    return Esys_DictionaryAttackParameters(context, ESYS_TR_RH_LOCKOUT, ESYS_TR_PASSWORD,
+                                           ESYS_TR_NONE, ESYS_TR_NONE, max_tries, recovery_time,
+                                           lockout_recovery);
+}
+
+uint32_t keepsake_tpm_reset_dictionary_attack(ESYS_CONTEXT *context) {
+    return Esys_DictionaryAttackLockReset(context, ESYS_TR_RH_LOCKOUT, ESYS_TR_PASSWORD,
+                                          ESYS_TR_NONE, ESYS_TR_NONE);
+}
+
+uint32_t keepsake_tpm_rc_base(uint32_t rc) {
+    // Format-one errors carry parameter/handle/session numbers in bits 6-11; the base code is
+    // the error number with the format bit.
+    uint32_t without_layer = rc & 0xFFFF;
+    if (without_layer & TPM2_RC_FMT1) return without_layer & (TPM2_RC_FMT1 | 0x3F);
+    return without_layer;
+}

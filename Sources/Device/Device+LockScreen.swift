@@ -1,0 +1,349 @@
+import Foundation
+import Sealing
+import SecretService
+import TPM
+
+/// The lock screen, the lock states and the class keys.
+///
+/// Key hierarchy: one random 32-byte key per protection class, sealed in the device record under a
+/// key-encryption key (`PasscodeKeys`): with a knowledge factor it needs the passcode and the
+/// device secret (software path) or the passcode, the device secret and a secret that the TPM
+/// releases only to the right passcode under its guess counter (TPM path); without one, the device
+/// secret alone. Unwrapped class keys live only in runtime state (`RuntimeKeys`, the kernel
+/// keyring), so a reboot forgets them; `WhenUnlocked…` keys are dropped at lock. Changing the
+/// passcode rewraps the class keys; no item is re-encrypted.
+extension Device {
+    var guessLimit: GuessLimit { GuessLimit(directory: directory, policy: retryPolicy) }
+
+    public func lockScreenKind() throws(DeviceError) -> LockScreenKind {
+        try records.load().record.kind
+    }
+
+    /// The lock state. Without a knowledge factor the device is always unlocked.
+    public func state() throws(DeviceError) -> LockState {
+        guard try lockScreenKind().hasKnowledgeFactor else { return .unlocked }
+        let keys = try runtime().keys([.whenUnlocked, .afterFirstUnlock])
+        if keys[.whenUnlocked] != nil { return .unlocked }
+        if keys[.afterFirstUnlock] != nil { return .locked }
+        return .beforeFirstUnlock
+    }
+
+    /// What `keepsake lockscreen status` shows.
+    public struct LockScreenStatus: Sendable, Hashable {
+        public var kind: LockScreenKind
+        public var state: LockState
+        public var isEndToEndEncryptionCapable: Bool
+        /// `tpm` when the TPM counts the guesses (hard limit), else `software`.
+        public var guessLimit: String
+        /// Wrong passcodes in a row since the last right one.
+        public var failedAttempts: Int
+    }
+
+    public func status() throws(DeviceError) -> LockScreenStatus {
+        let record = try records.load().record
+        var failed = record.failures
+        if let slot = record.tpm, let tpm {
+            failed = Int(
+                try tpmCall { () throws(TPMError) in
+                    try TPMPasscodeSlot.failures(try tpm.context(), slot: slot)
+                })
+        }
+        return LockScreenStatus(
+            kind: record.kind, state: try state(),
+            isEndToEndEncryptionCapable: record.kind.hasKnowledgeFactor,
+            guessLimit: record.tpm != nil ? "tpm" : "software", failedAttempts: failed)
+    }
+
+    /// What changing the lock screen did.
+    public struct LockScreenChange: Sendable {
+        /// The knowledge factor was removed: `WhenPasscodeSetThisDeviceOnly` key is destroyed, so
+        /// the caller deletes those items.
+        public var knowledgeFactorRemoved: Bool
+    }
+
+    /// Sets, changes or removes the lock screen. With a knowledge factor set, `currentPasscode`
+    /// must prove it (wrong → errSecAuthFailed, counted and rate-limited). Afterwards the device
+    /// is unlocked.
+    ///
+    /// Atomic: it fails with nothing changed, or succeeds whole. The class keys do not change, so
+    /// they are put in runtime state before the one record write that makes the change; a TPM
+    /// slot of the new passcode is made before that write and the old one destroyed after it.
+    @discardableResult
+    public func setLockScreen(
+        _ kind: LockScreenKind, passcode: SecureBytes?, currentPasscode: SecureBytes?
+    ) throws(DeviceError) -> LockScreenChange {
+        var newPasscode: SecureBytes?
+        if kind.hasKnowledgeFactor {
+            guard let passcode else {
+                throw DeviceError(.invalidPasscode, "a \(kind.rawValue) needs a passcode")
+            }
+            newPasscode = try kind.validate(passcode)
+        }
+        return try guessLimit.exclusively { () throws(DeviceError) in
+            var (path, record) = try records.load()
+            let hadKnowledgeFactor = record.kind.hasKnowledgeFactor
+            var keys: [ProtectionClass: SecureBytes]
+            if hadKnowledgeFactor {
+                guard let currentPasscode else {
+                    throw DeviceError(.authFailed, "the current passcode is required")
+                }
+                let proof = try prove(currentPasscode)
+                (path, record) = (proof.path, proof.record)
+                keys = try PasscodeKeys.unwrap(record.wrappedKeys, kek: proof.kek)
+            } else {
+                keys = try PasscodeKeys.unwrap(
+                    record.wrappedKeys,
+                    kek: PasscodeKeys.deviceKEK(SecureBytes(copying: record.deviceSecret)))
+            }
+            if newPasscode != nil {
+                if keys[.whenPasscodeSetThisDeviceOnly] == nil {
+                    keys[.whenPasscodeSetThisDeviceOnly] = SecureBytes(
+                        randomCount: Envelope.keyLength)
+                }
+            } else {
+                keys[.whenPasscodeSetThisDeviceOnly] = nil
+            }
+            var updated = record
+            updated.kind = kind
+            let oldSlot = record.tpm
+            try seal(keys, passcode: newPasscode, into: &updated)
+            if newPasscode == nil { updated.wrappedCloudKey = nil }  // no E2EE: the cloud key goes
+            let runtime = try runtime()
+            try runtime.store(keys)
+            do throws(DeviceError) {
+                path = try records.store(updated, replacing: path)
+            } catch {
+                if let slot = updated.tpm, slot != oldSlot { destroySlot(slot) }
+                throw error
+            }
+            if let oldSlot, oldSlot != updated.tpm { destroySlot(oldSlot) }
+            if newPasscode == nil { runtime.forget([.whenPasscodeSetThisDeviceOnly]) }
+            if let newPasscode, try maintainCloudKey(&updated, passcode: newPasscode) {
+                try records.store(updated, replacing: path)
+            }
+            return LockScreenChange(
+                knowledgeFactorRemoved: hadKnowledgeFactor && newPasscode == nil)
+        }
+    }
+
+    /// Unlocks with the passcode: every class key becomes available. Without a knowledge factor
+    /// there is nothing to unlock. A stored Argon2id cost below this device's floor (or a version 1
+    /// record) is raised here, the one time the passcode is at hand.
+    public func unlock(passcode: SecureBytes) throws(DeviceError) {
+        guard try lockScreenKind().hasKnowledgeFactor else { return }
+        _ = try LockScreenKind.scalarCount(passcode)  // not UTF-8: refused, not counted
+        try guessLimit.exclusively { () throws(DeviceError) in
+            let proof = try prove(passcode)
+            var (path, record) = (proof.path, proof.record)
+            let keys = try PasscodeKeys.unwrap(record.wrappedKeys, kek: proof.kek)
+            try runtime().store(keys)
+            if record.version < 2 || (record.cost.map { $0.isBelow(passcodeCost) } ?? true) {
+                let oldSlot = record.tpm
+                var upgraded = record
+                try seal(keys, passcode: passcode, into: &upgraded)
+                path = try records.store(upgraded, replacing: path)
+                if let oldSlot, oldSlot != upgraded.tpm { destroySlot(oldSlot) }
+                record = upgraded
+            }
+            if cloud != nil, try maintainCloudKey(&record, passcode: passcode) {
+                try records.store(record, replacing: path)
+            }
+        }
+    }
+
+    /// Locks: the `WhenUnlocked…` class keys are dropped from runtime state.
+    public func lock() throws(DeviceError) {
+        guard try lockScreenKind().hasKnowledgeFactor else { return }
+        try runtime().forget(ProtectionClass.allCases.filter(\.isDroppedAtLock))
+    }
+
+    /// A reboot: all runtime state is forgotten; the device is `beforeFirstUnlock` again.
+    public func reboot() throws(DeviceError) {
+        try runtime().forgetAll()
+    }
+
+    // MARK: - Class keys
+
+    /// Secrets of `paths` and the class keys available now.
+    package struct KeyedRead: Sendable {
+        package var secrets: [ItemPath: Data]
+        package var classKeys: [ProtectionClass: SecureBytes]
+    }
+
+    /// Reads `paths` (one `GetSecrets` round trip) together with the runtime class keys (only
+    /// those of `classes` when the caller knows which it needs). Paths that no longer exist are
+    /// absent.
+    package func read(_ paths: [ItemPath], classes: Set<ProtectionClass>? = nil)
+        throws(DeviceError) -> KeyedRead
+    {
+        let secrets =
+            paths.isEmpty
+            ? [:]
+            : try records.call { () throws(SecretServiceError) in
+                try secretService.secrets(at: paths)
+            }
+        return KeyedRead(secrets: secrets, classKeys: try runtime().keys(classes))
+    }
+
+    /// The key of `protection`, when the lock state allows it.
+    ///
+    /// - Throws: `.interactionNotAllowed` when locked or before first unlock; `.authFailed` for
+    ///   `WhenPasscodeSetThisDeviceOnly` on a device without a knowledge factor.
+    package func classKey(_ protection: ProtectionClass) throws(DeviceError) -> SecureBytes {
+        let runtime = try runtime()
+        if let key = runtime.key(protection) { return key }
+        let record = try records.load().record
+        if protection.requiresPasscode && !record.kind.hasKnowledgeFactor {
+            throw DeviceError(.authFailed, "this class needs a passcode to be set")
+        }
+        if record.kind.hasKnowledgeFactor {
+            throw DeviceError(.interactionNotAllowed, "the device is locked")
+        }
+        // No knowledge factor: always unlocked; after a reboot the keys come back from the
+        // device secret alone.
+        let keys = try PasscodeKeys.unwrap(
+            record.wrappedKeys,
+            kek: PasscodeKeys.deviceKEK(SecureBytes(copying: record.deviceSecret)))
+        try runtime.store(keys)
+        guard let key = keys[protection] else {
+            throw DeviceError(.corrupt, "no key for class \(protection.rawValue)")
+        }
+        return key
+    }
+
+    // MARK: - Proving the passcode (inside the guess lock)
+
+    struct Proof {
+        var path: ItemPath
+        /// The record with its failures cleared (as stored).
+        var record: DeviceRecord
+        var kek: SecureBytes
+    }
+
+    /// Checks `passcode`, counted first: the failure is stored before the slow derivation and
+    /// cleared only after the passcode proved right. Call inside `guessLimit.exclusively`.
+    func prove(_ passcode: SecureBytes) throws(DeviceError) -> Proof {
+        _ = try LockScreenKind.scalarCount(passcode)
+        var (path, record) = try records.load()
+        let limit = guessLimit
+        try limit.admit(record)
+        limit.countAttempt(&record)
+        path = try records.store(record, replacing: path)
+        let slotBefore = record.tpm
+        let kek = try keyEncryptionKey(passcode, &record)
+        record.failures = 0
+        record.notBefore = 0
+        path = try records.store(record, replacing: path)
+        // A right passcode rebased the TPM slot: the old one goes once the new one is stored.
+        if let slotBefore, slotBefore != record.tpm { destroySlot(slotBefore) }
+        return Proof(path: path, record: record, kek: kek)
+    }
+
+    /// The key-encryption key for `passcode`, or `.authFailed` when it is wrong. On the TPM path
+    /// a right passcode rebases the record's slot (its count starts again).
+    private func keyEncryptionKey(_ passcode: SecureBytes, _ record: inout DeviceRecord)
+        throws(DeviceError) -> SecureBytes
+    {
+        guard let salt = record.salt, let cost = record.cost else {
+            throw DeviceError(.corrupt, "no passcode parameters")
+        }
+        let passcodeKey = try PasscodeKeys.passcodeKey(passcode, salt: salt, cost: cost)
+        let deviceSecret = SecureBytes(copying: record.deviceSecret)
+        if let slot = record.tpm {
+            guard let tpm else {
+                throw DeviceError(
+                    .notAvailable, "this device's passcode is held by a TPM, and none is reachable")
+            }
+            let auth = PasscodeKeys.tpmAuthorization(passcodeKey: passcodeKey)
+            let tpmSecret: SecureBytes
+            do throws(TPMError) {
+                let result = try TPMPasscodeSlot.attempt(
+                    try tpm.context(), slot: slot, authorization: auth)
+                tpmSecret = result.secret
+                record.tpm = result.rebased
+            } catch  where error.code == .authFailed {
+                throw DeviceError(.authFailed, "wrong passcode", underlying: error)
+            } catch  where error.code == .limitReached {
+                throw DeviceError(
+                    .disabled,
+                    "\(GuessLimit.tpmLimit) wrong passcodes in a row: the device is disabled (erase it with `keepsake device wipe`)",
+                    underlying: error)
+            } catch {
+                throw DeviceError(.notAvailable, "the TPM: \(error)", underlying: error)
+            }
+            return PasscodeKeys.tpmKEK(
+                passcodeKey: passcodeKey, tpmSecret: tpmSecret, deviceSecret: deviceSecret)
+        }
+        let expected =
+            record.version < 2
+            ? PasscodeKeys.legacyVerifier(passcodeKey: passcodeKey)
+            : PasscodeKeys.verifier(passcodeKey: passcodeKey, deviceSecret: deviceSecret)
+        guard let verifier = record.verifier, constantTimeEquals(expected, verifier) else {
+            throw DeviceError(.authFailed, "wrong passcode")
+        }
+        return PasscodeKeys.softwareKEK(passcodeKey: passcodeKey, deviceSecret: deviceSecret)
+    }
+
+    /// Wraps `keys` for `passcode` (nil: no knowledge factor) at this device's cost: a new salt,
+    /// and on a TPM device a new TPM slot (the old one stays until the record is stored).
+    private func seal(
+        _ keys: [ProtectionClass: SecureBytes], passcode: SecureBytes?,
+        into record: inout DeviceRecord
+    ) throws(DeviceError) {
+        let deviceSecret = SecureBytes(copying: record.deviceSecret)
+        let kek: SecureBytes
+        if let passcode {
+            let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
+            let passcodeKey = try PasscodeKeys.passcodeKey(passcode, salt: salt, cost: passcodeCost)
+            record.salt = salt
+            record.cost = passcodeCost
+            if let tpm {
+                let tpmSecret = SecureBytes(randomCount: 32)
+                let slot = try tpmCall { () throws(TPMError) in
+                    try TPMPasscodeSlot.create(
+                        try tpm.context(), counter: record.tpm?.counterIndex,
+                        authorization: PasscodeKeys.tpmAuthorization(passcodeKey: passcodeKey),
+                        secret: tpmSecret, limit: GuessLimit.tpmLimit)
+                }
+                record.tpm = slot
+                record.verifier = nil
+                kek = PasscodeKeys.tpmKEK(
+                    passcodeKey: passcodeKey, tpmSecret: tpmSecret, deviceSecret: deviceSecret)
+            } else {
+                record.tpm = nil
+                record.verifier = PasscodeKeys.verifier(
+                    passcodeKey: passcodeKey, deviceSecret: deviceSecret)
+                kek = PasscodeKeys.softwareKEK(passcodeKey: passcodeKey, deviceSecret: deviceSecret)
+            }
+        } else {
+            record.salt = nil
+            record.cost = nil
+            record.verifier = nil
+            record.tpm = nil
+            kek = PasscodeKeys.deviceKEK(deviceSecret)
+        }
+        record.wrappedKeys = PasscodeKeys.wrap(keys, kek: kek)
+        record.version = 2
+        record.failures = 0
+        record.notBefore = 0
+        record.generation = (record.generation ?? 0) + 1
+    }
+
+    private func destroySlot(_ slot: TPMSlot) {
+        guard let tpm, let context = try? tpm.context() else { return }
+        TPMPasscodeSlot.destroy(context, slot: slot)
+    }
+
+    func tpmCall<R>(_ body: () throws(TPMError) -> R) throws(DeviceError) -> R {
+        do { return try body() } catch {
+            throw DeviceError(.notAvailable, "the TPM: \(error)", underlying: error)
+        }
+    }
+}
+
+extension Argon2Cost {
+    /// Cheaper than `floor` in time or memory.
+    func isBelow(_ floor: Argon2Cost) -> Bool {
+        operations < floor.operations || memoryBytes < floor.memoryBytes
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import Sealing
+import SecretService
+import TPM
+
+/// The device's persistent state, stored as one Secret Service item.
+///
+/// It holds the device secret (so it is as secret as the login keyring's contents), the class keys
+/// wrapped under the key-encryption key, and what is needed to check a passcode — never anything a
+/// passcode guess can be tested against without the device secret (software path) or the TPM
+/// (TPM path). See `PasscodeKeys` for the derivations.
+struct DeviceRecord: Codable, Sendable {
+    /// 1: verifier from Argon2id(passcode) alone (read, then rewritten as 2 at the next unlock);
+    /// 2: verifier and KEK bound to the device secret, optional TPM slot.
+    var version = 2
+    var deviceSecret: Data
+    var kind: LockScreenKind
+    var salt: Data?
+    var cost: Argon2Cost?
+    /// Software path only: BLAKE2b keyed by the device secret over Argon2id(passcode). nil on
+    /// the TPM path, where the TPM's authorization check is the only verifier.
+    var verifier: Data?
+    /// TPM path: where the TPM keeps this device's passcode-released secret and guess counter.
+    var tpm: TPMSlot?
+    var wrappedKeys: [String: Data]
+    /// The cloud account's key, sealed under the AfterFirstUnlock class key.
+    var wrappedCloudKey: Data?
+    /// Wrong passcodes in a row, and the time before which no attempt is taken (ms since epoch).
+    var failures: Int
+    var notBefore: Int64
+    /// Bumped by every lock-screen change; a write that read an older generation is refused, so a
+    /// slow wrong guess never writes an older passcode's record back.
+    var generation: Int?
+
+    /// The device's stable public identifier (names its runtime keyring and TPM slot): a hash of
+    /// the device secret, so it needs no storage of its own.
+    var deviceID: String {
+        KeyDerivation.keyedHash(
+            key: SecureBytes(copying: deviceSecret), context: "keepsake.device.id.v1"
+        )
+        .unsafeData().prefix(16).hexString
+    }
+
+    /// A new device: no lock screen, a random device secret, a random key per class (none for
+    /// `WhenPasscodeSetThisDeviceOnly`, which needs a passcode).
+    static func fresh() -> DeviceRecord {
+        let secret = SecureBytes(randomCount: 32)
+        var record = DeviceRecord(
+            deviceSecret: secret.unsafeData(), kind: .none, wrappedKeys: [:], failures: 0,
+            notBefore: 0, generation: 0)
+        var keys: [ProtectionClass: SecureBytes] = [:]
+        for protection in ProtectionClass.allCases where !protection.requiresPasscode {
+            keys[protection] = SecureBytes(randomCount: Envelope.keyLength)
+        }
+        record.wrappedKeys = PasscodeKeys.wrap(keys, kek: PasscodeKeys.deviceKEK(secret))
+        return record
+    }
+
+    func encoded() -> Data { Data("KDS1".utf8) + (try! JSONEncoder().encode(self)) }
+
+    static func decode(_ bytes: Data) throws(DeviceError) -> DeviceRecord {
+        guard bytes.count <= 64 * 1024, bytes.starts(with: Data("KDS1".utf8)),
+            let record = try? JSONDecoder().decode(DeviceRecord.self, from: bytes.dropFirst(4)),
+            (1...2).contains(record.version), record.deviceSecret.count == 32,
+            record.cost?.isWithinBounds ?? true
+        else { throw DeviceError(.corrupt, "the device state does not decode") }
+        return record
+    }
+}
+
+/// Reads and writes the device record in the Secret Service's persistent collection.
+struct DeviceRecordStore: Sendable {
+    let secretService: SecretServiceConnection
+
+    static let collection = CollectionPath.default
+    static let attributes = ["xdg:schema": "org.keepsake.Device", "keepsake-device": "state"]
+
+    /// The record, made on first use. Concurrent first uses may make several; the smallest path
+    /// wins and the others are deleted (see issue on provider path order — every process agrees
+    /// on the same comparison).
+    func load() throws(DeviceError) -> (path: ItemPath, record: DeviceRecord) {
+        for _ in 0..<3 {
+            let found = try call { () throws(SecretServiceError) in
+                try secretService.search(Self.attributes)
+            }
+            if !found.locked.isEmpty {
+                throw DeviceError(.interactionNotAllowed, "the Secret Service collection is locked")
+            }
+            if let first = found.unlocked.min() {
+                for other in found.unlocked where other != first {
+                    try? secretService.deleteItem(at: other)
+                }
+                if let bytes = try call({ () throws(SecretServiceError) in
+                    try secretService.secrets(at: [first])
+                })[first] {
+                    return (first, try DeviceRecord.decode(bytes))
+                }
+                continue
+            }
+            _ = try store(DeviceRecord.fresh(), replacing: nil)
+        }
+        throw DeviceError(.notAvailable, "the device state could not be read")
+    }
+
+    /// Writes `record` (in place when `path` is given).
+    @discardableResult
+    func store(_ record: DeviceRecord, replacing path: ItemPath?) throws(DeviceError) -> ItemPath {
+        let bytes = record.encoded()
+        return try call { () throws(SecretServiceError) in
+            try secretService.createItem(
+                label: "Keepsake device state", attributes: Self.attributes, secret: bytes,
+                replacing: path != nil, in: Self.collection)
+        }
+    }
+
+    /// One Secret Service call, its failure in the device's terms.
+    func call<R>(_ body: () throws(SecretServiceError) -> R) throws(DeviceError) -> R {
+        do { return try body() } catch {
+            if error.code == .locked || error.code == .promptRequired {
+                throw DeviceError(.interactionNotAllowed, "\(error)", underlying: error)
+            }
+            throw DeviceError(.notAvailable, "\(error)", underlying: error)
+        }
+    }
+}

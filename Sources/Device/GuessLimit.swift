@@ -1,0 +1,67 @@
+import Foundation
+import Sealing
+
+/// Where passcode guesses are counted, and how fast they may come.
+///
+/// Every attempt (unlock, a lock-screen change proving the current passcode) runs inside one
+/// cross-process lock (`flock` on `lockscreen.lock` in the device directory) around
+/// check-and-record: the earned delay is sat out (or the attempt refused at once when it is
+/// long), the failure is **recorded before** the slow derivation, and cleared only after the
+/// passcode proved right. So N parallel wrong guesses leave N counted, and a guess racing a
+/// passcode change cannot write the old record back (they are serialized, and every write
+/// re-checks the record's generation).
+///
+/// What counts the guesses depends on the device:
+/// - **TPM** (`TPMConfiguration`): the TPM releases the secret the key-encryption key needs only
+///   to the right authorization, and only while its own guess counter allows it — a hard limit of
+///   ``GuessLimit/tpmLimit`` wrong passcodes in a row that no process of the user can reset (see
+///   `TPMPasscodeSlot`). The delays here come on top.
+/// - **Software**: the count and the delays live in the device record in the Secret Service: they
+///   slow down guessing through Keepsake, but whoever can edit the login keyring can reset them,
+///   and whoever can read it can guess offline at the Argon2id cost (SECURITY.md).
+struct GuessLimit {
+    /// Wrong passcodes in a row after which a TPM device is disabled.
+    static let tpmLimit: UInt64 = 10
+
+    let lockFile: URL
+    let policy: RetryPolicy
+
+    init(directory: URL, policy: RetryPolicy) {
+        lockFile = directory.appendingPathComponent("lockscreen.lock")
+        self.policy = policy
+    }
+
+    /// Runs `body` holding the device's guess lock (every process of the user takes the same).
+    func exclusively<R>(_ body: () throws(DeviceError) -> R) throws(DeviceError) -> R {
+        let lock: FileLock
+        do { lock = try FileLock(lockFile) } catch {
+            throw DeviceError(.notAvailable, "the lock-screen lock: \(error)", underlying: error)
+        }
+        defer { withExtendedLifetime(lock) {} }
+        return try body()
+    }
+
+    /// Sits out the delay earned by earlier wrong passcodes, or refuses at once when it is long.
+    func admit(_ record: DeviceRecord) throws(DeviceError) {
+        let now = Self.milliseconds()
+        guard record.notBefore > now else { return }
+        if Duration.milliseconds(record.notBefore - now) > policy.longestWait {
+            throw DeviceError(
+                .authFailed, "too many wrong passcodes; try again in \(record.notBefore - now) ms")
+        }
+        Thread.sleep(forTimeInterval: Double(record.notBefore - now) / 1000)
+    }
+
+    /// Counts one attempt as failed (before it is checked): the next one waits longer.
+    func countAttempt(_ record: inout DeviceRecord) {
+        record.failures += 1
+        record.notBefore =
+            Self.milliseconds() + Self.milliseconds(policy.delay(afterFailures: record.failures))
+    }
+
+    static func milliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1000
+            + duration.components.attoseconds / 1_000_000_000_000_000
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import Sealing
+
+/// The pure key derivations of the lock screen: no storage, no D-Bus, no TPM — testable with
+/// vectors (`Fixtures/device/passcode-keys.json`).
+///
+/// - passcode key = Argon2id(passcode, salt, cost)
+/// - software verifier = BLAKE2b(key: device secret, "keepsake.passcode.verifier.v2" ‖ passcode key)
+/// - software KEK = BLAKE2b(key: device secret, "keepsake.kek.passcode.v1" ‖ passcode key)
+/// - TPM authorization = BLAKE2b(key: passcode key, "keepsake.tpm.auth.v1")
+/// - TPM KEK = BLAKE2b(key: device secret, "keepsake.kek.passcode-tpm.v1" ‖ passcode key ‖ TPM secret)
+/// - device KEK (no knowledge factor) = BLAKE2b(key: device secret, "keepsake.kek.device.v1")
+///
+/// So a guess can be checked only with the device secret (software path: the login keyring's
+/// contents) or only by the TPM (TPM path: the TPM secret is released to the right authorization
+/// alone, under its guess counter).
+package enum PasscodeKeys {
+    package static func passcodeKey(_ passcode: SecureBytes, salt: Data, cost: Argon2Cost)
+        throws(DeviceError) -> SecureBytes
+    {
+        do {
+            return try KeyDerivation.argon2id(passcode: passcode, salt: salt, cost: cost)
+        } catch {
+            throw DeviceError(.corrupt, "\(error)", underlying: error)
+        }
+    }
+
+    package static func verifier(passcodeKey: SecureBytes, deviceSecret: SecureBytes) -> Data {
+        passcodeKey.withUnsafeBytes {
+            KeyDerivation.keyedHash(
+                key: deviceSecret, context: "keepsake.passcode.verifier.v2", $0
+            ).unsafeData()
+        }
+    }
+
+    /// Version 1 records' verifier (Argon2id alone): read once, then replaced.
+    static func legacyVerifier(passcodeKey: SecureBytes) -> Data {
+        KeyDerivation.keyedHash(key: passcodeKey, context: "keepsake.passcode.verifier.v1")
+            .unsafeData()
+    }
+
+    package static func softwareKEK(passcodeKey: SecureBytes, deviceSecret: SecureBytes)
+        -> SecureBytes
+    {
+        passcodeKey.withUnsafeBytes {
+            KeyDerivation.keyedHash(key: deviceSecret, context: "keepsake.kek.passcode.v1", $0)
+        }
+    }
+
+    package static func tpmAuthorization(passcodeKey: SecureBytes) -> SecureBytes {
+        KeyDerivation.keyedHash(key: passcodeKey, context: "keepsake.tpm.auth.v1")
+    }
+
+    package static func tpmKEK(
+        passcodeKey: SecureBytes, tpmSecret: SecureBytes, deviceSecret: SecureBytes
+    ) -> SecureBytes {
+        let joined = SecureBytes(count: passcodeKey.count + tpmSecret.count) { out in
+            passcodeKey.withUnsafeBytes { out.copyMemory(from: $0) }
+            tpmSecret.withUnsafeBytes {
+                UnsafeMutableRawBufferPointer(rebasing: out[passcodeKey.count...]).copyMemory(
+                    from: $0)
+            }
+        }
+        return joined.withUnsafeBytes {
+            KeyDerivation.keyedHash(key: deviceSecret, context: "keepsake.kek.passcode-tpm.v1", $0)
+        }
+    }
+
+    package static func deviceKEK(_ deviceSecret: SecureBytes) -> SecureBytes {
+        KeyDerivation.keyedHash(key: deviceSecret, context: "keepsake.kek.device.v1")
+    }
+
+    private static func associatedData(_ protection: ProtectionClass) -> Data {
+        Data("keepsake.classkey.v1\0\(protection.rawValue)".utf8)
+    }
+
+    package static func wrap(_ keys: [ProtectionClass: SecureBytes], kek: SecureBytes)
+        -> [String: Data]
+    {
+        var wrapped: [String: Data] = [:]
+        for (protection, key) in keys {
+            wrapped[protection.rawValue] = key.withUnsafeBytes {
+                Envelope.seal($0, key: kek, associatedData: associatedData(protection))
+            }
+        }
+        return wrapped
+    }
+
+    /// - Throws: `.corrupt` when a key does not open (a wrong KEK, a tampered record).
+    package static func unwrap(_ wrapped: [String: Data], kek: SecureBytes) throws(DeviceError)
+        -> [ProtectionClass: SecureBytes]
+    {
+        var keys: [ProtectionClass: SecureBytes] = [:]
+        for (raw, envelope) in wrapped {
+            guard let protection = ProtectionClass(rawValue: raw) else {
+                throw DeviceError(.corrupt, "unknown class in device state")
+            }
+            do {
+                keys[protection] = try Envelope.open(
+                    envelope, key: kek, associatedData: associatedData(protection))
+            } catch {
+                throw DeviceError(.corrupt, "a class key does not open", underlying: error)
+            }
+        }
+        return keys
+    }
+}

@@ -1,0 +1,123 @@
+internal import CKeyutils
+import Foundation
+import Sealing
+import Synchronization
+
+/// Runtime state: the unwrapped class keys of one device, in the Linux kernel keyring.
+///
+/// Kernel memory, never on disk and never swapped; gone at reboot (and when the user's last
+/// session ends). The keys sit in a keyring of the device's own (`keepsake:device:<id>`) linked
+/// into the user keyring (`@u`), so every process of the user shares them — as every app on a
+/// phone shares the unlocked state — and no Secret Service collection is involved, so runtime state
+/// works the same on every provider. Lock invalidates the `WhenUnlocked…` keys; ``forgetAll()`` is a
+/// reboot (the test harness and `device reboot` use it).
+///
+/// Thread-safe.
+package final class RuntimeKeys: Sendable {
+    package let deviceID: String
+    /// The last keys read, so that reading the same key again does not allocate owned memory
+    /// each time. Only ever returned after the kernel gave the same bytes.
+    private let recent = Mutex<[ProtectionClass: SecureBytes]>([:])
+
+    package init(deviceID: String) { self.deviceID = deviceID }
+
+    private var keyringName: String { "keepsake:device:\(deviceID)" }
+    private func keyName(_ protection: ProtectionClass) -> String {
+        "keepsake:\(deviceID):\(protection.rawValue)"
+    }
+    /// Possessor and user (every process of this uid) may view, read, write, search, link and
+    /// set attributes; group and others nothing.
+    private static let permissions = key_perm_t(KEY_POS_ALL | KEY_USR_ALL)
+
+    /// The device's keyring, made when `create` and missing.
+    private func keyring(create: Bool) throws(DeviceError) -> key_serial_t? {
+        let found = keyctl_search(KEY_SPEC_USER_KEYRING, "keyring", keyringName, 0)
+        if found > 0 { return key_serial_t(found) }
+        guard create else { return nil }
+        let made = add_key("keyring", keyringName, nil, 0, KEY_SPEC_USER_KEYRING)
+        guard made > 0 else {
+            throw DeviceError(
+                .notAvailable,
+                "the kernel keyring refused a keyring: \(String(cString: strerror(errno)))")
+        }
+        _ = keyctl_setperm(made, Self.permissions)
+        return made
+    }
+
+    /// Puts `keys` in runtime state (replacing any earlier key of the same class).
+    package func store(_ keys: [ProtectionClass: SecureBytes]) throws(DeviceError) {
+        guard !keys.isEmpty, let ring = try keyring(create: true) else { return }
+        for (protection, key) in keys {
+            let serial = key.withUnsafeBytes { bytes in
+                add_key("user", keyName(protection), bytes.baseAddress, bytes.count, ring)
+            }
+            guard serial > 0 else {
+                throw DeviceError(
+                    .notAvailable,
+                    "the kernel keyring refused a class key: \(String(cString: strerror(errno)))")
+            }
+            _ = keyctl_setperm(serial, Self.permissions)
+        }
+    }
+
+    /// The class keys available now (only those of `classes` when given).
+    package func keys(_ classes: Set<ProtectionClass>? = nil) -> [ProtectionClass: SecureBytes] {
+        guard let ring = try? keyring(create: false) else { return [:] }
+        var keys: [ProtectionClass: SecureBytes] = [:]
+        for protection in ProtectionClass.allCases where classes?.contains(protection) ?? true {
+            if let key = read(protection, in: ring) { keys[protection] = key }
+        }
+        return keys
+    }
+
+    /// The key of `protection`, when it is in runtime state.
+    package func key(_ protection: ProtectionClass) -> SecureBytes? {
+        guard let ring = try? keyring(create: false) else { return nil }
+        return read(protection, in: ring)
+    }
+
+    private func read(_ protection: ProtectionClass, in ring: key_serial_t) -> SecureBytes? {
+        let serial = keyctl_search(ring, "user", keyName(protection), 0)
+        guard serial > 0 else { return nil }
+        var buffer: UnsafeMutableRawPointer?
+        let length = keyctl_read_alloc(key_serial_t(serial), &buffer)
+        guard length >= 0, let buffer else { return nil }
+        defer {
+            wipeMemory(buffer, Int(length))
+            free(buffer)
+        }
+        guard length == Envelope.keyLength else { return nil }
+        let bytes = UnsafeRawBufferPointer(start: buffer, count: Int(length))
+        return recent.withLock { recent in
+            if let known = recent[protection],
+                known.withUnsafeBytes({ constantTimeEquals($0, bytes) })
+            {
+                return known
+            }
+            let key = SecureBytes(copying: bytes)
+            recent[protection] = key
+            return key
+        }
+    }
+
+    /// Drops the keys of `classes` (lock).
+    package func forget(_ classes: [ProtectionClass]) {
+        recent.withLock { recent in for protection in classes { recent[protection] = nil } }
+        guard let ring = try? keyring(create: false) else { return }
+        for protection in classes {
+            let serial = keyctl_search(ring, "user", keyName(protection), 0)
+            if serial > 0 {
+                // Invalidate: gone for every process at once, not just unlinked from our ring.
+                _ = keyctl_invalidate(key_serial_t(serial))
+            }
+        }
+    }
+
+    /// Drops every key of the device: a reboot.
+    package func forgetAll() {
+        recent.withLock { $0 = [:] }
+        guard let ring = try? keyring(create: false) else { return }
+        forget(ProtectionClass.allCases)
+        _ = keyctl_clear(ring)
+    }
+}

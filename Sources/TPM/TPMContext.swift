@@ -1,0 +1,108 @@
+internal import CKeepsakeTPMShims
+import Foundation
+
+/// The one error type of the TPM module. Compares by code; `rc` keeps the TSS2 response code.
+package struct TPMError: Error, Sendable, Hashable, CustomStringConvertible {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Value: Hashable, Sendable {
+            case notAvailable, authFailed, limitReached, lockout, failed
+        }
+        private let value: Value
+        private init(_ value: Value) { self.value = value }
+        /// No TPM answers at that TCTI, or it refused the command for a reason of its own.
+        package static let notAvailable = Code(.notAvailable)
+        /// A wrong authorization (the passcode): counted.
+        package static let authFailed = Code(.authFailed)
+        /// The slot's guess counter is past its limit: the TPM no longer releases the secret.
+        package static let limitReached = Code(.limitReached)
+        /// The TPM's own dictionary-attack lockout is in force.
+        package static let lockout = Code(.lockout)
+        package static let failed = Code(.failed)
+        package var description: String {
+            switch value {
+            case .notAvailable: "TPM not available"
+            case .authFailed: "authorization failed"
+            case .limitReached: "guess limit reached"
+            case .lockout: "TPM in dictionary-attack lockout"
+            case .failed: "TPM command failed"
+            }
+        }
+    }
+
+    package let code: Code
+    package let message: String
+    /// The TSS2 response code.
+    package let rc: UInt32
+    package let underlying: (any Error & Sendable)? = nil
+
+    init(_ code: Code, _ message: String, rc: UInt32 = 0) {
+        self.code = code
+        self.message = message
+        self.rc = rc
+    }
+
+    /// The code for a TSS2 response code: wrong authorization, a failed policy check (the
+    /// counter past its limit), lockout, or anything else.
+    init(rc: UInt32, _ what: String) {
+        let base = keepsake_tpm_rc_base(rc)
+        let code: Code =
+            switch base {
+            case 0x08E, 0x0A2: .authFailed  // TPM_RC_AUTH_FAIL, TPM_RC_BAD_AUTH
+            case 0x126, 0x09D: .limitReached  // TPM_RC_POLICY, TPM_RC_POLICY_FAIL
+            case 0x921: .lockout  // TPM_RC_LOCKOUT
+            default: rc & 0xFFFF_0000 == 0x000A_0000 ? .notAvailable : .failed  // TCTI layer
+            }
+        self.init(code, "\(what): TSS2 0x\(String(rc, radix: 16))", rc: rc)
+    }
+
+    package static func == (l: Self, r: Self) -> Bool { l.code == r.code }
+    package func hash(into h: inout Hasher) { h.combine(code) }
+    package var description: String { "\(code): \(message)" }
+}
+
+/// One ESAPI context over a TCTI (`device:/dev/tpmrm0`, `swtpm:host=127.0.0.1,port=P`). Owns the
+/// ESYS and TCTI contexts and finalizes both in `deinit`.
+///
+/// `@unchecked Sendable`: ESAPI contexts are not thread-safe, so every command runs under `lock`.
+package final class TPMContext: @unchecked Sendable {
+    private let context: OpaquePointer
+    private let tcti: OpaquePointer
+    private let lock = NSLock()
+
+    package init(tcti: String) throws(TPMError) {
+        var context: OpaquePointer?
+        var tctiContext: OpaquePointer?
+        let rc = keepsake_tpm_open(tcti, &context, &tctiContext)
+        guard rc == 0, let context, let tctiContext else {
+            throw TPMError(
+                .notAvailable, "no TPM at \(tcti) (TSS2 0x\(String(rc, radix: 16)))", rc: rc)
+        }
+        self.context = context
+        self.tcti = tctiContext
+    }
+
+    deinit { keepsake_tpm_close(context, tcti) }
+
+    /// Runs one shim with the context, serialized; a non-zero response code throws.
+    func run(_ what: String, _ body: (OpaquePointer) -> UInt32) throws(TPMError) {
+        let rc = lock.withLock { body(context) }
+        guard rc == 0 else { throw TPMError(rc: rc, what) }
+    }
+
+    /// Sets the TPM's dictionary-attack parameters (lockout hierarchy, empty authorization):
+    /// for the test harness's own swtpm only.
+    package func setDictionaryAttack(
+        maxTries: UInt32, recoveryTime: UInt32, lockoutRecovery: UInt32
+    )
+        throws(TPMError)
+    {
+        try run("DictionaryAttackParameters") {
+            keepsake_tpm_set_dictionary_attack($0, maxTries, recoveryTime, lockoutRecovery)
+        }
+    }
+
+    /// Clears the TPM's dictionary-attack lockout: for the test harness's own swtpm only.
+    package func resetDictionaryAttack() throws(TPMError) {
+        try run("DictionaryAttackLockReset") { keepsake_tpm_reset_dictionary_attack($0) }
+    }
+}

@@ -1,0 +1,155 @@
+internal import CKeepsakeTPMShims
+import Foundation
+import Sealing
+
+/// Where a TPM keeps one device's passcode-released secret (public values only).
+package struct TPMSlot: Codable, Sendable, Hashable {
+    /// The device's guess counter: an NV counter, monotonic — it can never be lowered or reset,
+    /// and a new counter starts at the highest value any counter of the TPM ever had.
+    package var counterIndex: UInt32
+    /// The secret: an NV index readable only through the policy
+    /// `PolicyNV(counter ≤ base + limit) ∧ PolicyAuthValue(passcode authorization)`.
+    package var secretIndex: UInt32
+    /// The counter's value when the secret index was made (after the last right passcode).
+    package var base: UInt64
+    package var limit: UInt64
+}
+
+/// A passcode slot in the TPM: the secret is released only to the right authorization, only
+/// while fewer than `limit` attempts were counted since the last right one, and each attempt is
+/// counted in the TPM **before** it is checked.
+///
+/// The counting no process of the user can undo: the counter only goes up (undefining and
+/// redefining it starts it at the TPM's highest count), and the secret's policy reads it. A caller
+/// that skips the increment and tries authorizations directly is counted by the TPM's own
+/// dictionary-attack protection instead: the secret index is DA-protected (see SECURITY.md, "Lock
+/// screen", for why that must be so and what it costs).
+package enum TPMPasscodeSlot {
+    /// Owner-hierarchy NV indices Keepsake picks from (at random, retrying when taken).
+    static let indexRange: ClosedRange<UInt32> = 0x0150_0000...0x015F_FFFF
+    static let secretSize = 32
+
+    /// Makes a slot for `secret` behind `authorization`, with the device's counter (made when
+    /// `counter` is nil or gone).
+    package static func create(
+        _ tpm: TPMContext, counter: UInt32?, authorization: SecureBytes, secret: SecureBytes,
+        limit: UInt64
+    ) throws(TPMError) -> TPMSlot {
+        let counterIndex: UInt32
+        if let counter, (try? value(tpm, counter: counter)) != nil {
+            counterIndex = counter
+        } else {
+            counterIndex = try define("counter") { index throws(TPMError) in
+                try tpm.run("NV_DefineSpace(counter)") { keepsake_tpm_counter_define($0, index) }
+            }
+            // A counter reads only once written.
+            try tpm.run("NV_Increment") { keepsake_tpm_counter_increment($0, counterIndex) }
+        }
+        let base = try value(tpm, counter: counterIndex)
+        let secretIndex = try defineSecret(
+            tpm, counter: counterIndex, maximum: base + limit, authorization: authorization,
+            secret: secret)
+        return TPMSlot(
+            counterIndex: counterIndex, secretIndex: secretIndex, base: base, limit: limit)
+    }
+
+    /// One passcode attempt: counts it (increments the counter), then asks for the secret.
+    /// On success the slot is rebased — a new secret index whose limit starts from the current
+    /// count — and returned beside the secret; the caller stores it and then destroys the old
+    /// slot (`destroy`).
+    ///
+    /// - Throws: `.authFailed` for a wrong authorization; `.limitReached` once `limit` attempts
+    ///   were counted since the last right one; `.lockout` while the TPM's own lockout holds.
+    package static func attempt(_ tpm: TPMContext, slot: TPMSlot, authorization: SecureBytes)
+        throws(TPMError) -> (secret: SecureBytes, rebased: TPMSlot)
+    {
+        try tpm.run("NV_Increment") { keepsake_tpm_counter_increment($0, slot.counterIndex) }
+        var rc: UInt32 = 0
+        let secret = SecureBytes(count: secretSize) { out in
+            rc = authorization.withUnsafeBytes { auth in
+                tpm.runUnchecked {
+                    keepsake_tpm_secret_read(
+                        $0, slot.secretIndex, slot.counterIndex, slot.base + slot.limit,
+                        auth.bindMemory(to: UInt8.self).baseAddress, auth.count,
+                        out.bindMemory(to: UInt8.self).baseAddress, out.count)
+                }
+            }
+        }
+        guard rc == 0 else { throw TPMError(rc: rc, "NV_Read(secret)") }
+        let base = try value(tpm, counter: slot.counterIndex)
+        let secretIndex = try defineSecret(
+            tpm, counter: slot.counterIndex, maximum: base + slot.limit,
+            authorization: authorization, secret: secret)
+        return (
+            secret,
+            TPMSlot(
+                counterIndex: slot.counterIndex, secretIndex: secretIndex, base: base,
+                limit: slot.limit)
+        )
+    }
+
+    /// Attempts counted since the last right passcode.
+    package static func failures(_ tpm: TPMContext, slot: TPMSlot) throws(TPMError) -> UInt64 {
+        let count = try value(tpm, counter: slot.counterIndex)
+        return count >= slot.base ? count - slot.base : 0
+    }
+
+    /// Undefines the slot's secret index (the counter stays: it is the device's for good).
+    package static func destroy(_ tpm: TPMContext, slot: TPMSlot) {
+        try? tpm.run("NV_UndefineSpace") { keepsake_tpm_undefine($0, slot.secretIndex) }
+    }
+
+    private static func value(_ tpm: TPMContext, counter: UInt32) throws(TPMError) -> UInt64 {
+        var value: UInt64 = 0
+        try tpm.run("NV_Read(counter)") { keepsake_tpm_counter_read($0, counter, &value) }
+        return value
+    }
+
+    private static func defineSecret(
+        _ tpm: TPMContext, counter: UInt32, maximum: UInt64, authorization: SecureBytes,
+        secret: SecureBytes
+    ) throws(TPMError) -> UInt32 {
+        try define("secret") { index throws(TPMError) in
+            try tpm.run("NV_DefineSpace(secret)") { context in
+                authorization.withUnsafeBytes { auth in
+                    secret.withUnsafeBytes { bytes in
+                        keepsake_tpm_secret_define(
+                            context, index, counter, maximum,
+                            auth.bindMemory(to: UInt8.self).baseAddress, auth.count,
+                            bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Defines at a random free index of `indexRange`, retrying when one is taken.
+    private static func define(_ what: String, _ body: (UInt32) throws(TPMError) -> Void)
+        throws(TPMError) -> UInt32
+    {
+        for _ in 0..<16 {
+            let index = UInt32.random(in: indexRange)
+            do {
+                try body(index)
+                return index
+            } catch  where keepsake_tpm_rc_base(error.rc) == 0x14C {  // TPM_RC_NV_DEFINED
+                continue
+            }
+        }
+        throw TPMError(.failed, "no free NV index for the \(what)")
+    }
+}
+
+extension TPMContext {
+    /// Runs one shim returning its response code without throwing (the caller maps it).
+    func runUnchecked(_ body: (OpaquePointer) -> UInt32) -> UInt32 {
+        var rc: UInt32 = 0
+        do {
+            try run("") {
+                rc = body($0)
+                return 0
+            }
+        } catch {}
+        return rc
+    }
+}
