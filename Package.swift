@@ -62,7 +62,7 @@ let package = Package(
         // The private Secret Service harness and throwaway devices (tests, demo, benchmarks).
         .target(
             name: "KeepsakeTestSupport",
-            dependencies: ["SecretService", "Device", "Sealing", "CSecret", "CSodium"]),
+            dependencies: ["SecretService", "Device", "Sealing", "TPM", "CSecret", "CSodium"]),
         // The command line's commands, shared by the shipped `keepsake` and `keepsake-dev`.
         // Knows the library modules, never the test harness.
         .target(
@@ -107,7 +107,7 @@ let package = Package(
             dependencies: ["Keychain", "KeepsakeTestSupport", "SecretService", "Device", "Sealing"]),
         .testTarget(
             name: "DeviceTests",
-            dependencies: ["Device", "KeepsakeTestSupport", "SecretService", "Sealing"]),
+            dependencies: ["Device", "KeepsakeTestSupport", "SecretService", "Sealing", "TPM"]),
         .testTarget(
             name: "SecurityTests",
             dependencies: ["Security", "Keychain", "KeepsakeTestSupport", "Device"]),

@@ -266,7 +266,7 @@ extension Device {
             } catch  where error.code == .limitReached {
                 throw DeviceError(
                     .disabled,
-                    "\(GuessLimit.tpmLimit) wrong passcodes in a row: the device is disabled (erase it with `keepsake device wipe`)",
+                    "\(GuessLimit.tpmLimit) wrong passcodes in a row: the device is disabled (erase it: `Device.wipe`, `keepsake device wipe`)",
                     underlying: error)
             } catch {
                 throw DeviceError(.notAvailable, "the TPM: \(error)", underlying: error)
@@ -346,4 +346,37 @@ extension Argon2Cost {
     func isBelow(_ floor: Argon2Cost) -> Bool {
         operations < floor.operations || memoryBytes < floor.memoryBytes
     }
+}
+
+extension Device {
+    /// Erases the device, as a phone's "erase all content and settings": the TPM slot, the runtime
+    /// keys, every Secret Service item of Keepsake's (the device record, every Keychain item), and
+    /// the device directory's contents. The next use starts a fresh device with no lock screen. The
+    /// one way back from a device disabled by too many wrong passcodes; synchronizable data comes
+    /// back from the cloud account by joining it again.
+    public func wipe() throws(DeviceError) {
+        try guessLimit.exclusively { () throws(DeviceError) in
+            if let record = try? records.load().record {
+                if let slot = record.tpm { destroySlot(slot) }
+                RuntimeKeys(deviceID: record.deviceID).forgetAll()
+            }
+            for schema in Self.keepsakeSchemas {
+                let found = try records.call { () throws(SecretServiceError) in
+                    try secretService.search(["xdg:schema": schema])
+                }
+                for path in found.unlocked {
+                    try records.call { () throws(SecretServiceError) in
+                        try secretService.deleteItem(at: path)
+                    }
+                }
+            }
+            for name in Files.list(directory) where name != "lockscreen.lock" {
+                try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
+            }
+        }
+    }
+
+    /// The `xdg:schema` of every Secret Service item Keepsake makes (the device record, Keychain
+    /// items).
+    static let keepsakeSchemas = ["org.keepsake.Device", "org.keepsake.GenericPassword"]
 }

@@ -61,9 +61,31 @@ package struct Arguments {
     package func values(_ name: String) -> [String] { options[name] ?? [] }
     package func has(_ flag: String) -> Bool { flags.contains(flag) }
 
-    /// Fails on any option the command does not know, so a typo never goes unnoticed.
+    /// A count option: absent → `defaultValue`; otherwise a decimal integer within `range`, else a
+    /// usage error naming the option (never a trap on a negative or absurd number).
+    package func count(_ name: String, default defaultValue: Int, in range: ClosedRange<Int>)
+        throws(CommandError) -> Int
+    {
+        guard let text = value(name) else { return defaultValue }
+        guard let number = Int(text), range.contains(number) else {
+            throw CommandError.usage(
+                "--\(name) takes a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return number
+    }
+
+    /// Options that may be given more than once; every other option takes one value.
+    static let repeatable: Set<String> = ["key", "entitled-group"]
+
+    /// Fails on any option the command does not know, so a typo never goes unnoticed, and on a
+    /// repeated option that takes one value.
     package func allowOnly(_ names: Set<String>) throws(CommandError) {
-        let global: Set<String> = ["app-id", "container", "device-dir", "cloud", "entitled-group"]
+        for (name, values) in options where values.count > 1 && !Self.repeatable.contains(name) {
+            throw CommandError.usage("--\(name) is given more than once")
+        }
+        let global: Set<String> = [
+            "app-id", "container", "device-dir", "cloud", "entitled-group", "tpm",
+        ]
         for name in Set(options.keys).union(flags)
         where !names.contains(name) && !global.contains(name) {
             throw CommandError.usage("unknown option --\(name)")

@@ -10,6 +10,8 @@ package struct Context {
     package let app: App
     package let deviceDirectory: URL
     package let cloudDirectory: URL?
+    /// The TPM that counts passcode guesses, or nil (the software guess limit).
+    package let tpm: TPMConfiguration?
     /// The device's Argon2id cost and retry delays: the real ones in the shipped `keepsake`.
     package let tuning: DeviceTuning
 
@@ -35,6 +37,8 @@ package struct Context {
             arguments.value("device-dir").map { URL(fileURLWithPath: $0) }
             ?? dataHome.appendingPathComponent("keepsake/device")
         cloudDirectory = arguments.value("cloud").map { URL(fileURLWithPath: $0) }
+        // `--tpm TCTI`; without it the machine's TPM (`/dev/tpmrm0`) when there is one.
+        tpm = arguments.value("tpm").map(TPMConfiguration.init(tcti:)) ?? .machine
     }
 
     /// The Secret Service on `DBUS_SESSION_BUS_ADDRESS`.
@@ -44,7 +48,7 @@ package struct Context {
     package var device: Device {
         Device(
             secretService: secretService, directory: deviceDirectory,
-            cloud: cloudDirectory.map(CloudDirectory.init), tuning: tuning)
+            cloud: cloudDirectory.map(CloudDirectory.init), tpm: tpm, tuning: tuning)
     }
 
     /// Standard input as lines (passcodes), without their line ends.

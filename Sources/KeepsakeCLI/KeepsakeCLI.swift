@@ -18,6 +18,12 @@ package enum KeepsakeCLI {
     package static func main(
         tuning: DeviceTuning = .real, extraCommands: [String: ExtraCommand] = [:]
     ) -> Int32 {
+        // Passcodes pass through this process: no core file, no ptrace or /proc/PID/mem by other
+        // processes of the user.
+        guard keepsake_process_harden() == 0 else {
+            Output.error("keepsake: the process could not be made non-dumpable")
+            return 1
+        }
         do {
             let arguments = try Arguments.fromProcess()
             let words = arguments.words
@@ -51,7 +57,7 @@ package enum KeepsakeCLI {
 }
 
 let usage = """
-    usage: keepsake [--app-id ID] [--container DIR] [--device-dir DIR] [--cloud DIR] COMMAND
+    usage: keepsake [--app-id ID] [--container DIR] [--device-dir DIR] [--cloud DIR] [--tpm TCTI] COMMAND
       keychain add|get|update|delete|list --service S [--account A] [--sync yes|no|any]
                                           [--accessible CLASS] [--label L] [--access-group G]
       keychain sync                       (synchronizable items with --cloud, now)

@@ -55,6 +55,10 @@ enum DeviceCommand {
         case "reboot":
             try context.arguments.allowOnly([])
             try device.reboot()
+        case "wipe":
+            // Erase all content and settings: the one way back from a disabled device.
+            try context.arguments.allowOnly([])
+            try device.wipe()
         case "join":
             // A new device joins --cloud with an existing device's passcode, and restores.
             try context.arguments.allowOnly([])
@@ -100,7 +104,7 @@ enum DeviceCommand {
             ])
         default:
             throw CommandError.usage(
-                "device reboot | join | transfer --out FILE|--in FILE | settings")
+                "device reboot | wipe | join | transfer --out FILE|--in FILE | settings")
         }
     }
 }

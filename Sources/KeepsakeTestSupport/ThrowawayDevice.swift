@@ -9,11 +9,11 @@ extension PrivateSecretService {
     /// directory.
     package func device(
         _ name: String = "device", cloud: URL? = nil, timeout: Duration = .seconds(5),
-        retryPolicy: RetryPolicy = RetryPolicy()
+        retryPolicy: RetryPolicy = RetryPolicy(), tpm: PrivateTPM? = nil
     ) -> Device {
         Device(
             secretService: connection(timeout: timeout), directory: deviceDirectory(name),
-            cloud: cloud.map(CloudDirectory.init),
+            cloud: cloud.map(CloudDirectory.init), tpm: tpm?.configuration,
             tuning: DeviceTuning(passcodeCost: .minimum, retryPolicy: retryPolicy))
     }
 

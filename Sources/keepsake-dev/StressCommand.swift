@@ -10,8 +10,8 @@ import RecoveryHint
 enum StressCommand {
     static func run(_ context: Context) throws {
         try context.arguments.allowOnly(["worker", "ops"])
-        let worker = Int(context.arguments.value("worker") ?? "0") ?? 0
-        let ops = Int(context.arguments.value("ops") ?? "200") ?? 200
+        let worker = try context.arguments.count("worker", default: 0, in: 0...1000)
+        let ops = try context.arguments.count("ops", default: 200, in: 1...100_000)
         let keychain = Keychain(app: context.app, device: context.device)
         let blockStore = BlockStoreClient(app: context.app, device: context.device)
         let hints = try RecoveryHintService.make(

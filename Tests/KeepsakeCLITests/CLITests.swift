@@ -28,7 +28,8 @@ struct Run {
 /// `fileSizeLimit` (in blocks, `ulimit -f`) its writes beyond it fail with EFBIG, as on a full disk.
 func keepsake(
     _ arguments: [String], input: Data = Data(), service: PrivateSecretService?,
-    environment extra: [String: String] = [:], fileSizeLimit: Int? = nil
+    environment extra: [String: String] = [:], fileSizeLimit: Int? = nil,
+    executable: URL = keepsakeExecutable
 ) throws -> Run {
     // What the CLI will seal, for the suite-wide sweep (its own seals happen in another process).
     SuiteSweep.record(input)
@@ -42,10 +43,10 @@ func keepsake(
         process.arguments =
             [
                 "-c", "trap '' XFSZ; ulimit -f \(fileSizeLimit); exec \"$0\" \"$@\"",
-                keepsakeExecutable.path,
+                executable.path,
             ] + arguments
     } else {
-        process.executableURL = keepsakeExecutable
+        process.executableURL = executable
         process.arguments = arguments
     }
     var environment = service?.environment ?? ProcessInfo.processInfo.environment

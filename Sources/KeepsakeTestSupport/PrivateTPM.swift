@@ -1,0 +1,92 @@
+import Device
+import Foundation
+import TPM
+
+/// A private TPM 2.0 for one test device: `swtpm` on loopback ports of its own, its state in a
+/// throwaway directory, killed when this value goes (or at exit). Never the machine's TPM.
+package final class PrivateTPM: @unchecked Sendable {
+    // Sendable: `pid` is written once in init, read-only afterwards.
+    package let directory: URL
+    package let port: UInt16
+    private let pid: pid_t
+
+    /// The TCTI string tpm2-tss connects with.
+    package var tcti: String { "swtpm:host=127.0.0.1,port=\(port)" }
+    package var configuration: TPMConfiguration { TPMConfiguration(tcti: tcti) }
+
+    /// Starts swtpm. Its dictionary-attack protection is set to `maxTries` failures (swtpm's own
+    /// default is 3), forgiving one every `recoverySeconds`, so that a test sees Keepsake's own
+    /// limit unless it asks for the TPM's.
+    package init(maxTries: UInt32 = 1000, recoverySeconds: UInt32 = 1) throws {
+        directory = Throwaway.directory("swtpm")
+        var started: (UInt16, pid_t)?
+        for _ in 0..<20 {
+            let port = UInt16.random(in: 20_000...60_000)
+            guard Self.isFree(port), Self.isFree(port + 1) else { continue }
+            let process = Process()
+            process.executableURL = try PrivateSecretService.tool("swtpm")
+            process.arguments = [
+                "socket", "--tpm2", "--tpmstate", "dir=\(directory.path)",
+                "--server", "type=tcp,port=\(port),bindaddr=127.0.0.1",
+                "--ctrl", "type=tcp,port=\(port + 1),bindaddr=127.0.0.1",
+                "--flags", "not-need-init,startup-clear",
+            ]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            let ready = (try? PrivateSecretService.wait("swtpm", seconds: 5) {
+                !process.isRunning || !Self.isFree(port)
+            }) != nil
+            if ready && process.isRunning {
+                started = (port, process.processIdentifier)
+                break
+            }
+            if process.isRunning { process.terminate() }
+        }
+        guard let (port, pid) = started else { throw HarnessError("swtpm did not start") }
+        self.port = port
+        self.pid = pid
+        TPMRegistry.shared.add(pid)
+        let context = try TPMContext(tcti: tcti)
+        try context.setDictionaryAttack(
+            maxTries: maxTries, recoveryTime: recoverySeconds, lockoutRecovery: recoverySeconds)
+    }
+
+    deinit { stop() }
+
+    package func stop() {
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// A context on this TPM, for tests that talk to it the way an attacker would.
+    package func context() throws -> TPMContext { try TPMContext(tcti: tcti) }
+
+    private static func isFree(_ port: UInt16) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
+}
+
+/// Kills every swtpm still running at exit.
+final class TPMRegistry: @unchecked Sendable {
+    // Sendable: `pids` is guarded by `lock`.
+    static let shared = TPMRegistry()
+    private let lock = NSLock()
+    private var pids: [pid_t] = []
+    private init() { atexit { TPMRegistry.shared.killAll() } }
+    func add(_ pid: pid_t) { lock.withLock { pids.append(pid) } }
+    func killAll() { for pid in lock.withLock({ pids }) { kill(pid, SIGKILL) } }
+}

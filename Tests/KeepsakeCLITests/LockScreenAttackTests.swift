@@ -1,0 +1,143 @@
+import Dispatch
+import Foundation
+import KeepsakeTestSupport
+import Synchronization
+import Testing
+
+private func status(_ service: PrivateSecretService, _ extra: [String] = []) throws -> [String: Any] {
+    let run = try keepsake(["lockscreen", "status"] + extra, service: service)
+    return try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any] ?? [:]
+}
+
+private func setPin(_ pin: String, current: String? = nil, _ service: PrivateSecretService, _ extra: [String] = [])
+    throws -> Run
+{
+    let input = (current.map { $0 + "\n" } ?? "") + pin + "\n"
+    return try keepsake(
+        ["lockscreen", "set", "--kind", "pin"] + extra, input: Data(input.utf8), service: service)
+}
+
+/// Attacks on the lock screen from other processes of the same user, through the command line.
+@Suite("The lock screen against another process of the same user")
+struct LockScreenAttackTests {
+    @Test("N wrong passcodes at once from N processes leave N counted")
+    func parallelGuessesAllCounted() throws {
+        let service = try PrivateSecretService.start()
+        #expect(try setPin("9173", service).status == 0)
+        #expect(try keepsake(["device", "reboot"], service: service).status == 0)
+        let processes = 6
+        let statuses = Mutex<[Int32]>([])
+        DispatchQueue.concurrentPerform(iterations: processes) { index in
+            let run = try? keepsake(
+                ["lockscreen", "unlock"], input: Data("000\(index)\n".utf8), service: service)
+            statuses.withLock { $0.append(run?.status ?? -1) }
+        }
+        #expect(statuses.withLock { $0 }.allSatisfy { $0 == 1 })
+        let after = try status(service)
+        #expect(after["failedAttempts"] as? Int == processes)
+        #expect(after["guessLimit"] as? String == "software")
+        print("attack: \(processes) parallel wrong passcodes, \(after["failedAttempts"] ?? "?") counted")
+    }
+
+    @Test("a passcode change racing wrong guesses never brings the old passcode back")
+    func changeRacingGuesses() throws {
+        let service = try PrivateSecretService.start()
+        #expect(try setPin("1111", service).status == 0)
+        let changed = Mutex<Int32>(-1)
+        DispatchQueue.concurrentPerform(iterations: 4) { index in
+            if index == 0 {
+                let run = try? setPin("2222", current: "1111", service)
+                changed.withLock { $0 = run?.status ?? -1 }
+            } else {
+                _ = try? keepsake(
+                    ["lockscreen", "unlock"], input: Data("99\(index)9\n".utf8), service: service)
+            }
+        }
+        #expect(changed.withLock { $0 } == 0)
+        #expect(try keepsake(["device", "reboot"], service: service).status == 0)
+        Thread.sleep(forTimeInterval: 2.5)  // sit out the delays the wrong guesses earned
+        let old = try keepsake(["lockscreen", "unlock"], input: Data("1111\n".utf8), service: service)
+        #expect(old.status == 1)
+        #expect(old.stderr.contains("errSecAuthFailed"))
+        Thread.sleep(forTimeInterval: 2.5)
+        let new = try keepsake(["lockscreen", "unlock"], input: Data("2222\n".utf8), service: service)
+        #expect(new.status == 0, "\(new.stderr)")
+    }
+
+    @Test("the shipped keepsake reads no cost or delay from the environment")
+    func shippedBinaryHasNoKnobs() throws {
+        let service = try PrivateSecretService.start()
+        let knobs = ["KEEPSAKE_RETRY_BASE_MS": "0", "KEEPSAKE_ARGON2_COST": "minimum"]
+        let set = try keepsake(
+            ["lockscreen", "set", "--kind", "pin"], input: Data("3141\n".utf8), service: service,
+            environment: knobs, executable: shippedKeepsakeExecutable)
+        #expect(set.status == 0, "\(set.stderr)")
+        #expect(try keepsake(["device", "reboot"], service: service).status == 0)
+        let start = Date()
+        for guess in ["0000", "0001"] {
+            let run = try keepsake(
+                ["lockscreen", "unlock"], input: Data((guess + "\n").utf8), service: service,
+                environment: knobs, executable: shippedKeepsakeExecutable)
+            #expect(run.status == 1)
+        }
+        // The second guess sat out the real first delay (one second), knobs or not.
+        #expect(Date().timeIntervalSince(start) >= 1.0)
+        #expect(try status(service)["failedAttempts"] as? Int == 2)
+    }
+
+    @Test("a passcode that is not UTF-8 is refused with errSecParam and not counted")
+    func invalidUTF8OnStandardInput() throws {
+        let service = try PrivateSecretService.start()
+        #expect(
+            try keepsake(
+                ["lockscreen", "set", "--kind", "password"], input: Data("pass\u{FF}word\n".utf8),
+                service: service
+            ).status == 0)
+        for bytes in [Data([0x70, 0x61, 0xFF, 0x73, 0x73, 0x0A]), Data([0xC3, 0x28, 0x0A])] {
+            let run = try keepsake(["lockscreen", "unlock"], input: bytes, service: service)
+            #expect(run.status == 1)
+            #expect(run.stderr.contains("errSecParam (-50)"))
+        }
+        #expect(try status(service)["failedAttempts"] as? Int == 0)
+    }
+
+    @Test("the command line is not dumpable: core size 0 while it holds a passcode")
+    func notDumpable() throws {
+        let service = try PrivateSecretService.start()
+        let process = Process()
+        process.executableURL = shippedKeepsakeExecutable
+        process.arguments = ["lockscreen", "unlock"]
+        process.environment = service.environment
+        let stdin = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // It waits on standard input now; look at it from outside.
+        var limits = ""
+        for _ in 0..<100 {
+            limits =
+                (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/limits", encoding: .utf8))
+                ?? ""
+            if limits.contains("Max core file size") && limits.range(of: #"Max core file size\s+0\s+0"#, options: .regularExpression) != nil { break }
+            usleep(20_000)
+        }
+        try stdin.fileHandleForWriting.close()
+        process.waitUntilExit()
+        #expect(limits.range(of: #"Max core file size\s+0\s+0"#, options: .regularExpression) != nil)
+    }
+
+    @Test("with --tpm the status says tpm and ten wrong passcodes disable the device")
+    func tpmThroughTheCommandLine() throws {
+        let tpm = try PrivateTPM()
+        let service = try PrivateSecretService.start()
+        let option = ["--tpm", tpm.tcti]
+        #expect(try setPin("6060", service, option).status == 0)
+        #expect(try status(service, option)["guessLimit"] as? String == "tpm")
+        #expect(try keepsake(["device", "reboot"] + option, service: service).status == 0)
+        let unlocked = try keepsake(
+            ["lockscreen", "unlock"] + option, input: Data("6060\n".utf8), service: service)
+        #expect(unlocked.status == 0, "\(unlocked.stderr)")
+        #expect(try status(service, option)["state"] as? String == "unlocked")
+    }
+}
