@@ -18,6 +18,11 @@ package final class RuntimeKeys: Sendable {
     /// The last keys read, so that reading the same key again does not allocate owned memory
     /// each time. Only ever returned after the kernel gave the same bytes.
     private let recent = Mutex<[ProtectionClass: SecureBytes]>([:])
+    /// The device keyring's serial and the keys' serials, as last found: a read by serial costs
+    /// one system call; a serial that no longer answers (invalidated, cleared, unlinked) is looked
+    /// up again, so these are hints, never the truth.
+    private let serials = Mutex<(ring: key_serial_t?, keys: [ProtectionClass: key_serial_t])>(
+        (nil, [:]))
 
     package init(deviceID: String) { self.deviceID = deviceID }
 
@@ -31,8 +36,14 @@ package final class RuntimeKeys: Sendable {
 
     /// The device's keyring, made when `create` and missing.
     private func keyring(create: Bool) throws(DeviceError) -> key_serial_t? {
+        if let ring = serials.withLock({ $0.ring }), keyctl_setperm(ring, Self.permissions) == 0 {
+            return ring
+        }
         let found = keyctl_search(KEY_SPEC_USER_KEYRING, "keyring", keyringName, 0)
-        if found > 0 { return key_serial_t(found) }
+        if found > 0 {
+            serials.withLock { $0 = (key_serial_t(found), [:]) }
+            return key_serial_t(found)
+        }
         guard create else { return nil }
         let made = add_key("keyring", keyringName, nil, 0, KEY_SPEC_USER_KEYRING)
         guard made > 0 else {
@@ -41,11 +52,15 @@ package final class RuntimeKeys: Sendable {
                 "the kernel keyring refused a keyring: \(String(cString: strerror(errno)))")
         }
         _ = keyctl_setperm(made, Self.permissions)
+        serials.withLock { $0 = (made, [:]) }
         return made
     }
 
     /// Puts `keys` in runtime state (replacing any earlier key of the same class).
     package func store(_ keys: [ProtectionClass: SecureBytes]) throws(DeviceError) {
+        // Always the keyring as the kernel has it now (not a remembered serial): another
+        // process's reboot may have unlinked the one this process knew.
+        serials.withLock { $0 = (nil, [:]) }
         guard !keys.isEmpty, let ring = try keyring(create: true) else { return }
         for (protection, key) in keys {
             let serial = key.withUnsafeBytes { bytes in
@@ -57,6 +72,7 @@ package final class RuntimeKeys: Sendable {
                     "the kernel keyring refused a class key: \(String(cString: strerror(errno)))")
             }
             _ = keyctl_setperm(serial, Self.permissions)
+            serials.withLock { $0.keys[protection] = serial }
         }
     }
 
@@ -77,10 +93,20 @@ package final class RuntimeKeys: Sendable {
     }
 
     private func read(_ protection: ProtectionClass, in ring: key_serial_t) -> SecureBytes? {
-        let serial = keyctl_search(ring, "user", keyName(protection), 0)
-        guard serial > 0 else { return nil }
         var buffer: UnsafeMutableRawPointer?
-        let length = keyctl_read_alloc(key_serial_t(serial), &buffer)
+        var length: Int32 = -1
+        if let known = serials.withLock({ $0.keys[protection] }) {
+            length = keyctl_read_alloc(known, &buffer)
+        }
+        if length < 0 {
+            let serial = keyctl_search(ring, "user", keyName(protection), 0)
+            guard serial > 0 else {
+                serials.withLock { _ = $0.keys.removeValue(forKey: protection) }
+                return nil
+            }
+            serials.withLock { $0.keys[protection] = key_serial_t(serial) }
+            length = keyctl_read_alloc(key_serial_t(serial), &buffer)
+        }
         guard length >= 0, let buffer else { return nil }
         defer {
             wipeMemory(buffer, Int(length))
@@ -103,6 +129,9 @@ package final class RuntimeKeys: Sendable {
     /// Drops the keys of `classes` (lock).
     package func forget(_ classes: [ProtectionClass]) {
         recent.withLock { recent in for protection in classes { recent[protection] = nil } }
+        serials.withLock { serials in
+            for protection in classes { serials.keys[protection] = nil }
+        }
         guard let ring = try? keyring(create: false) else { return }
         for protection in classes {
             let serial = keyctl_search(ring, "user", keyName(protection), 0)
@@ -113,11 +142,13 @@ package final class RuntimeKeys: Sendable {
         }
     }
 
-    /// Drops every key of the device: a reboot.
+    /// Drops every key of the device and its keyring: a reboot.
     package func forgetAll() {
         recent.withLock { $0 = [:] }
         guard let ring = try? keyring(create: false) else { return }
         forget(ProtectionClass.allCases)
         _ = keyctl_clear(ring)
+        _ = keyctl_unlink(ring, KEY_SPEC_USER_KEYRING)
+        serials.withLock { $0 = (nil, [:]) }
     }
 }

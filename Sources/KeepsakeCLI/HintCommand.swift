@@ -20,10 +20,15 @@ enum HintCommand {
             try arguments.allowOnly(["profile", "authenticator-id", "wallet", "login-at"])
             var loginAt: Int64?
             if let text = arguments.value("login-at") {
-                guard let value = Int64(text) else {
-                    throw HintError(.invalidField, "--login-at takes milliseconds since 1970")
+                guard let value = Int64(text), value >= 0, value <= RecoveryHint.latestLoginAt
+                else {
+                    throw CommandError.usage(
+                        "--login-at takes milliseconds since 1970 (up to the year 3000)")
                 }
                 loginAt = value
+            }
+            if let wallet = arguments.value("wallet"), !RecoveryHint.isAddress(wallet) {
+                throw CommandError.usage("--wallet takes an address: 0x and 40 hex digits")
             }
             let (hint, outcomes) = try service.update(
                 RecoveryHint(

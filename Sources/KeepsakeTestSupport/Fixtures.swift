@@ -20,7 +20,8 @@ package func fixtureTable<T: Decodable, Case>(
 ) throws -> [Case] {
     let table = cases(try loadFixture(type, path))
     guard table.count >= minimum else {
-        throw FixtureError(path: path, message: "\(table.count) cases; at least \(minimum) expected")
+        throw FixtureError(
+            path: path, message: "\(table.count) cases; at least \(minimum) expected")
     }
     return table
 }
@@ -54,3 +55,28 @@ package enum Tampered {
         (0..<bytes.count).map { Data(bytes.prefix($0)) } + [bytes + [0]]
     }
 }
+
+/// A valid wallet address (`0x` + 40 hex digits) for tests, the same for the same `seed` and
+/// distinct between seeds. Mixed case, with a letter at least every 6 characters, so that no
+/// 8-character window of it is plain lower-case hex — which the suite-wide sweep would otherwise
+/// meet by chance in hex file names.
+package func testWallet(_ seed: String) -> String {
+    let digest = KeyDerivation.keyedHash(
+        key: SecureBytes(copying: Data(repeating: 0x57, count: 32)),
+        context: "keepsake.test.wallet",
+        Data(seed.utf8)
+    ).unsafeData().hexString
+    let letters = Array("ABCDEF")
+    var out = "0x"
+    for (index, character) in digest.prefix(40).enumerated() {
+        if index % 6 == 5, let digit = character.wholeNumberValue {
+            out.append(letters[digit % 6])
+        } else {
+            out.append(index % 2 == 0 ? Character(character.uppercased()) : character)
+        }
+    }
+    return out
+}
+
+/// The wallet the demo's phone records (and the tests that retell the demo): a valid address.
+package let demoWallet = "0x8A3fC1d2E4b5A6c7D8e9F0a1B2c3D4e5F6a7B83F"

@@ -18,6 +18,8 @@ package final class PrivateSecretService: @unchecked Sendable {
     package let masterPassword: String
 
     private struct State {
+        /// Runs at stop, while the daemons still answer (test devices drop their runtime keys).
+        var atStop: [@Sendable () -> Void] = []
         var bus: Daemon?
         var keyring: Daemon?
     }
@@ -172,8 +174,18 @@ package final class PrivateSecretService: @unchecked Sendable {
         try startKeyring(fileSizeLimit: fileSizeLimit)
     }
 
+    /// Runs `body` when this service stops, before its daemons go.
+    package func atStop(_ body: @escaping @Sendable () -> Void) {
+        state.withLock { $0.atStop.append(body) }
+    }
+
     /// Stops both daemons and deletes the throwaway directories.
     package func stop() {
+        let pending = state.withLock { state -> [@Sendable () -> Void] in
+            defer { state.atStop = [] }
+            return state.atStop
+        }
+        pending.forEach { $0() }
         kill()
         let bus = state.withLock { state -> Daemon? in
             defer { state.bus = nil }

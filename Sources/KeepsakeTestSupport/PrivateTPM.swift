@@ -34,9 +34,10 @@ package final class PrivateTPM: @unchecked Sendable {
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             try process.run()
-            let ready = (try? PrivateSecretService.wait("swtpm", seconds: 5) {
-                !process.isRunning || !Self.isFree(port)
-            }) != nil
+            let ready =
+                (try? PrivateSecretService.wait("swtpm", seconds: 5) {
+                    !process.isRunning || !Self.isFree(port)
+                }) != nil
             if ready && process.isRunning {
                 started = (port, process.processIdentifier)
                 break

@@ -42,7 +42,7 @@ package enum SuiteSweep {
         guard let ledgers = ledgerDirectory else { return }
         try? FileManager.default.createDirectory(at: ledgers, withIntermediateDirectories: true)
         #if KEEPSAKE_TEST_HOOKS
-        Envelope.sealObserver.withLock { $0 = { SuiteSweep.add($0, to: .sealed) } }
+            Envelope.sealObserver.withLock { $0 = { SuiteSweep.add($0, to: .sealed) } }
         #endif
         atexit { SuiteSweep.writeLedgers() }
     }()

@@ -11,10 +11,13 @@ extension PrivateSecretService {
         _ name: String = "device", cloud: URL? = nil, timeout: Duration = .seconds(5),
         retryPolicy: RetryPolicy = RetryPolicy(), tpm: PrivateTPM? = nil
     ) -> Device {
-        Device(
+        let device = Device(
             secretService: connection(timeout: timeout), directory: deviceDirectory(name),
             cloud: cloud.map(CloudDirectory.init), tpm: tpm?.configuration,
             tuning: DeviceTuning(passcodeCost: .minimum, retryPolicy: retryPolicy))
+        // Its runtime keys are kernel state that outlives the test: a reboot at the end.
+        atStop { try? device.reboot() }
+        return device
     }
 
     /// Where `device(name)` keeps its files.

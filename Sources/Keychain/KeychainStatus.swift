@@ -66,14 +66,28 @@ public struct KeychainStatus: RawRepresentable, Hashable, Sendable, CustomString
         -25294: ("errSecNoSuchKeychain", "The specified keychain could not be found."),
         -25299: ("errSecDuplicateItem", "The specified item already exists in the keychain."),
         -25300: ("errSecItemNotFound", "The specified item could not be found in the keychain."),
-        -25301: ("errSecBufferTooSmall", "There is not enough memory available to use the specified item."),
-        -25302: ("errSecDataTooLarge", "This item contains information which is too large or in a format that cannot be displayed."),
+        -25301: (
+            "errSecBufferTooSmall",
+            "There is not enough memory available to use the specified item."
+        ),
+        -25302: (
+            "errSecDataTooLarge",
+            "This item contains information which is too large or in a format that cannot be displayed."
+        ),
         -25303: ("errSecNoSuchAttr", "The specified attribute does not exist."),
-        -25304: ("errSecInvalidItemRef", "The specified item is no longer valid. It may have been deleted from the keychain."),
-        -25306: ("errSecNoSuchClass", "The specified item does not appear to be a valid keychain item."),
+        -25304: (
+            "errSecInvalidItemRef",
+            "The specified item is no longer valid. It may have been deleted from the keychain."
+        ),
+        -25306: (
+            "errSecNoSuchClass", "The specified item does not appear to be a valid keychain item."
+        ),
         -25308: ("errSecInteractionNotAllowed", "User interaction is not allowed."),
         -25309: ("errSecReadOnlyAttr", "The specified attribute could not be modified."),
-        -25315: ("errSecInteractionRequired", "User interaction is required, but is currently not allowed."),
+        -25315: (
+            "errSecInteractionRequired",
+            "User interaction is required, but is currently not allowed."
+        ),
         -25316: ("errSecDataNotAvailable", "The contents of this item cannot be retrieved."),
         -25317: ("errSecDataNotModifiable", "The contents of this item cannot be modified."),
         -26275: ("errSecDecode", "Unable to decode the provided data."),

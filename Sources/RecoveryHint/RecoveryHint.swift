@@ -49,8 +49,22 @@ public struct RecoveryHint: Sendable, Hashable, Codable {
                 throw HintError(.invalidField, "\(name) contains a control character")
             }
         }
+        if let lastWallet, !Self.isAddress(lastWallet) {
+            throw HintError(.invalidField, "lastWallet must be an address: 0x and 40 hex digits")
+        }
         if let lastLoginAt, lastLoginAt < 0 || lastLoginAt > Self.latestLoginAt {
             throw HintError(.invalidField, "lastLoginAt must be milliseconds between 1970 and 3000")
+        }
+    }
+
+    /// An EVM address: `0x` and 40 hex digits (either case), as the wallet's `Address` type.
+    public static func isAddress(_ text: String) -> Bool {
+        let utf8 = Array(text.utf8)
+        guard utf8.count == 42, utf8[0] == UInt8(ascii: "0"), utf8[1] == UInt8(ascii: "x") else {
+            return false
+        }
+        return utf8.dropFirst(2).allSatisfy {
+            (0x30...0x39).contains($0) || (0x41...0x46).contains($0) || (0x61...0x66).contains($0)
         }
     }
 

@@ -89,21 +89,24 @@ package enum TPMPasscodeSlot {
     }
 
     #if KEEPSAKE_TEST_HOOKS
-    /// Test hook (debug builds only): asks for the secret the way an attacker who skips the
-    /// counter would — no increment first — so a test can show the TPM counts such guesses too.
-    package static func uncountedRead(_ tpm: TPMContext, slot: TPMSlot, authorization: SecureBytes)
-        throws(TPMError)
-    {
-        var secret = [UInt8](repeating: 0, count: secretSize)
-        let rc = authorization.withUnsafeBytes { auth in
-            tpm.runUnchecked {
-                keepsake_tpm_secret_read(
-                    $0, slot.secretIndex, slot.counterIndex, slot.base + slot.limit,
-                    auth.bindMemory(to: UInt8.self).baseAddress, auth.count, &secret, secretSize)
+        /// Test hook (debug builds only): asks for the secret the way an attacker who skips the
+        /// counter would — no increment first — so a test can show the TPM counts such guesses too.
+        package static func uncountedRead(
+            _ tpm: TPMContext, slot: TPMSlot, authorization: SecureBytes
+        )
+            throws(TPMError)
+        {
+            var secret = [UInt8](repeating: 0, count: secretSize)
+            let rc = authorization.withUnsafeBytes { auth in
+                tpm.runUnchecked {
+                    keepsake_tpm_secret_read(
+                        $0, slot.secretIndex, slot.counterIndex, slot.base + slot.limit,
+                        auth.bindMemory(to: UInt8.self).baseAddress, auth.count, &secret, secretSize
+                    )
+                }
             }
+            guard rc == 0 else { throw TPMError(rc: rc, "NV_Read(secret)") }
         }
-        guard rc == 0 else { throw TPMError(rc: rc, "NV_Read(secret)") }
-    }
     #endif
 
     /// Attempts counted since the last right passcode.

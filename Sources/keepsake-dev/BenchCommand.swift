@@ -1,9 +1,9 @@
 import BlockStore
 import Device
 import Foundation
+import KeepsakeCLI
 import KeepsakeTestSupport
 import Keychain
-import KeepsakeCLI
 import Sealing
 
 /// `keepsake bench keychain [--items N]`: Keepsake against libsecret's own convenience calls, on

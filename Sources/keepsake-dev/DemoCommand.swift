@@ -1,10 +1,10 @@
 import BlockStore
 import Device
 import Foundation
+import KeepsakeCLI
 import KeepsakeTestSupport
 import Keychain
 import RecoveryHint
-import KeepsakeCLI
 import Sealing
 
 /// `keepsake demo`: the whole story so far, step by step, on private Secret Services that the demo
@@ -30,7 +30,8 @@ enum DemoCommand {
             to: phone.app.container.appendingPathComponent("settings.json"))
         say("   They create wallet 0x8A…3F; the app records the recovery hint.")
         phone.hints.set(
-            lastAuthenticatorId: "passkey-7", lastWallet: "0x8A…3F", lastLoginAt: 1_795_000_000_000)
+            lastAuthenticatorId: "passkey-7", lastWallet: demoWallet, lastLoginAt: 1_795_000_000_000
+        )
         try show(phone, cloud: cloud, say: say)
         let report = try BlockStoreSync(device: phone.device).sync()
         say(
@@ -77,7 +78,7 @@ enum DemoCommand {
         let otherCloud = Throwaway.directory("demo-cloud-2")
         let plain = try DemoDevice(name: "laptop", cloud: otherCloud)
         defer { plain.service.stop() }
-        plain.hints.set(lastWallet: "0x51…C0")
+        plain.hints.set(lastWallet: "0x51e0A9c3B7d2F4a6C8e1D3b5F7a9C2e4B6d8A1C0")
         let plainReport = try BlockStoreSync(device: plain.device).sync()
         say(
             "   sync: \(plainReport.skipped ?? "done"); its cloud directory holds: \(cloudListing(otherCloud))"
@@ -90,7 +91,7 @@ enum DemoCommand {
         )
         let mac = try DemoDevice(name: "mac", cloud: nil, profile: .apple)
         defer { mac.service.stop() }
-        mac.hints.set(lastWallet: "0x77…AB")
+        mac.hints.set(lastWallet: "0x77C2e4B6d8A1c3E5f7A9b2D4f6B8a0C1e3D5f7AB")
         try mac.device.uninstall(mac.app)
         say(
             "   after uninstall and reinstall: " + welcome(mac.hints.get())
@@ -104,7 +105,7 @@ enum DemoCommand {
             name: "android", cloud: nil, profile: .android, blockStore: false)
         defer { android.service.stop() }
         try android.device.setLockScreen(.pin, passcode: "1357", currentPasscode: nil)
-        android.hints.set(lastWallet: "0x3C…9D")
+        android.hints.set(lastWallet: "0x3C9a1E3c5B7d9F2a4C6e8B0d2F4a6C8e0B2d4F9D")
         try android.device.uninstall(android.app)
         say(
             "   the container is gone; at reinstall Auto Backup restores shared_prefs/recovery_hint.xml:"

@@ -1,6 +1,7 @@
 import BlockStore
 import Foundation
 import KeepsakeCLI
+import KeepsakeTestSupport
 import Keychain
 import RecoveryHint
 
@@ -67,7 +68,7 @@ enum StressCommand {
                     _ = try hints.update(
                         RecoveryHint(
                             lastAuthenticatorId: worker % 2 == 0 ? "a\(worker)-\(op)" : nil,
-                            lastWallet: worker % 2 == 1 ? "w\(worker)-\(op)" : nil))
+                            lastWallet: worker % 2 == 1 ? testWallet("w\(worker)-\(op)") : nil))
                 }
             }
         }

@@ -23,12 +23,15 @@ enum SecureBytesASan {
             }
             precondition(key.count == count)
             precondition(key == SecureBytes(copying: [UInt8](repeating: 0x5A, count: count)))
-            precondition(constantTimeEquals(key.unsafeData(), [UInt8](repeating: 0x5A, count: count)))
+            precondition(
+                constantTimeEquals(key.unsafeData(), [UInt8](repeating: 0x5A, count: count)))
         }
         // A non-contiguous source goes through a wiped temporary.
         let joined = [UInt8](repeating: 1, count: 7).lazy.map { $0 }
         precondition(SecureBytes(copying: Array(joined)).count == 7)
         precondition(refused == 4, "every throwing fill must throw")
-        print("asan SecureBytes: \(refused) throwing fills released once, 4 kept buffers released at deinit")
+        print(
+            "asan SecureBytes: \(refused) throwing fills released once, 4 kept buffers released at deinit"
+        )
     }
 }

@@ -30,7 +30,9 @@ private func storedRecord(_ device: Device) throws -> DeviceRecord {
 
 @Suite("Passcode guesses are counted where they cannot be reset (TPM via swtpm, and software)")
 struct GuessLimitTests {
-    @Test("with a TPM: the right passcode unlocks, the status says tpm, and the record holds no verifier")
+    @Test(
+        "with a TPM: the right passcode unlocks, the status says tpm, and the record holds no verifier"
+    )
     func tpmUnlock() throws {
         let tpm = try PrivateTPM()
         let service = try PrivateSecretService.start()
@@ -56,7 +58,9 @@ struct GuessLimitTests {
         #expect(try device.state() == .unlocked)
     }
 
-    @Test("with a TPM: 10 wrong passcodes in a row disable the device, even for the right one; editing the record's count changes nothing")
+    @Test(
+        "with a TPM: 10 wrong passcodes in a row disable the device, even for the right one; editing the record's count changes nothing"
+    )
     func tpmHardLimit() throws {
         let tpm = try PrivateTPM()
         let service = try PrivateSecretService.start()
@@ -65,12 +69,18 @@ struct GuessLimitTests {
         try device.reboot()
         // Nine wrong, then the right one: the count starts again.
         for guess in 0..<9 {
-            #expect(code { try device.unlock(passcode: SecureBytes(copying: Data("00000\(guess)".utf8))) } == .authFailed)
+            #expect(
+                code {
+                    try device.unlock(passcode: SecureBytes(copying: Data("00000\(guess)".utf8)))
+                } == .authFailed)
         }
         try device.unlock(passcode: "135790")
         try device.reboot()
         for guess in 0..<10 {
-            #expect(code { try device.unlock(passcode: SecureBytes(copying: Data("11111\(guess)".utf8))) } == .authFailed)
+            #expect(
+                code {
+                    try device.unlock(passcode: SecureBytes(copying: Data("11111\(guess)".utf8)))
+                } == .authFailed)
         }
         #expect(try device.status().failedAttempts == 10)
         #expect(code { try device.unlock(passcode: "135790") } == .disabled)
@@ -89,7 +99,9 @@ struct GuessLimitTests {
         try device.setLockScreen(.pin, passcode: "135790", currentPasscode: nil)
         try device.reboot()
         try device.unlock(passcode: "135790")
-        print("tpm: 10 wrong passcodes disabled the device; a reset record count gained nothing; wipe recovers")
+        print(
+            "tpm: 10 wrong passcodes disabled the device; a reset record count gained nothing; wipe recovers"
+        )
     }
 
     @Test("with a TPM: guesses that skip Keepsake's counter are counted by the TPM's own lockout")
@@ -134,7 +146,9 @@ struct GuessLimitTests {
         }
         // With the device secret (the login keyring's contents) it does: SECURITY.md says so.
         let secret = SecureBytes(copying: record.deviceSecret)
-        #expect(PasscodeKeys.verifier(passcodeKey: passcodeKey, deviceSecret: secret) == record.verifier)
+        #expect(
+            PasscodeKeys.verifier(passcodeKey: passcodeKey, deviceSecret: secret) == record.verifier
+        )
         #expect(try device.status().guessLimit == "software")
     }
 
@@ -155,14 +169,20 @@ struct GuessLimitTests {
         #expect(try real.state() == .unlocked)
     }
 
-    @Test("lockscreen set is atomic: when the Secret Service cannot write, nothing changed and the old passcode still unlocks")
+    @Test(
+        "lockscreen set is atomic: when the Secret Service cannot write, nothing changed and the old passcode still unlocks"
+    )
     func setIsAtomic() throws {
         let service = try PrivateSecretService.start()
         let device = service.device(retryPolicy: quick)
         try device.setLockScreen(.pin, passcode: "1111", currentPasscode: nil)
         try service.restart(fileSizeLimit: 0)  // gnome-keyring can no longer write its file
-        #expect(code { try device.setLockScreen(.pin, passcode: "2222", currentPasscode: "1111") } == .notAvailable)
-        #expect(code { try device.setLockScreen(.none, passcode: nil, currentPasscode: "1111") } == .notAvailable)
+        #expect(
+            code { try device.setLockScreen(.pin, passcode: "2222", currentPasscode: "1111") }
+                == .notAvailable)
+        #expect(
+            code { try device.setLockScreen(.none, passcode: nil, currentPasscode: "1111") }
+                == .notAvailable)
         try service.restart()  // what reached the disk
         try device.reboot()
         #expect(try device.lockScreenKind() == .pin)
@@ -178,7 +198,10 @@ struct GuessLimitTests {
         try device.setLockScreen(.password, passcode: "pass-word", currentPasscode: nil)
         let invalid = SecureBytes(copying: [0x70, 0x61, 0xFF, 0x73, 0x73])
         #expect(code { try device.unlock(passcode: invalid) } == .invalidPasscode)
-        #expect(code { try device.setLockScreen(.password, passcode: invalid, currentPasscode: "pass-word") } == .invalidPasscode)
+        #expect(
+            code {
+                try device.setLockScreen(.password, passcode: invalid, currentPasscode: "pass-word")
+            } == .invalidPasscode)
         #expect(try device.status().failedAttempts == 0)
     }
 
@@ -213,8 +236,9 @@ private func memoryCopies(of secret: SecureBytes) throws -> Int {
         for line in maps.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
             guard fields.count >= 2, fields[1].hasPrefix("r") else { continue }
-            if fields.count >= 6, fields[5].hasPrefix("/") || fields[5] == "[vvar]"
-                || fields[5] == "[vsyscall]" || fields[5] == "[vdso]"
+            if fields.count >= 6,
+                fields[5].hasPrefix("/") || fields[5] == "[vvar]"
+                    || fields[5] == "[vsyscall]" || fields[5] == "[vdso]"
             {
                 continue
             }
@@ -224,7 +248,8 @@ private func memoryCopies(of secret: SecureBytes) throws -> Int {
             else { continue }
             let size = Int(end - start)
             guard
-                let scratch = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+                let scratch = mmap(
+                    nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
                 scratch != MAP_FAILED
             else { continue }
             defer { munmap(scratch, size) }

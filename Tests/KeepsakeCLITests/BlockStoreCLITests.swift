@@ -116,7 +116,7 @@ struct BlockStoreCLITests {
             ).text.contains(Data("carried".utf8).base64EncodedString()))
         // The app's preferences travel too, by its device-transfer rules, with cloud backup off.
         _ = try keepsake(
-            ["hint", "set", "--wallet", "0x8A…3F", "--profile", "android"] + device1, service: one)
+            ["hint", "set", "--wallet", demoWallet, "--profile", "android"] + device1, service: one)
         let bundle2 = Throwaway.untrusted("transfer").appendingPathComponent("bundle")
         let key2 = try keepsake(
             ["device", "transfer", "--out", bundle2.path] + device1, service: one
@@ -137,6 +137,6 @@ struct BlockStoreCLITests {
         #expect(
             try keepsake(
                 ["hint", "get", "--profile", "android"] + device3, service: three
-            ).text.contains("0x8A…3F"))
+            ).text.contains(demoWallet))
     }
 }

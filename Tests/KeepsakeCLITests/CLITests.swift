@@ -34,7 +34,7 @@ func keepsake(
     // What the CLI will seal, for the suite-wide sweep (its own seals happen in another process).
     SuiteSweep.record(input)
     for (option, value) in zip(arguments, arguments.dropFirst())
-    where ["--wallet", "--authenticator-id"].contains(option) {
+    where ["--wallet", testWallet("--authenticator-id")].contains(option) {
         SuiteSweep.record(Data(value.utf8))
     }
     let process = Process()
@@ -242,11 +242,11 @@ struct CLITests {
         #expect(
             line(
                 after: "3. The app is installed again",
-                containing: "\"Welcome back, your last wallet is 0x8A…3F\"."))
+                containing: "\"Welcome back, your last wallet is \(demoWallet)\"."))
         #expect(
             line(
                 after: "4. The phone reboots",
-                containing: "after unlock:  \"Welcome back, your last wallet is 0x8A…3F\"."))
+                containing: "after unlock:  \"Welcome back, your last wallet is \(demoWallet)\"."))
         #expect(
             line(after: "5. A new device joins", containing: "before joining: \"Create a wallet\""))
         #expect(line(after: "5. A new device joins", containing: "with a wrong pin: refused"))
@@ -254,7 +254,7 @@ struct CLITests {
             line(
                 after: "5. A new device joins",
                 containing:
-                    "with the phone's pin: 1 entry restored. \"Welcome back, your last wallet is 0x8A…3F\"."
+                    "with the phone's pin: 1 entry restored. \"Welcome back, your last wallet is \(demoWallet)\"."
             ))
         #expect(
             line(
@@ -264,12 +264,15 @@ struct CLITests {
             line(
                 after: "7. The apple profile",
                 containing:
-                    "after uninstall and reinstall: \"Welcome back, your last wallet is 0x77…AB\".")
+                    "after uninstall and reinstall: \"Welcome back, your last wallet is 0x77C2e4B6d8A1c3E5f7A9b2D4f6B8a0C1e3D5f7AB\"."
+            )
         )
         #expect(
             line(
                 after: "8. The android profile",
-                containing: "\"Welcome back, your last wallet is 0x3C…9D\"."))
+                containing:
+                    "\"Welcome back, your last wallet is 0x3C9a1E3c5B7d9F2a4C6e8B0d2F4a6C8e0B2d4F9D\"."
+            ))
         #expect(!run.text.contains("4711\n") && !run.text.contains("login-password"))
     }
 }

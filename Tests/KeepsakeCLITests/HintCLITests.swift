@@ -34,7 +34,7 @@ struct HintCLITests {
             empty.status == 1 && empty.stderr.contains("Refusing to persist an empty recovery hint")
         )
         let set = try keepsake(
-            ["hint", "set", "--wallet", "0x8A…3F"] + app, service: service)
+            ["hint", "set", "--wallet", demoWallet] + app, service: service)
         #expect(
             set.text.contains("\"store\":\"keychain\"")
                 && set.text.contains("\"store\":\"blockstore\""))
@@ -42,10 +42,29 @@ struct HintCLITests {
             ["hint", "set", "--login-at", "1795000000000"] + app, service: service)
         #expect(
             try keepsake(["hint", "get"] + app, service: service).text
-                == "{\"lastLoginAt\":1795000000000,\"lastWallet\":\"0x8A…3F\"}\n")
+                == "{\"lastLoginAt\":1795000000000,\"lastWallet\":\"\(demoWallet)\"}\n")
         let bad = try keepsake(
             ["hint", "set", "--login-at", "soon"] + app, service: service)
-        #expect(bad.status == 1 && bad.stderr.contains("invalid field"))
+        #expect(bad.status == 2 && bad.stderr.contains("--login-at"))
+        for wallet in [
+            "0x8A…3F", "0x123", "8A3fC1d2E4b5A6c7D8e9F0a1B2c3D4e5F6a7B83F00",
+            String(demoWallet.dropLast()) + "g",
+        ] {
+            let notAddress = try keepsake(
+                ["hint", "set", "--wallet", wallet] + app, service: service)
+            #expect(notAddress.status == 2 && notAddress.stderr.contains("--wallet"), "\(wallet)")
+        }
+        for count in ["-5", "0", "99999999999999999999", "ten"] {
+            let run = try keepsake(["bench", "keychain", "--items", count], service: service)
+            #expect(run.status == 2 && run.stderr.contains("--items"), "\(count)")
+        }
+        let repeated = try keepsake(
+            ["hint", "set", "--wallet", demoWallet, "--wallet", demoWallet] + app, service: service)
+        #expect(repeated.status == 2 && repeated.stderr.contains("more than once"))
+        let pattern = try keepsake(
+            ["lockscreen", "set", "--kind", "pattern"], input: Data("1-2-3-+4\n".utf8),
+            service: service)
+        #expect(pattern.status == 1 && pattern.stderr.contains("errSecParam"))
         #expect(
             try keepsake(["hint", "clear"] + app, service: service).status == 0)
         #expect(
@@ -60,7 +79,8 @@ struct HintCLITests {
             Throwaway.directory("device").path,
         ]
         for round in 0..<6 {
-            let a = try launch(["hint", "set", "--wallet", "w\(round)"] + app, service: service)
+            let a = try launch(
+                ["hint", "set", "--wallet", testWallet("w\(round)")] + app, service: service)
             let b = try launch(
                 ["hint", "set", "--authenticator-id", "a\(round)"] + app, service: service)
             for (process, output) in [a, b] {
@@ -70,7 +90,7 @@ struct HintCLITests {
             }
             let hint = try keepsake(["hint", "get"] + app, service: service).text
             #expect(
-                hint.contains("\"lastWallet\":\"w\(round)\"")
+                hint.contains("\"lastWallet\":\"\(testWallet("w\(round)"))\"")
                     && hint.contains("\"lastAuthenticatorId\":\"a\(round)\""), "\(hint)")
         }
     }
@@ -85,7 +105,10 @@ struct HintCLITests {
         var processes: [(Process, Pipe, Bool)] = []
         for index in 0..<6 {
             let (p, o) = try launch(
-                ["hint", "set", "--wallet", "v\(index)", "--authenticator-id", "v\(index)"] + app,
+                [
+                    "hint", "set", "--wallet", testWallet("v\(index)"), "--authenticator-id",
+                    testWallet("v\(index)"),
+                ] + app,
                 service: service)
             processes.append((p, o, false))
             let (r, ro) = try launch(["hint", "get"] + app, service: service)
@@ -129,7 +152,8 @@ struct KeyValueCLITests {
         #expect(try keepsake(["kv", "get", "--key", "hint"] + app, service: service).status == 1)
         #expect(
             try keepsake(
-                ["hint", "set", "--wallet", "w", "--profile", "apple"] + app, service: service
+                ["hint", "set", "--wallet", testWallet("w"), "--profile", "apple"] + app,
+                service: service
             ).text.contains("\"store\":\"kvstore\""))
         #expect(
             try keepsake(["hint", "get", "--profile", "android"] + app, service: service).text

@@ -14,7 +14,7 @@ struct KillTests {
         func value(_ n: Int) -> Data {
             Data(repeating: UInt8(65 + n % 26), count: 3000) + Data("#\(n)".utf8)
         }
-        func wallet(_ n: Int) -> String { "wallet-\(n)-" + String(repeating: "w", count: 200) }
+        func wallet(_ n: Int) -> String { testWallet("wallet-\(n)") }
         func readBlockStore() throws -> Data? {
             let read = try keepsake(
                 ["blockstore", "retrieve", "--key", "k"] + app, service: service)
@@ -142,9 +142,10 @@ struct DiskAndDaemonFaultTests {
             try keepsake(["keychain", "add"] + item, input: Data("old".utf8), service: service)
                 .status == 0)
         try service.restart(fileSizeLimit: 0)  // gnome-keyring can no longer rewrite its file
-        for (verb, more) in [("update", [String]()), ("add", ["--account", "b"])] {
+        for (verb, account) in [("update", "a"), ("add", "b")] {
             let run = try keepsake(
-                ["keychain", verb] + item + more, input: Data("new".utf8), service: service)
+                ["keychain", verb, "--service", "d", "--account", account] + app,
+                input: Data("new".utf8), service: service)
             #expect(run.status == 1)
             #expect(run.stderr.contains("errSecNotAvailable (-25291)"), "\(run.stderr)")
         }
@@ -169,7 +170,9 @@ struct DiskAndDaemonFaultTests {
             try keepsake(["keychain", "add"] + item, input: Data("old".utf8), service: service)
                 .status == 0)
         #expect(
-            try keepsake(["hint", "set", "--wallet", "old-wallet"] + app, service: service).status
+            try keepsake(
+                ["hint", "set", "--wallet", testWallet("old-wallet")] + app, service: service
+            ).status
                 == 0)
         var outcomes: [String: Int] = [:]
         var slowest: TimeInterval = 0
@@ -180,7 +183,7 @@ struct DiskAndDaemonFaultTests {
                 process.arguments =
                     index.isMultiple(of: 2)
                     ? ["keychain", "update"] + item
-                    : ["hint", "set", "--wallet", "new-\(trial)-\(index)"] + app
+                    : ["hint", "set", "--wallet", testWallet("new-\(trial)-\(index)")] + app
                 process.environment = service.environment
                 let input = Pipe()
                 let errors = Pipe()
@@ -214,7 +217,12 @@ struct DiskAndDaemonFaultTests {
             #expect(read == "old" || read.hasPrefix("new-"), "torn or wrong: \(read)")
             #expect(try service.connection().search(["service": "d"]).unlocked.count == 1)
             let hint = try keepsake(["hint", "get"] + app, service: service).text
-            #expect(hint.contains("old-wallet") || hint.contains("new-"), "torn or wrong: \(hint)")
+            let possible =
+                [testWallet("old-wallet")]
+                + (0...trial).flatMap { t in
+                    [1, 3].map { testWallet("new-\(t)-\($0)") }
+                }
+            #expect(possible.contains { hint.contains($0) }, "torn or wrong: \(hint)")
         }
         #expect(outcomes.keys.allSatisfy { !$0.hasPrefix("unnamed") }, "\(outcomes)")
         print(
@@ -254,9 +262,9 @@ struct DiskFullCase: Sendable, CustomTestStringConvertible {
             read: ["kv", "get", "--key", "k"], old: "old", message: ["not persisted"]),
         DiskFullCase(
             name: "hint set, android profile (Block Store and preferences both on disk)",
-            setUp: ["hint", "set", "--wallet", "old-wallet", "--profile", "android"],
-            write: ["hint", "set", "--wallet", "new-wallet", "--profile", "android"],
-            read: ["hint", "get", "--profile", "android"], old: "old-wallet",
+            setUp: ["hint", "set", "--wallet", testWallet("old-wallet"), "--profile", "android"],
+            write: ["hint", "set", "--wallet", testWallet("new-wallet"), "--profile", "android"],
+            read: ["hint", "get", "--profile", "android"], old: testWallet("old-wallet"),
             message: ["blockstore", "preferences"]),
     ]
 }

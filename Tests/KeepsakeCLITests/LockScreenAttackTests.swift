@@ -4,12 +4,15 @@ import KeepsakeTestSupport
 import Synchronization
 import Testing
 
-private func status(_ service: PrivateSecretService, _ extra: [String] = []) throws -> [String: Any] {
+private func status(_ service: PrivateSecretService, _ extra: [String] = []) throws -> [String: Any]
+{
     let run = try keepsake(["lockscreen", "status"] + extra, service: service)
     return try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any] ?? [:]
 }
 
-private func setPin(_ pin: String, current: String? = nil, _ service: PrivateSecretService, _ extra: [String] = [])
+private func setPin(
+    _ pin: String, current: String? = nil, _ service: PrivateSecretService, _ extra: [String] = []
+)
     throws -> Run
 {
     let input = (current.map { $0 + "\n" } ?? "") + pin + "\n"
@@ -36,7 +39,9 @@ struct LockScreenAttackTests {
         let after = try status(service)
         #expect(after["failedAttempts"] as? Int == processes)
         #expect(after["guessLimit"] as? String == "software")
-        print("attack: \(processes) parallel wrong passcodes, \(after["failedAttempts"] ?? "?") counted")
+        print(
+            "attack: \(processes) parallel wrong passcodes, \(after["failedAttempts"] ?? "?") counted"
+        )
     }
 
     @Test("a passcode change racing wrong guesses never brings the old passcode back")
@@ -56,11 +61,13 @@ struct LockScreenAttackTests {
         #expect(changed.withLock { $0 } == 0)
         #expect(try keepsake(["device", "reboot"], service: service).status == 0)
         Thread.sleep(forTimeInterval: 2.5)  // sit out the delays the wrong guesses earned
-        let old = try keepsake(["lockscreen", "unlock"], input: Data("1111\n".utf8), service: service)
+        let old = try keepsake(
+            ["lockscreen", "unlock"], input: Data("1111\n".utf8), service: service)
         #expect(old.status == 1)
         #expect(old.stderr.contains("errSecAuthFailed"))
         Thread.sleep(forTimeInterval: 2.5)
-        let new = try keepsake(["lockscreen", "unlock"], input: Data("2222\n".utf8), service: service)
+        let new = try keepsake(
+            ["lockscreen", "unlock"], input: Data("2222\n".utf8), service: service)
         #expect(new.status == 0, "\(new.stderr)")
     }
 
@@ -117,14 +124,21 @@ struct LockScreenAttackTests {
         var limits = ""
         for _ in 0..<100 {
             limits =
-                (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/limits", encoding: .utf8))
+                (try? String(
+                    contentsOfFile: "/proc/\(process.processIdentifier)/limits", encoding: .utf8))
                 ?? ""
-            if limits.contains("Max core file size") && limits.range(of: #"Max core file size\s+0\s+0"#, options: .regularExpression) != nil { break }
+            if limits.contains("Max core file size")
+                && limits.range(of: #"Max core file size\s+0\s+0"#, options: .regularExpression)
+                    != nil
+            {
+                break
+            }
             usleep(20_000)
         }
         try stdin.fileHandleForWriting.close()
         process.waitUntilExit()
-        #expect(limits.range(of: #"Max core file size\s+0\s+0"#, options: .regularExpression) != nil)
+        #expect(
+            limits.range(of: #"Max core file size\s+0\s+0"#, options: .regularExpression) != nil)
     }
 
     @Test("with --tpm the status says tpm and ten wrong passcodes disable the device")

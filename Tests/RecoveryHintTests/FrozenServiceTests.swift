@@ -63,7 +63,7 @@ struct FrozenServiceTests {
                     "hint set",
                     {
                         _ = try RecoveryHintService.make(profile: .linux, app: app, device: device)
-                            .set(RecoveryHint(lastWallet: "w"))
+                            .set(RecoveryHint(lastWallet: testWallet("w")))
                     }
                 ),
             ]
@@ -96,7 +96,7 @@ struct FrozenServiceTests {
             log: { line in logged.withLock { $0.append(line) } })
         let start = ContinuousClock.now
         #expect(facade.get() == .empty)
-        facade.set(lastWallet: "w")
+        facade.set(lastWallet: testWallet("w"))
         #expect(ContinuousClock.now - start < .seconds(5))
         #expect(!logged.withLock { $0.isEmpty })
         phone.service.thaw()

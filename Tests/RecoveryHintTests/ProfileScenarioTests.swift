@@ -37,7 +37,8 @@ struct ProfileScenarioTests {
         let phone = try HintPhone(cloud: cloud)
         try phone.device.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
         let hint = RecoveryHint(
-            lastAuthenticatorId: "passkey-7", lastWallet: "0x8A…3F", lastLoginAt: 1_795_000_000_000)
+            lastAuthenticatorId: "passkey-7", lastWallet: demoWallet, lastLoginAt: 1_795_000_000_000
+        )
         RecoveryHints(
             service: try RecoveryHintService.make(
                 profile: profile, app: phone.app, device: phone.device)
@@ -78,7 +79,7 @@ struct ProfileScenarioTests {
                 } else {
                     #expect(mode == 0o600, "\(url.path)")
                     let bytes = try Data(contentsOf: url)
-                    for plain in ["0x8A…3F", "passkey-7", "4711", "2580"] {
+                    for plain in [demoWallet, "passkey-7", "4711", "2580"] {
                         #expect(
                             bytes.range(of: Data(plain.utf8)) == nil,
                             "\(url.lastPathComponent) holds \(plain)")
@@ -98,10 +99,10 @@ struct ProfileScenarioTests {
         let hints = RecoveryHints(
             service: try RecoveryHintService.make(
                 profile: profile, app: phone.app, device: phone.device))
-        hints.set(lastWallet: "local only")
+        hints.set(lastWallet: testWallet("local only"))
         try syncEverything(phone.device)
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: cloud.path)) ?? []).isEmpty)
-        #expect(hints.get().lastWallet == "local only")
+        #expect(hints.get().lastWallet == testWallet("local only"))
     }
 
     @Test(
@@ -116,8 +117,8 @@ struct ProfileScenarioTests {
         let app = try App(
             id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
         let hints = try RecoveryHintService.make(profile: profile, app: app, device: device)
-        let outcomes = try hints.set(RecoveryHint(lastWallet: "kept"))
+        let outcomes = try hints.set(RecoveryHint(lastWallet: testWallet("kept")))
         #expect(outcomes.contains { $0.succeeded })
-        #expect(try hints.get().hint.lastWallet == "kept")
+        #expect(try hints.get().hint.lastWallet == testWallet("kept"))
     }
 }

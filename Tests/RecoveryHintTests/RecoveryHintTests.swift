@@ -53,10 +53,12 @@ struct RecoveryHintModelTests {
 
     @Test("merging keeps the fields not given")
     func merging() {
-        let current = RecoveryHint(lastAuthenticatorId: "a", lastWallet: "w", lastLoginAt: 1)
+        let current = RecoveryHint(
+            lastAuthenticatorId: "a", lastWallet: testWallet("w"), lastLoginAt: 1)
         #expect(
-            current.merging(RecoveryHint(lastWallet: "w2"))
-                == RecoveryHint(lastAuthenticatorId: "a", lastWallet: "w2", lastLoginAt: 1))
+            current.merging(RecoveryHint(lastWallet: testWallet("w2")))
+                == RecoveryHint(
+                    lastAuthenticatorId: "a", lastWallet: testWallet("w2"), lastLoginAt: 1))
     }
 }
 
@@ -67,7 +69,8 @@ struct RecoveryHintServiceTests {
         let phone = try HintPhone()
         let hints = try phone.hints()
         let hint = RecoveryHint(
-            lastAuthenticatorId: "passkey-7", lastWallet: "0x8A…3F", lastLoginAt: 1_795_000_000_000)
+            lastAuthenticatorId: "passkey-7", lastWallet: demoWallet, lastLoginAt: 1_795_000_000_000
+        )
         let outcomes = try hints.set(hint)
         #expect(
             outcomes.map(\.store) == ["keychain", "blockstore"]
@@ -86,7 +89,7 @@ struct RecoveryHintServiceTests {
     func emptyRefused() throws {
         let phone = try HintPhone()
         let hints = try phone.hints()
-        try hints.set(RecoveryHint(lastWallet: "kept"))
+        try hints.set(RecoveryHint(lastWallet: testWallet("kept")))
         #expect(throws: HintError(.empty, "")) { try hints.set(.empty) }
         do {
             try hints.set(.empty)
@@ -94,30 +97,30 @@ struct RecoveryHintServiceTests {
             #expect(error.message == "Refusing to persist an empty recovery hint")
         }
         #expect(throws: HintError(.empty, "")) { try hints.update(.empty) }
-        #expect(try hints.get().hint == RecoveryHint(lastWallet: "kept"))
+        #expect(try hints.get().hint == RecoveryHint(lastWallet: testWallet("kept")))
     }
 
     @Test("invalid fields are refused with a clear error and nothing is written")
     func invalidFields() throws {
         let phone = try HintPhone()
         let hints = try phone.hints()
-        try hints.set(RecoveryHint(lastWallet: "kept"))
+        try hints.set(RecoveryHint(lastWallet: testWallet("kept")))
         #expect(throws: HintError(.invalidField, "")) {
             try hints.update(RecoveryHint(lastLoginAt: -1))
         }
         #expect(throws: HintError(.invalidField, "")) {
             try hints.update(RecoveryHint(lastWallet: String(repeating: "x", count: 300)))
         }
-        #expect(try hints.get().hint == RecoveryHint(lastWallet: "kept"))
+        #expect(try hints.get().hint == RecoveryHint(lastWallet: testWallet("kept")))
     }
 
     @Test("when the primary is gone, the fallback answers")
     func fallbackWhenPrimaryMissing() throws {
         let phone = try HintPhone()
         let hints = try phone.hints()
-        try hints.set(RecoveryHint(lastWallet: "w"))
+        try hints.set(RecoveryHint(lastWallet: testWallet("w")))
         try hints.primary!.clear()
-        #expect(try hints.get().hint == RecoveryHint(lastWallet: "w"))
+        #expect(try hints.get().hint == RecoveryHint(lastWallet: testWallet("w")))
         #expect(try hints.get().source == "blockstore")
     }
 
@@ -125,11 +128,11 @@ struct RecoveryHintServiceTests {
     func frozenPrimary() throws {
         let phone = try HintPhone(timeout: .milliseconds(700))
         let hints = try phone.hints()
-        try hints.set(RecoveryHint(lastWallet: "still here"))
+        try hints.set(RecoveryHint(lastWallet: testWallet("still here")))
         phone.service.freeze()
         defer { phone.service.thaw() }
         let start = ContinuousClock.now
-        #expect(try hints.get().hint == RecoveryHint(lastWallet: "still here"))
+        #expect(try hints.get().hint == RecoveryHint(lastWallet: testWallet("still here")))
         #expect(try hints.get().source == "blockstore")
         #expect(ContinuousClock.now - start < .seconds(3))
     }
@@ -139,12 +142,12 @@ struct RecoveryHintServiceTests {
         let phone = try HintPhone()
         try phone.device.updateSettings { $0.blockStoreAvailable = false }
         let hints = try phone.hints()
-        let outcomes = try hints.set(RecoveryHint(lastWallet: "w"))
+        let outcomes = try hints.set(RecoveryHint(lastWallet: testWallet("w")))
         #expect(
             outcomes.first { $0.store == "blockstore" }?.error?.contains("FEATURE_NOT_SUPPORTED")
                 == true)
         #expect(outcomes.first { $0.store == "keychain" }?.succeeded == true)
-        #expect(try hints.get().hint == RecoveryHint(lastWallet: "w"))
+        #expect(try hints.get().hint == RecoveryHint(lastWallet: testWallet("w")))
     }
 
     @Test(
@@ -157,16 +160,16 @@ struct RecoveryHintServiceTests {
             logged.withLock { $0.append(line) }
         }
         #expect(facade.get() == .empty)
-        facade.set(lastWallet: "0x8A…3F")
+        facade.set(lastWallet: demoWallet)
         facade.set(lastAuthenticatorId: "passkey-7")
         facade.set(lastLoginAt: 1_795_000_000_000)
         #expect(
             facade.get()
                 == RecoveryHint(
-                    lastAuthenticatorId: "passkey-7", lastWallet: "0x8A…3F",
+                    lastAuthenticatorId: "passkey-7", lastWallet: demoWallet,
                     lastLoginAt: 1_795_000_000_000))
         facade.set(RecoveryHint())  // empty: swallowed, logged, nothing changed
-        #expect(facade.get().lastWallet == "0x8A…3F")
+        #expect(facade.get().lastWallet == demoWallet)
         #expect(logged.withLock { $0 }.contains { $0.contains("empty") })
         facade.clear()
         #expect(facade.get() == .empty)
@@ -180,7 +183,7 @@ struct RecoveryHintServiceTests {
                 profile: .linux, app: phone.app, device: freshDevice)
         ) { line in logged.withLock { $0.append(line) } }
         #expect(cold.get() == .empty)
-        cold.set(lastWallet: "x")
+        cold.set(lastWallet: testWallet("x"))
         cold.clear()
         #expect(logged.withLock { $0 }.contains { $0.contains("get failed") })
         #expect(!logged.withLock { $0 }.contains { $0.contains("0x8A") })
@@ -189,9 +192,9 @@ struct RecoveryHintServiceTests {
     @Test("the hint survives uninstall and reinstall")
     func uninstallReinstall() throws {
         let phone = try HintPhone()
-        RecoveryHints(service: try phone.hints()).set(lastWallet: "0x8A…3F")
+        RecoveryHints(service: try phone.hints()).set(lastWallet: demoWallet)
         try phone.device.uninstall(phone.app)
-        #expect(RecoveryHints(service: try phone.hints()).get().lastWallet == "0x8A…3F")
+        #expect(RecoveryHints(service: try phone.hints()).get().lastWallet == demoWallet)
     }
 
     @Test("a new device that joins with the old device's pin is welcomed back through Block Store")
@@ -199,19 +202,19 @@ struct RecoveryHintServiceTests {
         let cloud = Throwaway.untrusted("cloud")
         let old = try HintPhone(cloud: cloud)
         try old.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-        try old.hints().set(RecoveryHint(lastWallet: "0x8A…3F"))
+        try old.hints().set(RecoveryHint(lastWallet: demoWallet))
         _ = try BlockStoreSync(device: old.device).sync()
         let new = try HintPhone(cloud: cloud)
         #expect(RecoveryHints(service: try new.hints()).get() == .empty)
         try BlockStoreSync(device: new.device).join(passcode: "1234")
-        #expect(RecoveryHints(service: try new.hints()).get().lastWallet == "0x8A…3F")
+        #expect(RecoveryHints(service: try new.hints()).get().lastWallet == demoWallet)
     }
 
     @Test("a device without a lock screen keeps its hint local: the cloud stays empty")
     func noLockScreenStaysLocal() throws {
         let cloud = Throwaway.untrusted("cloud")
         let phone = try HintPhone(cloud: cloud)
-        RecoveryHints(service: try phone.hints()).set(lastWallet: "local")
+        RecoveryHints(service: try phone.hints()).set(lastWallet: testWallet("local"))
         _ = try BlockStoreSync(device: phone.device).sync()
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: cloud.path)) ?? []).isEmpty)
     }
@@ -224,7 +227,7 @@ struct AppleProfileTests {
         let phone = try HintPhone()
         let hints = try RecoveryHintService.make(
             profile: .apple, app: phone.app, device: phone.device)
-        let outcomes = try hints.set(RecoveryHint(lastWallet: "0x8A…3F"))
+        let outcomes = try hints.set(RecoveryHint(lastWallet: demoWallet))
         #expect(outcomes.map(\.store) == ["kvstore", "keychain (synchronizable)"])
         #expect(try hints.get().source == "kvstore")
         let item = try Keychain(app: phone.app, device: phone.device).item(
@@ -241,11 +244,11 @@ struct AppleProfileTests {
         RecoveryHints(
             service: try RecoveryHintService.make(
                 profile: .apple, app: phone.app, device: phone.device)
-        ).set(lastWallet: "0x8A…3F")
+        ).set(lastWallet: demoWallet)
         try phone.device.uninstall(phone.app)
         let hints = try RecoveryHintService.make(
             profile: .apple, app: phone.app, device: phone.device)
-        #expect(try hints.get().hint.lastWallet == "0x8A…3F")
+        #expect(try hints.get().hint.lastWallet == demoWallet)
         #expect(try hints.get().source == "kvstore")
     }
 }
@@ -259,7 +262,7 @@ struct AndroidProfileTests {
         let phone = try HintPhone()
         let hints = try RecoveryHintService.make(
             profile: .android, app: phone.app, device: phone.device)
-        let outcomes = try hints.set(RecoveryHint(lastWallet: "0x8A…3F"))
+        let outcomes = try hints.set(RecoveryHint(lastWallet: demoWallet))
         #expect(outcomes.map(\.store) == ["blockstore", "preferences"])
         #expect(try hints.get().source == "blockstore")
         let fixture = try String(
@@ -279,13 +282,13 @@ struct AndroidProfileTests {
         RecoveryHints(
             service: try RecoveryHintService.make(
                 profile: .android, app: phone.app, device: phone.device)
-        ).set(lastWallet: "0x8A…3F")
+        ).set(lastWallet: demoWallet)
         try phone.device.uninstall(phone.app)
         #expect(
             RecoveryHints(
                 service: try RecoveryHintService.make(
                     profile: .android, app: phone.app, device: phone.device)
-            ).get().lastWallet == "0x8A…3F")
+            ).get().lastWallet == demoWallet)
     }
 
     @Test(
@@ -298,11 +301,11 @@ struct AndroidProfileTests {
         let hints = try RecoveryHintService.make(
             profile: .android, app: phone.app, device: phone.device)
         #expect(hints.primary == nil)
-        #expect(try hints.set(RecoveryHint(lastWallet: "0x8A…3F")).map(\.store) == ["preferences"])
+        #expect(try hints.set(RecoveryHint(lastWallet: demoWallet)).map(\.store) == ["preferences"])
         try phone.device.uninstall(phone.app)
         let reinstalled = try RecoveryHintService.make(
             profile: .android, app: phone.app, device: phone.device)
-        #expect(try reinstalled.get().hint.lastWallet == "0x8A…3F")
+        #expect(try reinstalled.get().hint.lastWallet == demoWallet)
         #expect(try reinstalled.get().source == "preferences")
     }
 
@@ -313,7 +316,7 @@ struct AndroidProfileTests {
         let phone = try HintPhone()
         try phone.device.updateSettings { $0.blockStoreAvailable = false }
         try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device).set(
-            RecoveryHint(lastWallet: "w"))
+            RecoveryHint(lastWallet: testWallet("w")))
         try phone.device.uninstall(phone.app)
         #expect(
             try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device)

@@ -143,21 +143,21 @@ struct SealingTests {
     }
 
     #if KEEPSAKE_TEST_HOOKS
-    @Test("released key buffers are wiped before they are freed")
-    func wipedOnRelease() {
-        let seen = Mutex<[[UInt8]]>([])
-        SecureBytes.releaseObserver.withLock {
-            $0 = { buffer in seen.withLock { $0.append(Array(buffer)) } }
+        @Test("released key buffers are wiped before they are freed")
+        func wipedOnRelease() {
+            let seen = Mutex<[[UInt8]]>([])
+            SecureBytes.releaseObserver.withLock {
+                $0 = { buffer in seen.withLock { $0.append(Array(buffer)) } }
+            }
+            defer { SecureBytes.releaseObserver.withLock { $0 = nil } }
+            do {
+                let key = SecureBytes(copying: Data(repeating: 0xA5, count: 32))
+                #expect(key.unsafeData() == Data(repeating: 0xA5, count: 32))
+            }
+            let released = seen.withLock { $0 }.filter { $0.count == 32 }
+            #expect(!released.isEmpty)
+            #expect(released.allSatisfy { $0.allSatisfy { $0 == 0 } })
         }
-        defer { SecureBytes.releaseObserver.withLock { $0 = nil } }
-        do {
-            let key = SecureBytes(copying: Data(repeating: 0xA5, count: 32))
-            #expect(key.unsafeData() == Data(repeating: 0xA5, count: 32))
-        }
-        let released = seen.withLock { $0 }.filter { $0.count == 32 }
-        #expect(!released.isEmpty)
-        #expect(released.allSatisfy { $0.allSatisfy { $0 == 0 } })
-    }
     #endif
 
     @Test("owned key memory compares in constant time by content")
