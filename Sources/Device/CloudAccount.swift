@@ -27,7 +27,11 @@ public struct CloudDirectory: CloudStorage {
         return url.appendingPathComponent(name)
     }
 
-    public func read(_ name: String) throws -> Data? { try Files.read(try file(name)) }
+    /// The object's bytes, or nil when there is none: a regular file only, and only up to its
+    /// kind's size cap (`CloudObjectLimits`), checked before anything is read.
+    public func read(_ name: String) throws -> Data? {
+        try Files.read(try file(name), limit: CloudObjectLimits.maximumSize(ofObjectNamed: name))
+    }
     public func write(_ name: String, _ data: Data) throws {
         try Files.writeAtomically(data, to: try file(name))
     }
@@ -43,11 +47,15 @@ public struct CloudError: Error, CustomStringConvertible, Sendable {
     public init(_ description: String) { self.description = description }
 }
 
-extension AccountKeyBlob {
-    static func decode(_ bytes: Data) throws(DeviceError) -> AccountKeyBlob {
-        guard let blob = parse(bytes) else {
-            throw DeviceError(.corrupt, "the cloud account key does not decode")
-        }
-        return blob
+/// How large a cloud object of each kind may be: its store's own limit, sealed, with room to
+/// spare. A bigger object is refused before it is read, so whoever holds the cloud cannot make a
+/// device spend its memory (a planted 1 GiB object costs a `stat`).
+package enum CloudObjectLimits {
+    package static func maximumSize(ofObjectNamed name: String) -> Int {
+        if name.hasPrefix("bs-") { return 16 * 1024 }  // a Block Store entry: ≤ 4096 bytes
+        if name.hasPrefix("kc-") { return 256 * 1024 }  // a Keychain item: ≤ 64 KiB + attributes
+        if name.hasPrefix("kv-") { return 2 * 1024 * 1024 }  // key-value store: ≤ 1 MB
+        if name.hasPrefix("ab-") { return 27 * 1024 * 1024 }  // Auto Backup: ≤ 25 MB
+        return 64 * 1024  // the account's own small objects (its record, joins, escrow)
     }
 }

@@ -1,54 +1,314 @@
 import Foundation
 import Sealing
+import TPM
 
-/// The cloud account's key on this device: held sealed under the AfterFirstUnlock class key, and
-/// joined by proving the passcode of a device that set it up (the account-key blob in the cloud).
+/// The cloud account's key on this device, and the three ways a device gets it.
+///
+/// The account key (from which every cloud copy's key derives) is created by the first device with
+/// an E2EE-capable lock screen, held on each device sealed under its AfterFirstUnlock class key,
+/// and in the cloud never under anything a guess can be tested against (`AccountObjects`). A new
+/// device joins by approval of an existing unlocked device, with the recovery key, or with an
+/// existing device's passcode through the escrow TPM.
 extension Device {
     /// The account's cloud key, when this device holds the key the account uses (set up here, or
     /// joined), is signed in and unlocked since boot. For uploads E2EE must be available too
-    /// (`forUpload`); restoring needs only the key, which a join proved the passcode for.
-    /// nil otherwise — nothing is exchanged then.
+    /// (`forUpload`); restoring needs only the key. nil otherwise — nothing is exchanged then.
     package func cloudKey(forUpload: Bool = true) throws(DeviceError) -> SecureBytes? {
-        guard let cloud else { return nil }
+        guard cloud != nil else { return nil }
         let record = try records.load().record
         if forUpload && !record.kind.hasKnowledgeFactor { return nil }
         guard let wrapped = record.wrappedCloudKey else { return nil }
         let key = try openCloudKey(wrapped)
-        guard let blobBytes = try cloudCall({ try cloud.read(AccountKeyBlob.name) }) else {
-            return nil
-        }
-        let blob = try AccountKeyBlob.decode(blobBytes)
-        return constantTimeEquals(blob.check, AccountKeyBlob.check(key)) ? key : nil
+        guard let account = try readAccount() else { return nil }
+        return constantTimeEquals(account.check, AccountRecord.check(key)) ? key : nil
     }
 
-    /// Joins the signed-in cloud account by proving the passcode of a device that set it up.
-    /// Wrong passcodes answer authFailed with the same growing delays as unlock.
+    // MARK: - Joining
+
+    /// Joins with an existing device's passcode, through the escrow TPM (`escrow`): it releases the
+    /// account key only to the right passcode claim, at most 10 wrong claims in a row from all
+    /// devices together; then the escrow record is destroyed for good.
+    ///
+    /// - Throws: `.authFailed` for a wrong passcode; `.notAvailable` without an escrow (join by
+    ///   approval or with the recovery key instead) or when the escrow record is gone.
     public func join(passcode: SecureBytes) throws(DeviceError) {
-        guard let cloud else { throw DeviceError(.notAvailable, "signed out: no cloud account") }
-        guard let bytes = try cloudCall({ try cloud.read(AccountKeyBlob.name) }) else {
-            throw DeviceError(.notAvailable, "the cloud account has no key to join")
+        let cloud = try signedIn()
+        guard let escrow else {
+            throw DeviceError(
+                .notAvailable,
+                "joining with a passcode needs the cloud's escrow (--escrow TCTI); join by approval of an existing device (device join --approval) or with the recovery key (device join --recovery-key)"
+            )
         }
-        let blob = try AccountKeyBlob.decode(bytes)
         _ = try LockScreenKind.scalarCount(passcode)
+        guard let bytes = try cloudCall({ try cloud.read(AccountObjects.escrow) }) else {
+            throw DeviceError(
+                .notAvailable,
+                "the cloud account has no escrow record (none registered, or destroyed after 10 wrong passcodes): join by approval or with the recovery key"
+            )
+        }
+        // Refused before any guess is spent: a cost out of bounds, a limit above 10, not a record.
+        guard let record = EscrowRecord.parse(bytes) else {
+            throw DeviceError(.corrupt, "the cloud account's escrow record does not decode")
+        }
+        let passcodeKey = try PasscodeKeys.passcodeKey(
+            passcode, salt: record.salt, cost: record.cost)
+        let context = try tpmCall { () throws(TPMError) in try escrow.context() }
+        let released: (secret: SecureBytes, rebased: TPMSlot)
+        do throws(TPMError) {
+            released = try TPMPasscodeSlot.attempt(
+                context, slot: record.slot,
+                authorization: PasscodeKeys.tpmAuthorization(passcodeKey: passcodeKey))
+        } catch  where error.code == .authFailed {
+            throw DeviceError(
+                .authFailed, "wrong passcode for the cloud account", underlying: error)
+        } catch  where error.code == .limitReached {
+            // Destroyed for good: the slot and its record.
+            TPMPasscodeSlot.destroy(context, slot: record.slot)
+            try? cloud.delete(AccountObjects.escrow)
+            throw DeviceError(
+                .notAvailable,
+                "10 wrong passcodes: the escrow record is destroyed; join by approval or with the recovery key",
+                underlying: error)
+        } catch {
+            throw DeviceError(.notAvailable, "the escrow: \(error)", underlying: error)
+        }
+        var rebased = record
+        rebased.slot = released.rebased
+        try cloudCall { try cloud.write(AccountObjects.escrow, rebased.encoded()) }
+        TPMPasscodeSlot.destroy(context, slot: record.slot)
+        try adopt(released.secret)
+    }
+
+    /// Joins with the recovery key shown when the account was created (or last replaced).
+    ///
+    /// - Throws: `.authFailed` for a key that is not the account's; `.invalidPasscode` for text
+    ///   that is not a recovery key.
+    public func join(recoveryKey text: SecureBytes) throws(DeviceError) {
+        let cloud = try signedIn()
+        guard let key = RecoveryKey.parse(text) else {
+            throw DeviceError(.invalidPasscode, "a recovery key is 32 base32 characters")
+        }
+        guard let sealed = try cloudCall({ try cloud.read(AccountObjects.recovery) }) else {
+            throw DeviceError(.notAvailable, "the cloud account has no recovery record")
+        }
+        let accountKey: SecureBytes
+        do {
+            accountKey = try Envelope.open(
+                sealed, key: RecoveryKey.wrappingKey(key),
+                associatedData: AccountObjects.recoveryAssociatedData)
+        } catch {
+            throw DeviceError(.authFailed, "not this account's recovery key")
+        }
+        try adopt(accountKey)
+    }
+
+    /// A join request this device posted: its code (shown on both devices) and what it needs to
+    /// open the approval.
+    public struct JoinTicket: Sendable {
+        public let id: String
+        public let code: String
+        let publicKey: Data
+        let secretKey: SecureBytes
+    }
+
+    /// Posts a join request: a new X25519 key pair whose public key goes to the cloud; the code
+    /// derived from it is shown here and on the approving device.
+    public func requestJoin() throws(DeviceError) -> JoinTicket {
+        let cloud = try signedIn()
+        let (publicKey, secretKey) = SealedBox.keyPair()
+        let id = KeyDerivation.randomBytes(8).hexString
+        let request = JoinRequestRecord(publicKey: publicKey)
+        try cloudCall { try cloud.write(AccountObjects.joinRequest(id), request.encoded()) }
+        return JoinTicket(id: id, code: request.code, publicKey: publicKey, secretKey: secretKey)
+    }
+
+    /// Waits up to `timeout` for an approval of `ticket`; true once joined.
+    public func awaitApproval(of ticket: JoinTicket, timeout: Duration) throws(DeviceError) -> Bool
+    {
+        let cloud = try signedIn()
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if let sealed = try cloudCall({ try cloud.read(AccountObjects.joinApproval(ticket.id)) }
+            ) {
+                let accountKey: SecureBytes
+                do {
+                    accountKey = try SealedBox.open(
+                        sealed, publicKey: ticket.publicKey, secretKey: ticket.secretKey)
+                } catch {
+                    throw DeviceError(.corrupt, "the approval does not open", underlying: error)
+                }
+                try adopt(accountKey)
+                try? cloud.delete(AccountObjects.joinApproval(ticket.id))
+                try? cloud.delete(AccountObjects.joinRequest(ticket.id))
+                return true
+            }
+            if ContinuousClock.now >= deadline { return false }
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+    }
+
+    /// A pending join request, as an approving device shows it.
+    public struct JoinRequest: Sendable, Hashable {
+        public let id: String
+        public let code: String
+    }
+
+    /// The join requests waiting in the cloud (malformed ones are skipped).
+    public func joinRequests() throws(DeviceError) -> [JoinRequest] {
+        let cloud = try signedIn()
+        var requests: [JoinRequest] = []
+        for name in try cloudCall({ try cloud.list() })
+        where name.hasPrefix("join-") && !name.hasSuffix("-approval") {
+            guard let bytes = try? cloud.read(name), let request = JoinRequestRecord.parse(bytes)
+            else { continue }
+            requests.append(JoinRequest(id: String(name.dropFirst(5)), code: request.code))
+        }
+        return requests.sorted { $0.id < $1.id }
+    }
+
+    /// Approves the join request showing `code` (or the only one pending when `code` is nil):
+    /// seals the account key to its public key. Needs this device unlocked and holding the key.
+    ///
+    /// - Throws: `.interactionNotAllowed` when locked; `.invalidPasscode` when no request shows
+    ///   that code, or several are pending and no code was given.
+    public func approveJoin(code: String?) throws(DeviceError) {
+        let cloud = try signedIn()
+        guard try state() == .unlocked, let accountKey = try cloudKey() else {
+            throw DeviceError(
+                .interactionNotAllowed, "approving needs this device unlocked and in the account")
+        }
+        let pending = try joinRequests()
+        let chosen = code.map { code in pending.filter { $0.code == code } } ?? pending
+        guard chosen.count == 1, let request = chosen.first else {
+            throw DeviceError(
+                .invalidPasscode,
+                code == nil
+                    ? "\(pending.count) join requests are pending: give the code the new device shows"
+                    : "no pending join request shows that code")
+        }
+        guard let bytes = try cloudCall({ try cloud.read(AccountObjects.joinRequest(request.id)) }),
+            let record = JoinRequestRecord.parse(bytes), record.code == request.code
+        else { throw DeviceError(.corrupt, "the join request changed") }
+        let sealed: Data
+        do { sealed = try SealedBox.seal(accountKey, to: record.publicKey) } catch {
+            throw DeviceError(.corrupt, "\(error)", underlying: error)
+        }
+        try cloudCall { try cloud.write(AccountObjects.joinApproval(request.id), sealed) }
+    }
+
+    /// Replaces the recovery key: a new one (returned, to show once) seals the account key in
+    /// `account-recovery`. Needs this device unlocked and holding the account key.
+    public func replaceRecoveryKey() throws(DeviceError) -> SecureBytes {
+        let cloud = try signedIn()
+        guard try state() == .unlocked, let accountKey = try cloudKey() else {
+            throw DeviceError(
+                .interactionNotAllowed,
+                "a new recovery key needs this device unlocked and in the account")
+        }
+        return try writeRecovery(accountKey, to: cloud)
+    }
+
+    // MARK: - Keeping the account
+
+    /// With the passcode at hand (set or unlock): creates the account when neither this device
+    /// nor the cloud has one (returning the recovery key to show once), and registers the account
+    /// key with the escrow under this passcode when an escrow is configured and this device's
+    /// passcode changed since it last did.
+    func maintainCloudKey(_ record: inout DeviceRecord, passcode: SecureBytes)
+        throws(DeviceError) -> (changed: Bool, recoveryKey: SecureBytes?)
+    {
+        guard record.kind.hasKnowledgeFactor, let cloud else { return (false, nil) }
+        var changed = false
+        var recoveryKey: SecureBytes?
+        let account = try readAccount()
+        var accountKey = try record.wrappedCloudKey.map { wrapped throws(DeviceError) in
+            try openCloudKey(wrapped)
+        }
+        if accountKey == nil && account == nil {
+            let key = SecureBytes(randomCount: Envelope.keyLength)
+            try cloudCall {
+                try cloud.write(
+                    AccountObjects.account, AccountRecord(check: AccountRecord.check(key)).encoded()
+                )
+            }
+            recoveryKey = try writeRecovery(key, to: cloud)
+            record.wrappedCloudKey = try sealCloudKey(key)
+            accountKey = key
+            changed = true
+        }
+        guard let accountKey else { return (changed, nil) }
+        if let account, !constantTimeEquals(account.check, AccountRecord.check(accountKey)) {
+            return (changed, nil)  // another account's key: join first
+        }
+        if let escrow, record.escrowGeneration != record.generation {
+            try register(accountKey, passcode: passcode, escrow: escrow, cloud: cloud)
+            record.escrowGeneration = record.generation
+            changed = true
+        }
+        return (changed, recoveryKey)
+    }
+
+    /// Puts `accountKey` in the escrow under `passcode`'s claim (a new slot; the old one goes).
+    private func register(
+        _ accountKey: SecureBytes, passcode: SecureBytes, escrow: TPMConfiguration,
+        cloud: any CloudStorage
+    ) throws(DeviceError) {
+        let old = try cloudCall({ try cloud.read(AccountObjects.escrow) }).flatMap(
+            EscrowRecord.parse)
+        let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
+        let passcodeKey = try PasscodeKeys.passcodeKey(passcode, salt: salt, cost: passcodeCost)
+        let context = try tpmCall { () throws(TPMError) in try escrow.context() }
+        let slot = try tpmCall { () throws(TPMError) in
+            try TPMPasscodeSlot.create(
+                context, counter: old?.slot.counterIndex,
+                authorization: PasscodeKeys.tpmAuthorization(passcodeKey: passcodeKey),
+                secret: accountKey, limit: GuessLimit.tpmLimit)
+        }
+        let record = EscrowRecord(slot: slot, salt: salt, cost: passcodeCost)
+        try cloudCall { try cloud.write(AccountObjects.escrow, record.encoded()) }
+        if let old { TPMPasscodeSlot.destroy(context, slot: old.slot) }
+    }
+
+    private func writeRecovery(_ accountKey: SecureBytes, to cloud: any CloudStorage)
+        throws(DeviceError) -> SecureBytes
+    {
+        let (key, text) = RecoveryKey.make()
+        let sealed = accountKey.withUnsafeBytes {
+            Envelope.seal(
+                $0, key: RecoveryKey.wrappingKey(key),
+                associatedData: AccountObjects.recoveryAssociatedData)
+        }
+        try cloudCall { try cloud.write(AccountObjects.recovery, sealed) }
+        return text
+    }
+
+    /// Keeps `accountKey` on this device, once the account's check value confirms it.
+    private func adopt(_ accountKey: SecureBytes) throws(DeviceError) {
+        guard let account = try readAccount(),
+            constantTimeEquals(account.check, AccountRecord.check(accountKey))
+        else { throw DeviceError(.corrupt, "the key does not match the cloud account") }
         try guessLimit.exclusively { () throws(DeviceError) in
             var (path, record) = try records.load()
-            let limit = guessLimit
-            try limit.admit(record)
-            limit.countAttempt(&record)
-            path = try records.store(record, replacing: path)
-            let kek = try PasscodeKeys.passcodeKey(passcode, salt: blob.salt, cost: blob.cost)
-            guard
-                let cloudKey = try? Envelope.open(
-                    blob.wrappedKey, key: kek, associatedData: AccountKeyBlob.associatedData()),
-                constantTimeEquals(blob.check, AccountKeyBlob.check(cloudKey))
-            else {
-                throw DeviceError(.authFailed, "wrong passcode for the cloud account")
-            }
-            record.failures = 0
-            record.notBefore = 0
-            record.wrappedCloudKey = try sealCloudKey(cloudKey)
+            record.wrappedCloudKey = try sealCloudKey(accountKey)
             try records.store(record, replacing: path)
+            path = try records.load().path
         }
+    }
+
+    private func readAccount() throws(DeviceError) -> AccountRecord? {
+        guard let cloud else { return nil }
+        guard let bytes = try cloudCall({ try cloud.read(AccountObjects.account) }) else {
+            return nil
+        }
+        guard let account = AccountRecord.parse(bytes) else {
+            throw DeviceError(.corrupt, "the cloud account's record does not decode")
+        }
+        return account
+    }
+
+    private func signedIn() throws(DeviceError) -> any CloudStorage {
+        guard let cloud else { throw DeviceError(.notAvailable, "signed out: no cloud account") }
+        return cloud
     }
 
     private func sealCloudKey(_ cloudKey: SecureBytes) throws(DeviceError) -> Data {
@@ -68,56 +328,10 @@ extension Device {
         }
     }
 
-    /// With the passcode at hand (set or unlock): creates the account key when neither this
-    /// device nor the cloud has one, and (re)writes the cloud's account-key blob when this device
-    /// holds the account's key.
-    func maintainCloudKey(_ record: inout DeviceRecord, passcode: SecureBytes)
-        throws(DeviceError) -> Bool
-    {
-        guard record.kind.hasKnowledgeFactor else { return false }
-        var changed = false
-        let blob = try cloud.flatMap { cloud throws(DeviceError) in
-            try cloudCall({ try cloud.read(AccountKeyBlob.name) }).map {
-                bytes throws(DeviceError) in try AccountKeyBlob.decode(bytes)
-            }
-        }
-        var cloudKey = try record.wrappedCloudKey.map { wrapped throws(DeviceError) in
-            try openCloudKey(wrapped)
-        }
-        if cloudKey == nil && blob == nil {
-            let key = SecureBytes(randomCount: Envelope.keyLength)
-            record.wrappedCloudKey = try sealCloudKey(key)
-            cloudKey = key
-            changed = true
-        }
-        guard let cloud, let cloudKey else { return changed }
-        let check = AccountKeyBlob.check(cloudKey)
-        if let blob, !constantTimeEquals(blob.check, check) { return changed }  // another account key: join first
-        if let blob,
-            (try? Envelope.open(
-                blob.wrappedKey,
-                key: try PasscodeKeys.passcodeKey(passcode, salt: blob.salt, cost: blob.cost),
-                associatedData: AccountKeyBlob.associatedData())) != nil
-        {
-            return changed  // already wrapped under this passcode
-        }
-        let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
-        let kek = try PasscodeKeys.passcodeKey(passcode, salt: salt, cost: passcodeCost)
-        let wrapped = cloudKey.withUnsafeBytes {
-            Envelope.seal($0, key: kek, associatedData: AccountKeyBlob.associatedData())
-        }
-        let newBlob = AccountKeyBlob(
-            salt: salt, cost: passcodeCost, wrappedKey: wrapped, check: check)
-        try cloudCall { try cloud.write(AccountKeyBlob.name, newBlob.encoded()) }
-        return changed
-    }
-
     private func cloudCall<R>(_ body: () throws -> R) throws(DeviceError) -> R {
         do { return try body() } catch let error as DeviceError { throw error } catch {
             throw DeviceError(
-                .notAvailable, "cloud account unreachable: \(error)",
-                underlying: error as? any Error & Sendable)
+                .notAvailable, "cloud account unreachable: \(error)", underlying: error)
         }
     }
-
 }

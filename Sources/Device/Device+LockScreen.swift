@@ -59,6 +59,8 @@ extension Device {
         /// The knowledge factor was removed: `WhenPasscodeSetThisDeviceOnly` key is destroyed, so
         /// the caller deletes those items.
         public var knowledgeFactorRemoved: Bool
+        /// This change created the cloud account: its recovery key, to show the user once.
+        public var recoveryKey: SecureBytes?
     }
 
     /// Sets, changes or removes the lock screen. With a knowledge factor set, `currentPasscode`
@@ -118,19 +120,27 @@ extension Device {
             }
             if let oldSlot, oldSlot != updated.tpm { destroySlot(oldSlot) }
             if newPasscode == nil { runtime.forget([.whenPasscodeSetThisDeviceOnly]) }
-            if let newPasscode, try maintainCloudKey(&updated, passcode: newPasscode) {
-                try records.store(updated, replacing: path)
+            // The lock screen is changed by now: a cloud that cannot be read or written (down,
+            // hostile) does not undo that; the account key is looked after at the next unlock.
+            var recoveryKey: SecureBytes?
+            if let newPasscode, let kept = try? maintainCloudKey(&updated, passcode: newPasscode) {
+                recoveryKey = kept.recoveryKey
+                if kept.changed { try records.store(updated, replacing: path) }
             }
             return LockScreenChange(
-                knowledgeFactorRemoved: hadKnowledgeFactor && newPasscode == nil)
+                knowledgeFactorRemoved: hadKnowledgeFactor && newPasscode == nil,
+                recoveryKey: recoveryKey)
         }
     }
 
     /// Unlocks with the passcode: every class key becomes available. Without a knowledge factor
-    /// there is nothing to unlock. A stored Argon2id cost below this device's floor (or a version 1
+    /// there is nothing to unlock. Returns the recovery key when this unlock created the cloud
+    /// account (signed in since the lock screen was set), to show the user once. A stored Argon2id cost below this device's floor (or a version 1
     /// record) is raised here, the one time the passcode is at hand.
-    public func unlock(passcode: SecureBytes) throws(DeviceError) {
-        guard try lockScreenKind().hasKnowledgeFactor else { return }
+    @discardableResult
+    public func unlock(passcode: SecureBytes) throws(DeviceError) -> SecureBytes? {
+        guard try lockScreenKind().hasKnowledgeFactor else { return nil }
+        var createdRecoveryKey: SecureBytes?
         _ = try LockScreenKind.scalarCount(passcode)  // not UTF-8: refused, not counted
         try guessLimit.exclusively { () throws(DeviceError) in
             let proof = try prove(passcode)
@@ -145,10 +155,12 @@ extension Device {
                 if let oldSlot, oldSlot != upgraded.tpm { destroySlot(oldSlot) }
                 record = upgraded
             }
-            if cloud != nil, try maintainCloudKey(&record, passcode: passcode) {
-                try records.store(record, replacing: path)
+            if cloud != nil, let kept = try? maintainCloudKey(&record, passcode: passcode) {
+                if kept.changed { try records.store(record, replacing: path) }
+                if let key = kept.recoveryKey { createdRecoveryKey = key }
             }
         }
+        return createdRecoveryKey
     }
 
     /// Locks: the `WhenUnlocked…` class keys are dropped from runtime state.

@@ -26,6 +26,9 @@ public final class Device: Sendable {
     package let tuning: DeviceTuning
     /// The TPM that counts passcode guesses, when the device has one.
     package let tpm: TPMConfiguration?
+    /// The cloud's escrow (a TPM the account's devices reach), when the account uses one: it
+    /// holds the account key for joining with a passcode.
+    package let escrow: TPMConfiguration?
 
     let records: DeviceRecordStore
     private let runtimeCache = Mutex<RuntimeKeys?>(nil)
@@ -46,19 +49,22 @@ public final class Device: Sendable {
     /// none (`nil`: the software guess limit).
     public convenience init(
         secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
-        cloud: (any CloudStorage)? = nil, tpm: String?
+        cloud: (any CloudStorage)? = nil, tpm: String?, escrow: String? = nil
     ) {
         self.init(
             secretService: secretService, directory: directory, cloud: cloud,
-            tpm: tpm.map(TPMConfiguration.init(tcti:)), tuning: .real)
+            tpm: tpm.map(TPMConfiguration.init(tcti:)),
+            escrow: escrow.map(TPMConfiguration.init(tcti:)), tuning: .real)
     }
 
     /// A device at another cost and delays: for the test support target and the development
     /// tool only (`package`), never reachable from an app or the shipped command line.
     package init(
         secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
-        cloud: (any CloudStorage)? = nil, tpm: TPMConfiguration? = nil, tuning: DeviceTuning
+        cloud: (any CloudStorage)? = nil, tpm: TPMConfiguration? = nil,
+        escrow: TPMConfiguration? = nil, tuning: DeviceTuning
     ) {
+        self.escrow = escrow
         self.secretService = secretService
         self.directory = directory ?? Self.defaultDirectory
         self.cloud = cloud

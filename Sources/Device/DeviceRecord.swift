@@ -31,6 +31,9 @@ struct DeviceRecord: Codable, Sendable {
     /// Bumped by every lock-screen change; a write that read an older generation is refused, so a
     /// slow wrong guess never writes an older passcode's record back.
     var generation: Int?
+    /// The `generation` under which this device last registered the account key with the
+    /// cloud's escrow (a passcode change registers again).
+    var escrowGeneration: Int?
 
     /// The device's stable public identifier (names its runtime keyring and TPM slot): a hash of
     /// the device secret, so it needs no storage of its own.

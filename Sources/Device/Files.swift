@@ -3,10 +3,19 @@ import Foundation
 /// File rules every store shares: directories 0700, files 0600, writes atomic (temp file, fsync,
 /// rename, fsync of the directory), so a reader sees the old or the new bytes in full.
 package enum Files {
+    /// Makes `url` (and missing parents) with mode 0700. A directory that already exists is left
+    /// as it is — never chmodded, so a user's own directory handed in (`transfer --out DIR/f`)
+    /// keeps its mode — and must be a real directory: a symlink or a file there is refused.
     package static func ensureDirectory(_ url: URL) throws {
+        var status = stat()
+        if lstat(url.path, &status) == 0 {
+            guard status.st_mode & S_IFMT == S_IFDIR else {
+                throw refusal("\(url.lastPathComponent) is not a directory (a symlink or a file)")
+            }
+            return
+        }
         try FileManager.default.createDirectory(
             at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        chmod(url.path, 0o700)
     }
 
     package static func writeAtomically(_ data: Data, to url: URL) throws {
@@ -39,13 +48,57 @@ package enum Files {
         }
     }
 
-    /// The file's bytes, or nil when it does not exist.
-    package static func read(_ url: URL) throws -> Data? {
-        do {
-            return try Data(contentsOf: url)
-        } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
-            return nil
+    /// The default cap of `read`: the largest file Keepsake writes (an Auto Backup of 25 MB,
+    /// sealed) with room to spare.
+    package static let defaultReadLimit = 32 * 1024 * 1024
+
+    /// The file's bytes, or nil when it does not exist. Only a regular file is read — a symlink,
+    /// FIFO, device or directory there is refused without being opened for reading (`O_NOFOLLOW`,
+    /// `O_NONBLOCK`, then `fstat`) — and only up to `limit` bytes: a larger one is refused before
+    /// its contents are read, so untrusted storage cannot make a reader spend its memory.
+    package static func read(_ url: URL, limit: Int = defaultReadLimit) throws -> Data? {
+        let fd = open(url.path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { return nil }
+            if errno == ELOOP { throw refusal("\(url.lastPathComponent) is a symlink") }
+            throw posixError("open")
         }
+        defer { close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { throw posixError("fstat") }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            throw refusal("\(url.lastPathComponent) is not a regular file")
+        }
+        guard status.st_size <= limit else {
+            throw refusal("\(url.lastPathComponent) is larger than \(limit) bytes")
+        }
+        // Read at most limit + 1 bytes whatever the size said (a file may grow meanwhile).
+        var data = Data(count: Int(status.st_size))
+        var total = 0
+        while true {
+            if total == data.count {
+                guard data.count <= limit else {
+                    throw refusal("\(url.lastPathComponent) is larger than \(limit) bytes")
+                }
+                data.count += min(64 * 1024, limit + 1 - data.count)
+            }
+            let got = data.withUnsafeMutableBytes { raw in
+                Glibc.read(fd, raw.baseAddress! + total, raw.count - total)
+            }
+            if got < 0 && errno == EINTR { continue }
+            guard got >= 0 else { throw posixError("read") }
+            if got == 0 { break }
+            total += got
+        }
+        guard total <= limit else {
+            throw refusal("\(url.lastPathComponent) is larger than \(limit) bytes")
+        }
+        data.count = total
+        return data
+    }
+
+    private static func refusal(_ message: String) -> Error {
+        NSError(domain: "Keepsake.Files", code: 1, userInfo: [NSLocalizedDescriptionKey: message])
     }
 
     package static func remove(_ url: URL) throws {

@@ -12,7 +12,9 @@ package struct Arguments {
     /// Options without a value (`--all`, `--backup`).
     private(set) var flags: Set<String> = []
 
-    static let flagNames: Set<String> = ["all", "backup", "help"]
+    static let flagNames: Set<String> = [
+        "all", "backup", "help", "approval", "recovery-key", "passcode",
+    ]
 
     static func fromProcess() throws(CommandError) -> Arguments {
         var raw: [String] = []
@@ -84,7 +86,7 @@ package struct Arguments {
             throw CommandError.usage("--\(name) is given more than once")
         }
         let global: Set<String> = [
-            "app-id", "container", "device-dir", "cloud", "entitled-group", "tpm",
+            "app-id", "container", "device-dir", "cloud", "entitled-group", "tpm", "escrow",
         ]
         for name in Set(options.keys).union(flags)
         where !names.contains(name) && !global.contains(name) {

@@ -12,6 +12,8 @@ package struct Context {
     package let cloudDirectory: URL?
     /// The TPM that counts passcode guesses, or nil (the software guess limit).
     package let tpm: TPMConfiguration?
+    /// The cloud account's escrow, or nil.
+    package let escrow: TPMConfiguration?
     /// The device's Argon2id cost and retry delays: the real ones in the shipped `keepsake`.
     package let tuning: DeviceTuning
 
@@ -39,6 +41,8 @@ package struct Context {
         cloudDirectory = arguments.value("cloud").map { URL(fileURLWithPath: $0) }
         // `--tpm TCTI`; without it the machine's TPM (`/dev/tpmrm0`) when there is one.
         tpm = arguments.value("tpm").map(TPMConfiguration.init(tcti:)) ?? .machine
+        // `--escrow TCTI`: the cloud's escrow TPM, for joining with a passcode.
+        escrow = arguments.value("escrow").map(TPMConfiguration.init(tcti:))
     }
 
     /// The Secret Service on `DBUS_SESSION_BUS_ADDRESS`.
@@ -48,7 +52,8 @@ package struct Context {
     package var device: Device {
         Device(
             secretService: secretService, directory: deviceDirectory,
-            cloud: cloudDirectory.map(CloudDirectory.init), tpm: tpm, tuning: tuning)
+            cloud: cloudDirectory.map(CloudDirectory.init), tpm: tpm, escrow: escrow,
+            tuning: tuning)
     }
 
     /// Standard input as lines (passcodes), without their line ends.

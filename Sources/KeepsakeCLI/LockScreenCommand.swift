@@ -27,9 +27,14 @@ enum LockScreenCommand {
             if change.knowledgeFactorRemoved {
                 try Keychain.deleteItemsRequiringPasscode(on: device)
             }
+            if let recoveryKey = change.recoveryKey { showRecoveryKey(recoveryKey) }
         case "unlock":
             try context.arguments.allowOnly([])
-            try device.unlock(passcode: try SecretInput.lines().first ?? SecureBytes(copying: []))
+            if let recoveryKey = try device.unlock(
+                passcode: try SecretInput.lines().first ?? SecureBytes(copying: []))
+            {
+                showRecoveryKey(recoveryKey)
+            }
         case "lock":
             try context.arguments.allowOnly([])
             try device.lock()
@@ -60,11 +65,43 @@ enum DeviceCommand {
             try context.arguments.allowOnly([])
             try device.wipe()
         case "join":
-            // A new device joins --cloud with an existing device's passcode, and restores.
-            try context.arguments.allowOnly([])
-            let restored = try BlockStoreSync(device: device).join(
-                passcode: try SecretInput.lines().first ?? SecureBytes(copying: []))
+            // A new device joins --cloud, then restores its Block Store entries.
+            try context.arguments.allowOnly(["approval", "recovery-key", "passcode", "timeout"])
+            let ways = ["approval", "recovery-key", "passcode"].filter(context.arguments.has)
+            guard ways.count == 1 else {
+                throw CommandError.usage("device join --approval | --recovery-key | --passcode")
+            }
+            switch ways[0] {
+            case "approval":
+                let timeout = try context.arguments.count("timeout", default: 300, in: 1...3600)
+                let ticket = try device.requestJoin()
+                // The code goes out first, so the user can compare it on the approving device.
+                Output.json(["code": ticket.code])
+                guard try device.awaitApproval(of: ticket, timeout: .seconds(timeout)) else {
+                    throw CommandError(
+                        statusName: "errSecUserCanceled (-128)",
+                        message:
+                            "no approval within \(timeout) s (device approve --code \(ticket.code))"
+                    )
+                }
+            case "recovery-key":
+                try device.join(
+                    recoveryKey: try SecretInput.lines().first ?? SecureBytes(copying: []))
+            default:
+                try device.join(passcode: try SecretInput.lines().first ?? SecureBytes(copying: []))
+            }
+            let restored = try BlockStoreSync(device: device).restore()
             Output.json(["restored": restored])
+        case "requests":
+            try context.arguments.allowOnly([])
+            Output.json(try device.joinRequests().map { ["id": $0.id, "code": $0.code] })
+        case "approve":
+            try context.arguments.allowOnly(["code"])
+            try device.approveJoin(code: context.arguments.value("code"))
+            Output.json(["approved": true])
+        case "recovery-key":
+            try context.arguments.allowOnly([])
+            showRecoveryKey(try device.replaceRecoveryKey())
         case "transfer":
             // One file, one one-time key: the device's Block Store entries and the app's
             // device-transfer preferences (its Auto Backup rules; cloud backup need not be on).
@@ -104,7 +141,16 @@ enum DeviceCommand {
             ])
         default:
             throw CommandError.usage(
-                "device reboot | wipe | join | transfer --out FILE|--in FILE | settings")
+                "device reboot | wipe | join --approval|--recovery-key|--passcode | requests | approve [--code C] | recovery-key | transfer --out FILE|--in FILE | settings"
+            )
         }
     }
+}
+
+/// Prints a new recovery key as `{"recoveryKey": "…"}`: the one time it is shown. The text goes
+/// from owned memory straight to standard output.
+func showRecoveryKey(_ key: SecureBytes) {
+    Output.raw(Data("{\"recoveryKey\":\"".utf8))
+    key.withUnsafeBytes { Output.raw(Data($0)) }
+    Output.raw(Data("\"}\n".utf8))
 }

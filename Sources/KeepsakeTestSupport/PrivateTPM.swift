@@ -1,5 +1,6 @@
 import Device
 import Foundation
+import Synchronization
 import TPM
 
 /// A private TPM 2.0 for one test device: `swtpm` on loopback ports of its own, its state in a
@@ -90,4 +91,22 @@ final class TPMRegistry: @unchecked Sendable {
     private init() { atexit { TPMRegistry.shared.killAll() } }
     func add(_ pid: pid_t) { lock.withLock { pids.append(pid) } }
     func killAll() { for pid in lock.withLock({ pids }) { kill(pid, SIGKILL) } }
+}
+
+/// The cloud's escrow for test cloud accounts: one private swtpm per cloud account directory,
+/// started on first use and shared by every test device signed in to that account (as the
+/// account's devices share the cloud's HSM). Killed at exit.
+package enum PrivateEscrow {
+    private static let escrows = Mutex<[String: PrivateTPM]>([:])
+
+    /// The escrow of the cloud account at `cloud`.
+    package static func of(_ cloud: URL) throws -> PrivateTPM {
+        let key = cloud.standardizedFileURL.path
+        return try escrows.withLock { escrows in
+            if let known = escrows[key] { return known }
+            let tpm = try PrivateTPM()
+            escrows[key] = tpm
+            return tpm
+        }
+    }
 }

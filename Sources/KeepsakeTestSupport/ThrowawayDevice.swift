@@ -14,6 +14,7 @@ extension PrivateSecretService {
         let device = Device(
             secretService: connection(timeout: timeout), directory: deviceDirectory(name),
             cloud: cloud.map(CloudDirectory.init), tpm: tpm?.configuration,
+            escrow: cloud.flatMap { try? PrivateEscrow.of($0).configuration },
             tuning: DeviceTuning(passcodeCost: .minimum, retryPolicy: retryPolicy))
         // Its runtime keys are kernel state that outlives the test: a reboot at the end.
         atStop { try? device.reboot() }

@@ -130,6 +130,7 @@ enum DemoCommand {
                 secretService: service.connection(),
                 directory: service.root.appendingPathComponent("device"),
                 cloud: cloud.map(CloudDirectory.init),
+                escrow: try cloud.map { try PrivateEscrow.of($0).configuration },
                 tuning: DeviceTuning(passcodeCost: .interactive, retryPolicy: RetryPolicy()))
             if !blockStore { try device.updateSettings { $0.blockStoreAvailable = false } }
             app = try App(

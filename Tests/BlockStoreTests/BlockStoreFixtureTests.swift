@@ -20,7 +20,7 @@ struct EntryVector: Decodable, Sendable, CustomTestStringConvertible {
 }
 private struct EntryFile: Decodable { var vectors: [EntryVector] }
 private struct CloudSample: Decodable {
-    var passcode: String
+    var recoveryKey: String
     var entries: [String: [String: String]]
 }
 private func entryVectors() throws -> [EntryVector] {
@@ -107,7 +107,7 @@ struct BlockStoreFixtureTests {
     func tamperedSampleCloud() throws {
         let (sample, cloud) = try sampleCloudAccount()
         let phone = try Phone(cloud: cloud)
-        try phone.device.join(passcode: SecureBytes(copying: Data(sample.passcode.utf8)))
+        try phone.device.join(recoveryKey: SecureBytes(copying: Data(sample.recoveryKey.utf8)))
         var refused = 0
         var cases = 0
         for name in Files.list(cloud) where name.hasPrefix("bs-") {
@@ -133,15 +133,26 @@ struct BlockStoreFixtureTests {
         }
     }
 
-    @Test("joining the sample cloud account with its passcode restores exactly its entries")
+    @Test("joining the sample cloud account with its recovery key restores exactly its entries")
     func sampleCloud() throws {
         let (sample, cloud) = try sampleCloudAccount()
         let phone = try Phone(cloud: cloud)
         try phone.device.setLockScreen(.pin, passcode: "1111", currentPasscode: nil)
-        #expect(code { try phone.sync.join(passcode: "1357") } == .internalError)
-        Thread.sleep(forTimeInterval: 0.35)
+        // Another recovery key, a malformed one: refused, nothing restored.
+        #expect(throws: DeviceError(.authFailed, "")) {
+            try phone.device.join(recoveryKey: "AAAA-BBBB-CCCC-DDDD-EEEE-FFFF-GGGG-HHHH")
+        }
+        #expect(throws: DeviceError(.invalidPasscode, "")) {
+            try phone.device.join(recoveryKey: "not-a-recovery-key")
+        }
         #expect(
-            try phone.sync.join(passcode: SecureBytes(copying: Data(sample.passcode.utf8))) == 2)
+            try phone.client("com.example.wallet").retrieveBytes(
+                RetrieveBytesRequest(retrieveAll: true)
+            ).isEmpty)
+        // Typed back in lower case, without dashes: the same key.
+        let typed = sample.recoveryKey.lowercased().replacingOccurrences(of: "-", with: "")
+        try phone.device.join(recoveryKey: SecureBytes(copying: Data(typed.utf8)))
+        #expect(try phone.sync.restore() == 2)
         for (appID, entries) in sample.entries {
             let restored = try phone.client(appID).retrieveBytes(
                 RetrieveBytesRequest(retrieveAll: true))

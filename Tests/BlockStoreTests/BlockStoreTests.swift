@@ -297,9 +297,8 @@ struct BlockStoreCloudTests {
         try new.device.setLockScreen(.pin, passcode: "5555", currentPasscode: nil)
         #expect(code { try new.sync.join(passcode: "0000") } == .internalError)
         #expect(try new.client().retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == [:])
-        let start = ContinuousClock.now
-        #expect(try new.sync.join(passcode: "1234") == 1)  // waits out the delay of the wrong try
-        #expect(ContinuousClock.now - start >= .milliseconds(250))
+        // The wrong claim was counted by the cloud's escrow (JoinTests pins its limit of 10).
+        #expect(try new.sync.join(passcode: "1234") == 1)
         #expect(
             try new.client().retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == [
                 "hint": Data("backed up".utf8)

@@ -203,28 +203,30 @@ struct LockScreenTests {
     }
 }
 
-@Suite("The cloud account's key blob")
-struct AccountKeyBlobTests {
+@Suite("The cloud account's escrow record")
+struct EscrowRecordTests {
     @Test(
-        "a blob whose Argon2id cost is out of bounds is refused at once as corrupt, before any guess is spent",
+        "an escrow record with an out-of-bounds Argon2id cost or a raised limit is refused at once as corrupt, before any guess is spent",
         arguments: [
-            #"{"operations":4294967295,"memoryBytes":8192}"#,
-            #"{"operations":1,"memoryBytes":4398046511104}"#,
-            #"{"operations":0,"memoryBytes":8192}"#,
+            (#""cost":\{[^}]*\}"#, #""cost":{"operations":4294967295,"memoryBytes":8192}"#),
+            (#""cost":\{[^}]*\}"#, #""cost":{"operations":1,"memoryBytes":4398046511104}"#),
+            (#""cost":\{[^}]*\}"#, #""cost":{"operations":0,"memoryBytes":8192}"#),
+            (#""limit":[0-9]+"#, #""limit":1000"#),
         ])
-    func hostileCost(_ cost: String) throws {
+    func hostileRecord(_ pattern: String, _ replacement: String) throws {
         let cloud = Throwaway.untrusted("cloud")
         let service = try PrivateSecretService.start()
         let owner = service.device("owner", cloud: cloud)
         try owner.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-        // Whoever holds the cloud directory rewrites the blob's cost.
-        let file = cloud.appendingPathComponent("account-key")
+        // Whoever holds the cloud directory rewrites the record.
+        let file = cloud.appendingPathComponent("account-escrow")
         let json = String(decoding: try Data(contentsOf: file).dropFirst(4), as: UTF8.self)
         let hostile = json.replacingOccurrences(
-            of: #""cost":\{[^}]*\}"#, with: "\"cost\":\(cost)", options: .regularExpression)
+            of: pattern, with: replacement, options: .regularExpression)
         #expect(hostile != json)
-        try (Data("KCK1".utf8) + Data(hostile.utf8)).write(to: file)
-        let newcomer = service.device("newcomer", cloud: cloud)
+        try (Data("KES1".utf8) + Data(hostile.utf8)).write(to: file)
+        let other = try PrivateSecretService.start()
+        let newcomer = other.device("newcomer", cloud: cloud)
         let start = ContinuousClock.now
         #expect(code { try newcomer.join(passcode: "1234") } == .corrupt)
         #expect(ContinuousClock.now - start < .seconds(1))

@@ -11,14 +11,15 @@ struct BlockStoreCLITests {
         let cloud = Throwaway.untrusted("cloud")
         let one = try PrivateSecretService.start()
         let two = try PrivateSecretService.start()
+        let escrow = try PrivateEscrow.of(cloud).tcti
         let device1 =
             deviceDirectory(of: one) + [
-                "--cloud", cloud.path,
+                "--cloud", cloud.path, "--escrow", escrow,
                 "--app-id", "com.example.wallet",
             ]
         let device2 =
             deviceDirectory(of: two) + [
-                "--cloud", cloud.path,
+                "--cloud", cloud.path, "--escrow", escrow,
                 "--app-id", "com.example.wallet",
             ]
         func run(_ args: [String], _ input: String = "", on service: PrivateSecretService) throws
@@ -42,16 +43,20 @@ struct BlockStoreCLITests {
         let both = try run(["blockstore", "retrieve", "--all", "--key", "hint"] + device1, on: one)
         #expect(both.stderr.contains("DEVELOPER_ERROR (10)"))
 
+        let created = try run(["lockscreen", "set", "--kind", "pin"] + device1, "1234\n", on: one)
+        #expect(created.status == 0)
+        // The account is created here: its recovery key is shown this once.
         #expect(
-            try run(["lockscreen", "set", "--kind", "pin"] + device1, "1234\n", on: one).status == 0
-        )
+            created.text.range(
+                of: #"\{"recoveryKey":"([A-Z2-7]{4}-){7}[A-Z2-7]{4}"\}"#,
+                options: .regularExpression) != nil, "\(created.text)")
         #expect(try run(["blockstore", "e2ee"] + device1, on: one).text == "true\n")
         #expect(try run(["blockstore", "sync"] + device1, on: one).text.contains("\"uploaded\":1"))
 
-        let wrong = try run(["device", "join"] + device2, "9999\n", on: two)
+        let wrong = try run(["device", "join", "--passcode"] + device2, "9999\n", on: two)
         #expect(wrong.status == 1 && wrong.stderr.contains("errSecAuthFailed (-25293)"))
         #expect(try run(["blockstore", "retrieve", "--all"] + device2, on: two).text == "{}\n")
-        let joined = try run(["device", "join"] + device2, "1234\n", on: two)
+        let joined = try run(["device", "join", "--passcode"] + device2, "1234\n", on: two)
         #expect(joined.text.contains("\"restored\":1"), "\(joined.stderr)")
         let restored = try run(["blockstore", "retrieve", "--key", "hint"] + device2, on: two)
         #expect(restored.text.contains(Data("0x8A…3F".utf8).base64EncodedString()))

@@ -237,7 +237,10 @@ struct CLITests {
             line(
                 after: "1. On the phone",
                 containing: "blockstore: com.keepsake.recovery-hint (backed up)"))
-        #expect(line(after: "1. On the phone", containing: "cloud:      account-key, bs-"))
+        #expect(
+            line(
+                after: "1. On the phone",
+                containing: "cloud:      account, account-escrow, account-recovery, bs-"))
         #expect(line(after: "2. The app is uninstalled", containing: "container:  (gone)"))
         #expect(
             line(

@@ -1,0 +1,175 @@
+import Foundation
+import Sealing
+import TPM
+
+// Device-free, so the decoders build alone for the fuzzer (`scripts/fuzz`, target account-objects).
+
+/// The cloud account's own objects. None holds anything a passcode guess can be tested against:
+/// the account key is in the cloud only sealed under a random recovery key (160 bits), sealed to a
+/// device's X25519 key (an approval), or inside the escrow TPM (released to a passcode claim under
+/// the escrow's own guess limit).
+enum AccountObjects {
+    /// `account`: the account's public description (a check value of its key).
+    static let account = "account"
+    /// `account-recovery`: the account key sealed under a key derived from the recovery key.
+    static let recovery = "account-recovery"
+    /// `account-escrow`: where the escrow TPM keeps the account key (public values only).
+    static let escrow = "account-escrow"
+    /// `join-<id>`: a new device's join request; `join-<id>-approval`: its approval.
+    static func joinRequest(_ id: String) -> String { "join-\(id)" }
+    static func joinApproval(_ id: String) -> String { "join-\(id)-approval" }
+
+    static let recoveryAssociatedData = Data("keepsake.account.recovery.v1".utf8)
+}
+
+/// `account`: the check value lets a device tell whether the key it holds is this account's. It
+/// is a keyed hash under the (random, 256-bit) account key: nothing to guess against.
+struct AccountRecord: Codable, Equatable {
+    var version = 1
+    var check: Data
+
+    static func check(_ accountKey: SecureBytes) -> Data { CloudObjects.accountCheck(accountKey) }
+
+    func encoded() -> Data { Data("KAC1".utf8) + (try! JSONEncoder().encode(self)) }
+    /// The record, or nil when it is not one.
+    static func parse(_ bytes: Data) -> AccountRecord? {
+        guard bytes.starts(with: Data("KAC1".utf8)),
+            let record = try? JSONDecoder().decode(AccountRecord.self, from: bytes.dropFirst(4)),
+            record.version == 1, record.check.count == 32
+        else { return nil }
+        return record
+    }
+}
+
+/// `account-escrow`: the escrow TPM's slot for the account key and the passcode claim's
+/// derivation (salt, cost). The TPM releases the key only to the right claim, at most 10 wrong
+/// claims in a row from all devices together.
+struct EscrowRecord: Codable, Equatable {
+    var version = 1
+    var slot: TPMSlot
+    var salt: Data
+    var cost: Argon2Cost
+
+    func encoded() -> Data { Data("KES1".utf8) + (try! JSONEncoder().encode(self)) }
+    static func parse(_ bytes: Data) -> EscrowRecord? {
+        guard bytes.starts(with: Data("KES1".utf8)),
+            let record = try? JSONDecoder().decode(EscrowRecord.self, from: bytes.dropFirst(4)),
+            record.version == 1, record.salt.count == KeyDerivation.saltLength,
+            record.cost.isWithinBounds, record.slot.limit <= 10
+        else { return nil }
+        return record
+    }
+}
+
+/// `join-<id>`: a new device's X25519 public key. Both devices show the short code derived from
+/// it, so the user approves the request of the device in their hand, not one the cloud planted.
+struct JoinRequestRecord: Codable, Equatable {
+    var version = 1
+    var publicKey: Data
+
+    var code: String { JoinCode.of(publicKey) }
+
+    func encoded() -> Data { Data("KJR1".utf8) + (try! JSONEncoder().encode(self)) }
+    static func parse(_ bytes: Data) -> JoinRequestRecord? {
+        guard bytes.starts(with: Data("KJR1".utf8)),
+            let record = try? JSONDecoder().decode(
+                JoinRequestRecord.self, from: bytes.dropFirst(4)),
+            record.version == 1, record.publicKey.count == SealedBox.publicKeyLength
+        else { return nil }
+        return record
+    }
+}
+
+enum JoinCode {
+    /// Six digits from a keyed hash of the public key.
+    static func of(_ publicKey: Data) -> String {
+        let digest = KeyDerivation.keyedHash(
+            key: SecureBytes(copying: Data(repeating: 0x4A, count: 32)),
+            context: "keepsake.join.code.v1",
+            publicKey
+        ).unsafeData()
+        let number = digest.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) } % 1_000_000
+        let text = String(number)
+        return String(repeating: "0", count: 6 - text.count) + text
+    }
+}
+
+/// The recovery key: 160 random bits, shown once as base32 in groups of four
+/// (`ABCD-EFGH-…`, 8 groups). Typed back in any case, with or without dashes and spaces.
+package enum RecoveryKey {
+    static let byteCount = 20
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".utf8)
+
+    /// A new recovery key: its bytes in owned memory and its text to show once.
+    static func make() -> (key: SecureBytes, text: SecureBytes) {
+        let key = SecureBytes(randomCount: byteCount)
+        return (key, format(key))
+    }
+
+    /// The key's text (base32, 8 groups of 4, dash-separated), in owned memory.
+    static func format(_ key: SecureBytes) -> SecureBytes {
+        SecureBytes(count: 39) { out in
+            key.withUnsafeBytes { bytes in
+                var bits: UInt64 = 0
+                var count = 0
+                var written = 0
+                var symbols = 0
+                for byte in bytes {
+                    bits = bits << 8 | UInt64(byte)
+                    count += 8
+                    while count >= 5 {
+                        count -= 5
+                        if symbols > 0 && symbols % 4 == 0 {
+                            out[written] = UInt8(ascii: "-")
+                            written += 1
+                        }
+                        out[written] = alphabet[Int((bits >> UInt64(count)) & 31)]
+                        written += 1
+                        symbols += 1
+                    }
+                }
+            }
+        }
+    }
+
+    /// The key typed back, or nil when it is not one (wrong length, a letter outside base32).
+    package static func parse(_ text: SecureBytes) -> SecureBytes? {
+        var valid = true
+        var symbols = 0
+        let key = SecureBytes(count: byteCount) { out in
+            var bits: UInt64 = 0
+            var count = 0
+            var written = 0
+            text.withUnsafeBytes { input in
+                for var character in input {
+                    if character == UInt8(ascii: "-") || character == UInt8(ascii: " ") { continue }
+                    if (0x61...0x7A).contains(character) { character -= 0x20 }
+                    guard let value = alphabet.firstIndex(of: character) else {
+                        valid = false
+                        return
+                    }
+                    symbols += 1
+                    bits = bits << 5 | UInt64(value)
+                    count += 5
+                    if count >= 8 {
+                        count -= 8
+                        guard written < out.count else {
+                            valid = false
+                            return
+                        }
+                        out[written] = UInt8(truncatingIfNeeded: bits >> UInt64(count))
+                        written += 1
+                    }
+                }
+            }
+            bits = 0
+        }
+        guard valid, symbols == 32 else { return nil }
+        return key
+    }
+
+    /// The key that seals the account key in `account-recovery`.
+    static func wrappingKey(_ key: SecureBytes) -> SecureBytes {
+        KeyDerivation.keyedHash(key: key, context: "keepsake.account.recovery-key.v1")
+    }
+}

@@ -1,0 +1,75 @@
+internal import CSodium
+import Foundation
+
+/// libsodium's sealed boxes (`crypto_box_seal`, X25519 + XSalsa20-Poly1305): a message sealed to
+/// a public key that only the holder of its secret key opens, the sender anonymous. Joining a
+/// cloud account by approval carries the account key this way.
+package enum SealedBox {
+    package static let publicKeyLength = Int(crypto_box_PUBLICKEYBYTES)
+
+    /// A new key pair: the public key in the clear, the secret key in owned memory.
+    package static func keyPair() -> (publicKey: Data, secretKey: SecureBytes) {
+        Sodium.initialize()
+        var publicKey = Data(count: publicKeyLength)
+        let secretKey = SecureBytes(count: Int(crypto_box_SECRETKEYBYTES)) { secret in
+            publicKey.withUnsafeMutableBytes { pk in
+                _ = crypto_box_keypair(
+                    pk.bindMemory(to: UInt8.self).baseAddress!,
+                    secret.bindMemory(to: UInt8.self).baseAddress!)
+            }
+        }
+        return (publicKey, secretKey)
+    }
+
+    /// Seals `message` (key bytes) to `publicKey`.
+    package static func seal(_ message: SecureBytes, to publicKey: Data) throws(SealingError)
+        -> Data
+    {
+        Sodium.initialize()
+        guard publicKey.count == publicKeyLength else {
+            throw SealingError(.authentication, "a public key is \(publicKeyLength) bytes")
+        }
+        var out = Data(count: message.count + crypto_box_sealbytes())
+        let result = message.withUnsafeBytes { m in
+            out.withUnsafeMutableBytes { c in
+                publicKey.withUnsafeBytes { pk in
+                    crypto_box_seal(
+                        c.bindMemory(to: UInt8.self).baseAddress!,
+                        m.bindMemory(to: UInt8.self).baseAddress, UInt64(m.count),
+                        pk.bindMemory(to: UInt8.self).baseAddress!)
+                }
+            }
+        }
+        guard result == 0 else { throw SealingError(.authentication, "crypto_box_seal failed") }
+        return out
+    }
+
+    /// Opens a sealed box into owned memory.
+    package static func open(_ sealed: Data, publicKey: Data, secretKey: SecureBytes)
+        throws(SealingError) -> SecureBytes
+    {
+        Sodium.initialize()
+        let overhead = crypto_box_sealbytes()
+        guard sealed.count >= overhead, sealed.count <= overhead + 1024,
+            publicKey.count == publicKeyLength
+        else { throw SealingError(.authentication, "not a sealed box") }
+        var result: Int32 = -1
+        let opened = SecureBytes(count: sealed.count - overhead) { out in
+            result = sealed.withUnsafeBytes { c in
+                publicKey.withUnsafeBytes { pk in
+                    secretKey.withUnsafeBytes { sk in
+                        crypto_box_seal_open(
+                            out.bindMemory(to: UInt8.self).baseAddress!,
+                            c.bindMemory(to: UInt8.self).baseAddress!, UInt64(c.count),
+                            pk.bindMemory(to: UInt8.self).baseAddress!,
+                            sk.bindMemory(to: UInt8.self).baseAddress!)
+                    }
+                }
+            }
+        }
+        guard result == 0 else {
+            throw SealingError(.authentication, "the sealed box does not open")
+        }
+        return opened
+    }
+}

@@ -1,0 +1,196 @@
+import Foundation
+import KeepsakeTestSupport
+import Sealing
+import SecretService
+import TPM
+import Testing
+
+@testable import Device
+
+private func code(_ body: () throws -> Void) -> DeviceError.Code? {
+    do {
+        try body()
+        return nil
+    } catch let error as DeviceError {
+        return error.code
+    } catch {
+        return nil
+    }
+}
+
+private let quick = RetryPolicy(
+    base: .milliseconds(1), maximum: .milliseconds(4), longestWait: .seconds(5))
+
+/// A device of its own (private Secret Service) signed in to `cloud`, with the account's escrow.
+private func member(_ cloud: URL) throws -> (PrivateSecretService, Device) {
+    let service = try PrivateSecretService.start()
+    return (service, service.device(cloud: cloud, retryPolicy: quick))
+}
+
+private func text(_ bytes: SecureBytes) -> String {
+    bytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+}
+
+@Suite("Joining a cloud account: approval, recovery key, escrow")
+struct JoinTests {
+    @Test(
+        "nothing in the cloud account can be tested against a passcode guess: no object holds anything derived from the passcode"
+    )
+    func nothingToGuessAgainst() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        let change = try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        #expect(change.recoveryKey != nil)
+        let names = Set(try CloudDirectory(cloud).list())
+        #expect(names == ["account", "account-escrow", "account-recovery"])
+        let escrowBytes = try #require(try CloudDirectory(cloud).read("account-escrow"))
+        let escrow = try #require(EscrowRecord.parse(escrowBytes))
+        // What a guess would have to be checked against: Argon2id of the passcode, and the TPM
+        // authorization derived from it. Neither is anywhere in the cloud, and neither opens
+        // the recovery object.
+        let passcodeKey = try PasscodeKeys.passcodeKey("4711", salt: escrow.salt, cost: escrow.cost)
+        let derived = [
+            passcodeKey.unsafeData(),
+            PasscodeKeys.tpmAuthorization(passcodeKey: passcodeKey).unsafeData(),
+        ]
+        for name in names {
+            let bytes = try #require(try CloudDirectory(cloud).read(name))
+            for value in derived {
+                for start in stride(from: 0, to: value.count - 8, by: 4) {
+                    #expect(bytes.range(of: value[start..<(start + 8)]) == nil, "\(name)")
+                }
+            }
+        }
+        let sealed = try #require(try CloudDirectory(cloud).read("account-recovery"))
+        for key in [passcodeKey, PasscodeKeys.tpmAuthorization(passcodeKey: passcodeKey)] {
+            #expect(throws: (any Error).self) {
+                try Envelope.open(
+                    sealed, key: key, associatedData: AccountObjects.recoveryAssociatedData)
+            }
+        }
+    }
+
+    @Test(
+        "by approval: the new device posts a request, both show its code, an unlocked device approves, the new device holds the key"
+    )
+    func approval() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        let (tabletService, tablet) = try member(cloud)
+        defer { withExtendedLifetime(tabletService) {} }
+        try tablet.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
+        let ticket = try tablet.requestJoin()
+        #expect(ticket.code.count == 6)
+        #expect(try phone.joinRequests().map(\.code) == [ticket.code])
+        // A wrong code approves nothing; a locked phone approves nothing.
+        let wrongCode = ticket.code == "000000" ? "000001" : "000000"
+        #expect(code { try phone.approveJoin(code: wrongCode) } == .invalidPasscode)
+        try phone.lock()
+        #expect(code { try phone.approveJoin(code: ticket.code) } == .interactionNotAllowed)
+        #expect(try tablet.awaitApproval(of: ticket, timeout: .milliseconds(300)) == false)
+        try phone.unlock(passcode: "4711")
+        try phone.approveJoin(code: ticket.code)
+        #expect(try tablet.awaitApproval(of: ticket, timeout: .seconds(5)))
+        let phoneKey = try #require(try phone.cloudKey())
+        let tabletKey = try #require(try tablet.cloudKey())
+        #expect(phoneKey == tabletKey)
+        // The request and its approval are gone from the cloud.
+        #expect(try CloudDirectory(cloud).list().filter { $0.hasPrefix("join-") }.isEmpty)
+    }
+
+    @Test(
+        "with the recovery key: shown once at creation, it joins a new device; a replaced one does not"
+    )
+    func recoveryKey() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        let first = try #require(
+            try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil).recoveryKey)
+        #expect(
+            text(first).range(of: #"^([A-Z2-7]{4}-){7}[A-Z2-7]{4}$"#, options: .regularExpression)
+                != nil)
+        // Shown once: a later change does not show it again.
+        #expect(
+            try phone.setLockScreen(.pin, passcode: "1357", currentPasscode: "4711").recoveryKey
+                == nil)
+        let (laptopService, laptop) = try member(cloud)
+        defer { withExtendedLifetime(laptopService) {} }
+        try laptop.join(recoveryKey: first)
+        #expect(try laptop.cloudKey(forUpload: false) == (try phone.cloudKey()))
+        let second = try phone.replaceRecoveryKey()
+        #expect(text(second) != text(first))
+        let (desktopService, desktop) = try member(cloud)
+        defer { withExtendedLifetime(desktopService) {} }
+        #expect(code { try desktop.join(recoveryKey: first) } == .authFailed)
+        try desktop.join(recoveryKey: second)
+        #expect(try desktop.cloudKey(forUpload: false) == (try phone.cloudKey()))
+    }
+
+    @Test("with the escrow: the right passcode joins; a changed passcode is registered again")
+    func escrowJoin() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        let (tabletService, tablet) = try member(cloud)
+        defer { withExtendedLifetime(tabletService) {} }
+        #expect(code { try tablet.join(passcode: "0000") } == .authFailed)
+        try tablet.join(passcode: "4711")
+        #expect(try tablet.cloudKey(forUpload: false) == (try phone.cloudKey()))
+        try phone.setLockScreen(.pin, passcode: "8642", currentPasscode: "4711")
+        let (laptopService, laptop) = try member(cloud)
+        defer { withExtendedLifetime(laptopService) {} }
+        #expect(code { try laptop.join(passcode: "4711") } == .authFailed)
+        try laptop.join(passcode: "8642")
+    }
+
+    @Test(
+        "with the escrow: 10 wrong passcode claims from two devices together destroy the escrow record for good; the right passcode then fails too"
+    )
+    func escrowLimit() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        let (oneService, one) = try member(cloud)
+        defer { withExtendedLifetime(oneService) {} }
+        let (twoService, two) = try member(cloud)
+        defer { withExtendedLifetime(twoService) {} }
+        for guess in 0..<10 {
+            let device = guess.isMultiple(of: 2) ? one : two
+            #expect(
+                code { try device.join(passcode: SecureBytes(copying: Data("000\(guess)".utf8))) }
+                    == .authFailed)
+        }
+        #expect(code { try one.join(passcode: "4711") } == .notAvailable)
+        #expect(try CloudDirectory(cloud).read("account-escrow") == nil)
+        #expect(code { try two.join(passcode: "4711") } == .notAvailable)
+        print("escrow: 10 wrong claims from two devices, then the record is destroyed for good")
+    }
+
+    @Test(
+        "without an escrow, joining with a passcode answers a clear error naming the other two ways"
+    )
+    func noEscrow() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        let service = try PrivateSecretService.start()
+        defer { withExtendedLifetime(service) {} }
+        let plain = Device(
+            secretService: service.connection(), directory: service.deviceDirectory("plain"),
+            cloud: CloudDirectory(cloud), tpm: nil, escrow: nil, tuning: .fast)
+        do {
+            try plain.join(passcode: "4711")
+            Issue.record("joined without an escrow")
+        } catch {
+            #expect(error.code == .notAvailable)
+            #expect(error.message.contains("approval") && error.message.contains("recovery key"))
+        }
+    }
+}

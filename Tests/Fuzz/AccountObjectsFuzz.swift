@@ -1,0 +1,26 @@
+// libFuzzer target: the cloud account's own objects (Sources/Device/AccountObjects.swift) — its
+// record, the escrow record, join requests and typed recovery keys — the objects a cloud holds
+// outside a seal.
+import Foundation
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+    let bytes = Data(bytes: data, count: size)
+    if let record = AccountRecord.parse(bytes) {
+        precondition(record.check.count == 32 && AccountRecord.parse(record.encoded()) == record)
+    }
+    if let escrow = EscrowRecord.parse(bytes) {
+        // Accepted records have a usable salt, a bounded cost and limit, and survive re-encoding.
+        precondition(escrow.salt.count == KeyDerivation.saltLength && escrow.cost.isWithinBounds)
+        precondition(escrow.slot.limit <= 10 && EscrowRecord.parse(escrow.encoded()) == escrow)
+    }
+    if let request = JoinRequestRecord.parse(bytes) {
+        precondition(request.code.count == 6 && JoinRequestRecord.parse(request.encoded()) == request)
+    }
+    if let key = RecoveryKey.parse(SecureBytes(copying: bytes)) {
+        // A parsed key prints as 8 groups of 4 and parses back to itself.
+        let text = RecoveryKey.format(key)
+        precondition(text.count == 39 && RecoveryKey.parse(text) == key)
+    }
+    return 0
+}
