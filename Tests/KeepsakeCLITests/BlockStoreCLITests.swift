@@ -145,3 +145,67 @@ struct BlockStoreCLITests {
             ).text.contains(demoWallet))
     }
 }
+
+@Suite("keepsake device join, requests, approve and recovery-key")
+struct JoinCLITests {
+    @Test("a new device joins by approval through the command line: it shows a code, the approving device sees it, the new device restores")
+    func approvalThroughTheCommandLine() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let one = try PrivateSecretService.start()
+        let two = try PrivateSecretService.start()
+        let device1 = deviceDirectory(of: one) + ["--cloud", cloud.path, "--app-id", "com.example.wallet"]
+        let device2 = deviceDirectory(of: two) + ["--cloud", cloud.path, "--app-id", "com.example.wallet"]
+        let created = try keepsake(["lockscreen", "set", "--kind", "pin"] + device1, input: Data("1234\n".utf8), service: one)
+        #expect(created.status == 0)
+        let recovery = try #require(
+            (try JSONSerialization.jsonObject(with: created.stdout) as? [String: String])?["recoveryKey"])
+        #expect(
+            try keepsake(["blockstore", "store", "--key", "hint", "--backup"] + device1, input: Data("welcome".utf8), service: one).status == 0)
+        #expect(try keepsake(["blockstore", "sync"] + device1, service: one).status == 0)
+        // Without an escrow, --passcode names the other two ways.
+        let noEscrow = try keepsake(["device", "join", "--passcode"] + device2, input: Data("1234\n".utf8), service: two)
+        #expect(noEscrow.status == 1 && noEscrow.stderr.contains("--approval") && noEscrow.stderr.contains("--recovery-key"))
+        // The new device posts its request and waits; its first line is the code.
+        let process = Process()
+        process.executableURL = keepsakeExecutable
+        process.arguments = ["device", "join", "--approval", "--timeout", "30"] + device2
+        process.environment = two.environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        var code = ""
+        for _ in 0..<100 {
+            let requests = try keepsake(["device", "requests"] + device1, service: one)
+            if let list = try? JSONSerialization.jsonObject(with: requests.stdout) as? [[String: String]],
+                let first = list.first?["code"]
+            {
+                code = first
+                break
+            }
+            usleep(100_000)
+        }
+        #expect(code.count == 6)
+        let approved = try keepsake(["device", "approve", "--code", code] + device1, service: one)
+        #expect(approved.status == 0, "\(approved.stderr)")
+        let lines = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(lines.contains("\"code\":\"\(code)\"") && lines.contains("\"restored\":1"), "\(lines)")
+        let restored = try keepsake(["blockstore", "retrieve", "--key", "hint"] + device2, service: two)
+        #expect(restored.text.contains(Data("welcome".utf8).base64EncodedString()))
+        // A third device joins with the recovery key; a replaced key retires it for new joins.
+        let three = try PrivateSecretService.start()
+        let device3 = deviceDirectory(of: three) + ["--cloud", cloud.path, "--app-id", "com.example.wallet"]
+        let replaced = try keepsake(["device", "recovery-key"] + device1, service: one)
+        #expect(replaced.status == 0)
+        let old = try keepsake(["device", "join", "--recovery-key"] + device3, input: Data((recovery + "\n").utf8), service: three)
+        #expect(old.status == 1 && old.stderr.contains("errSecAuthFailed"))
+        let newKey = try #require((try JSONSerialization.jsonObject(with: replaced.stdout) as? [String: String])?["recoveryKey"])
+        let joined = try keepsake(["device", "join", "--recovery-key"] + device3, input: Data((newKey + "\n").utf8), service: three)
+        #expect(joined.status == 0 && joined.text.contains("\"restored\":1"), "\(joined.stderr)")
+        let usage = try keepsake(["device", "join", "--approval", "--passcode"] + device3, service: three)
+        #expect(usage.status == 2)
+    }
+}
