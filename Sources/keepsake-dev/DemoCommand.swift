@@ -60,7 +60,10 @@ enum DemoCommand {
         say("   after unlock:  " + welcome(phone.hints.get()))
 
         say("")
-        say("5. A new device joins the cloud account with the phone's pin:")
+        say("5. A new device joins the cloud account with the phone's pin, which only the account's")
+        say("   escrow (a TPM that counts claims: 10 wrong ones destroy it) can check — nothing in the")
+        say("   cloud lets anyone guess it. (Approval by the phone, or the recovery key shown when the")
+        say("   phone set its pin, would do too.)")
         let tablet = try DemoDevice(name: "tablet", cloud: cloud)
         defer { tablet.service.stop() }
         try tablet.device.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
@@ -68,7 +71,7 @@ enum DemoCommand {
         do {
             try BlockStoreSync(device: tablet.device).join(passcode: "0000")
         } catch {
-            say("   with a wrong pin: refused (errSecAuthFailed), nothing restored.")
+            say("   with a wrong pin: refused (errSecAuthFailed), counted by the escrow, nothing restored.")
         }
         let restored = try BlockStoreSync(device: tablet.device).join(passcode: "4711")
         say("   with the phone's pin: \(restored) entry restored. " + welcome(tablet.hints.get()))
