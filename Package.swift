@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "Device", targets: ["Device", "SecretService", "Sealing"]),
         .library(name: "Keychain", targets: ["Keychain"]),
         .library(name: "Security", targets: ["Security"]),
+        .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
         .library(name: "BlockStore", targets: ["BlockStore"]),
         .library(name: "KeyValueStore", targets: ["KeyValueStore"]),
         .library(name: "Preferences", targets: ["Preferences"]),
@@ -58,7 +59,10 @@ let package = Package(
             name: "RecoveryHint",
             dependencies: ["Keychain", "BlockStore", "KeyValueStore", "Preferences", "Device"]),
         // Apple-source-compatible surface: SecItem*, kSec* constants, CF aliases.
-        .target(name: "Security", dependencies: ["Keychain", "Device"]),
+        .target(name: "Security", dependencies: ["Keychain", "Device", "Sealing"]),
+        // Apple's LocalAuthentication names (LAContext, LAPolicy, LAError), as far as they mean
+        // something on Linux. Knows nothing of keychains.
+        .target(name: "LocalAuthentication"),
         // The private Secret Service harness and throwaway devices (tests, demo, benchmarks).
         .target(
             name: "KeepsakeTestSupport",
@@ -110,7 +114,9 @@ let package = Package(
             dependencies: ["Device", "KeepsakeTestSupport", "SecretService", "Sealing", "TPM"]),
         .testTarget(
             name: "SecurityTests",
-            dependencies: ["Security", "Keychain", "KeepsakeTestSupport", "Device"]),
+            dependencies: [
+                "Security", "LocalAuthentication", "Keychain", "KeepsakeTestSupport", "Device",
+            ]),
         .testTarget(
             name: "KeepsakeCLITests", dependencies: ["KeepsakeTestSupport"]),
     ],

@@ -89,6 +89,9 @@ public struct GenericPasswordItem: Sendable, Hashable {
     public var attributes: GenericPasswordAttributes
     /// Present when the query asked for data. A copy in ordinary memory, owned by the caller.
     public var data: Data?
+    /// The item's own random id: names exactly this item across restarts, and never another
+    /// item after it is deleted (a re-added item gets a new id). Apple's persistent reference.
+    public var persistentID: String = ""
 }
 
 /// A query over generic passwords: every given field must match exactly.
@@ -103,13 +106,16 @@ public struct GenericPasswordQuery: Sendable, Hashable {
     public var comment: String?
     public var itemDescription: String?
     public var generic: Data?
+    /// Only the item with this persistent id (`GenericPasswordItem.persistentID`).
+    public var persistentID: String?
 
     public init(
         service: String? = nil, account: String? = nil, accessGroup: String? = nil,
         synchronizable: SynchronizableMatch = .no, accessible: Accessibility? = nil,
         label: String? = nil, comment: String? = nil, itemDescription: String? = nil,
-        generic: Data? = nil
+        generic: Data? = nil, persistentID: String? = nil
     ) {
+        self.persistentID = persistentID
         self.service = service
         self.account = account
         self.accessGroup = accessGroup

@@ -226,7 +226,9 @@ public final class Keychain: Sendable {
             account: query.account,
             synchronizable: query.synchronizable == .any ? nil : query.synchronizable == .yes,
             accessible: query.accessible)
-        return (groups, attributes)
+        var indexed = attributes
+        indexed[SecretServiceSchema.itemID] = query.persistentID
+        return (groups, indexed)
     }
 
     /// The paths of every item matching `query`. When the clear index alone decides the match
@@ -368,7 +370,9 @@ public final class Keychain: Sendable {
     }
 
     private static func item(_ record: StoredRecord, returnData: Bool) -> GenericPasswordItem {
-        GenericPasswordItem(attributes: record.attributes, data: returnData ? record.data : nil)
+        GenericPasswordItem(
+            attributes: record.attributes, data: returnData ? record.data : nil,
+            persistentID: record.id)
     }
 
     /// Now, at the millisecond precision items are stored with.

@@ -106,6 +106,13 @@ package enum KeyDerivation {
         }
     }
 
+    /// Fills `buffer` with random bytes (`randombytes_buf`).
+    package static func randomFill(_ buffer: UnsafeMutableRawBufferPointer) {
+        Sodium.initialize()
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return }
+        randombytes_buf(base, buffer.count)
+    }
+
     /// Random bytes (`randombytes_buf`), for salts and ids.
     package static func randomBytes(_ count: Int) -> Data {
         Sodium.initialize()

@@ -4,9 +4,11 @@ import Keychain
 /// Turns an Apple keychain dictionary into the Keychain's typed values. Every rule about which
 /// `kSec…` key is allowed where, and with which value type, lives here.
 ///
-/// Unknown keys, wrong value types and classes other than generic password are refused before
-/// anything is read or written: `errSecParam`, or `errSecUnimplemented` for Apple keys and classes
-/// Keepsake does not implement.
+/// Keys that are no `kSec…` key are ignored, as Apple ignores them; wrong value types are
+/// `errSecParam`; Apple keys Keepsake does not implement are `errSecUnimplemented` (refused rather
+/// than ignored where ignoring would store less or match more than asked). Classes other than
+/// generic password: adding is `errSecUnimplemented`, finding, updating and deleting answer
+/// `errSecItemNotFound`, as Apple does for a keychain holding none of them.
 struct QueryDictionary {
     private var entries: [String: Any]
 
@@ -38,43 +40,65 @@ struct QueryDictionary {
         kSecAttrAccessible, kSecAttrLabel, kSecAttrComment, kSecAttrDescription, kSecAttrGeneric,
     ].map { $0 as String }.reduce(into: []) { $0.insert($1) }
     private static let unimplementedKeys: Set<String> = [
-        kSecAttrCreator, kSecAttrType, kSecAttrIsInvisible, kSecAttrIsNegative,
-        kSecAttrAccessControl, kSecReturnRef, kSecReturnPersistentRef, kSecValueRef,
-        kSecValuePersistentRef, kSecMatchCaseInsensitive, kSecUseAuthenticationContext,
+        kSecAttrCreator, kSecAttrType, kSecAttrIsInvisible, kSecAttrIsNegative, kSecReturnRef,
+        kSecValueRef, kSecMatchCaseInsensitive, kSecMatchItemList, kSecMatchSearchList,
+        kSecAttrServer, kSecAttrProtocol, kSecAttrAuthenticationType, kSecAttrPort, kSecAttrPath,
+        kSecAttrSecurityDomain, kSecAttrKeyClass, kSecAttrApplicationLabel, kSecAttrApplicationTag,
+        kSecAttrKeySizeInBits, kSecAttrTokenID,
+    ].map { $0 as String }.reduce(into: []) { $0.insert($1) }
+    /// Accepted everywhere and without effect here: there is no user interface to allow, fail or
+    /// skip (no item needs one), and the keychain is always the data-protection one.
+    private static let acceptedKeys: Set<String> = [
+        kSecUseDataProtectionKeychain, kSecUseAuthenticationUI, kSecUseNoAuthenticationUI,
+        kSecUseOperationPrompt, kSecUseAuthenticationContext,
     ].map { $0 as String }.reduce(into: []) { $0.insert($1) }
 
     /// Checks every key against what `purpose` allows.
     func checkKeys(for purpose: Purpose) throws(KeychainError) {
-        var allowed = Self.attributeKeys
-        allowed.insert(kSecUseDataProtectionKeychain as String)
+        var allowed = Self.attributeKeys.union(Self.acceptedKeys)
+        allowed.insert(kSecAttrAccessControl as String)
+        let returns = [kSecReturnData, kSecReturnAttributes, kSecReturnPersistentRef].map {
+            $0 as String
+        }
         switch purpose {
         case .add:
-            allowed.formUnion(
-                [kSecClass, kSecValueData, kSecReturnData, kSecReturnAttributes].map {
-                    $0 as String
-                })
+            allowed.formUnion([kSecClass as String, kSecValueData as String] + returns)
         case .query:
             allowed.formUnion(
-                [kSecClass, kSecReturnData, kSecReturnAttributes, kSecMatchLimit].map {
-                    $0 as String
-                })
+                [kSecClass as String, kSecMatchLimit as String, kSecValuePersistentRef as String]
+                    + returns)
         case .update, .delete:
-            allowed.insert(kSecClass as String)
+            allowed.formUnion([kSecClass as String, kSecValuePersistentRef as String])
             if purpose == .delete { allowed.insert(kSecMatchLimit as String) }
         case .changes:
             allowed.insert(kSecValueData as String)
-            allowed.remove(kSecUseDataProtectionKeychain as String)
+            allowed.subtract(Self.acceptedKeys)
         }
         for key in entries.keys.sorted() where !allowed.contains(key) {
             if Self.unimplementedKeys.contains(key) {
                 throw KeychainError(KeychainStatus.unimplemented, "\(key) is not implemented")
             }
-            throw KeychainError(KeychainStatus.param, "\(key) is not allowed here")
+            if Self.knownKeys.contains(key) {
+                throw KeychainError(KeychainStatus.param, "\(key) is not allowed here")
+            }
+            // Not a kSec… key at all: ignored, as Apple ignores it.
         }
     }
 
-    /// The item class must be generic password.
-    func checkClass() throws(KeychainError) {
+    /// Every `kSec…` key this module knows (so that anything else is recognisably foreign).
+    private static let knownKeys: Set<String> = attributeKeys.union(unimplementedKeys).union(
+        acceptedKeys
+    ).union(
+        [
+            kSecClass, kSecValueData, kSecReturnData, kSecReturnAttributes, kSecReturnPersistentRef,
+            kSecValuePersistentRef, kSecMatchLimit, kSecAttrAccessControl, kSecAttrCreationDate,
+            kSecAttrModificationDate,
+        ].map { $0 as String })
+
+    /// The item class must be generic password. Another Apple class: adding is
+    /// `errSecUnimplemented`; any other call answers `errSecItemNotFound`, as for a keychain
+    /// holding none of that class.
+    func checkClass(for purpose: Purpose) throws(KeychainError) {
         guard let value = entries[kSecClass as String] else {
             throw KeychainError(KeychainStatus.param, "kSecClass is missing")
         }
@@ -86,16 +110,27 @@ struct QueryDictionary {
             kSecClassInternetPassword, kSecClassCertificate, kSecClassKey, kSecClassIdentity,
         ].map { $0 as String }
         if otherClasses.contains(itemClass) {
-            throw KeychainError(
-                KeychainStatus.unimplemented, "only kSecClassGenericPassword is implemented")
+            if purpose == .add {
+                throw KeychainError(
+                    KeychainStatus.unimplemented, "only kSecClassGenericPassword is implemented")
+            }
+            throw KeychainError(KeychainStatus.itemNotFound, "no item of that class")
         }
         throw KeychainError(KeychainStatus.param, "unknown kSecClass")
     }
 
     // MARK: - Typed values
 
+    /// A string attribute: a string, or `Data` holding UTF-8 (Apple accepts data for string
+    /// attributes such as the account and service). Data that is not UTF-8 is `errSecParam`.
     func string(_ key: CFString) throws(KeychainError) -> String? {
         guard let value = entries[key as String] else { return nil }
+        if let data = value as? Data, !(value is String) {
+            guard let string = String(data: data, encoding: .utf8) else {
+                throw KeychainError(KeychainStatus.param, "\(key) data is not UTF-8")
+            }
+            return string
+        }
         guard let string = value as? String, !(value is NSNumber) else {
             throw KeychainError(KeychainStatus.param, "\(key) must be a string")
         }
@@ -104,6 +139,11 @@ struct QueryDictionary {
 
     func data(_ key: CFString) throws(KeychainError) -> Data? {
         guard let value = entries[key as String] else { return nil }
+        if let string = value as? String, !(value is NSNumber),
+            key as String == kSecAttrGeneric as String
+        {
+            return Data(string.utf8)  // Apple accepts a string for the generic attribute too
+        }
         guard let data = value as? Data else {
             throw KeychainError(KeychainStatus.param, "\(key) must be data")
         }
@@ -129,23 +169,69 @@ struct QueryDictionary {
         return bool ? .yes : .no
     }
 
+    /// Apple's class values, the deprecated `Always` ones included (stored as their
+    /// `AfterFirstUnlock` counterparts: never less protected than asked).
+    static func accessibility(_ raw: String) -> Accessibility? {
+        if raw == kSecAttrAccessibleAlways as String { return .afterFirstUnlock }
+        if raw == kSecAttrAccessibleAlwaysThisDeviceOnly as String {
+            return .afterFirstUnlockThisDeviceOnly
+        }
+        return Accessibility(rawValue: raw)
+    }
+
+    /// `kSecAttrAccessible`, or the class of `kSecAttrAccessControl` (not both). Constraints on
+    /// each use (user presence, passcode, biometry, application password) are refused with
+    /// `errSecUnimplemented` rather than ignored: an item must never be less protected than asked.
     func accessible() throws(KeychainError) -> Accessibility? {
+        if let value = entries[kSecAttrAccessControl as String] {
+            guard entries[kSecAttrAccessible as String] == nil else {
+                throw KeychainError(
+                    KeychainStatus.param, "kSecAttrAccessible and kSecAttrAccessControl together")
+            }
+            guard let control = value as? SecAccessControl else {
+                throw KeychainError(
+                    KeychainStatus.param, "kSecAttrAccessControl must be a SecAccessControl")
+            }
+            guard control.flags.isEmpty else {
+                throw KeychainError(
+                    KeychainStatus.unimplemented,
+                    "access-control constraints (flags 0x\(String(control.flags.rawValue, radix: 16))) are not implemented"
+                )
+            }
+            return control.accessible
+        }
         guard let raw = try string(kSecAttrAccessible) else { return nil }
-        guard let accessible = Accessibility(rawValue: raw) else {
+        guard let accessible = Self.accessibility(raw) else {
             throw KeychainError(KeychainStatus.param, "unknown kSecAttrAccessible value")
         }
         return accessible
     }
 
-    func matchLimit() throws(KeychainError) -> MatchLimit {
-        guard let value = entries[kSecMatchLimit as String] else { return .one }
+    /// `kSecValuePersistentRef`: the item id it names, or nil.
+    func persistentID() throws(KeychainError) -> String? {
+        guard let value = entries[kSecValuePersistentRef as String] else { return nil }
+        guard let data = value as? Data else {
+            throw KeychainError(KeychainStatus.param, "kSecValuePersistentRef must be data")
+        }
+        guard let id = PersistentReference.id(data) else {
+            throw KeychainError(KeychainStatus.itemNotFound, "not a persistent reference")
+        }
+        return id
+    }
+
+    /// `kSecMatchLimit`: `…One` (the default), `…All`, or a number n ≥ 1 (up to n items, an
+    /// array — even for 1, as Apple returns). `count` is nil for `…One`/`…All`.
+    func matchLimit() throws(KeychainError) -> (limit: MatchLimit, count: Int?) {
+        guard let value = entries[kSecMatchLimit as String] else { return (.one, nil) }
         if let string = value as? String, !(value is NSNumber) {
-            if string == kSecMatchLimitOne as String { return .one }
-            if string == kSecMatchLimitAll as String { return .all }
+            if string == kSecMatchLimitOne as String { return (.one, nil) }
+            if string == kSecMatchLimitAll as String { return (.all, nil) }
             throw KeychainError(KeychainStatus.param, "unknown kSecMatchLimit value")
         }
-        if let number = value as? Int, number == 1 { return .one }
-        throw KeychainError(KeychainStatus.unimplemented, "numeric kSecMatchLimit other than 1")
+        if let number = value as? Int, !(value is Bool) || value is NSNumber, number >= 1 {
+            return (.all, number)
+        }
+        throw KeychainError(KeychainStatus.param, "kSecMatchLimit must be ≥ 1")
     }
 
     // MARK: - Whole values
@@ -156,7 +242,8 @@ struct QueryDictionary {
             accessGroup: try string(kSecAttrAccessGroup),
             synchronizable: try synchronizable() ?? .no, accessible: try accessible(),
             label: try string(kSecAttrLabel), comment: try string(kSecAttrComment),
-            itemDescription: try string(kSecAttrDescription), generic: try data(kSecAttrGeneric))
+            itemDescription: try string(kSecAttrDescription), generic: try data(kSecAttrGeneric),
+            persistentID: try persistentID())
     }
 
     func attributes() throws(KeychainError) -> GenericPasswordAttributes {
@@ -212,6 +299,23 @@ struct QueryDictionary {
         result[kSecAttrCreationDate as String] = a.creationDate
         result[kSecAttrModificationDate as String] = a.modificationDate
         if withData { result[kSecValueData as String] = item.data ?? Data() }
+        result[kSecValuePersistentRef as String] = PersistentReference.data(item.persistentID)
         return result as NSDictionary
+    }
+}
+
+/// Apple's persistent reference for an item: `KSPR1:` and the item's own random id, as data.
+/// It names exactly one item across restarts and never another after that one is deleted.
+enum PersistentReference {
+    private static let prefix = "KSPR1:"
+
+    static func data(_ id: String) -> Data { Data((prefix + id).utf8) }
+
+    static func id(_ data: Data) -> String? {
+        guard let text = String(data: data, encoding: .utf8), text.hasPrefix(prefix) else {
+            return nil
+        }
+        let id = String(text.dropFirst(prefix.count))
+        return id.isEmpty || id.count > 128 ? nil : id
     }
 }

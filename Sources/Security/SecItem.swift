@@ -6,8 +6,9 @@ import Keychain
 ///
 /// Apple derives the app from its signature; here the process says it. `current` is task-local so
 /// that tests can run apps side by side; otherwise the process-wide default is used, built on
-/// first use from `KEEPSAKE_APP_ID` (an app id; `local.keepsake.app` when unset) and the Secret
-/// Service on `DBUS_SESSION_BUS_ADDRESS`.
+/// first use from `KEEPSAKE_APP_ID` (an app id; `local.keepsake.app` when unset), its extra access
+/// groups from `KEEPSAKE_ACCESS_GROUPS` (comma-separated, as an entitlements file lists them) and
+/// the Secret Service on `DBUS_SESSION_BUS_ADDRESS`.
 public enum SecurityConfiguration {
     @TaskLocal public static var current: Keychain?
 
@@ -15,7 +16,12 @@ public enum SecurityConfiguration {
         let environment = ProcessInfo.processInfo.environment
         let id = environment["KEEPSAKE_APP_ID"] ?? "local.keepsake.app"
         let container = URL(fileURLWithPath: environment["KEEPSAKE_CONTAINER"] ?? ".")
-        guard let app = try? App(id: id, container: container) else { return nil }
+        // The app's extra access groups, as an entitlements file gives them: its own id first.
+        let extra = (environment["KEEPSAKE_ACCESS_GROUPS"] ?? "").split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty && $0 != id }
+        guard let app = try? App(id: id, container: container, accessGroups: [id] + extra) else {
+            return nil
+        }
         return Keychain(app: app)
     }()
 
@@ -38,17 +44,47 @@ private func status(_ body: () throws(KeychainError) -> Void) -> OSStatus {
     }
 }
 
-/// What `kSecReturnData` / `kSecReturnAttributes` ask for, as a result object.
-private func result(
-    for items: [GenericPasswordItem], limit: MatchLimit, data: Bool, attributes: Bool
-) -> CFTypeRef? {
-    guard data || attributes else { return nil }
-    let values: [AnyObject] = items.map { item in
-        attributes
-            ? QueryDictionary.attributeDictionary(item, withData: data)
-            : (item.data ?? Data()) as NSData
+/// What the `kSecReturn…` keys ask for.
+private struct Returns {
+    var data: Bool
+    var attributes: Bool
+    var persistentRef: Bool
+
+    init(_ dictionary: QueryDictionary) throws(KeychainError) {
+        data = try dictionary.bool(kSecReturnData) ?? false
+        attributes = try dictionary.bool(kSecReturnAttributes) ?? false
+        persistentRef = try dictionary.bool(kSecReturnPersistentRef) ?? false
     }
-    return limit == .one ? values.first : values as NSArray
+
+    var any: Bool { data || attributes || persistentRef }
+
+    /// One item as Apple returns it: a dictionary when attributes or more than one kind were
+    /// asked for, else the data or the persistent reference alone.
+    func value(_ item: GenericPasswordItem) -> AnyObject {
+        if attributes || (data && persistentRef) {
+            let dictionary =
+                QueryDictionary.attributeDictionary(item, withData: data)
+                .mutableCopy() as! NSMutableDictionary
+            if !attributes {
+                let keep: Set<String> = [kSecValueData as String, kSecValuePersistentRef as String]
+                for key in dictionary.allKeys.compactMap({ $0 as? String })
+                where !keep.contains(key) {
+                    dictionary.removeObject(forKey: key)
+                }
+            }
+            if !persistentRef { dictionary.removeObject(forKey: kSecValuePersistentRef as String) }
+            return dictionary
+        }
+        if persistentRef { return PersistentReference.data(item.persistentID) as NSData }
+        return (item.data ?? Data()) as NSData
+    }
+
+    /// The result object for `items`: one value for `…One`, an array otherwise.
+    func result(_ items: [GenericPasswordItem], asArray: Bool) -> CFTypeRef? {
+        guard any else { return nil }
+        let values = items.map(value)
+        return asArray ? values as NSArray : values.first
+    }
 }
 
 /// Mirrors `SecItemAdd` for `kSecClassGenericPassword`.
@@ -58,21 +94,19 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
     status { () throws(KeychainError) in
         let dictionary = try QueryDictionary(attributes)
         try dictionary.checkKeys(for: .add)
-        try dictionary.checkClass()
+        try dictionary.checkClass(for: .add)
         let item = try dictionary.attributes()
         let data = try dictionary.data(kSecValueData) ?? Data()
-        let returnData = try dictionary.bool(kSecReturnData) ?? false
-        let returnAttributes = try dictionary.bool(kSecReturnAttributes) ?? false
+        let returns = try Returns(dictionary)
         let keychain = try SecurityConfiguration.keychain()
         try keychain.add(item, data: data)
-        if let result, returnData || returnAttributes {
+        if let result, returns.any {
             let stored = try keychain.item(
                 matching: GenericPasswordQuery(
                     service: item.service, account: item.account,
                     accessGroup: item.accessGroup ?? keychain.app.accessGroups[0],
                     synchronizable: item.synchronizable ? .yes : .no))
-            result.pointee = Security.result(
-                for: [stored], limit: .one, data: returnData, attributes: returnAttributes)
+            result.pointee = returns.result([stored], asArray: false)
         }
     }
 }
@@ -84,15 +118,14 @@ public func SecItemCopyMatching(
     status { () throws(KeychainError) in
         let dictionary = try QueryDictionary(query)
         try dictionary.checkKeys(for: .query)
-        try dictionary.checkClass()
+        try dictionary.checkClass(for: .query)
         let parsed = try dictionary.query()
-        let limit = try dictionary.matchLimit()
-        let returnData = try dictionary.bool(kSecReturnData) ?? false
-        let returnAttributes = try dictionary.bool(kSecReturnAttributes) ?? false
-        let items = try SecurityConfiguration.keychain().items(
-            matching: parsed, limit: limit, returnData: returnData)
-        result?.pointee = Security.result(
-            for: items, limit: limit, data: returnData, attributes: returnAttributes)
+        let (limit, count) = try dictionary.matchLimit()
+        let returns = try Returns(dictionary)
+        var items = try SecurityConfiguration.keychain().items(
+            matching: parsed, limit: limit, returnData: returns.data)
+        if let count { items = Array(items.prefix(count)) }
+        result?.pointee = returns.result(items, asArray: limit == .all)
     }
 }
 
@@ -101,7 +134,7 @@ public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDiction
     status { () throws(KeychainError) in
         let dictionary = try QueryDictionary(query)
         try dictionary.checkKeys(for: .update)
-        try dictionary.checkClass()
+        try dictionary.checkClass(for: .update)
         let changes = try QueryDictionary(attributesToUpdate)
         try changes.checkKeys(for: .changes)
         try SecurityConfiguration.keychain().update(
@@ -114,7 +147,7 @@ public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
     status { () throws(KeychainError) in
         let dictionary = try QueryDictionary(query)
         try dictionary.checkKeys(for: .delete)
-        try dictionary.checkClass()
+        try dictionary.checkClass(for: .delete)
         try SecurityConfiguration.keychain().delete(matching: try dictionary.query())
     }
 }

@@ -43,8 +43,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard let parsed = try? QueryDictionary(dictionary as NSDictionary) else { return 0 }
     for purpose in [QueryDictionary.Purpose.add, .query, .update, .delete, .changes] {
         _ = try? parsed.checkKeys(for: purpose)
+        _ = try? parsed.checkClass(for: purpose)
     }
-    _ = try? parsed.checkClass()
+    _ = try? parsed.persistentID()
     _ = try? parsed.query()
     _ = try? parsed.attributes()
     _ = try? parsed.changes()

@@ -92,8 +92,11 @@ struct SecItemTests {
 
     /// Bad input: the status Apple answers, and nothing written.
     nonisolated(unsafe) static let badAdds: [(String, [String: Any], OSStatus)] = [
-        ("unknown kSec key", ["bogus": "x"], errSecParam),
-        ("service given as data", [kSecAttrService as String: Data([1])], errSecParam),
+        (
+            "service given as data that is not UTF-8", [kSecAttrService as String: Data([0xFF])],
+            errSecParam
+        ),
+        ("a kSec key where it does not belong", [kSecMatchLimit as String: 2], errSecParam),
         ("data given as a string", [kSecValueData as String: "secret"], errSecParam),
         (
             "synchronizable given as a string", [kSecAttrSynchronizable as String: "yes"],
@@ -114,7 +117,11 @@ struct SecItemTests {
         ("NUL in the account", [kSecAttrAccount as String: "a\u{0}b"], errSecParam),
         ("oversize secret", [kSecValueData as String: Data(count: 65537)], errSecParam),
         (
-            "access control (unimplemented)", [kSecAttrAccessControl as String: "x"],
+            "access control that is not a SecAccessControl", [kSecAttrAccessControl as String: "x"],
+            errSecParam
+        ),
+        (
+            "an attribute Keepsake does not store", [kSecAttrCreator as String: 1],
             errSecUnimplemented
         ),
         (

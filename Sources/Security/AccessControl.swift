@@ -1,0 +1,92 @@
+import Foundation
+import Keychain
+import Sealing
+
+// Core Foundation types Apple's access-control and error APIs name.
+
+/// Mirrors `CFAllocator`: Keepsake allocates with Swift and libsodium; the allocator argument is
+/// accepted and ignored, as Apple code passes `kCFAllocatorDefault` or `nil`.
+public final class CFAllocator: @unchecked Sendable {
+    // Sendable: no state.
+    fileprivate init() {}
+}
+/// Mirrors `kCFAllocatorDefault`.
+nonisolated(unsafe) public let kCFAllocatorDefault: CFAllocator! = CFAllocator()
+
+/// Mirrors `CFError` (toll-free `NSError`), so `Unmanaged<CFError>?` out-parameters compile.
+public typealias CFError = NSError
+public typealias CFErrorRef = CFError
+
+/// Mirrors `SecAccessControlCreateFlags`, Apple's raw values.
+public struct SecAccessControlCreateFlags: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt
+    public init(rawValue: UInt) { self.rawValue = rawValue }
+
+    public static let userPresence = SecAccessControlCreateFlags(rawValue: 1 << 0)
+    public static let biometryAny = SecAccessControlCreateFlags(rawValue: 1 << 1)
+    @available(*, deprecated, renamed: "biometryAny")
+    public static let touchIDAny = SecAccessControlCreateFlags(rawValue: 1 << 1)
+    public static let biometryCurrentSet = SecAccessControlCreateFlags(rawValue: 1 << 3)
+    @available(*, deprecated, renamed: "biometryCurrentSet")
+    public static let touchIDCurrentSet = SecAccessControlCreateFlags(rawValue: 1 << 3)
+    public static let devicePasscode = SecAccessControlCreateFlags(rawValue: 1 << 4)
+    public static let watch = SecAccessControlCreateFlags(rawValue: 1 << 5)
+    public static let companion = SecAccessControlCreateFlags(rawValue: 1 << 5)
+    public static let or = SecAccessControlCreateFlags(rawValue: 1 << 14)
+    public static let and = SecAccessControlCreateFlags(rawValue: 1 << 15)
+    public static let privateKeyUsage = SecAccessControlCreateFlags(rawValue: 1 << 30)
+    public static let applicationPassword = SecAccessControlCreateFlags(rawValue: 1 << 31)
+}
+
+/// Mirrors `SecAccessControl`: a protection class and the constraints on each use.
+public final class SecAccessControl: @unchecked Sendable {
+    // Sendable: immutable after init.
+    let accessible: Accessibility
+    let flags: SecAccessControlCreateFlags
+
+    init(accessible: Accessibility, flags: SecAccessControlCreateFlags) {
+        self.accessible = accessible
+        self.flags = flags
+    }
+}
+public typealias SecAccessControlRef = SecAccessControl
+
+/// Mirrors `SecAccessControlCreateWithFlags`: nil and an `errSecParam` error for a protection
+/// value Apple does not accept with access control (or flags it does not define).
+public func SecAccessControlCreateWithFlags(
+    _ allocator: CFAllocator?, _ protection: CFTypeRef, _ flags: SecAccessControlCreateFlags,
+    _ error: UnsafeMutablePointer<Unmanaged<CFError>?>?
+) -> SecAccessControl? {
+    guard let raw = protection as? String, let accessible = QueryDictionary.accessibility(raw)
+    else {
+        error?.pointee = Unmanaged.passRetained(
+            NSError(
+                domain: NSOSStatusErrorDomain, code: Int(errSecParam),
+                userInfo: [NSLocalizedDescriptionKey: "unknown protection class"]))
+        return nil
+    }
+    return SecAccessControl(accessible: accessible, flags: flags)
+}
+
+/// Mirrors `SecAccessControlGetTypeID`'s companion for tests: the constraint flags.
+extension SecAccessControl: CustomStringConvertible {
+    public var description: String {
+        "<SecAccessControl: \(accessible.rawValue), flags 0x\(String(flags.rawValue, radix: 16))>"
+    }
+}
+
+// MARK: - Randomness
+
+/// Mirrors `SecRandomRef`; the default generator is the system's (libsodium's `randombytes`).
+public typealias SecRandomRef = OpaquePointer
+/// Mirrors `kSecRandomDefault`.
+nonisolated(unsafe) public let kSecRandomDefault: SecRandomRef? = nil
+
+/// Mirrors `SecRandomCopyBytes`: `count` random bytes into `bytes`; `errSecSuccess`.
+public func SecRandomCopyBytes(
+    _ rnd: SecRandomRef?, _ count: Int, _ bytes: UnsafeMutableRawPointer
+) -> Int32 {
+    guard count >= 0 else { return errSecParam }
+    KeyDerivation.randomFill(UnsafeMutableRawBufferPointer(start: bytes, count: count))
+    return errSecSuccess
+}

@@ -1,0 +1,229 @@
+import Foundation
+import KeepsakeTestSupport
+import Keychain
+import LocalAuthentication
+import Security
+import Testing
+
+/// Runs `body` with the SecItem functions acting on a fresh app on the shared private service.
+private func withApp<R>(_ body: () throws -> R) throws -> R {
+    let keychain = Keychain(
+        app: try ThrowawayApp.make(), secretService: try PrivateSecretService.shared().connection())
+    return try SecurityConfiguration.$current.withValue(keychain) { try body() }
+}
+
+/// Code written the way widely used Swift keychain wrappers write it, against Apple's names:
+/// `noErr`, `Data` accounts, access control objects, `kSecUseAuthenticationUI`, the deprecated
+/// `Always` classes, numeric match limits, persistent references, other classes.
+@Suite("Apple keychain code beyond the basics compiles and behaves as on Apple platforms")
+struct AppleCompatibilityTests {
+    @Test("noErr, the errSec table and SecCopyErrorMessageString carry Apple's numbers and text")
+    func statusTable() {
+        #expect(noErr == 0 && errSecSuccess == noErr)
+        #expect(errSecItemNotFound == -25300 && errSecDuplicateItem == -25299)
+        #expect(errSecMissingEntitlement == -34018 && errSecInteractionNotAllowed == -25308)
+        #expect(errSecNoSuchAttr == -25303 && errSecDecode == -26275 && errSecAuthFailed == -25293)
+        #expect(
+            SecCopyErrorMessageString(errSecDuplicateItem, nil) as String?
+                == "The specified item already exists in the keychain.")
+        #expect(SecCopyErrorMessageString(-1, nil) as String? == "OSStatus -1")
+    }
+
+    @Test(
+        "Data for string attributes, string generic, Always classes, UI keys and unknown keys are accepted as Apple accepts them"
+    )
+    func lenientValues() throws {
+        try withApp {
+            let service = "svc-\(UUID().uuidString)"
+            let add: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword,
+                kSecAttrService as String: Data(service.utf8),
+                kSecAttrAccount as String: Data("alice".utf8),
+                kSecAttrAccessible as String: kSecAttrAccessibleAlways,
+                kSecAttrGeneric as String: "generic",
+                kSecUseAuthenticationUI as String: kSecUseAuthenticationUIFail,
+                kSecValueData as String: Data("secret".utf8),
+                "com.example.not-an-apple-key": "ignored",
+            ]
+            #expect(SecItemAdd(add as CFDictionary, nil) == noErr)
+            var result: CFTypeRef?
+            let query: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword,
+                kSecAttrService as String: service,
+                kSecAttrAccount as String: "alice",
+                kSecReturnData as String: kCFBooleanTrue!,
+                kSecUseOperationPrompt as String: "Unlock",
+                kSecUseAuthenticationContext as String: LAContext(),
+            ]
+            #expect(SecItemCopyMatching(query as CFDictionary, &result) == noErr)
+            #expect(result as? Data == Data("secret".utf8))
+            let always: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword,
+                kSecAttrService as String: service, kSecAttrAccount as String: "bob",
+                kSecAttrAccessible as String: kSecAttrAccessibleAlwaysThisDeviceOnly,
+                kSecValueData as String: Data("b".utf8),
+            ]
+            #expect(SecItemAdd(always as CFDictionary, nil) == noErr)
+        }
+    }
+
+    @Test("a numeric kSecMatchLimit returns up to that many items, as an array")
+    func numericMatchLimit() throws {
+        try withApp {
+            let service = "svc-\(UUID().uuidString)"
+            for account in ["a", "b", "c"] {
+                let add: [String: Any] = [
+                    kSecClass as String: kSecClassGenericPassword,
+                    kSecAttrService as String: service,
+                    kSecAttrAccount as String: account, kSecValueData as String: Data(account.utf8),
+                ]
+                #expect(SecItemAdd(add as CFDictionary, nil) == errSecSuccess)
+            }
+            for (limit, expected) in [(2, 2), (1, 1), (10, 3)] {
+                var result: CFTypeRef?
+                let query: [String: Any] = [
+                    kSecClass as String: kSecClassGenericPassword,
+                    kSecAttrService as String: service,
+                    kSecMatchLimit as String: limit, kSecReturnAttributes as String: true,
+                ]
+                #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
+                #expect((result as? [[String: Any]])?.count == expected)
+            }
+        }
+    }
+
+    @Test(
+        "a persistent reference names exactly one item across restarts, and never another after a delete and re-add"
+    )
+    func persistentReferences() throws {
+        let app = try ThrowawayApp.make()
+        let service = "svc-\(UUID().uuidString)"
+        var reference: Data?
+        try SecurityConfiguration.$current.withValue(
+            Keychain(app: app, secretService: try PrivateSecretService.shared().connection())
+        ) {
+            var result: CFTypeRef?
+            let add: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
+                kSecAttrAccount as String: "alice", kSecValueData as String: Data("one".utf8),
+                kSecReturnPersistentRef as String: true,
+            ]
+            #expect(SecItemAdd(add as CFDictionary, &result) == errSecSuccess)
+            reference = result as? Data
+        }
+        let ref = try #require(reference)
+        // A fresh Keychain (as after a restart) finds it by the reference alone.
+        try SecurityConfiguration.$current.withValue(
+            Keychain(app: app, secretService: try PrivateSecretService.shared().connection())
+        ) {
+            var result: CFTypeRef?
+            let byRef: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword,
+                kSecValuePersistentRef as String: ref,
+                kSecReturnData as String: true, kSecReturnAttributes as String: true,
+                kSecReturnPersistentRef as String: true,
+            ]
+            #expect(SecItemCopyMatching(byRef as CFDictionary, &result) == errSecSuccess)
+            let found = try #require(result as? [String: Any])
+            #expect(found[kSecValueData as String] as? Data == Data("one".utf8))
+            #expect(found[kSecValuePersistentRef as String] as? Data == ref)
+            // Delete and re-add the same primary key: the old reference names nothing.
+            #expect(
+                SecItemDelete(
+                    [
+                        kSecClass as String: kSecClassGenericPassword,
+                        kSecValuePersistentRef as String: ref,
+                    ] as CFDictionary) == errSecSuccess)
+            let again: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
+                kSecAttrAccount as String: "alice", kSecValueData as String: Data("two".utf8),
+            ]
+            #expect(SecItemAdd(again as CFDictionary, nil) == errSecSuccess)
+            #expect(SecItemCopyMatching(byRef as CFDictionary, &result) == errSecItemNotFound)
+            let garbage: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword,
+                kSecValuePersistentRef as String: Data("nonsense".utf8),
+            ]
+            #expect(SecItemCopyMatching(garbage as CFDictionary, &result) == errSecItemNotFound)
+        }
+    }
+
+    @Test(
+        "other item classes answer as for a keychain holding none; adding one is errSecUnimplemented"
+    )
+    func otherClasses() throws {
+        try withApp {
+            for itemClass in [
+                kSecClassInternetPassword, kSecClassCertificate, kSecClassKey, kSecClassIdentity,
+            ] {
+                let query: [String: Any] = [kSecClass as String: itemClass]
+                var result: CFTypeRef?
+                #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecItemNotFound)
+                #expect(SecItemDelete(query as CFDictionary) == errSecItemNotFound)
+                #expect(
+                    SecItemUpdate(
+                        query as CFDictionary, [kSecAttrLabel as String: "x"] as CFDictionary)
+                        == errSecItemNotFound)
+            }
+            let internet: [String: Any] = [
+                kSecClass as String: kSecClassInternetPassword,
+                kSecAttrServer as String: "example.com",
+                kSecValueData as String: Data("x".utf8),
+            ]
+            #expect(SecItemAdd(internet as CFDictionary, nil) == errSecUnimplemented)
+        }
+    }
+
+    @Test(
+        "access control: a class alone is honoured; constraints Keepsake cannot enforce are refused, never ignored"
+    )
+    func accessControl() throws {
+        try withApp {
+            var error: Unmanaged<CFError>?
+            let plain = try #require(
+                SecAccessControlCreateWithFlags(
+                    kCFAllocatorDefault, kSecAttrAccessibleAfterFirstUnlock, [], &error))
+            let service = "svc-\(UUID().uuidString)"
+            let add: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
+                kSecAttrAccount as String: "a", kSecAttrAccessControl as String: plain,
+                kSecValueData as String: Data("x".utf8),
+            ]
+            #expect(SecItemAdd(add as CFDictionary, nil) == errSecSuccess)
+            var result: CFTypeRef?
+            let query: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
+                kSecReturnAttributes as String: true,
+            ]
+            #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
+            #expect((result as? [String: Any])?[kSecAttrAccessible as String] as? String == "ck")
+            let presence = try #require(
+                SecAccessControlCreateWithFlags(
+                    nil, kSecAttrAccessibleWhenUnlocked, .userPresence, nil))
+            var constrained = add
+            constrained[kSecAttrAccount as String] = "b"
+            constrained[kSecAttrAccessControl as String] = presence
+            #expect(SecItemAdd(constrained as CFDictionary, nil) == errSecUnimplemented)
+            #expect(SecAccessControlCreateWithFlags(nil, "nonsense" as CFString, [], &error) == nil)
+            #expect(error?.takeRetainedValue().code == Int(errSecParam))
+        }
+    }
+
+    @Test(
+        "SecRandomCopyBytes fills with random bytes; LAContext reports no biometry and no system dialog"
+    )
+    func randomAndLocalAuthentication() {
+        var a = [UInt8](repeating: 0, count: 32)
+        var b = [UInt8](repeating: 0, count: 32)
+        #expect(SecRandomCopyBytes(kSecRandomDefault, a.count, &a) == errSecSuccess)
+        #expect(SecRandomCopyBytes(kSecRandomDefault, b.count, &b) == errSecSuccess)
+        #expect(a != b && a != [UInt8](repeating: 0, count: 32))
+        let context = LAContext()
+        var error: NSError?
+        #expect(!context.canEvaluatePolicy(.deviceOwnerAuthenticationWithBiometrics, error: &error))
+        #expect(error?.code == LAError.Code.biometryNotAvailable.rawValue)
+        #expect(context.biometryType == .none)
+        #expect(context.setCredential(Data("app password".utf8), type: .applicationPassword))
+        #expect(context.isCredentialSet(.applicationPassword))
+    }
+}
