@@ -244,3 +244,50 @@ int keepsake_process_harden(void) {
     if (setrlimit(RLIMIT_CORE, &none) != 0) return -1;
     return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 }
+
+gboolean keepsake_item_set_secret(SecretService *service, const char *item_path, const void *secret,
+                                  size_t secret_length, GCancellable *cancellable,
+                                  GError **error) {
+    SecretValue *value =
+        secret_value_new(secret_length ? secret : "", secret_length, "application/octet-stream");
+    GVariant *encoded = secret_service_encode_dbus_secret(service, value);
+    secret_value_unref(value);
+    if (encoded == NULL) {
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "no session to encode a secret");
+        return FALSE;
+    }
+    GDBusProxy *proxy = G_DBUS_PROXY(service);
+    GVariant *reply = g_dbus_connection_call_sync(
+        g_dbus_proxy_get_connection(proxy), SECRETS_NAME, item_path, "org.freedesktop.Secret.Item",
+        "SetSecret", g_variant_new("(@(oayays))", encoded), NULL, G_DBUS_CALL_FLAGS_NO_AUTO_START,
+        g_dbus_proxy_get_default_timeout(proxy), cancellable, error);
+    if (reply == NULL) return FALSE;
+    g_variant_unref(reply);
+    return TRUE;
+}
+
+gboolean keepsake_item_set_attributes(SecretService *service, const char *item_path,
+                                      const char *label, unsigned count, const char *const *keys,
+                                      const char *const *values, GCancellable *cancellable,
+                                      GError **error) {
+    GVariantBuilder builder;
+    g_variant_builder_init(&builder, G_VARIANT_TYPE("a{ss}"));
+    for (unsigned i = 0; i < count; i++) g_variant_builder_add(&builder, "{ss}", keys[i], values[i]);
+    GDBusProxy *proxy = G_DBUS_PROXY(service);
+    GDBusConnection *connection = g_dbus_proxy_get_connection(proxy);
+    int timeout = g_dbus_proxy_get_default_timeout(proxy);
+    GVariant *reply = g_dbus_connection_call_sync(
+        connection, SECRETS_NAME, item_path, "org.freedesktop.DBus.Properties", "Set",
+        g_variant_new("(ssv)", "org.freedesktop.Secret.Item", "Attributes",
+                      g_variant_builder_end(&builder)),
+        NULL, G_DBUS_CALL_FLAGS_NO_AUTO_START, timeout, cancellable, error);
+    if (reply == NULL) return FALSE;
+    g_variant_unref(reply);
+    reply = g_dbus_connection_call_sync(
+        connection, SECRETS_NAME, item_path, "org.freedesktop.DBus.Properties", "Set",
+        g_variant_new("(ssv)", "org.freedesktop.Secret.Item", "Label", g_variant_new_string(label)),
+        NULL, G_DBUS_CALL_FLAGS_NO_AUTO_START, timeout, cancellable, error);
+    if (reply == NULL) return FALSE;
+    g_variant_unref(reply);
+    return TRUE;
+}

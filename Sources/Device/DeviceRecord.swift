@@ -110,9 +110,14 @@ struct DeviceRecordStore: Sendable {
     func store(_ record: DeviceRecord, replacing path: ItemPath?) throws(DeviceError) -> ItemPath {
         let bytes = record.encoded()
         return try call { () throws(SecretServiceError) in
-            try secretService.createItem(
+            if let path {
+                // In place (Item.SetSecret): no provider asks the user for that.
+                try secretService.replaceItem(at: path, secret: bytes)
+                return path
+            }
+            return try secretService.createItem(
                 label: "Keepsake device state", attributes: Self.attributes, secret: bytes,
-                replacing: path != nil, in: Self.collection)
+                in: Self.collection)
         }
     }
 

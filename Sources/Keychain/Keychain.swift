@@ -171,9 +171,16 @@ public final class Keychain: Sendable {
         for (old, new) in planned {
             let classKey = classKeys[new.attributes.accessible]!
             if new.secretServiceAttributes == old.record.secretServiceAttributes {
-                // Same index: overwrite the secret in place (CreateItem with replace matches the
-                // item by its attributes, which include its unique id).
-                _ = try create(new, sealedWith: classKey, replacing: true)
+                // Same index: the secret is replaced in place (Item.SetSecret on the item's own
+                // path), which no provider answers with a prompt — CreateItem with replace makes
+                // KeePassXC ask the user.
+                let secret = SealedItem.seal(new, key: classKey)
+                try secretServiceCall { () throws(SecretServiceError) in
+                    try secretService.replaceItem(
+                        at: old.path, secret: secret, label: new.secretServiceLabel,
+                        attributes: new.secretServiceLabel != old.record.secretServiceLabel
+                            ? new.secretServiceAttributes : nil)
+                }
             } else {
                 var moved = new
                 moved.id = UUID().uuidString

@@ -159,12 +159,18 @@ public struct KeychainSync: Sendable {
             throw KeychainError(error)
         }
         do {
-            if let old, old.record.secretServiceAttributes != record.secretServiceAttributes {
-                try device.secretService.deleteItem(at: old.path)
+            let secret = SealedItem.seal(record, key: classKey)
+            if let old, old.record.secretServiceAttributes == record.secretServiceAttributes {
+                // In place (Item.SetSecret): no provider asks the user for that.
+                try device.secretService.replaceItem(
+                    at: old.path, secret: secret, label: record.secretServiceLabel,
+                    attributes: record.secretServiceAttributes)
+            } else {
+                if let old { try device.secretService.deleteItem(at: old.path) }
+                _ = try device.secretService.createItem(
+                    label: record.secretServiceLabel, attributes: record.secretServiceAttributes,
+                    secret: secret)
             }
-            _ = try device.secretService.createItem(
-                label: record.secretServiceLabel, attributes: record.secretServiceAttributes,
-                secret: SealedItem.seal(record, key: classKey), replacing: true)
         } catch {
             throw KeychainError(error)
         }

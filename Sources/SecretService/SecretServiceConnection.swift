@@ -195,6 +195,37 @@ public final class SecretServiceConnection: Sendable {
         }
     }
 
+    /// Replaces the secret of the item at `path` in place (`Item.SetSecret`), and with
+    /// `attributes` its attributes and label too (the `Attributes` and `Label` properties). How
+    /// Keepsake updates the items it owns: every provider allows it without a prompt, where
+    /// `CreateItem` with replace makes KeePassXC 2.7.4 ask the user.
+    package func replaceItem(
+        at path: ItemPath, secret: Data, label: String? = nil, attributes: [String: String]? = nil
+    ) throws(SecretServiceError) {
+        if let attributes {
+            try validate(attributes)
+            try validate(label ?? "")
+            let keys = Array(attributes.keys)
+            let values = keys.map { attributes[$0]! }
+            let _: Bool = try call(retrying: false) { service, cancellable, error -> Bool? in
+                withCStringArray(keys) { k in
+                    withCStringArray(values) { v in
+                        keepsake_item_set_attributes(
+                            service, path.rawValue, label ?? "", UInt32(keys.count), k, v,
+                            cancellable, &error)
+                    }
+                } != 0 ? true : nil
+            }
+        }
+        // Idempotent: a retry after a lost reply sets the same secret again.
+        let _: Bool = try call { service, cancellable, error -> Bool? in
+            secret.withUnsafeBytes { bytes in
+                keepsake_item_set_secret(
+                    service, path.rawValue, bytes.baseAddress, bytes.count, cancellable, &error)
+            } != 0 ? true : nil
+        }
+    }
+
     /// `Item.Delete`. Mirrors `secret_service_delete_item_dbus_path_sync`.
     package func deleteItem(at path: ItemPath) throws(SecretServiceError) {
         let _: Bool = try call { service, cancellable, error -> Bool? in

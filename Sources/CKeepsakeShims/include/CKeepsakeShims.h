@@ -58,6 +58,19 @@ gchar *keepsake_error_dbus_name(const GError *error);
 /// Why: g_quark_to_string of GError's domain, kept next to the other GError juggling.
 const char *keepsake_error_domain(const GError *error);
 
+/// Why: Item.SetSecret needs the secret encoded for the session (GVariant juggling). Replaces an
+/// item's secret in place, which every provider allows without a prompt for items the caller
+/// made (unlike CreateItem with replace, which KeePassXC 2.7.4 answers with a dialog).
+gboolean keepsake_item_set_secret(SecretService *service, const char *item_path, const void *secret,
+                                  size_t secret_length, GCancellable *cancellable, GError **error);
+
+/// Why: the Attributes and Label properties are set through org.freedesktop.DBus.Properties with
+/// an a{ss} GVariant built from two C arrays.
+gboolean keepsake_item_set_attributes(SecretService *service, const char *item_path,
+                                      const char *label, unsigned count, const char *const *keys,
+                                      const char *const *values, GCancellable *cancellable,
+                                      GError **error);
+
 /// Why: prctl is variadic. Makes the process non-dumpable (no core file, no ptrace or
 /// /proc/PID/mem by other processes of the user) and sets the core size limit to 0. Returns 0 on
 /// success, -1 with errno set.
