@@ -48,19 +48,38 @@ package final class PrivateSecretService: @unchecked Sendable {
         SecretServiceConnection(busAddress: busAddress, timeout: timeout)
     }
 
-    /// Starts a bus and an unlocked gnome-keyring (secrets component only).
-    package static func start(masterPassword: String = "keepsake-test") throws
-        -> PrivateSecretService
-    {
+    /// The Secret Service providers the harness can run privately.
+    package enum Provider: String, Sendable, CaseIterable {
+        case gnomeKeyring = "gnome-keyring"
+        case keepassxc
+    }
+
+    /// The provider tests run on: `KEEPSAKE_TEST_PROVIDER` (read by this test-support target
+    /// only, never by the shipped library), gnome-keyring by default. `scripts/test` runs the
+    /// provider-neutral suites again on each other provider.
+    package static let defaultProvider: Provider =
+        ProcessInfo.processInfo.environment["KEEPSAKE_TEST_PROVIDER"].flatMap(
+            Provider.init(rawValue:))
+        ?? .gnomeKeyring
+
+    /// Which provider this one is.
+    package let provider: Provider
+
+    /// Starts a bus and an unlocked provider (gnome-keyring's secrets component, or KeePassXC
+    /// with its Secret Service integration on a database of its own).
+    package static func start(
+        masterPassword: String = "keepsake-test", provider: Provider = defaultProvider
+    ) throws -> PrivateSecretService {
         _ = SuiteSweep.begin
-        let service = try PrivateSecretService(masterPassword: masterPassword)
+        let service = try PrivateSecretService(masterPassword: masterPassword, provider: provider)
         try service.startBus()
         try service.startKeyring()
         Registry.shared.add(service)
         return service
     }
 
-    private init(masterPassword: String) throws {
+    private init(masterPassword: String, provider: Provider) throws {
+        self.provider = provider
         let base = FileManager.default.temporaryDirectory
             .appendingPathComponent("keepsake-ss-\(UUID().uuidString.prefix(8))")
         _ = Registry.shared
@@ -116,6 +135,7 @@ package final class PrivateSecretService: @unchecked Sendable {
     /// Starts gnome-keyring; with `fileSizeLimit` (blocks, `ulimit -f`) its writes beyond it fail
     /// with EFBIG, as on a full disk.
     private func startKeyring(fileSizeLimit: Int? = nil) throws {
+        if provider == .keepassxc { return try startKeePassXC() }
         var env = environment
         env["KEEPSAKE_MASTER_PASSWORD"] = masterPassword
         let limit = fileSizeLimit.map { "trap '' XFSZ; ulimit -f \($0); " } ?? ""
@@ -126,6 +146,77 @@ package final class PrivateSecretService: @unchecked Sendable {
         state.withLock { $0.keyring = keyring }
         let probe = connection(timeout: .seconds(2))
         try Self.wait("gnome-keyring to own org.freedesktop.secrets") {
+            (try? probe.search(["keepsake-probe": "1"])) != nil
+        }
+    }
+
+    /// KeePassXC headless (PROVIDERS.md): a database whose one exposed group is the Secret
+    /// Service's collection, made once with `keepassxc-cli import` from KeePass XML (the only way
+    /// to set `FDO_SECRETS_EXPOSED_GROUP`), integration on, every confirmation off.
+    private func startKeePassXC() throws {
+        let database = root.appendingPathComponent("keepsake.kdbx")
+        let config = root.appendingPathComponent("keepassxc.ini")
+        if !FileManager.default.fileExists(atPath: database.path) {
+            let group = UUID()
+            let rootGroup = UUID()
+            func base64(_ uuid: UUID) -> String {
+                withUnsafeBytes(of: uuid.uuid) { Data($0).base64EncodedString() }
+            }
+            let xml = root.appendingPathComponent("keepsake.xml")
+            try """
+            <?xml version="1.0" encoding="utf-8" standalone="yes"?>
+            <KeePassFile><Meta><Generator>keepsake</Generator><DatabaseName>keepsake</DatabaseName>
+            <CustomData><Item><Key>FDO_SECRETS_EXPOSED_GROUP</Key><Value>{\(group.uuidString.lowercased())}</Value></Item></CustomData>
+            </Meta><Root><Group><UUID>\(base64(rootGroup))</UUID><Name>Root</Name>
+            <Group><UUID>\(base64(group))</UUID><Name>Secrets</Name></Group></Group></Root></KeePassFile>
+            """.write(to: xml, atomically: true, encoding: .utf8)
+            try """
+            [General]
+            SingleInstance=false
+            ConfigVersion=2
+            [GUI]
+            ShowTrayIcon=false
+            CheckForUpdates=false
+            [Browser]
+            Enabled=false
+            [FdoSecrets]
+            Enabled=true
+            ShowNotification=false
+            ConfirmAccessItem=false
+            ConfirmDeleteItem=false
+            UnlockBeforeSearch=false
+            [Security]
+            LockDatabaseIdle=false
+            LockDatabaseScreenLock=false
+            """.write(to: config, atomically: true, encoding: .utf8)
+            let importer = Process()
+            importer.executableURL = try Self.tool("keepassxc-cli")
+            importer.arguments = ["import", "-q", "-p", xml.path, database.path]
+            importer.environment = environment
+            let input = Pipe()
+            importer.standardInput = input
+            importer.standardOutput = FileHandle.nullDevice
+            importer.standardError = FileHandle.nullDevice
+            try importer.run()
+            input.fileHandleForWriting.write(Data("\(masterPassword)\n\(masterPassword)\n".utf8))
+            try input.fileHandleForWriting.close()
+            importer.waitUntilExit()
+            guard importer.terminationStatus == 0 else {
+                throw HarnessError("keepassxc-cli import failed (apt-get install keepassxc)")
+            }
+        }
+        var env = environment
+        env["KEEPSAKE_MASTER_PASSWORD"] = masterPassword
+        env["QT_QPA_PLATFORM"] = "offscreen"
+        env["XDG_CONFIG_HOME"] = home.appendingPathComponent(".config").path
+        let keepass = try Daemon(
+            "printf '%s\\n' \"$KEEPSAKE_MASTER_PASSWORD\" | env -u KEEPSAKE_MASTER_PASSWORD "
+                + "\(try Self.tool("keepassxc").path) --config \(config.path) --localconfig \(config.path) "
+                + "--pw-stdin \(database.path)",
+            environment: env)
+        state.withLock { $0.keyring = keepass }
+        let probe = connection(timeout: .seconds(2))
+        try Self.wait("KeePassXC to own org.freedesktop.secrets", seconds: 30) {
             (try? probe.search(["keepsake-probe": "1"])) != nil
         }
     }

@@ -277,18 +277,30 @@ public final class Keychain: Sendable {
             else { continue }
             matches.append(Match(path: path, record: record))
         }
-        guard groups.count > 1 else { return matches.sorted { $0.path < $1.path } }
+        guard groups.count > 1 else { return matches.sorted(by: Self.createdFirst) }
         let order = Dictionary(uniqueKeysWithValues: groups.enumerated().map { ($1, $0) })
         return matches.sorted { a, b in
             let (ga, gb) = (order[a.record.key.accessGroup]!, order[b.record.key.accessGroup]!)
-            return ga != gb ? ga < gb : a.path < b.path
+            return ga != gb ? ga < gb : Self.createdFirst(a, b)
         }
     }
 
-    /// One item per primary key: the first created, which is the one concurrent adds keep.
+    /// Creation order as every process and every provider sees it: the record's creation time
+    /// (sealed with the item), then its random id. Not the object path: paths are in creation
+    /// order on gnome-keyring and KWallet only (KeePassXC's are random UUIDs).
+    private static func createdFirst(_ a: Match, _ b: Match) -> Bool {
+        let (da, db) = (
+            a.record.attributes.creationDate ?? .distantPast,
+            b.record.attributes.creationDate ?? .distantPast
+        )
+        return da != db ? da < db : a.record.id < b.record.id
+    }
+
+    /// One item per primary key: the first created, in `createdFirst` order.
     private static func winners(_ matches: [Match]) -> [Match] {
         var best: [PrimaryKey: Match] = [:]
-        for match in matches where best[match.record.key].map({ match.path < $0.path }) ?? true {
+        for match in matches
+        where best[match.record.key].map({ createdFirst(match, $0) }) ?? true {
             best[match.record.key] = match
         }
         return matches.filter { best[$0.record.key]?.path == $0.path }
