@@ -169,7 +169,7 @@ public struct BlockStoreSync: Sendable {
 
     private func network<R>(_ body: () throws -> R) throws(BlockStoreError) -> R {
         do { return try body() } catch {
-            throw BlockStoreError(.networkError, "cloud account: \(error)")
+            throw BlockStoreError(.networkError, "cloud account: \(error)", underlying: error)
         }
     }
 

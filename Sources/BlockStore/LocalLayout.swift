@@ -106,7 +106,7 @@ struct LocalLayout {
         do { return try body() } catch let error as DeviceError {
             throw BlockStoreError(.internalError, error.message, underlying: error)
         } catch {
-            throw BlockStoreError(.internalError, "\(error)")
+            throw BlockStoreError(.internalError, "\(error)", underlying: error)
         }
     }
 }

@@ -1,10 +1,14 @@
 #include "CKeepsakeTPMShims.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <tss2/tss2_rc.h>
 #include <tss2/tss2_tctildr.h>
 
 uint32_t keepsake_tpm_open(const char *tcti, ESYS_CONTEXT **context, TSS2_TCTI_CONTEXT **tcti_out) {
+    // tpm2-tss logs every TPM error response (a wrong passcode is one) to standard error; Keepsake
+    // reports its own errors. A caller's own TSS2_LOG setting is kept.
+    setenv("TSS2_LOG", "all+NONE", 0);
     *context = NULL;
     *tcti_out = NULL;
     TSS2_RC rc = Tss2_TctiLdr_Initialize(tcti, tcti_out);
