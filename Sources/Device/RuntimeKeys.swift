@@ -36,9 +36,8 @@ package final class RuntimeKeys: Sendable {
 
     /// The device's keyring, made when `create` and missing.
     private func keyring(create: Bool) throws(DeviceError) -> key_serial_t? {
-        if let ring = serials.withLock({ $0.ring }), keyctl_setperm(ring, Self.permissions) == 0 {
-            return ring
-        }
+        // A remembered keyring still alive answers `describe` (a few µs; `setperm` costs ~80 µs).
+        if let ring = serials.withLock({ $0.ring }), Self.isAlive(ring) { return ring }
         let found = keyctl_search(KEY_SPEC_USER_KEYRING, "keyring", keyringName, 0)
         if found > 0 {
             serials.withLock { $0 = (key_serial_t(found), [:]) }
@@ -93,10 +92,15 @@ package final class RuntimeKeys: Sendable {
     }
 
     private func read(_ protection: ProtectionClass, in ring: key_serial_t) -> SecureBytes? {
-        var buffer: UnsafeMutableRawPointer?
-        var length: Int32 = -1
+        // One `keyctl_read` into a wiped buffer of our own (read_alloc reads twice).
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 16)
+        defer {
+            wipeMemory(buffer, 64)
+            buffer.deallocate()
+        }
+        var length = -1
         if let known = serials.withLock({ $0.keys[protection] }) {
-            length = keyctl_read_alloc(known, &buffer)
+            length = keyctl_read(known, buffer.assumingMemoryBound(to: CChar.self), 64)
         }
         if length < 0 {
             let serial = keyctl_search(ring, "user", keyName(protection), 0)
@@ -105,15 +109,11 @@ package final class RuntimeKeys: Sendable {
                 return nil
             }
             serials.withLock { $0.keys[protection] = key_serial_t(serial) }
-            length = keyctl_read_alloc(key_serial_t(serial), &buffer)
-        }
-        guard length >= 0, let buffer else { return nil }
-        defer {
-            wipeMemory(buffer, Int(length))
-            free(buffer)
+            length = keyctl_read(
+                key_serial_t(serial), buffer.assumingMemoryBound(to: CChar.self), 64)
         }
         guard length == Envelope.keyLength else { return nil }
-        let bytes = UnsafeRawBufferPointer(start: buffer, count: Int(length))
+        let bytes = UnsafeRawBufferPointer(start: buffer, count: length)
         return recent.withLock { recent in
             if let known = recent[protection],
                 known.withUnsafeBytes({ constantTimeEquals($0, bytes) })
@@ -124,6 +124,11 @@ package final class RuntimeKeys: Sendable {
             recent[protection] = key
             return key
         }
+    }
+
+    private static func isAlive(_ serial: key_serial_t) -> Bool {
+        var description = [CChar](repeating: 0, count: 256)
+        return keyctl_describe(serial, &description, 256) >= 0
     }
 
     /// Drops the keys of `classes` (lock).
