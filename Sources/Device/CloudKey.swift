@@ -288,10 +288,10 @@ extension Device {
             constantTimeEquals(account.check, AccountRecord.check(accountKey))
         else { throw DeviceError(.corrupt, "the key does not match the cloud account") }
         try guessLimit.exclusively { () throws(DeviceError) in
-            var (path, record) = try records.load()
+            let loaded = try records.load()
+            var record = loaded.record
             record.wrappedCloudKey = try sealCloudKey(accountKey)
-            try records.store(record, replacing: path)
-            path = try records.load().path
+            try records.store(record, replacing: loaded.path)
         }
     }
 

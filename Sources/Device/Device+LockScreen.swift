@@ -21,7 +21,11 @@ extension Device {
 
     /// The lock state. Without a knowledge factor the device is always unlocked.
     public func state() throws(DeviceError) -> LockState {
-        guard try lockScreenKind().hasKnowledgeFactor else { return .unlocked }
+        try state(of: try lockScreenKind())
+    }
+
+    private func state(of kind: LockScreenKind) throws(DeviceError) -> LockState {
+        guard kind.hasKnowledgeFactor else { return .unlocked }
         let keys = try runtime().keys([.whenUnlocked, .afterFirstUnlock])
         if keys[.whenUnlocked] != nil { return .unlocked }
         if keys[.afterFirstUnlock] != nil { return .locked }
@@ -49,7 +53,7 @@ extension Device {
                 })
         }
         return LockScreenStatus(
-            kind: record.kind, state: try state(),
+            kind: record.kind, state: try state(of: record.kind),
             isEndToEndEncryptionCapable: record.kind.hasKnowledgeFactor,
             guessLimit: record.tpm != nil ? "tpm" : "software", failedAttempts: failed)
     }

@@ -171,15 +171,11 @@ public final class Keychain: Sendable {
         for (old, new) in planned {
             let classKey = classKeys[new.attributes.accessible]!
             if new.secretServiceAttributes == old.record.secretServiceAttributes {
-                // Same index: the secret is replaced in place (Item.SetSecret on the item's own
-                // path), which no provider answers with a prompt — CreateItem with replace makes
-                // KeePassXC ask the user.
+                // Same index: rewritten in place.
                 let secret = SealedItem.seal(new, key: classKey)
                 try secretServiceCall { () throws(SecretServiceError) in
-                    try secretService.replaceItem(
-                        at: old.path, secret: secret, label: new.secretServiceLabel,
-                        attributes: new.secretServiceLabel != old.record.secretServiceLabel
-                            ? new.secretServiceAttributes : nil)
+                    try secretService.rewrite(
+                        at: old.path, from: old.record, to: new, secret: secret)
                 }
             } else {
                 var moved = new
@@ -430,4 +426,19 @@ extension Keychain {
             pathCache.withLock { $0[query] = (path, .whenUnlocked) }
         }
     #endif
+}
+
+extension SecretServiceConnection {
+    /// Rewrites the item at `path` from `old` to `new` in place, its index unchanged: the sealed
+    /// secret (Item.SetSecret), and the label when it changed. No provider answers this with a
+    /// prompt; CreateItem with replace makes KeePassXC 2.7.4 ask the user.
+    func rewrite(at path: ItemPath, from old: StoredRecord, to new: StoredRecord, secret: Data)
+        throws(SecretServiceError)
+    {
+        precondition(old.secretServiceAttributes == new.secretServiceAttributes)
+        try replaceItem(
+            at: path, secret: secret, label: new.secretServiceLabel,
+            attributes: new.secretServiceLabel != old.secretServiceLabel
+                ? new.secretServiceAttributes : nil)
+    }
 }

@@ -161,10 +161,8 @@ public struct KeychainSync: Sendable {
         do {
             let secret = SealedItem.seal(record, key: classKey)
             if let old, old.record.secretServiceAttributes == record.secretServiceAttributes {
-                // In place (Item.SetSecret): no provider asks the user for that.
-                try device.secretService.replaceItem(
-                    at: old.path, secret: secret, label: record.secretServiceLabel,
-                    attributes: record.secretServiceAttributes)
+                try device.secretService.rewrite(
+                    at: old.path, from: old.record, to: record, secret: secret)
             } else {
                 if let old { try device.secretService.deleteItem(at: old.path) }
                 _ = try device.secretService.createItem(

@@ -43,12 +43,7 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
     /// [UInt8]); otherwise through a temporary that is wiped. The caller's `bytes` is an ordinary
     /// copy it remains responsible for.
     public convenience init(copying bytes: some DataProtocol) {
-        self.init(copyingContiguous: bytes)
-    }
-
-    private convenience init(copyingContiguous bytes: some DataProtocol) {
-        let count = bytes.count
-        self.init(count: count) { buffer in
+        self.init(count: bytes.count) { buffer in
             withWipedContiguousBytes(bytes) { buffer.copyMemory(from: $0) }
         }
     }

@@ -85,8 +85,14 @@ package final class TPMContext: @unchecked Sendable {
 
     /// Runs one shim with the context, serialized; a non-zero response code throws.
     func run(_ what: String, _ body: (OpaquePointer) -> UInt32) throws(TPMError) {
-        let rc = lock.withLock { body(context) }
+        let rc = runUnchecked(body)
         guard rc == 0 else { throw TPMError(rc: rc, what) }
+    }
+
+    /// Runs one shim with the context, serialized, and returns its response code (for callers
+    /// that map it themselves).
+    func runUnchecked(_ body: (OpaquePointer) -> UInt32) -> UInt32 {
+        lock.withLock { body(context) }
     }
 
     /// Sets the TPM's dictionary-attack parameters (lockout hierarchy, empty authorization):

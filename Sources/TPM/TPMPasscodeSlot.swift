@@ -147,17 +147,3 @@ package enum TPMPasscodeSlot {
         throw TPMError(.failed, "no free NV index for the \(what)")
     }
 }
-
-extension TPMContext {
-    /// Runs one shim returning its response code without throwing (the caller maps it).
-    func runUnchecked(_ body: (OpaquePointer) -> UInt32) -> UInt32 {
-        var rc: UInt32 = 0
-        do {
-            try run("") {
-                rc = body($0)
-                return 0
-            }
-        } catch {}
-        return rc
-    }
-}

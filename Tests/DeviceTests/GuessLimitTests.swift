@@ -85,13 +85,13 @@ struct GuessLimitTests {
         #expect(try device.status().failedAttempts == 10)
         #expect(code { try device.unlock(passcode: "135790") } == .disabled)
         // Another process of the user resets the count and the delay in the Secret Service.
-        var (path, record) = try device.records.load()
+        let loaded = try device.records.load()
+        var record = loaded.record
         record.failures = 0
         record.notBefore = 0
-        try device.records.store(record, replacing: path)
+        try device.records.store(record, replacing: loaded.path)
         #expect(code { try device.unlock(passcode: "135790") } == .disabled)
         #expect(try device.state() == .beforeFirstUnlock)
-        _ = path
         // Erasing the device is the way back: a fresh device without a lock screen.
         try device.wipe()
         #expect(try device.lockScreenKind() == LockScreenKind.none)
