@@ -25,14 +25,15 @@ public struct BlockStoreSync: Sendable {
     /// entries that are no longer backed up. Without E2EE (or signed out, or not joined) nothing
     /// is written to the cloud.
     public func sync() throws(BlockStoreError) -> Report {
-        guard let cloud = device.cloud else { return Report(skipped: "signed out") }
+        guard device.cloud != nil else { return Report(skipped: "signed out") }
         guard try LocalLayout.call({ try device.isEndToEndEncryptionAvailable() }) else {
             return Report(skipped: "no end-to-end-encryption-capable lock screen")
         }
-        guard let cloudKey = try LocalLayout.call({ try device.cloudKey() }) else {
+        guard let session = try network({ try device.cloudSession() }) else {
             return Report(skipped: "this device does not hold the cloud account's key (join first)")
         }
-        let keys = CloudEntries(cloudKey)
+        let cloud = session
+        let keys = CloudEntries(session.key)
         var report = Report()
         for appID in device.appsWithData() {
             guard let app = try? App(id: appID, container: device.directory) else { continue }
@@ -50,17 +51,18 @@ public struct BlockStoreSync: Sendable {
                     current.insert(cloudName)
                     report.uploaded += 1
                 } else {
-                    try network { try cloud.delete(cloudName) }
+                    cloud.delete(cloudName)
                 }
             }
             for stale in previous.subtracting(current) {
-                try network { try cloud.delete(stale) }
+                cloud.delete(stale)
                 report.removed += 1
             }
             do { try manifest.write(current) } catch {
                 throw BlockStoreError(.internalError, "the cloud manifest could not be written")
             }
         }
+        try network { try session.commit() }
         return report
     }
 
@@ -78,12 +80,12 @@ public struct BlockStoreSync: Sendable {
 
     /// Restores the cloud's backed-up entries into the local copy (existing local entries win).
     public func restore() throws(BlockStoreError) -> Int {
-        guard let cloud = device.cloud,
-            let cloudKey = try LocalLayout.call({ try device.cloudKey(forUpload: false) })
-        else { return 0 }
-        let keys = CloudEntries(cloudKey)
+        guard let cloud = try network({ try device.cloudSession(forUpload: false) }) else {
+            return 0
+        }
+        let keys = CloudEntries(cloud.key)
         var restored = 0
-        for name in try network({ try cloud.list() }) where keys.objects.owns(name) {
+        for name in cloud.list() where keys.objects.owns(name) {
             guard let bytes = try network({ try cloud.read(name) }) else { continue }
             let (entry, appID) = try keys.open(bytes, name: name)
             guard let app = try? App(id: appID, container: device.directory) else {
@@ -168,7 +170,10 @@ public struct BlockStoreSync: Sendable {
     }
 
     private func network<R>(_ body: () throws -> R) throws(BlockStoreError) -> R {
-        do { return try body() } catch {
+        do { return try body() } catch let error as DeviceError where error.code == .corrupt {
+            // The account's manifest refused what the cloud holds (rolled back, dropped, planted).
+            throw BlockStoreError(.internalError, "cloud account: \(error)", underlying: error)
+        } catch {
             throw BlockStoreError(.networkError, "cloud account: \(error)", underlying: error)
         }
     }
@@ -178,9 +183,7 @@ public struct BlockStoreSync: Sendable {
 /// The Block Store's cloud objects: one per app and key (`CloudObjects`' rule, with the labels the
 /// fixtures pin).
 struct CloudEntries {
-    static let kind = CloudObjects.Kind(
-        prefix: "bs-", nameContext: "keepsake.cloud.blockstore-name.v1",
-        sealContext: "keepsake.cloud.entry.v1", associatedContext: "keepsake.cloud.blockstore.v1")
+    static let kind = CloudObjects.blockStore
     let objects: CloudObjects
 
     init(_ cloudKey: SecureBytes) { objects = CloudObjects(cloudKey: cloudKey, kind: Self.kind) }

@@ -18,8 +18,16 @@ enum AccountObjects {
     /// `join-<id>`: a new device's join request; `join-<id>-approval`: its approval.
     static func joinRequest(_ id: String) -> String { "join-\(id)" }
     static func joinApproval(_ id: String) -> String { "join-\(id)-approval" }
-
-    static let recoveryAssociatedData = Data("keepsake.account.recovery.v1".utf8)
+    /// `rekey-<device id>-<epoch>`: the key of `epoch`, sealed to the device's X25519 key, in an
+    /// envelope under the key of the epoch before.
+    static func rekey(_ deviceID: String, epoch: Int) -> String { "rekey-\(deviceID)-\(epoch)" }
+    static func rekeyAssociatedData(_ deviceID: String, epoch: Int) -> Data {
+        Data("keepsake.account.rekey.v1\0\(deviceID)\0\(epoch)".utf8)
+    }
+    static func rekeyWrappingKey(_ previous: SecureBytes) -> SecureBytes {
+        KeyDerivation.keyedHash(
+            key: AccountKey.epochKey(previous), context: "keepsake.account.rekey.v1")
+    }
 }
 
 /// `account`: the check value lets a device tell whether the key it holds is this account's. It
@@ -27,6 +35,10 @@ enum AccountObjects {
 struct AccountRecord: Codable, Equatable {
     var version = 1
     var check: Data
+    /// How many times the account key was rotated (nil: never).
+    var epoch: Int?
+    /// The recovery key's X25519 public key: `account-recovery` is sealed to it.
+    var recoveryPublicKey: Data?
 
     static func check(_ accountKey: SecureBytes) -> Data { CloudObjects.accountCheck(accountKey) }
 
@@ -35,7 +47,8 @@ struct AccountRecord: Codable, Equatable {
     static func parse(_ bytes: Data) -> AccountRecord? {
         guard bytes.starts(with: Data("KAC1".utf8)),
             let record = try? JSONDecoder().decode(AccountRecord.self, from: bytes.dropFirst(4)),
-            record.version == 1, record.check.count == 32
+            record.version == 1, record.check.count == 32, (record.epoch ?? 0) >= 0,
+            record.recoveryPublicKey.map({ $0.count == SealedBox.publicKeyLength }) ?? true
         else { return nil }
         return record
     }
@@ -168,8 +181,10 @@ package enum RecoveryKey {
         return key
     }
 
-    /// The key that seals the account key in `account-recovery`.
-    static func wrappingKey(_ key: SecureBytes) -> SecureBytes {
-        KeyDerivation.keyedHash(key: key, context: "keepsake.account.recovery-key.v1")
+    /// The key pair `account-recovery` is sealed to: its public key is in `account`, so any
+    /// device of the account re-seals a rotated key to it; only the recovery key opens it.
+    static func keyPair(_ key: SecureBytes) -> (publicKey: Data, secretKey: SecureBytes) {
+        SealedBox.keyPair(
+            seed: KeyDerivation.keyedHash(key: key, context: "keepsake.account.recovery-key.v2"))
     }
 }

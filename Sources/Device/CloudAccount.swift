@@ -9,6 +9,9 @@ public protocol CloudStorage: Sendable {
     func write(_ name: String, _ data: Data) throws
     func delete(_ name: String) throws
     func list() throws -> [String]
+    /// Waits for the account's exclusive lock (every device and process of the account takes
+    /// the same one around a sync); released when the returned value is.
+    func lock() throws -> AnyObject
 }
 
 /// The cloud account as a directory (the only backend so far; WebDAV or object storage would
@@ -38,8 +41,16 @@ public struct CloudDirectory: CloudStorage {
     public func delete(_ name: String) throws { try Files.remove(try file(name)) }
     public func list() throws -> [String] {
         guard FileManager.default.fileExists(atPath: url.path) else { return [] }
-        return Files.list(url)
+        let names = Files.list(url)
+        guard names.count <= CloudObjectLimits.maximumCount else {
+            throw CloudError(
+                "the cloud account holds more than \(CloudObjectLimits.maximumCount) objects")
+        }
+        return names
     }
+    /// An flock on `.lock` in the directory: holds among processes of machines that share the
+    /// directory's file system (not across a file-sync engine, which has no locks).
+    public func lock() throws -> AnyObject { try FileLock(url.appendingPathComponent(".lock")) }
 }
 
 public struct CloudError: Error, CustomStringConvertible, Sendable {
@@ -56,6 +67,9 @@ package enum CloudObjectLimits {
         if name.hasPrefix("kc-") { return 256 * 1024 }  // a Keychain item: ≤ 64 KiB + attributes
         if name.hasPrefix("kv-") { return 2 * 1024 * 1024 }  // key-value store: ≤ 1 MB
         if name.hasPrefix("ab-") { return 27 * 1024 * 1024 }  // Auto Backup: ≤ 25 MB
+        if name == "account-manifest" { return 4 * 1024 * 1024 }  // ~140 bytes per object
         return 64 * 1024  // the account's own small objects (its record, joins, escrow)
     }
+    /// How many objects a cloud account may hold: a listing beyond it is refused.
+    package static let maximumCount = 20_000
 }

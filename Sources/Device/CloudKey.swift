@@ -20,7 +20,16 @@ extension Device {
         guard let wrapped = record.wrappedCloudKey else { return nil }
         let key = try openCloudKey(wrapped)
         guard let account = try readAccount() else { return nil }
-        return constantTimeEquals(account.check, AccountRecord.check(key)) ? key : nil
+        if constantTimeEquals(account.check, AccountRecord.check(key)) { return key }
+        // Rotated since this device last looked: follow the new keys sealed to it, keep the last.
+        guard let current = try followRotations(from: key, record: record, to: account) else {
+            return nil
+        }
+        try adopt(current)
+        for epoch in ((record.cloudEpoch ?? 0) + 1)...(account.epoch ?? 0) {
+            try? cloud?.delete(AccountObjects.rekey(record.deviceID, epoch: epoch))
+        }
+        return current
     }
 
     // MARK: - Joining
@@ -91,13 +100,16 @@ extension Device {
         guard let sealed = try cloudCall({ try cloud.read(AccountObjects.recovery) }) else {
             throw DeviceError(.notAvailable, "the cloud account has no recovery record")
         }
+        let pair = RecoveryKey.keyPair(key)
         let accountKey: SecureBytes
         do {
-            accountKey = try Envelope.open(
-                sealed, key: RecoveryKey.wrappingKey(key),
-                associatedData: AccountObjects.recoveryAssociatedData)
+            accountKey = try SealedBox.open(
+                sealed, publicKey: pair.publicKey, secretKey: pair.secretKey)
         } catch {
             throw DeviceError(.authFailed, "not this account's recovery key")
+        }
+        guard AccountKey.isValid(accountKey) else {
+            throw DeviceError(.corrupt, "the recovery record does not hold an account key")
         }
         try adopt(accountKey)
     }
@@ -196,16 +208,11 @@ extension Device {
         try cloudCall { try cloud.write(AccountObjects.joinApproval(request.id), sealed) }
     }
 
-    /// Replaces the recovery key: a new one (returned, to show once) seals the account key in
-    /// `account-recovery`. Needs this device unlocked and holding the account key.
+    /// Replaces the recovery key: the account key is rotated (`rotateAccountKey`) and the new one
+    /// sealed to a new recovery key (returned, to show once), so the old recovery key opens
+    /// nothing written after. Needs this device unlocked and holding the account key.
     public func replaceRecoveryKey() throws(DeviceError) -> SecureBytes {
-        let cloud = try signedIn()
-        guard try state() == .unlocked, let accountKey = try cloudKey() else {
-            throw DeviceError(
-                .interactionNotAllowed,
-                "a new recovery key needs this device unlocked and in the account")
-        }
-        return try writeRecovery(accountKey, to: cloud)
+        try rotateAccountKey(removing: nil, replacingRecoveryKey: true)!
     }
 
     // MARK: - Keeping the account
@@ -214,9 +221,12 @@ extension Device {
     /// nor the cloud has one (returning the recovery key to show once), and registers the account
     /// key with the escrow under this passcode when an escrow is configured and this device's
     /// passcode changed since it last did.
-    func maintainCloudKey(_ record: inout DeviceRecord, passcode: SecureBytes)
-        throws(DeviceError) -> (changed: Bool, recoveryKey: SecureBytes?)
-    {
+    ///
+    /// `passcodeChanged`: the passcode is a new one, so the account key is rotated (every cloud
+    /// object re-sealed, the escrow registered under the new passcode).
+    func maintainCloudKey(
+        _ record: inout DeviceRecord, passcode: SecureBytes, passcodeChanged: Bool = false
+    ) throws(DeviceError) -> (changed: Bool, recoveryKey: SecureBytes?) {
         guard record.kind.hasKnowledgeFactor, let cloud else { return (false, nil) }
         var changed = false
         var recoveryKey: SecureBytes?
@@ -226,19 +236,50 @@ extension Device {
         }
         if accountKey == nil && account == nil {
             let key = SecureBytes(randomCount: Envelope.keyLength)
+            let recovery = RecoveryKey.make()
+            let recoveryPublicKey = RecoveryKey.keyPair(recovery.key).publicKey
+            try writeRecovery(key, to: recoveryPublicKey, cloud: cloud)
+            let lock = try cloudCall { try cloud.lock() }
+            var manifest = AccountManifest(version: 1, epoch: 0, objects: [:], devices: [:])
+            manifest.devices[record.deviceID] = Self.boxKeyPair(record).publicKey
+            try cloudCall { try cloud.write(AccountManifest.name, manifest.sealed(under: key)) }
+            try SeenManifest(file: directory.appendingPathComponent("account-manifest-seen"))
+                .write(
+                    account: CloudObjects.accountIdentity(key, context: "keepsake.cloud.seen.v1")
+                        .hexString, epoch: 0, version: 1)
+            withExtendedLifetime(lock) {}
+            // Written last: until it is there, no device takes the account for made.
             try cloudCall {
                 try cloud.write(
-                    AccountObjects.account, AccountRecord(check: AccountRecord.check(key)).encoded()
-                )
+                    AccountObjects.account,
+                    AccountRecord(
+                        check: AccountRecord.check(key), epoch: 0,
+                        recoveryPublicKey: recoveryPublicKey
+                    ).encoded())
             }
-            recoveryKey = try writeRecovery(key, to: cloud)
+            recoveryKey = recovery.text
             record.wrappedCloudKey = try sealCloudKey(key)
+            record.cloudEpoch = 0
             accountKey = key
             changed = true
+        } else if let held = accountKey, let account,
+            !constantTimeEquals(account.check, AccountRecord.check(held))
+        {
+            // Rotated elsewhere since this device last looked.
+            accountKey = try followRotations(from: held, record: record, to: account)
+            if let followed = accountKey {
+                record.wrappedCloudKey = try sealCloudKey(followed)
+                record.cloudEpoch = account.epoch ?? 0
+                changed = true
+            }
         }
         guard let accountKey else { return (changed, nil) }
         if let account, !constantTimeEquals(account.check, AccountRecord.check(accountKey)) {
             return (changed, nil)  // another account's key: join first
+        }
+        if (passcodeChanged || record.rotationPending == true) && recoveryKey == nil {
+            _ = try rotateAccountKey(&record, from: accountKey, passcode: passcode)
+            return (true, nil)
         }
         if let escrow, record.escrowGeneration != record.generation {
             try register(accountKey, passcode: passcode, escrow: escrow, cloud: cloud)
@@ -249,7 +290,8 @@ extension Device {
     }
 
     /// Puts `accountKey` in the escrow under `passcode`'s claim (a new slot; the old one goes).
-    private func register(
+    /// Needs the account's lock held by the caller or no other writer (escrow record).
+    func register(
         _ accountKey: SecureBytes, passcode: SecureBytes, escrow: TPMConfiguration,
         cloud: any CloudStorage
     ) throws(DeviceError) {
@@ -269,33 +311,33 @@ extension Device {
         if let old { TPMPasscodeSlot.destroy(context, slot: old.slot) }
     }
 
-    private func writeRecovery(_ accountKey: SecureBytes, to cloud: any CloudStorage)
-        throws(DeviceError) -> SecureBytes
-    {
-        let (key, text) = RecoveryKey.make()
-        let sealed = accountKey.withUnsafeBytes {
-            Envelope.seal(
-                $0, key: RecoveryKey.wrappingKey(key),
-                associatedData: AccountObjects.recoveryAssociatedData)
+    /// `account-recovery`: the account key sealed to the recovery key's public key — so any
+    /// device re-seals it after a rotation without knowing the recovery key.
+    func writeRecovery(
+        _ accountKey: SecureBytes, to recoveryPublicKey: Data, cloud: any CloudStorage
+    ) throws(DeviceError) {
+        let sealed: Data
+        do { sealed = try SealedBox.seal(accountKey, to: recoveryPublicKey) } catch {
+            throw DeviceError(.corrupt, "the recovery public key: \(error)", underlying: error)
         }
         try cloudCall { try cloud.write(AccountObjects.recovery, sealed) }
-        return text
     }
 
     /// Keeps `accountKey` on this device, once the account's check value confirms it.
-    private func adopt(_ accountKey: SecureBytes) throws(DeviceError) {
-        guard let account = try readAccount(),
+    func adopt(_ accountKey: SecureBytes) throws(DeviceError) {
+        guard AccountKey.isValid(accountKey), let account = try readAccount(),
             constantTimeEquals(account.check, AccountRecord.check(accountKey))
         else { throw DeviceError(.corrupt, "the key does not match the cloud account") }
         try guessLimit.exclusively { () throws(DeviceError) in
             let loaded = try records.load()
             var record = loaded.record
             record.wrappedCloudKey = try sealCloudKey(accountKey)
+            record.cloudEpoch = account.epoch ?? 0
             try records.store(record, replacing: loaded.path)
         }
     }
 
-    private func readAccount() throws(DeviceError) -> AccountRecord? {
+    func readAccount() throws(DeviceError) -> AccountRecord? {
         guard let cloud else { return nil }
         guard let bytes = try cloudCall({ try cloud.read(AccountObjects.account) }) else {
             return nil
@@ -306,19 +348,19 @@ extension Device {
         return account
     }
 
-    private func signedIn() throws(DeviceError) -> any CloudStorage {
+    func signedIn() throws(DeviceError) -> any CloudStorage {
         guard let cloud else { throw DeviceError(.notAvailable, "signed out: no cloud account") }
         return cloud
     }
 
-    private func sealCloudKey(_ cloudKey: SecureBytes) throws(DeviceError) -> Data {
+    func sealCloudKey(_ cloudKey: SecureBytes) throws(DeviceError) -> Data {
         let classKey = try classKey(.afterFirstUnlock)
         return cloudKey.withUnsafeBytes {
             Envelope.seal($0, key: classKey, associatedData: Data("keepsake.cloudkey.v1".utf8))
         }
     }
 
-    private func openCloudKey(_ wrapped: Data) throws(DeviceError) -> SecureBytes {
+    func openCloudKey(_ wrapped: Data) throws(DeviceError) -> SecureBytes {
         let classKey = try classKey(.afterFirstUnlock)
         do {
             return try Envelope.open(
@@ -328,7 +370,7 @@ extension Device {
         }
     }
 
-    private func cloudCall<R>(_ body: () throws -> R) throws(DeviceError) -> R {
+    func cloudCall<R>(_ body: () throws -> R) throws(DeviceError) -> R {
         do { return try body() } catch let error as DeviceError { throw error } catch {
             throw DeviceError(
                 .notAvailable, "cloud account unreachable: \(error)", underlying: error)

@@ -37,12 +37,46 @@ package struct CloudObjects {
 
     package let kind: Kind
     private let nameKey: SecureBytes
-    private let sealKey: SecureBytes
+    fileprivate let sealKey: SecureBytes
 
     package init(cloudKey: SecureBytes, kind: Kind) {
         self.kind = kind
-        nameKey = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.name.v1")
-        sealKey = KeyDerivation.keyedHash(key: cloudKey, context: kind.sealContext)
+        nameKey = AccountKey.nameKey(cloudKey)
+        sealKey = KeyDerivation.keyedHash(
+            key: AccountKey.epochKey(cloudKey), context: kind.sealContext)
+    }
+
+    /// The kinds of object the stores keep in the cloud account, by prefix: the one table key
+    /// rotation re-seals by.
+    package static let kinds: [Kind] = [
+        blockStore, Kind(prefix: "kc-", store: "keychain"), Kind(prefix: "kv-", store: "kvstore"),
+        Kind(prefix: "ab-", store: "autobackup"),
+    ]
+    /// The Block Store's kind, with the labels its fixtures pin.
+    package static let blockStore = Kind(
+        prefix: "bs-", nameContext: "keepsake.cloud.blockstore-name.v1",
+        sealContext: "keepsake.cloud.entry.v1", associatedContext: "keepsake.cloud.blockstore.v1")
+    package static func kind(_ prefix: String) -> Kind { kinds.first { $0.prefix == prefix }! }
+    /// The kind of a listed cloud name, or nil for the account's own objects.
+    package static func kind(ofObjectNamed name: String) -> Kind? {
+        kinds.first { name.hasPrefix($0.prefix) }
+    }
+
+    /// A value that names the account across key rotations (a store's cache remembers it to tell
+    /// an account change): derived from the name key, which rotation keeps.
+    package static func accountIdentity(_ cloudKey: SecureBytes, context: String) -> Data {
+        KeyDerivation.keyedHash(key: AccountKey.nameKey(cloudKey), context: context).unsafeData()
+    }
+
+    /// `bytes`, an object of this kind sealed under `old`, sealed under `new` instead (same name).
+    package static func reseal(
+        _ bytes: Data, name: String, kind: Kind, from old: SecureBytes, to new: SecureBytes
+    ) throws(SealingError) -> Data {
+        let source = CloudObjects(cloudKey: old, kind: kind)
+        let target = CloudObjects(cloudKey: new, kind: kind)
+        return try Envelope.open(
+            bytes, key: source.sealKey, associatedData: source.associatedData(name)
+        ) { plaintext in target.seal(plaintext, name: name) }
     }
 
     /// The name of the object identified by `identity` (its parts joined by NUL).
@@ -70,15 +104,62 @@ package struct CloudObjects {
         }
     }
 
-    private func associatedData(_ name: String) -> Data {
+    fileprivate func associatedData(_ name: String) -> Data {
         Data("\(kind.associatedContext)\0\(name)".utf8)
     }
 
-    /// The value that tells whether a cloud key is a given account's (stored in clear beside the
-    /// wrapped account key).
+    /// The value that tells whether a cloud key is a given account's current key (stored in
+    /// clear in `account`).
     package static func accountCheck(_ cloudKey: SecureBytes) -> Data {
-        KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.cloud.check.v1").unsafeData()
+        KeyDerivation.keyedHash(
+            key: AccountKey.epochKey(cloudKey), context: "keepsake.cloud.check.v1"
+        )
+        .unsafeData()
     }
+}
+
+/// The account key a device holds: 32 bytes (the account's first key, from which every other
+/// key derives), or 64 after a rotation — the current epoch's key, then the name key.
+///
+/// Rotation changes what seals objects, never what names them: names stay (they are keyed
+/// hashes of identities every device of the account knows anyway), so an object re-sealed under
+/// a new key keeps its name, and a store finds it without knowing anything new.
+package enum AccountKey {
+    /// The key everything of the current epoch is sealed under (by derivation).
+    package static func epochKey(_ key: SecureBytes) -> SecureBytes {
+        key.count == 32
+            ? key
+            : SecureBytes(count: 32) { out in
+                key.withUnsafeBytes {
+                    out.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<32]))
+                }
+            }
+    }
+
+    /// The key names are derived under: from the first key, kept through every rotation.
+    package static func nameKey(_ key: SecureBytes) -> SecureBytes {
+        key.count == 32
+            ? KeyDerivation.keyedHash(key: key, context: "keepsake.cloud.name.v1")
+            : SecureBytes(count: 32) { out in
+                key.withUnsafeBytes {
+                    out.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[32..<64]))
+                }
+            }
+    }
+
+    /// The next epoch's key: a new random epoch key, the same name key.
+    package static func rotated(_ key: SecureBytes) -> SecureBytes {
+        let names = nameKey(key)
+        return SecureBytes(count: 64) { out in
+            KeyDerivation.randomFill(UnsafeMutableRawBufferPointer(rebasing: out[0..<32]))
+            names.withUnsafeBytes {
+                UnsafeMutableRawBufferPointer(rebasing: out[32..<64]).copyMemory(from: $0)
+            }
+        }
+    }
+
+    /// Whether `key` has the shape of an account key.
+    package static func isValid(_ key: SecureBytes) -> Bool { key.count == 32 || key.count == 64 }
 }
 
 /// The names a store last synced, one per line, in the device directory: what tells a deletion

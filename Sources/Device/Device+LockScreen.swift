@@ -114,6 +114,11 @@ extension Device {
             let oldSlot = record.tpm
             try seal(keys, passcode: newPasscode, into: &updated)
             if newPasscode == nil { updated.wrappedCloudKey = nil }  // no E2EE: the cloud key goes
+            // A new passcode rotates the account key (below); until that is done, the next
+            // unlock tries again.
+            if hadKnowledgeFactor && newPasscode != nil && updated.wrappedCloudKey != nil {
+                updated.rotationPending = true
+            }
             let runtime = try runtime()
             try runtime.store(keys)
             do throws(DeviceError) {
@@ -127,7 +132,10 @@ extension Device {
             // The lock screen is changed by now: a cloud that cannot be read or written (down,
             // hostile) does not undo that; the account key is looked after at the next unlock.
             var recoveryKey: SecureBytes?
-            if let newPasscode, let kept = try? maintainCloudKey(&updated, passcode: newPasscode) {
+            if let newPasscode,
+                let kept = try? maintainCloudKey(
+                    &updated, passcode: newPasscode, passcodeChanged: hadKnowledgeFactor)
+            {
                 recoveryKey = kept.recoveryKey
                 if kept.changed { try records.store(updated, replacing: path) }
             }

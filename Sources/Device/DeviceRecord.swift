@@ -34,6 +34,11 @@ struct DeviceRecord: Codable, Sendable {
     /// The `generation` under which this device last registered the account key with the
     /// cloud's escrow (a passcode change registers again).
     var escrowGeneration: Int?
+    /// The cloud account key's epoch this device holds (how many rotations it has followed).
+    var cloudEpoch: Int?
+    /// The passcode changed while the account key could not be rotated (the cloud unreachable):
+    /// the next unlock rotates it.
+    var rotationPending: Bool?
 
     /// The device's stable public identifier (names its runtime keyring and TPM slot): a hash of
     /// the device secret, so it needs no storage of its own.

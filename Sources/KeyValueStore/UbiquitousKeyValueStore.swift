@@ -114,8 +114,8 @@ public final class UbiquitousKeyValueStore: Sendable {
     /// the local cache keeps every value either way.
     @discardableResult
     public func synchronize() -> Bool {
-        guard let cloud = device.cloud, let cloudKey = try? device.cloudKey() else { return false }
-        let keys = CloudNames(cloudKey: cloudKey, appID: app.id)
+        guard let cloud = try? device.cloudSession() else { return false }
+        let keys = CloudNames(cloudKey: cloud.key, appID: app.id)
         let remote: [String: KVEntry]
         do {
             if let bytes = try cloud.read(keys.name) {
@@ -158,6 +158,7 @@ public final class UbiquitousKeyValueStore: Sendable {
         }
         do {
             try cloud.write(keys.name, keys.seal(merged))
+            try cloud.commit()
         } catch {
             return false
         }
@@ -218,7 +219,7 @@ public final class UbiquitousKeyValueStore: Sendable {
 
 /// The app's cloud object (`CloudObjects`' rule): one per app, named by its app id.
 struct CloudNames {
-    static let kind = CloudObjects.Kind(prefix: "kv-", store: "kvstore")
+    static let kind = CloudObjects.kind("kv-")
     let name: String
     /// Which account this is, as the local cache remembers it to tell an account change. Its own
     /// derivation, not the account's public check value: nothing sealed is also in the cloud in
@@ -229,8 +230,7 @@ struct CloudNames {
     init(cloudKey: SecureBytes, appID: String) {
         objects = CloudObjects(cloudKey: cloudKey, kind: Self.kind)
         name = objects.name(appID)
-        account = KeyDerivation.keyedHash(key: cloudKey, context: "keepsake.kvstore.account.v1")
-            .unsafeData()
+        account = CloudObjects.accountIdentity(cloudKey, context: "keepsake.kvstore.account.v1")
     }
 
     func seal(_ entries: [String: KVEntry]) -> Data {

@@ -30,20 +30,20 @@ public struct KeychainSync: Sendable {
 
     /// Exchanges now; false-y report (`skipped`) when it cannot.
     public func sync() throws(KeychainError) -> Report {
-        guard let cloud = device.cloud else { return Report(skipped: "signed out") }
-        let cloudKey: SecureBytes
+        guard device.cloud != nil else { return Report(skipped: "signed out") }
+        let cloud: CloudSession
         do {
-            guard let key = try device.cloudKey() else {
+            guard let session = try device.cloudSession() else {
                 return Report(
                     skipped:
                         "no end-to-end-encryption-capable lock screen, or the account key is not held"
                 )
             }
-            cloudKey = key
+            cloud = session
         } catch {
             throw KeychainError(error)
         }
-        let names = Names(cloudKey)
+        let names = Names(cloud.key)
         var report = Report()
 
         // Local synchronizable items.
@@ -80,12 +80,7 @@ public struct KeychainSync: Sendable {
             device.directory.appendingPathComponent("keychain-sync/manifest"))
         let manifest = manifestFile.read()
 
-        var remoteNames = Set<String>()
-        do {
-            remoteNames = Set(try cloud.list().filter(names.objects.owns))
-        } catch {
-            throw KeychainError(KeychainStatus.notAvailable, "cloud account unreachable")
-        }
+        let remoteNames = Set(cloud.list().filter(names.objects.owns))
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         for name in remoteNames.union(local.keys).union(manifest) {
             let remote: SyncedItem? =
@@ -143,6 +138,7 @@ public struct KeychainSync: Sendable {
             throw KeychainError(
                 KeychainStatus.notAvailable, "the sync manifest could not be written")
         }
+        do { try cloud.commit() } catch { throw KeychainError(error) }
         return report
     }
 
@@ -174,30 +170,25 @@ public struct KeychainSync: Sendable {
         }
     }
 
-    private func cloudRead(_ cloud: any CloudStorage, _ name: String) throws(KeychainError) -> Data
-    {
-        do {
-            guard let bytes = try cloud.read(name) else {
-                throw KeychainError(KeychainStatus.notAvailable, "a cloud object vanished")
-            }
-            return bytes
-        } catch let error as KeychainError { throw error } catch {
-            throw KeychainError(KeychainStatus.notAvailable, "cloud account unreachable")
+    private func cloudRead(_ cloud: CloudSession, _ name: String) throws(KeychainError) -> Data {
+        let found: Data?
+        do { found = try cloud.read(name) } catch { throw KeychainError(error) }
+        guard let bytes = found else {
+            throw KeychainError(KeychainStatus.notAvailable, "a cloud object vanished")
         }
+        return bytes
     }
 
-    private func cloudWrite(_ cloud: any CloudStorage, _ name: String, _ bytes: Data)
+    private func cloudWrite(_ cloud: CloudSession, _ name: String, _ bytes: Data)
         throws(KeychainError)
     {
-        do { try cloud.write(name, bytes) } catch {
-            throw KeychainError(KeychainStatus.notAvailable, "cloud account unreachable")
-        }
+        do { try cloud.write(name, bytes) } catch { throw KeychainError(error) }
     }
 
     /// Synchronizable items in the cloud account (`CloudObjects`' rule): one object per primary
     /// key.
     private struct Names {
-        static let kind = CloudObjects.Kind(prefix: "kc-", store: "keychain")
+        static let kind = CloudObjects.kind("kc-")
         let objects: CloudObjects
 
         init(_ cloudKey: SecureBytes) {

@@ -87,16 +87,17 @@ public struct AutoBackup: Sendable {
                 .notAvailable, "the backup could not be written: \(error)", underlying: error)
         }
         var cloudWritten = false
-        if let cloud = device.cloud, let cloudKey = try? device.cloudKey() {
-            let objects = CloudObjects(cloudKey: cloudKey, kind: Self.cloudKind)
+        if let cloud = try? device.cloudSession() {
+            let objects = CloudObjects(cloudKey: cloud.key, kind: Self.cloudKind)
             let name = objects.name(app.id)
             do {
                 if files.isEmpty {
-                    try cloud.delete(name)
+                    cloud.delete(name)
                 } else {
                     try cloud.write(name, objects.seal(bundle, name: name))
                     cloudWritten = true
                 }
+                try cloud.commit()
             } catch {
                 throw PreferencesError(
                     .notAvailable, "the cloud account could not be reached: \(error)",
@@ -104,6 +105,17 @@ public struct AutoBackup: Sendable {
             }
         }
         return Report(files: files.keys.sorted(), cloud: cloudWritten)
+    }
+
+    /// The cloud account to restore from: nil when it cannot be reached or this device is not
+    /// in it (nothing to restore then); an account whose manifest refuses it is an error.
+    private func cloudSessionForRestore() throws(PreferencesError) -> CloudSession? {
+        do { return try device.cloudSession(forUpload: false) } catch {
+            if error.code == .corrupt {
+                throw PreferencesError(.corrupt, error.message, underlying: error)
+            }
+            return nil
+        }
     }
 
     /// At (re)install, before first launch: when the container is missing or empty, puts the
@@ -120,10 +132,10 @@ public struct AutoBackup: Sendable {
                     try BackupBundle.decode(Data($0))
                 }
             }
-        } else if let cloud = device.cloud, let cloudKey = try? device.cloudKey(forUpload: false) {
-            let objects = CloudObjects(cloudKey: cloudKey, kind: Self.cloudKind)
+        } else if let cloud = try cloudSessionForRestore() {
+            let objects = CloudObjects(cloudKey: cloud.key, kind: Self.cloudKind)
             let name = objects.name(app.id)
-            if let sealed = try? cloud.read(name) {
+            if let sealed = try call({ try cloud.read(name) }) {
                 files = try open {
                     try objects.open(sealed, name: name) { try BackupBundle.decode($0) }
                 }
@@ -173,7 +185,7 @@ public struct AutoBackup: Sendable {
     }
 
     /// The app's backup in the cloud account (`CloudObjects`' rule): one object per app.
-    static let cloudKind = CloudObjects.Kind(prefix: "ab-", store: "autobackup")
+    static let cloudKind = CloudObjects.kind("ab-")
 
     private func call<R>(_ body: () throws -> R) throws(PreferencesError) -> R {
         do { return try body() } catch {

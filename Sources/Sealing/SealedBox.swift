@@ -21,6 +21,25 @@ package enum SealedBox {
         return (publicKey, secretKey)
     }
 
+    /// The key pair that follows from a 32-byte `seed` (`crypto_box_seed_keypair`): a device's
+    /// own pair from its device secret, the recovery pair from the recovery key.
+    package static func keyPair(seed: SecureBytes) -> (publicKey: Data, secretKey: SecureBytes) {
+        Sodium.initialize()
+        precondition(seed.count == Int(crypto_box_SEEDBYTES), "a key-pair seed is 32 bytes")
+        var publicKey = Data(count: publicKeyLength)
+        let secretKey = SecureBytes(count: Int(crypto_box_SECRETKEYBYTES)) { secret in
+            publicKey.withUnsafeMutableBytes { pk in
+                seed.withUnsafeBytes { s in
+                    _ = crypto_box_seed_keypair(
+                        pk.bindMemory(to: UInt8.self).baseAddress!,
+                        secret.bindMemory(to: UInt8.self).baseAddress!,
+                        s.bindMemory(to: UInt8.self).baseAddress!)
+                }
+            }
+        }
+        return (publicKey, secretKey)
+    }
+
     /// Seals `message` (key bytes) to `publicKey`.
     package static func seal(_ message: SecureBytes, to publicKey: Data) throws(SealingError)
         -> Data

@@ -219,6 +219,9 @@ struct CloudObjectSwapTests {
         var refused = 0
         for trial in trials {
             try put(original.merging(trial.changes) { $1 }, into: cloudA)
+            // The manifest alone would refuse every trial; vouched for, each store's own sealing
+            // must refuse it too.
+            try reader.device.vouchForCloudAsIs()
             if try reader.readAndCheck(trial.kind, account: "A").refused {
                 refused += 1
             } else {
@@ -226,6 +229,7 @@ struct CloudObjectSwapTests {
             }
         }
         try put(original, into: cloudA)
+        try reader.device.vouchForCloudAsIs()
         // Untouched, every store reads back every value in full.
         let held = try kinds.map { try reader.readAndCheck($0, account: "A") }
         #expect(held.map(\.refused) == [false, false, false, false])

@@ -21,6 +21,7 @@ private func restoreEverything(_ device: Device) throws {
 /// A cloud account that cannot be reached (fault injection).
 private struct UnreachableCloud: CloudStorage {
     struct Down: Error {}
+    func lock() throws -> AnyObject { throw Down() }
     func read(_ name: String) throws -> Data? { throw Down() }
     func write(_ name: String, _ data: Data) throws { throw Down() }
     func delete(_ name: String) throws { throw Down() }

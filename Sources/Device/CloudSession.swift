@@ -1,0 +1,312 @@
+import Foundation
+import Sealing
+
+/// `account-manifest`: what the cloud account holds, sealed under the account key — a version
+/// that only goes up, the key's epoch, a MAC of every store object, and the account's devices.
+///
+/// Whoever holds the cloud cannot forge it (no account key), and each device remembers the
+/// highest version it has seen (`SeenManifest`), so an older manifest (a rollback), an object it
+/// does not list (planted, or a deleted object put back), an object it lists that is gone (a
+/// deletion) or one whose bytes differ (an old copy) is refused with a clear error.
+struct AccountManifest: Codable {
+    var version: UInt64
+    var epoch: Int
+    /// Each store object's name (as bytes) and the MAC of its bytes.
+    var objects: [Data: Data]
+    /// The account's devices: id → X25519 public key (a rotation seals the new key to each).
+    var devices: [String: Data]
+
+    static let name = "account-manifest"
+    private static let associatedData = Data("keepsake.account.manifest.v1".utf8)
+
+    private static func key(_ accountKey: SecureBytes, _ context: String) -> SecureBytes {
+        KeyDerivation.keyedHash(key: AccountKey.epochKey(accountKey), context: context)
+    }
+
+    func sealed(under accountKey: SecureBytes) -> Data {
+        Envelope.seal(
+            try! JSONEncoder().encode(self),
+            key: Self.key(accountKey, "keepsake.cloud.manifest.v1"),
+            associatedData: Self.associatedData)
+    }
+
+    static func open(_ bytes: Data, under accountKey: SecureBytes) throws(DeviceError) -> Self {
+        do {
+            return try Envelope.open(
+                bytes, key: key(accountKey, "keepsake.cloud.manifest.v1"),
+                associatedData: associatedData
+            ) { try JSONDecoder().decode(Self.self, from: Data($0)) }
+        } catch {
+            throw DeviceError(
+                .corrupt,
+                "the cloud account's manifest does not open (replaced, or sealed under a key this device does not hold)"
+            )
+        }
+    }
+
+    /// The MAC of an object's bytes under its name.
+    static func mac(_ bytes: Data, name: String, under accountKey: SecureBytes) -> Data {
+        KeyDerivation.keyedHash(
+            key: key(accountKey, "keepsake.cloud.object-mac.v1"), context: name, bytes
+        ).unsafeData()
+    }
+
+    /// The store objects it lists.
+    var names: Set<String> { Set(objects.keys.map { String(decoding: $0, as: UTF8.self) }) }
+}
+
+/// The highest manifest version this device has seen of its account, in the device directory:
+/// `<account identity> <epoch> <version>`.
+struct SeenManifest {
+    let file: URL
+
+    func read(account: String) -> (epoch: Int, version: UInt64)? {
+        guard let bytes = (try? Files.read(file, limit: 4096)) ?? nil else { return nil }
+        let parts = String(decoding: bytes, as: UTF8.self).split(separator: " ")
+        guard parts.count == 3, parts[0] == account, let epoch = Int(parts[1]),
+            let version = UInt64(parts[2])
+        else { return nil }
+        return (epoch, version)
+    }
+
+    func write(account: String, epoch: Int, version: UInt64) throws(DeviceError) {
+        do {
+            try Files.writeAtomically(Data("\(account) \(epoch) \(version)".utf8), to: file)
+        } catch {
+            throw DeviceError(
+                .notAvailable, "the manifest version could not be kept: \(error)", underlying: error
+            )
+        }
+    }
+}
+
+/// One exchange with the cloud account, under its lock: the stores read, write and delete their
+/// objects through it, and `commit()` writes the manifest that vouches for them.
+///
+/// Reads are checked against the manifest; writes go to the cloud at once and into the manifest
+/// at `commit()`; deletions are entered in the manifest and carried out after it is written, so
+/// an interruption leaves at worst objects the manifest does not list — which the next upload
+/// removes, and which no device ever restores from.
+package final class CloudSession {
+    /// The account key the session's objects are sealed under.
+    package let key: SecureBytes
+    let storage: any CloudStorage
+    private let lock: AnyObject
+    var manifest: AccountManifest
+    private let account: String
+    private let seen: SeenManifest
+    private var dirty: Bool
+    private var removals: Set<String> = []
+    /// Store objects in the cloud that the manifest does not list, as found when opened.
+    private let strays: Set<String>
+
+    init(
+        key: SecureBytes, storage: any CloudStorage, lock: AnyObject, manifest: AccountManifest,
+        dirty: Bool, seen: SeenManifest, strays: Set<String>
+    ) {
+        self.key = key
+        self.storage = storage
+        self.lock = lock
+        self.manifest = manifest
+        self.dirty = dirty
+        self.seen = seen
+        self.strays = strays
+        account = CloudObjects.accountIdentity(key, context: "keepsake.cloud.seen.v1").hexString
+    }
+
+    /// The store objects the manifest lists (with this session's writes, without its deletions).
+    package func list() -> [String] { manifest.names.sorted() }
+
+    /// An object's bytes, when the manifest lists it; nil when it does not (whatever the cloud
+    /// holds under that name).
+    ///
+    /// - Throws: `.corrupt` when a listed object is gone or its bytes are not the listed ones.
+    package func read(_ name: String) throws(DeviceError) -> Data? {
+        guard let expected = manifest.objects[Data(name.utf8)] else { return nil }
+        let found: Data?
+        do { found = try storage.read(name) } catch {
+            throw DeviceError(
+                .notAvailable, "cloud account unreachable: \(error)", underlying: error)
+        }
+        guard let bytes = found else {
+            throw DeviceError(
+                .corrupt,
+                "\(name) is in the account manifest but gone from the cloud (deleted behind it)")
+        }
+        guard constantTimeEquals(AccountManifest.mac(bytes, name: name, under: key), expected)
+        else {
+            throw DeviceError(
+                .corrupt,
+                "\(name) is not the copy the account manifest lists (an old copy put back, or replaced)"
+            )
+        }
+        return bytes
+    }
+
+    package func write(_ name: String, _ data: Data) throws(DeviceError) {
+        do { try storage.write(name, data) } catch {
+            throw DeviceError(
+                .notAvailable, "cloud account unreachable: \(error)", underlying: error)
+        }
+        manifest.objects[Data(name.utf8)] = AccountManifest.mac(data, name: name, under: key)
+        removals.remove(name)
+        dirty = true
+    }
+
+    package func delete(_ name: String) {
+        if manifest.objects.removeValue(forKey: Data(name.utf8)) != nil { dirty = true }
+        removals.insert(name)
+    }
+
+    /// Writes the manifest (a new version) when anything changed, then removes what was deleted
+    /// and the objects it does not list.
+    package func commit() throws(DeviceError) {
+        if dirty {
+            manifest.version += 1
+            do {
+                try storage.write(AccountManifest.name, manifest.sealed(under: key))
+            } catch {
+                throw DeviceError(
+                    .notAvailable, "the account manifest could not be written: \(error)",
+                    underlying: error)
+            }
+            try seen.write(account: account, epoch: manifest.epoch, version: manifest.version)
+            dirty = false
+        }
+        for name in removals.union(strays) where manifest.objects[Data(name.utf8)] == nil {
+            try? storage.delete(name)
+        }
+        removals = []
+    }
+}
+
+extension Device {
+    /// Opens an exchange with the cloud account: nil when signed out or when this device does
+    /// not hold the account's key (for uploads, also without E2EE). Waits for the account's lock.
+    ///
+    /// A restore (`forUpload` false) refuses an account whose objects and manifest disagree; an
+    /// upload removes the objects the manifest does not list at `commit()`.
+    ///
+    /// - Throws: `.corrupt` for a manifest that is older than one this device saw, gone after
+    ///   this device saw one, or does not open; `.notAvailable` when the cloud is unreachable.
+    package func cloudSession(forUpload: Bool = true) throws(DeviceError) -> CloudSession? {
+        guard let cloud else { return nil }
+        // The key first (following a rotation takes the lock-screen lock), then the account's
+        // lock: every process takes the two in that order.
+        guard let key = try cloudKey(forUpload: forUpload) else { return nil }
+        let lock = try cloudCall { try cloud.lock() }
+        // A rotation by another device between the two: its key is picked up at the next try.
+        guard let account = try readAccount(),
+            constantTimeEquals(account.check, AccountRecord.check(key))
+        else {
+            throw DeviceError(.notAvailable, "the account key changed meanwhile: try again")
+        }
+        let seen = SeenManifest(file: directory.appendingPathComponent("account-manifest-seen"))
+        var (manifest, dirty) = try readManifest(
+            key: key, epoch: account.epoch ?? 0, cloud: cloud, seen: seen)
+        let listed = Set(try cloudCall { try cloud.list() }).filter {
+            CloudObjects.kind(ofObjectNamed: $0) != nil
+        }
+        let strays = listed.subtracting(manifest.names)
+        if !forUpload {
+            if !strays.isEmpty {
+                throw DeviceError(
+                    .corrupt,
+                    "the cloud account holds \(strays.count) objects its manifest does not list (planted, or deleted objects put back): nothing is restored; a sync on a device of the account removes them"
+                )
+            }
+            let missing = manifest.names.subtracting(listed)
+            if !missing.isEmpty {
+                throw DeviceError(
+                    .corrupt,
+                    "\(missing.count) objects the account manifest lists are gone from the cloud (deleted behind it): nothing is restored"
+                )
+            }
+        } else {
+            let (id, publicKey) = try deviceBoxPublicKey()
+            if manifest.devices[id] != publicKey {
+                manifest.devices[id] = publicKey
+                dirty = true
+            }
+        }
+        return CloudSession(
+            key: key, storage: cloud, lock: lock, manifest: manifest, dirty: dirty, seen: seen,
+            strays: strays)
+    }
+
+    /// The account's manifest, checked against the highest version this device saw (which it
+    /// then remembers); a first, empty one (to be written) when the account has none yet and
+    /// this device never saw one.
+    func readManifest(key: SecureBytes, epoch: Int, cloud: any CloudStorage, seen: SeenManifest)
+        throws(DeviceError) -> (manifest: AccountManifest, dirty: Bool)
+    {
+        let account = CloudObjects.accountIdentity(key, context: "keepsake.cloud.seen.v1").hexString
+        let highest = seen.read(account: account)
+        guard let bytes = try cloudCall({ try cloud.read(AccountManifest.name) }) else {
+            if let highest {
+                throw DeviceError(
+                    .corrupt,
+                    "the cloud account's manifest is gone (this device saw version \(highest.version)): deleted by the cloud"
+                )
+            }
+            return (AccountManifest(version: 0, epoch: epoch, objects: [:], devices: [:]), true)
+        }
+        let manifest = try AccountManifest.open(bytes, under: key)
+        if let highest,
+            manifest.epoch < highest.epoch
+                || (manifest.epoch == highest.epoch && manifest.version < highest.version)
+        {
+            throw DeviceError(
+                .corrupt,
+                "the cloud account's manifest is version \(manifest.version), older than version \(highest.version) this device saw: rolled back, nothing is taken from it"
+            )
+        }
+        if highest.map({ $0.epoch != manifest.epoch || $0.version != manifest.version }) ?? true {
+            try seen.write(account: account, epoch: manifest.epoch, version: manifest.version)
+        }
+        return (manifest, false)
+    }
+
+    /// This device's id and the public half of its X25519 key pair (derived from the device
+    /// secret): rotations seal the account's new key to it.
+    func deviceBoxPublicKey() throws(DeviceError) -> (id: String, publicKey: Data) {
+        let record = try records.load().record
+        return (record.deviceID, Self.boxKeyPair(record).publicKey)
+    }
+
+    static func boxKeyPair(_ record: DeviceRecord) -> (publicKey: Data, secretKey: SecureBytes) {
+        SealedBox.keyPair(
+            seed: KeyDerivation.keyedHash(
+                key: SecureBytes(copying: record.deviceSecret), context: "keepsake.device.box.v1"))
+    }
+}
+
+#if KEEPSAKE_TEST_HOOKS
+    extension Device {
+        /// Test hook: re-writes the account manifest to vouch for the store objects the cloud
+        /// holds now, as only a holder of the account key could — so a test reaches each store's
+        /// own checks (sealing bound to name, kind and account) behind the manifest.
+        package func vouchForCloudAsIs() throws(DeviceError) {
+            guard let cloud, let key = try cloudKey(forUpload: false) else { return }
+            let account = CloudObjects.accountIdentity(key, context: "keepsake.cloud.seen.v1")
+                .hexString
+            let seen = SeenManifest(file: directory.appendingPathComponent("account-manifest-seen"))
+            let current = try cloudCall { try cloud.read(AccountManifest.name) }.flatMap {
+                try? AccountManifest.open($0, under: key)
+            }
+            var manifest =
+                current ?? AccountManifest(version: 0, epoch: 0, objects: [:], devices: [:])
+            manifest.version = max(manifest.version, seen.read(account: account)?.version ?? 0) + 1
+            manifest.objects = [:]
+            for name in try cloudCall({ try cloud.list() })
+            where CloudObjects.kind(ofObjectNamed: name) != nil {
+                if let bytes = try cloudCall({ try cloud.read(name) }) {
+                    manifest.objects[Data(name.utf8)] = AccountManifest.mac(
+                        bytes, name: name, under: key)
+                }
+            }
+            try cloudCall { try cloud.write(AccountManifest.name, manifest.sealed(under: key)) }
+            try seen.write(account: account, epoch: manifest.epoch, version: manifest.version)
+        }
+    }
+#endif

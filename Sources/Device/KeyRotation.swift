@@ -1,0 +1,206 @@
+import Foundation
+import Sealing
+import TPM
+
+/// Rotating the cloud account's key, and the account's devices.
+///
+/// A new account key replaces the old one when the passcode changes, a device is removed, or
+/// the recovery key is replaced: every store object is re-sealed under it (same names), the
+/// manifest lists the remaining devices, each of which finds the new key sealed to its own
+/// X25519 key (`rekey-<id>-<epoch>`, inside an envelope under the key it held); the recovery
+/// record is re-sealed to the recovery public key (or a new one); the escrow gets the new key
+/// under the new passcode, or is emptied until the next unlock when no passcode is at hand.
+/// Old wrapped copies of the account key (an old recovery record, an old escrow slot, a removed
+/// device's key) open nothing written after.
+extension Device {
+    /// A device of the cloud account, as its manifest lists it.
+    public struct AccountDevice: Sendable, Hashable {
+        public let id: String
+        public let isThisDevice: Bool
+    }
+
+    /// The account's devices (this one included once it has synced or joined).
+    public func accountDevices() throws(DeviceError) -> [AccountDevice] {
+        guard let session = try cloudSession(forUpload: false) else {
+            throw DeviceError(.notAvailable, "this device is not in a cloud account")
+        }
+        let me = try records.load().record.deviceID
+        return session.manifest.devices.keys.sorted().map {
+            AccountDevice(id: $0, isThisDevice: $0 == me)
+        }
+    }
+
+    /// Removes a device from the account: it is dropped from the manifest and the account key
+    /// is rotated, so nothing written after opens with the key it holds. Needs this device
+    /// unlocked and holding the account key.
+    ///
+    /// - Throws: `.invalidPasscode` for an id the account does not list, or this device's own.
+    public func removeDevice(_ id: String) throws(DeviceError) {
+        guard try accountDevices().contains(where: { $0.id == id && !$0.isThisDevice }) else {
+            throw DeviceError(
+                .invalidPasscode, "the account lists no other device \(id) (see `device devices`)")
+        }
+        _ = try rotateAccountKey(removing: id, replacingRecoveryKey: false)
+    }
+
+    /// Rotates the account key from a device that is unlocked and holds it; the escrow is
+    /// emptied until the next unlock (no passcode at hand). Returns the new recovery key when
+    /// `replacingRecoveryKey`.
+    func rotateAccountKey(removing: String?, replacingRecoveryKey: Bool) throws(DeviceError)
+        -> SecureBytes?
+    {
+        guard try state() == .unlocked, let key = try cloudKey() else {
+            throw DeviceError(
+                .interactionNotAllowed, "this needs the device unlocked and in the cloud account")
+        }
+        return try guessLimit.exclusively { () throws(DeviceError) in
+            let loaded = try records.load()
+            var record = loaded.record
+            let recovery = try rotateAccountKey(
+                &record, from: key, passcode: nil, removing: removing,
+                replacingRecoveryKey: replacingRecoveryKey)
+            try records.store(record, replacing: loaded.path)
+            return recovery
+        }
+    }
+
+    /// The rotation itself, with the lock-screen lock held by the caller, who stores `record`.
+    func rotateAccountKey(
+        _ record: inout DeviceRecord, from oldKey: SecureBytes, passcode: SecureBytes?,
+        removing: String? = nil, replacingRecoveryKey: Bool = false
+    ) throws(DeviceError) -> SecureBytes? {
+        let cloud = try signedIn()
+        let lock = try cloudCall { try cloud.lock() }
+        defer { withExtendedLifetime(lock) {} }
+        guard let account = try readAccount(),
+            constantTimeEquals(account.check, AccountRecord.check(oldKey))
+        else { throw DeviceError(.notAvailable, "the account key changed meanwhile: try again") }
+        let seen = SeenManifest(file: directory.appendingPathComponent("account-manifest-seen"))
+        var manifest = try readManifest(
+            key: oldKey, epoch: account.epoch ?? 0, cloud: cloud, seen: seen
+        ).manifest
+        let newKey = AccountKey.rotated(oldKey)
+        let epoch = (account.epoch ?? 0) + 1
+
+        // Every object read and checked before anything is written: a missing or changed one
+        // stops the rotation with nothing changed.
+        var resealed: [(name: String, bytes: Data)] = []
+        for name in manifest.names.sorted() {
+            guard let kind = CloudObjects.kind(ofObjectNamed: name) else { continue }
+            guard let bytes = try cloudCall({ try cloud.read(name) }),
+                constantTimeEquals(
+                    AccountManifest.mac(bytes, name: name, under: oldKey),
+                    manifest.objects[Data(name.utf8)]!)
+            else {
+                throw DeviceError(
+                    .corrupt, "\(name) is not what the account manifest lists: not rotated")
+            }
+            do {
+                resealed.append(
+                    (
+                        name,
+                        try CloudObjects.reseal(
+                            bytes, name: name, kind: kind, from: oldKey, to: newKey)
+                    ))
+            } catch {
+                throw DeviceError(.corrupt, "\(name) does not open: not rotated", underlying: error)
+            }
+        }
+        for (name, bytes) in resealed {
+            try cloudCall { try cloud.write(name, bytes) }
+            manifest.objects[Data(name.utf8)] = AccountManifest.mac(
+                bytes, name: name, under: newKey)
+        }
+        if let removing { manifest.devices[removing] = nil }
+        manifest.devices[record.deviceID] = Self.boxKeyPair(record).publicKey
+        for (id, publicKey) in manifest.devices where id != record.deviceID {
+            let sealed: Data
+            do { sealed = try SealedBox.seal(newKey, to: publicKey) } catch {
+                throw DeviceError(.corrupt, "device \(id)'s public key: \(error)")
+            }
+            let wrapped = Envelope.seal(
+                sealed, key: AccountObjects.rekeyWrappingKey(oldKey),
+                associatedData: AccountObjects.rekeyAssociatedData(id, epoch: epoch))
+            try cloudCall { try cloud.write(AccountObjects.rekey(id, epoch: epoch), wrapped) }
+        }
+        var recoveryText: SecureBytes?
+        var recoveryPublicKey = account.recoveryPublicKey
+        if replacingRecoveryKey || recoveryPublicKey == nil {
+            let recovery = RecoveryKey.make()
+            recoveryPublicKey = RecoveryKey.keyPair(recovery.key).publicKey
+            recoveryText = recovery.text
+        }
+        try writeRecovery(newKey, to: recoveryPublicKey!, cloud: cloud)
+        manifest.epoch = epoch
+        manifest.version += 1
+        try cloudCall { try cloud.write(AccountManifest.name, manifest.sealed(under: newKey)) }
+        // The switch: from here every device of the account looks for its new key.
+        try cloudCall {
+            try cloud.write(
+                AccountObjects.account,
+                AccountRecord(
+                    check: AccountRecord.check(newKey), epoch: epoch,
+                    recoveryPublicKey: recoveryPublicKey
+                ).encoded())
+        }
+        try seen.write(
+            account: CloudObjects.accountIdentity(newKey, context: "keepsake.cloud.seen.v1")
+                .hexString, epoch: epoch, version: manifest.version)
+        record.wrappedCloudKey = try sealCloudKey(newKey)
+        record.cloudEpoch = epoch
+        record.rotationPending = nil
+        // The escrow: the new key under the new passcode, or nothing until the next unlock.
+        if let escrow {
+            if let passcode {
+                try register(newKey, passcode: passcode, escrow: escrow, cloud: cloud)
+                record.escrowGeneration = record.generation
+            } else {
+                if let old = try? cloud.read(AccountObjects.escrow).flatMap(EscrowRecord.parse),
+                    let context = try? escrow.context()
+                {
+                    TPMPasscodeSlot.destroy(context, slot: old.slot)
+                }
+                try? cloud.delete(AccountObjects.escrow)
+                record.escrowGeneration = nil
+            }
+        }
+        if let removing {
+            for name in (try? cloud.list()) ?? [] where name.hasPrefix("rekey-\(removing)-") {
+                try? cloud.delete(name)
+            }
+        }
+        return recoveryText
+    }
+
+    /// The account's current key, from `held` (an older epoch's): each rotation's key sealed to
+    /// this device, opened in turn. nil when one is missing or does not open (this device was
+    /// removed, or the cloud is not the account's) — then the device joins again.
+    func followRotations(from held: SecureBytes, record: DeviceRecord, to account: AccountRecord)
+        throws(DeviceError) -> SecureBytes?
+    {
+        let cloud = try signedIn()
+        let target = account.epoch ?? 0
+        let start = record.cloudEpoch ?? 0
+        guard target > start, target - start <= 1000 else { return nil }
+        let pair = Self.boxKeyPair(record)
+        var key = held
+        for epoch in (start + 1)...target {
+            let name = AccountObjects.rekey(record.deviceID, epoch: epoch)
+            guard let wrapped = try cloudCall({ try cloud.read(name) }) else { return nil }
+            do {
+                let sealed = try Envelope.open(
+                    wrapped, key: AccountObjects.rekeyWrappingKey(key),
+                    associatedData: AccountObjects.rekeyAssociatedData(
+                        record.deviceID, epoch: epoch)
+                ) { Data($0) }
+                key = try SealedBox.open(
+                    sealed, publicKey: pair.publicKey, secretKey: pair.secretKey)
+            } catch {
+                return nil
+            }
+            guard AccountKey.isValid(key) else { return nil }
+        }
+        guard constantTimeEquals(account.check, AccountRecord.check(key)) else { return nil }
+        return key
+    }
+}
