@@ -68,7 +68,7 @@ struct EscrowRecord: Codable, Equatable {
         guard bytes.starts(with: Data("KES1".utf8)),
             let record = try? JSONDecoder().decode(EscrowRecord.self, from: bytes.dropFirst(4)),
             record.version == 1, record.salt.count == KeyDerivation.saltLength,
-            record.cost.isWithinBounds, record.slot.limit <= 10
+            record.cost.isWithinBounds, record.slot.limit <= 10, record.slot.isPlausible
         else { return nil }
         return record
     }

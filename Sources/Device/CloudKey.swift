@@ -334,6 +334,8 @@ extension Device {
             record.wrappedCloudKey = try sealCloudKey(accountKey)
             record.cloudEpoch = account.epoch ?? 0
             try records.store(record, replacing: loaded.path)
+            // In the manifest's device list, so that rotations seal the next key to it too.
+            try enterManifest(record, key: accountKey)
         }
     }
 

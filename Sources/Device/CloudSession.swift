@@ -267,6 +267,24 @@ extension Device {
         return (manifest, false)
     }
 
+    /// Lists this device in the manifest's devices (under the account's lock), when it is not.
+    func enterManifest(_ record: DeviceRecord, key: SecureBytes) throws(DeviceError) {
+        guard let cloud, let account = try readAccount() else { return }
+        let lock = try cloudCall { try cloud.lock() }
+        defer { withExtendedLifetime(lock) {} }
+        let seen = SeenManifest(file: directory.appendingPathComponent("account-manifest-seen"))
+        var (manifest, _) = try readManifest(
+            key: key, epoch: account.epoch ?? 0, cloud: cloud, seen: seen)
+        let publicKey = Self.boxKeyPair(record).publicKey
+        guard manifest.devices[record.deviceID] != publicKey else { return }
+        manifest.devices[record.deviceID] = publicKey
+        manifest.version += 1
+        try cloudCall { try cloud.write(AccountManifest.name, manifest.sealed(under: key)) }
+        try seen.write(
+            account: CloudObjects.accountIdentity(key, context: "keepsake.cloud.seen.v1").hexString,
+            epoch: manifest.epoch, version: manifest.version)
+    }
+
     /// This device's id and the public half of its X25519 key pair (derived from the device
     /// secret): rotations seal the account's new key to it.
     func deviceBoxPublicKey() throws(DeviceError) -> (id: String, publicKey: Data) {

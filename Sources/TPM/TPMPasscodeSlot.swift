@@ -37,7 +37,8 @@ package enum TPMPasscodeSlot {
             tpm, counter: counterIndex, maximum: base + limit, authorization: authorization,
             secret: secret)
         return TPMSlot(
-            counterIndex: counterIndex, secretIndex: secretIndex, base: base, limit: limit)
+            counterIndex: counterIndex, secretIndex: secretIndex, base: base, limit: limit,
+            secretSize: secret.count)
     }
 
     /// One passcode attempt: counts it (increments the counter), then asks for the secret.
@@ -52,7 +53,7 @@ package enum TPMPasscodeSlot {
     {
         try tpm.run("NV_Increment") { keepsake_tpm_counter_increment($0, slot.counterIndex) }
         var rc: UInt32 = 0
-        let secret = SecureBytes(count: secretSize) { out in
+        let secret = SecureBytes(count: slot.secretSize ?? secretSize) { out in
             rc = authorization.withUnsafeBytes { auth in
                 tpm.runUnchecked {
                     keepsake_tpm_secret_read(
@@ -71,7 +72,7 @@ package enum TPMPasscodeSlot {
             secret,
             TPMSlot(
                 counterIndex: slot.counterIndex, secretIndex: secretIndex, base: base,
-                limit: slot.limit)
+                limit: slot.limit, secretSize: secret.count)
         )
     }
 

@@ -1,0 +1,234 @@
+import Foundation
+import KeepsakeTestSupport
+import Sealing
+import Testing
+
+@testable import Device
+
+private func code(_ body: () throws -> Void) -> DeviceError.Code? {
+    do {
+        try body()
+        return nil
+    } catch let error as DeviceError {
+        return error.code
+    } catch {
+        return nil
+    }
+}
+
+private let quick = RetryPolicy(
+    base: .milliseconds(1), maximum: .milliseconds(4), longestWait: .seconds(5))
+
+private func member(_ cloud: URL) throws -> (PrivateSecretService, Device) {
+    let service = try PrivateSecretService.start()
+    return (service, service.device(cloud: cloud, retryPolicy: quick))
+}
+
+private let keyValue = CloudObjects.kind("kv-")
+
+/// Writes one key-value object for `app` through a session, as the store does.
+private func writeObject(_ device: Device, app: String, _ value: String) throws {
+    let session = try #require(try device.cloudSession())
+    let objects = CloudObjects(cloudKey: session.key, kind: keyValue)
+    let name = objects.name(app)
+    try session.write(name, objects.seal(Data(value.utf8), name: name))
+    try session.commit()
+}
+
+/// Whether `key` opens the cloud's object for `app`, and what it holds.
+private func open(_ cloud: URL, app: String, with key: SecureBytes) -> String? {
+    let objects = CloudObjects(cloudKey: key, kind: keyValue)
+    let name = objects.name(app)
+    guard let bytes = try? CloudDirectory(cloud).read(name) else { return nil }
+    return try? objects.open(bytes, name: name) { String(decoding: $0, as: UTF8.self) }
+}
+
+@Suite("Account key rotation, device removal and the account manifest")
+struct RotationTests {
+    @Test(
+        "a passcode change rotates the account key: every object re-sealed under the same name, the old key opens nothing, a joined device follows, the escrow answers only the new passcode"
+    )
+    func passcodeChange() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        try writeObject(phone, app: "com.example.wallet", "before")
+        let (tabletService, tablet) = try member(cloud)
+        defer { withExtendedLifetime(tabletService) {} }
+        try tablet.join(passcode: "4711")
+        let old = try #require(try phone.cloudKey())
+        let namesBefore = try CloudDirectory(cloud).list().filter { $0.hasPrefix("kv-") }
+
+        try phone.setLockScreen(.pin, passcode: "8642", currentPasscode: "4711")
+        let new = try #require(try phone.cloudKey())
+        #expect(old != new)
+        #expect(try CloudDirectory(cloud).list().filter { $0.hasPrefix("kv-") } == namesBefore)
+        // The object was re-sealed: the old key opens it no more, the new one does.
+        #expect(open(cloud, app: "com.example.wallet", with: old) == nil)
+        #expect(open(cloud, app: "com.example.wallet", with: new) == "before")
+        // Written after: the old key opens nothing.
+        try writeObject(phone, app: "com.example.wallet", "after")
+        #expect(open(cloud, app: "com.example.wallet", with: old) == nil)
+        // The tablet finds the new key sealed to it and reads what was written after.
+        #expect(try tablet.cloudKey(forUpload: false) == new)
+        #expect(
+            open(
+                cloud, app: "com.example.wallet",
+                with: try #require(try tablet.cloudKey(forUpload: false))) == "after")
+        // Its rekey objects are consumed.
+        #expect(try CloudDirectory(cloud).list().filter { $0.hasPrefix("rekey-") }.isEmpty)
+        // The escrow holds the new key under the new passcode only.
+        let (laptopService, laptop) = try member(cloud)
+        defer { withExtendedLifetime(laptopService) {} }
+        #expect(code { try laptop.join(passcode: "4711") } == .authFailed)
+        try laptop.join(passcode: "8642")
+        #expect(try laptop.cloudKey(forUpload: false) == new)
+        print("rotation: passcode change re-sealed the account's objects; the old key opens none")
+    }
+
+    @Test(
+        "a removed device no longer gets the key: its old key opens nothing written after, and it must join again"
+    )
+    func removal() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        let (tabletService, tablet) = try member(cloud)
+        defer { withExtendedLifetime(tabletService) {} }
+        try tablet.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
+        try tablet.join(passcode: "4711")
+        let (laptopService, laptop) = try member(cloud)
+        defer { withExtendedLifetime(laptopService) {} }
+        try laptop.join(passcode: "4711")
+        let devices = try phone.accountDevices()
+        #expect(devices.count == 3)
+        #expect(devices.filter(\.isThisDevice).count == 1)
+        let tabletID = try #require(try tablet.accountDevices().first { $0.isThisDevice }?.id)
+        let tabletKey = try #require(try tablet.cloudKey())
+
+        // Its own id, or an unknown one, is refused.
+        let phoneID = try #require(devices.first { $0.isThisDevice }?.id)
+        #expect(code { try phone.removeDevice(phoneID) } == .invalidPasscode)
+        #expect(code { try phone.removeDevice("0000000000000000") } == .invalidPasscode)
+        // A locked device removes nothing.
+        try phone.lock()
+        #expect(code { try phone.removeDevice(tabletID) } == .interactionNotAllowed)
+        try phone.unlock(passcode: "4711")
+
+        try phone.removeDevice(tabletID)
+        #expect(try phone.accountDevices().map(\.id).contains(tabletID) == false)
+        try writeObject(phone, app: "com.example.wallet", "after removal")
+        #expect(open(cloud, app: "com.example.wallet", with: tabletKey) == nil)
+        // The tablet finds no key sealed to it: it holds none of the account's any more.
+        #expect(try tablet.cloudKey() == nil)
+        #expect(try tablet.cloudSession() == nil)
+        // The laptop, still a member, follows.
+        #expect(
+            open(
+                cloud, app: "com.example.wallet",
+                with: try #require(try laptop.cloudKey(forUpload: false))) == "after removal")
+        // The escrow went with the old key; the phone's next unlock registers the new one.
+        #expect(try CloudDirectory(cloud).read("account-escrow") == nil)
+        try phone.lock()
+        try phone.unlock(passcode: "4711")
+        #expect(try CloudDirectory(cloud).read("account-escrow") != nil)
+        try tablet.join(passcode: "4711")
+        #expect(try tablet.cloudKey() == (try phone.cloudKey()))
+    }
+
+    @Test(
+        "a replaced recovery key opens only the old account key, and that key opens nothing written after"
+    )
+    func recoveryReplacement() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        let first = try #require(
+            try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil).recoveryKey)
+        let oldRecord = try #require(try CloudDirectory(cloud).read("account-recovery"))
+        let old = try #require(try phone.cloudKey())
+        _ = try phone.replaceRecoveryKey()
+        try writeObject(phone, app: "com.example.wallet", "after")
+        // The old record, kept by whoever held the cloud, opened with the old recovery key:
+        let pair = RecoveryKey.keyPair(try #require(RecoveryKey.parse(first)))
+        let recovered = try SealedBox.open(
+            oldRecord, publicKey: pair.publicKey, secretKey: pair.secretKey)
+        #expect(recovered == old)
+        #expect(open(cloud, app: "com.example.wallet", with: recovered) == nil)
+        #expect(
+            open(cloud, app: "com.example.wallet", with: try #require(try phone.cloudKey()))
+                == "after")
+    }
+
+    @Test(
+        "the manifest: an older copy, a deleted manifest, a dropped, changed or planted object are refused with a clear error"
+    )
+    func manifest() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        try writeObject(phone, app: "a", "one")
+        let (tabletService, tablet) = try member(cloud)
+        defer { withExtendedLifetime(tabletService) {} }
+        try tablet.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
+        try tablet.join(passcode: "4711")
+        let directory = CloudDirectory(cloud)
+        let manifestV1 = try #require(try directory.read("account-manifest"))
+        let name = try #require(try directory.list().first { $0.hasPrefix("kv-") })
+        let objectV1 = try #require(try directory.read(name))
+        try writeObject(phone, app: "a", "two")
+        #expect(try tablet.cloudSession(forUpload: false) != nil)  // sees the newer version
+
+        func refusal(_ body: () throws -> Void) -> String {
+            do {
+                try body()
+                return "accepted"
+            } catch let error as DeviceError {
+                return error.code == .corrupt ? error.message : "\(error)"
+            } catch {
+                return "\(error)"
+            }
+        }
+        let manifestNow = try #require(try directory.read("account-manifest"))
+        let objectV2 = try #require(try directory.read(name))
+        // An older copy of an object under the current manifest.
+        try directory.write(name, objectV1)
+        let changed = refusal { _ = try tablet.cloudSession()?.read(name) }
+        #expect(changed.contains("not the copy the account manifest lists"), "\(changed)")
+        try directory.write(name, objectV2)
+        // A dropped object.
+        try directory.delete(name)
+        let dropped = refusal { _ = try tablet.cloudSession(forUpload: false) }
+        #expect(dropped.contains("gone from the cloud"), "\(dropped)")
+        let gone = refusal { _ = try tablet.cloudSession()?.read(name) }
+        #expect(gone.contains("deleted behind it"), "\(gone)")
+        try directory.write(name, objectV2)
+        // A planted object (a copy under a name the manifest does not list): a restore refuses
+        // the account; an upload removes it.
+        let planted = "kv-" + String(repeating: "ab", count: 32)
+        try directory.write(planted, objectV2)
+        let stray = refusal { _ = try tablet.cloudSession(forUpload: false) }
+        #expect(stray.contains("does not list"), "\(stray)")
+        try #require(try phone.cloudSession()).commit()
+        #expect(try directory.read(planted) == nil)
+        #expect(refusal { _ = try tablet.cloudSession(forUpload: false) } == "accepted")
+        // The whole older state (manifest and object together): rolled back.
+        try directory.write("account-manifest", manifestV1)
+        try directory.write(name, objectV1)
+        let rolledBack = refusal { _ = try tablet.cloudSession(forUpload: false) }
+        #expect(rolledBack.contains("older than version"), "\(rolledBack)")
+        let rolledBackUpload = refusal { _ = try tablet.cloudSession() }
+        #expect(rolledBackUpload.contains("older than version"), "\(rolledBackUpload)")
+        try directory.write("account-manifest", manifestNow)
+        try directory.write(name, objectV2)
+        #expect(refusal { _ = try tablet.cloudSession(forUpload: false) } == "accepted")
+        // A deleted manifest.
+        try directory.delete("account-manifest")
+        let deleted = refusal { _ = try tablet.cloudSession(forUpload: false) }
+        #expect(deleted.contains("is gone"), "\(deleted)")
+        print("manifest: an older copy, a drop, a plant, a rollback and a deleted manifest refused")
+    }
+}
