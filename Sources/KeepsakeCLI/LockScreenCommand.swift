@@ -52,7 +52,8 @@ enum LockScreenCommand {
     }
 }
 
-/// `keepsake device reboot | join | transfer | settings`.
+/// `keepsake device reboot | wipe | join | requests | approve | recovery-key | devices | remove |
+/// transfer | settings`.
 enum DeviceCommand {
     static func run(_ verb: String?, _ context: Context) throws {
         let device = context.device
@@ -102,6 +103,22 @@ enum DeviceCommand {
         case "recovery-key":
             try context.arguments.allowOnly([])
             showRecoveryKey(try device.replaceRecoveryKey())
+        case "devices":
+            // The account's devices, as its manifest lists them.
+            try context.arguments.allowOnly([])
+            Output.json(
+                try device.accountDevices().map { ["id": $0.id, "thisDevice": $0.isThisDevice] })
+        case "remove":
+            // Drops a device from the account and rotates the account key away from it.
+            try context.arguments.allowOnly(["id"])
+            guard let id = context.arguments.value("id"),
+                id.count == 32, id.allSatisfy({ $0.isHexDigit && !$0.isUppercase })
+            else {
+                throw CommandError.usage(
+                    "device remove --id ID (32 hex digits, see device devices)")
+            }
+            try device.removeDevice(id)
+            Output.json(["removed": id])
         case "transfer":
             // One file, one one-time key: the device's Block Store entries and the app's
             // device-transfer preferences (its Auto Backup rules; cloud backup need not be on).

@@ -148,23 +148,36 @@ struct BlockStoreCLITests {
 
 @Suite("keepsake device join, requests, approve and recovery-key")
 struct JoinCLITests {
-    @Test("a new device joins by approval through the command line: it shows a code, the approving device sees it, the new device restores")
+    @Test(
+        "a new device joins by approval through the command line: it shows a code, the approving device sees it, the new device restores"
+    )
     func approvalThroughTheCommandLine() throws {
         let cloud = Throwaway.untrusted("cloud")
         let one = try PrivateSecretService.start()
         let two = try PrivateSecretService.start()
-        let device1 = deviceDirectory(of: one) + ["--cloud", cloud.path, "--app-id", "com.example.wallet"]
-        let device2 = deviceDirectory(of: two) + ["--cloud", cloud.path, "--app-id", "com.example.wallet"]
-        let created = try keepsake(["lockscreen", "set", "--kind", "pin"] + device1, input: Data("1234\n".utf8), service: one)
+        let device1 =
+            deviceDirectory(of: one) + ["--cloud", cloud.path, "--app-id", "com.example.wallet"]
+        let device2 =
+            deviceDirectory(of: two) + ["--cloud", cloud.path, "--app-id", "com.example.wallet"]
+        let created = try keepsake(
+            ["lockscreen", "set", "--kind", "pin"] + device1, input: Data("1234\n".utf8),
+            service: one)
         #expect(created.status == 0)
         let recovery = try #require(
-            (try JSONSerialization.jsonObject(with: created.stdout) as? [String: String])?["recoveryKey"])
+            (try JSONSerialization.jsonObject(with: created.stdout) as? [String: String])?[
+                "recoveryKey"])
         #expect(
-            try keepsake(["blockstore", "store", "--key", "hint", "--backup"] + device1, input: Data("welcome".utf8), service: one).status == 0)
+            try keepsake(
+                ["blockstore", "store", "--key", "hint", "--backup"] + device1,
+                input: Data("welcome".utf8), service: one
+            ).status == 0)
         #expect(try keepsake(["blockstore", "sync"] + device1, service: one).status == 0)
         // Without an escrow, --passcode names the other two ways.
-        let noEscrow = try keepsake(["device", "join", "--passcode"] + device2, input: Data("1234\n".utf8), service: two)
-        #expect(noEscrow.status == 1 && noEscrow.stderr.contains("--approval") && noEscrow.stderr.contains("--recovery-key"))
+        let noEscrow = try keepsake(
+            ["device", "join", "--passcode"] + device2, input: Data("1234\n".utf8), service: two)
+        #expect(
+            noEscrow.status == 1 && noEscrow.stderr.contains("--approval")
+                && noEscrow.stderr.contains("--recovery-key"))
         // The new device posts its request and waits; its first line is the code.
         let process = Process()
         process.executableURL = keepsakeExecutable
@@ -178,7 +191,8 @@ struct JoinCLITests {
         var code = ""
         for _ in 0..<100 {
             let requests = try keepsake(["device", "requests"] + device1, service: one)
-            if let list = try? JSONSerialization.jsonObject(with: requests.stdout) as? [[String: String]],
+            if let list = try? JSONSerialization.jsonObject(with: requests.stdout)
+                as? [[String: String]],
                 let first = list.first?["code"]
             {
                 code = first
@@ -189,23 +203,60 @@ struct JoinCLITests {
         #expect(code.count == 6)
         let approved = try keepsake(["device", "approve", "--code", code] + device1, service: one)
         #expect(approved.status == 0, "\(approved.stderr)")
-        let lines = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let lines = String(
+            decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
-        #expect(lines.contains("\"code\":\"\(code)\"") && lines.contains("\"restored\":1"), "\(lines)")
-        let restored = try keepsake(["blockstore", "retrieve", "--key", "hint"] + device2, service: two)
+        #expect(
+            lines.contains("\"code\":\"\(code)\"") && lines.contains("\"restored\":1"), "\(lines)")
+        let restored = try keepsake(
+            ["blockstore", "retrieve", "--key", "hint"] + device2, service: two)
         #expect(restored.text.contains(Data("welcome".utf8).base64EncodedString()))
         // A third device joins with the recovery key; a replaced key retires it for new joins.
         let three = try PrivateSecretService.start()
-        let device3 = deviceDirectory(of: three) + ["--cloud", cloud.path, "--app-id", "com.example.wallet"]
+        let device3 =
+            deviceDirectory(of: three) + ["--cloud", cloud.path, "--app-id", "com.example.wallet"]
         let replaced = try keepsake(["device", "recovery-key"] + device1, service: one)
         #expect(replaced.status == 0)
-        let old = try keepsake(["device", "join", "--recovery-key"] + device3, input: Data((recovery + "\n").utf8), service: three)
+        let old = try keepsake(
+            ["device", "join", "--recovery-key"] + device3, input: Data((recovery + "\n").utf8),
+            service: three)
         #expect(old.status == 1 && old.stderr.contains("errSecAuthFailed"))
-        let newKey = try #require((try JSONSerialization.jsonObject(with: replaced.stdout) as? [String: String])?["recoveryKey"])
-        let joined = try keepsake(["device", "join", "--recovery-key"] + device3, input: Data((newKey + "\n").utf8), service: three)
+        let newKey = try #require(
+            (try JSONSerialization.jsonObject(with: replaced.stdout) as? [String: String])?[
+                "recoveryKey"])
+        let joined = try keepsake(
+            ["device", "join", "--recovery-key"] + device3, input: Data((newKey + "\n").utf8),
+            service: three)
         #expect(joined.status == 0 && joined.text.contains("\"restored\":1"), "\(joined.stderr)")
-        let usage = try keepsake(["device", "join", "--approval", "--passcode"] + device3, service: three)
+        let usage = try keepsake(
+            ["device", "join", "--approval", "--passcode"] + device3, service: three)
         #expect(usage.status == 2)
+
+        // The account's devices; removing one rotates the account key away from it.
+        func devices(_ arguments: [String], _ service: PrivateSecretService) throws -> [[String:
+            Any]]
+        {
+            let listed = try keepsake(["device", "devices"] + arguments, service: service)
+            return try #require(
+                try JSONSerialization.jsonObject(with: listed.stdout) as? [[String: Any]],
+                "\(listed.stderr)")
+        }
+        #expect(try devices(device1, one).count == 3)
+        let twoID = try #require(
+            try devices(device2, two).first { $0["thisDevice"] as? Bool == true }?["id"] as? String)
+        #expect(
+            try keepsake(["device", "remove", "--id", "not-an-id"] + device1, service: one).status
+                == 2)
+        let removed = try keepsake(["device", "remove", "--id", twoID] + device1, service: one)
+        #expect(removed.status == 0, "\(removed.stderr)")
+        #expect(try devices(device1, one).map { $0["id"] as? String }.contains(twoID) == false)
+        let left = try keepsake(["device", "devices"] + device2, service: two)
+        #expect(
+            left.status == 1 && left.stderr.contains("not in a cloud account"), "\(left.stderr)")
+        let stays = try keepsake(["blockstore", "sync"] + device3, service: three)
+        #expect(
+            stays.status == 0 && !stays.text.contains("join first"), "\(stays.text) \(stays.stderr)"
+        )
     }
 }

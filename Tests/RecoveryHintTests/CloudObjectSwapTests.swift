@@ -238,3 +238,51 @@ struct CloudObjectSwapTests {
         #expect(refused == trials.count)
     }
 }
+
+@Suite("The account manifest guards every store: rollback, drop and resurrection")
+struct CloudManifestTests {
+    @Test(
+        "for each kind of object (Block Store, key-value store, Auto Backup, Keychain sync): a dropped object, a planted one and a rolled-back account are refused; nothing wrong is read",
+        arguments: ["bs-", "kv-", "ab-", "kc-"])
+    func refused(_ prefix: String) throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let writer = try Member(cloud: cloud)
+        try writer.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try writer.writeEverything(account: "A")
+        let before = try snapshot(cloud)
+        // One more write: the manifest moves on.
+        let kv = UbiquitousKeyValueStore(app: try writer.app(appIDs[0]), device: writer.device)
+        kv.set(value("A", appIDs[0], "kv", "hint"), forKey: "hint")
+        #expect(kv.synchronize())
+        let reader = try Member(cloud: cloud)
+        try reader.device.setLockScreen(.pin, passcode: "5555", currentPasscode: nil)
+        try reader.device.join(passcode: "1234")
+        #expect(try reader.readAndCheck(prefix, account: "A").refused == false)
+        var current = try snapshot(cloud)  // as the reader left it (a sync may write)
+        let victim = try #require(current.keys.sorted().first { $0.hasPrefix(prefix) })
+
+        // Planted under a name the manifest does not list: a restore refuses the account; an
+        // upload removes it; either way nothing of it is read.
+        let planted = prefix + String(repeating: "5a", count: 32)
+        try put(current.merging([planted: current[victim]!]) { $1 }, into: cloud)
+        let outcome = try reader.readAndCheck(prefix, account: "A")
+        if prefix == "bs-" || prefix == "ab-" {
+            #expect(outcome.refused, "planted \(prefix)")
+            try put(current, into: cloud)
+        } else {
+            #expect(Files.list(cloud).contains(planted) == false, "planted \(prefix) left")
+        }
+        current = try snapshot(cloud)
+
+        // Dropped (the syncs of the other objects may move the manifest on meanwhile).
+        try Files.remove(cloud.appendingPathComponent(victim))
+        #expect(try reader.readAndCheck(prefix, account: "A").refused, "dropped \(prefix)")
+        try current[victim]!.write(to: cloud.appendingPathComponent(victim))
+
+        // The whole account as it was before the last write (every object and the manifest,
+        // each genuine): rolled back, refused.
+        try put(before, into: cloud)
+        #expect(try reader.readAndCheck(prefix, account: "A").refused, "rolled back \(prefix)")
+        print("manifest: \(prefix) dropped, planted and rolled back: refused")
+    }
+}
