@@ -23,7 +23,9 @@ enum DemoCommand {
 
         say("")
         say("1. On the phone, the user sets a pin and installs com.example.wallet.")
-        try phone.device.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        let recoveryKey = try phone.device.setLockScreen(
+            .pin, passcode: "4711", currentPasscode: nil
+        ).recoveryKey
         try FileManager.default.createDirectory(
             at: phone.app.container, withIntermediateDirectories: true)
         try Data("{\"onboarded\":true}".utf8).write(
@@ -60,10 +62,16 @@ enum DemoCommand {
         say("   after unlock:  " + welcome(phone.hints.get()))
 
         say("")
-        say("5. A new device joins the cloud account with the phone's pin, which only the account's")
-        say("   escrow (a TPM that counts claims: 10 wrong ones destroy it) can check — nothing in the")
-        say("   cloud lets anyone guess it. (Approval by the phone, or the recovery key shown when the")
-        say("   phone set its pin, would do too.)")
+        say(
+            "5. A new device joins the cloud account with the phone's pin, which only the account's"
+        )
+        say(
+            "   escrow (a TPM that counts claims: 10 wrong ones destroy it) can check — nothing in the"
+        )
+        say(
+            "   cloud lets anyone guess it. Then the two other ways (approval by the phone, the recovery"
+        )
+        say("   key shown when the phone set its pin), a removal, and a stranger guessing.")
         let tablet = try DemoDevice(name: "tablet", cloud: cloud)
         defer { tablet.service.stop() }
         try tablet.device.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
@@ -71,10 +79,59 @@ enum DemoCommand {
         do {
             try BlockStoreSync(device: tablet.device).join(passcode: "0000")
         } catch {
-            say("   with a wrong pin: refused (errSecAuthFailed), counted by the escrow, nothing restored.")
+            say(
+                "   with a wrong pin: refused (errSecAuthFailed), counted by the escrow, nothing restored."
+            )
         }
         let restored = try BlockStoreSync(device: tablet.device).join(passcode: "4711")
         say("   with the phone's pin: \(restored) entry restored. " + welcome(tablet.hints.get()))
+        // By approval: the laptop shows a code, the unlocked phone approves that very request.
+        let laptop = try DemoDevice(name: "laptop-2", cloud: cloud)
+        defer { laptop.service.stop() }
+        let ticket = try laptop.device.requestJoin()
+        try phone.device.approveJoin(code: ticket.code)
+        _ = try laptop.device.awaitApproval(of: ticket, timeout: .seconds(10))
+        let approved = try BlockStoreSync(device: laptop.device).restore()
+        say(
+            "   by approval (code \(ticket.code) on both screens): \(approved) entry restored. "
+                + welcome(laptop.hints.get()))
+        // With the recovery key shown once when the phone set its pin.
+        let desktop = try DemoDevice(name: "desktop", cloud: cloud)
+        defer { desktop.service.stop() }
+        if let recoveryKey {
+            try desktop.device.join(recoveryKey: recoveryKey)
+            let recovered = try BlockStoreSync(device: desktop.device).restore()
+            say(
+                "   with the recovery key: \(recovered) entry restored. "
+                    + welcome(desktop.hints.get()))
+        }
+        // The phone removes the laptop: the account key rotates away from it.
+        let laptopID = try laptop.device.accountDevices().first { $0.isThisDevice }!.id
+        try phone.device.removeDevice(laptopID)
+        let stillIn = (try? laptop.device.accountDevices()) != nil
+        say(
+            "   the phone removes the laptop: the account key rotates; the laptop "
+                + (stillIn ? "is still in (unexpected)." : "holds no key of the account any more."))
+        // The escrow got the new key at the phone's next unlock; now someone guesses.
+        try phone.device.lock()
+        try phone.device.unlock(passcode: "4711")
+        let stranger = try DemoDevice(name: "stranger", cloud: cloud)
+        defer { stranger.service.stop() }
+        var wrong = 0
+        for guess in 0..<10 {
+            do {
+                try stranger.device.join(
+                    passcode: SecureBytes(copying: Data(String(format: "9%03d", guess).utf8)))
+            } catch { wrong += 1 }
+        }
+        do {
+            try stranger.device.join(passcode: "4711")
+            say("   after \(wrong) wrong guesses the right pin still joined (unexpected).")
+        } catch {
+            say(
+                "   \(wrong) wrong pins from a stranger's device, then the 11th guess — the right pin: "
+                    + "the escrow record is destroyed; approval or the recovery key remain.")
+        }
 
         say("")
         say("6. A device without a lock screen keeps its hint local:")

@@ -240,7 +240,8 @@ struct CLITests {
         #expect(
             line(
                 after: "1. On the phone",
-                containing: "cloud:      account, account-escrow, account-recovery, bs-"))
+                containing:
+                    "cloud:      account, account-escrow, account-manifest, account-recovery, bs-"))
         #expect(line(after: "2. The app is uninstalled", containing: "container:  (gone)"))
         #expect(
             line(
@@ -258,6 +259,24 @@ struct CLITests {
                 after: "5. A new device joins",
                 containing:
                     "with the phone's pin: 1 entry restored. \"Welcome back, your last wallet is \(demoWallet)\"."
+            ))
+        for way in ["by approval (code ", "with the recovery key: "] {
+            #expect(
+                line(
+                    after: "5. A new device joins",
+                    containing:
+                        "1 entry restored. \"Welcome back, your last wallet is \(demoWallet)\"."
+                ) && run.text.contains(way), "\(way)")
+        }
+        #expect(
+            line(
+                after: "5. A new device joins",
+                containing: "the laptop holds no key of the account any more."))
+        #expect(
+            line(
+                after: "5. A new device joins",
+                containing:
+                    "10 wrong pins from a stranger's device, then the 11th guess — the right pin: the escrow record is destroyed"
             ))
         #expect(
             line(
