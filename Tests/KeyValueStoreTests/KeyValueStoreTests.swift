@@ -35,6 +35,37 @@ private struct Mac {
 
 @Suite("Ubiquitous key-value store")
 struct KeyValueStoreTests {
+    @Test(
+        "two devices synchronizing at once, 20 rounds each with keys of their own, lose no update: each ends with every key of both"
+    )
+    func concurrentDevices() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let one = try Mac(cloud: cloud)
+        let two = try Mac(cloud: cloud)
+        try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try two.device.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
+        try two.device.join(passcode: "1234")
+        let failures = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: 2) { index in
+            let mac = index == 0 ? one : two
+            let store = mac.store()
+            for round in 0..<20 {
+                store.set("\(index)-\(round)", forKey: "d\(index)-k\(round)")
+                if !store.synchronize() { failures.withLock { $0 += 1 } }
+            }
+        }
+        #expect(failures.withLock { $0 } == 0)
+        for mac in [one, two] {
+            let store = mac.store()
+            #expect(store.synchronize())
+            for index in 0..<2 {
+                for round in 0..<20 {
+                    #expect(store.string(forKey: "d\(index)-k\(round)") == "\(index)-\(round)")
+                }
+            }
+        }
+    }
+
     @Test("1024 keys fit, a 1025th is a quota violation that changes nothing")
     func keyLimit() throws {
         let mac = try Mac(cloud: nil)
