@@ -138,28 +138,96 @@ void keepsake_secret_list_free(KeepsakeSecretList *list) {
     g_free(list);
 }
 
+/* Performs the prompt a method answered with ("/" means none), bounded by `cancellable`: some
+ * providers answer with a prompt that completes on its own (KeePassXC's CreateItem), others with
+ * one that needs a person. One that is cancelled (nobody answered within the bound) is dismissed
+ * by libsecret and reported as a prompt that needs a person, which the caller maps to
+ * errSecInteractionNotAllowed. If libsecret itself never comes back, the caller's worker thread
+ * is abandoned (SecretServiceConnection.bounded). */
+static gboolean perform_prompt(SecretService *service, const gchar *prompt,
+                               const GVariantType *type, GVariant **result,
+                               GCancellable *cancellable, GError **error) {
+    if (result) *result = NULL;
+    if (prompt == NULL || strcmp(prompt, "/") == 0) return TRUE;
+    GError *failure = NULL;
+    GVariant *value =
+        secret_service_prompt_at_dbus_path_sync(service, prompt, cancellable, type, &failure);
+    if (value == NULL) {
+        if (failure != NULL && g_error_matches(failure, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
+            g_error_free(failure);
+            g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
+                        "the Secret Service asked for a prompt (%s), unanswered within the bound:"
+                        " it needs a person",
+                        prompt);
+        } else if (failure != NULL) {
+            g_propagate_error(error, failure);
+        } else {
+            g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
+                        "the Secret Service's prompt (%s) was dismissed", prompt);
+        }
+        return FALSE;
+    }
+    if (result) *result = value;
+    else g_variant_unref(value);
+    return TRUE;
+}
+
 gchar *keepsake_service_create_item(SecretService *service, const char *collection_path,
                                     const char *label, unsigned count, const char *const *keys,
                                     const char *const *values, const void *secret,
                                     size_t secret_length, gboolean replace,
                                     GCancellable *cancellable, GError **error) {
-    GVariantBuilder builder;
-    g_variant_builder_init(&builder, G_VARIANT_TYPE("a{ss}"));
-    for (unsigned i = 0; i < count; i++) g_variant_builder_add(&builder, "{ss}", keys[i], values[i]);
-    GHashTable *properties = g_hash_table_new_full(g_str_hash, g_str_equal, NULL,
-                                                   (GDestroyNotify)g_variant_unref);
-    g_hash_table_insert(properties, "org.freedesktop.Secret.Item.Label",
-                        g_variant_ref_sink(g_variant_new_string(label)));
-    g_hash_table_insert(properties, "org.freedesktop.Secret.Item.Attributes",
-                        g_variant_ref_sink(g_variant_builder_end(&builder)));
     SecretValue *value =
         secret_value_new(secret_length ? secret : "", secret_length, "application/octet-stream");
-    gchar *path = secret_service_create_item_dbus_path_sync(
-        service, collection_path, properties, value,
-        replace ? SECRET_ITEM_CREATE_REPLACE : SECRET_ITEM_CREATE_NONE, cancellable, error);
+    GVariant *encoded = secret_service_encode_dbus_secret(service, value);
     secret_value_unref(value);
-    g_hash_table_unref(properties);
+    if (encoded == NULL) {
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "no session to encode a secret");
+        return NULL;
+    }
+    GVariantBuilder attributes;
+    g_variant_builder_init(&attributes, G_VARIANT_TYPE("a{ss}"));
+    for (unsigned i = 0; i < count; i++)
+        g_variant_builder_add(&attributes, "{ss}", keys[i], values[i]);
+    GVariantBuilder properties;
+    g_variant_builder_init(&properties, G_VARIANT_TYPE("a{sv}"));
+    g_variant_builder_add(&properties, "{sv}", "org.freedesktop.Secret.Item.Label",
+                          g_variant_new_string(label));
+    g_variant_builder_add(&properties, "{sv}", "org.freedesktop.Secret.Item.Attributes",
+                          g_variant_builder_end(&attributes));
+    GDBusProxy *proxy = G_DBUS_PROXY(service);
+    GVariant *reply = g_dbus_connection_call_sync(
+        g_dbus_proxy_get_connection(proxy), SECRETS_NAME, collection_path,
+        "org.freedesktop.Secret.Collection", "CreateItem",
+        g_variant_new("(@a{sv}@(oayays)b)", g_variant_builder_end(&properties), encoded, replace),
+        G_VARIANT_TYPE("(oo)"), G_DBUS_CALL_FLAGS_NO_AUTO_START,
+        g_dbus_proxy_get_default_timeout(proxy), cancellable, error);
+    if (reply == NULL) return NULL;
+    const gchar *item = NULL, *prompt = NULL;
+    g_variant_get(reply, "(&o&o)", &item, &prompt);
+    gchar *path = NULL;
+    GVariant *prompted = NULL;
+    if (perform_prompt(service, prompt, G_VARIANT_TYPE("o"), &prompted, cancellable, error)) {
+        path = g_strdup(prompted ? g_variant_get_string(prompted, NULL) : item);
+    }
+    if (prompted) g_variant_unref(prompted);
+    g_variant_unref(reply);
     return path;
+}
+
+gboolean keepsake_item_delete(SecretService *service, const char *item_path,
+                              GCancellable *cancellable, GError **error) {
+    GDBusProxy *proxy = G_DBUS_PROXY(service);
+    GVariant *reply = g_dbus_connection_call_sync(
+        g_dbus_proxy_get_connection(proxy), SECRETS_NAME, item_path, "org.freedesktop.Secret.Item",
+        "Delete", NULL, G_VARIANT_TYPE("(o)"), G_DBUS_CALL_FLAGS_NO_AUTO_START,
+        g_dbus_proxy_get_default_timeout(proxy), cancellable, error);
+    if (reply == NULL) return FALSE;
+    const gchar *prompt = NULL;
+    g_variant_get(reply, "(&o)", &prompt);
+    gboolean done = perform_prompt(service, prompt, NULL, NULL, cancellable, error);
+    g_variant_unref(reply);
+    return done;
 }
 
 static GVariant *master_secret(SecretService *service, const void *password, size_t length) {

@@ -99,3 +99,48 @@ func withCStringArray<R>(
     let array: [UnsafePointer<CChar>?] = duplicates + (nullTerminated ? [nil] : [])
     return try array.withUnsafeBufferPointer { try body($0.baseAddress!) }
 }
+
+/// A value handed between threads whose safety the code around it ensures.
+struct Unchecked<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}
+
+/// What a bounded call's worker thread brings back, or drops when the caller has given up.
+final class Outcome<R>: @unchecked Sendable {
+    // Sendable: every field is read and written under `lock`.
+    private let lock = NSLock()
+    private var result: R?
+    private var error: UnsafeMutablePointer<GError>?
+    private var finished = false
+    private var abandoned = false
+    private let discard: @Sendable (R) -> Void
+
+    init(discard: @escaping @Sendable (R) -> Void) { self.discard = discard }
+
+    /// The worker's result; dropped (and its error freed) when the caller already left.
+    func finish(_ result: R?, _ error: UnsafeMutablePointer<GError>?) {
+        let drop = lock.withLock { () -> Bool in
+            if abandoned { return true }
+            (self.result, self.error, finished) = (result, error, true)
+            return false
+        }
+        if drop {
+            if let result { discard(result) }
+            if let error { g_error_free(error) }
+        }
+    }
+
+    func take() -> (result: R?, error: UnsafeMutablePointer<GError>?) {
+        lock.withLock { (result, error) }
+    }
+
+    /// Gives up on the worker: nil, unless it finished in the meantime (then its outcome).
+    func abandon() -> (result: R?, error: UnsafeMutablePointer<GError>?)? {
+        lock.withLock {
+            if finished { return (result, error) }
+            abandoned = true
+            return nil
+        }
+    }
+}

@@ -54,15 +54,54 @@ public final class SecretServiceConnection: Sendable {
 
     // MARK: - Bounded calls
 
-    /// Runs `body` with a cancellable that a watchdog cancels when the bound passes.
-    private func bounded<R>(_ body: (UnsafeMutablePointer<GCancellable>) throws -> R) rethrows -> R
-    {
+    #if KEEPSAKE_TEST_HOOKS
+        /// Test hook (debug builds only): runs on the worker thread before each call, so a test
+        /// can hold a call where cancellation does not reach (as libsecret inside a prompt's main
+        /// loop would) and show the bound holds anyway.
+        package static let stallHook = Mutex<(@Sendable () -> Void)?>(nil)
+    #endif
+
+    /// How long past the bound a call may take to come back from its cancellation before it is
+    /// abandoned.
+    package static let grace: Duration = .milliseconds(250)
+
+    /// Runs `body` on a worker thread with a cancellable that a watchdog cancels when the bound
+    /// passes, and waits at most the bound plus `grace`. Usually the cancellation ends the call;
+    /// one that is still running then (libsecret blocked in a main loop, a provider that never
+    /// answers in a way GDBus notices) is abandoned: the caller gets `nil` at once, the thread
+    /// finishes on its own whenever it does, and what it then brings back is dropped
+    /// (`discard`). `body` owns everything it uses: nothing of the caller's frame.
+    private func bounded<R>(
+        discard: @escaping @Sendable (R) -> Void = { _ in },
+        _ body:
+            @escaping (UnsafeMutablePointer<GCancellable>, inout UnsafeMutablePointer<GError>?)
+            -> R?
+    ) -> (result: R?, error: UnsafeMutablePointer<GError>?)? {
         let cancellable = Cancellable()
+        let outcome = Outcome<R>(discard: discard)
+        let work = Unchecked(body)
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            #if KEEPSAKE_TEST_HOOKS
+                // Fault injection: a call stuck where no cancellation reaches it.
+                Self.stallHook.withLock { $0 }?()
+            #endif
+            var error: UnsafeMutablePointer<GError>?
+            let result = work.value(cancellable.pointer, &error)
+            outcome.finish(result, error)
+            done.signal()
+        }
+        let bound = DispatchTime.now() + .milliseconds(Int(timeoutMilliseconds))
         let watchdog = DispatchWorkItem { cancellable.cancel() }
-        DispatchQueue.global().asyncAfter(
-            deadline: .now() + .milliseconds(Int(timeoutMilliseconds)), execute: watchdog)
+        DispatchQueue.global().asyncAfter(deadline: bound, execute: watchdog)
         defer { watchdog.cancel() }
-        return try body(cancellable.pointer)
+        let graceMilliseconds = Int(Self.grace.components.attoseconds / 1_000_000_000_000_000)
+        if done.wait(timeout: bound + .milliseconds(graceMilliseconds)) == .timedOut {
+            cancellable.cancel()
+            if let late = outcome.abandon() { return late }
+            return nil
+        }
+        return outcome.take()
     }
 
     private func service() throws(SecretServiceError) -> ServiceHandle {
@@ -79,16 +118,20 @@ public final class SecretServiceConnection: Sendable {
         guard let address = busAddress, !address.isEmpty else {
             throw SecretServiceError(.noBus, message: "DBUS_SESSION_BUS_ADDRESS is not set")
         }
-        var error: UnsafeMutablePointer<GError>?
-        let pointer = bounded { cancellable in
-            keepsake_service_open(address, timeoutMilliseconds, cancellable, &error)
-        }
+        let milliseconds = timeoutMilliseconds
+        guard
+            let (pointer, error) = bounded(
+                discard: { g_object_unref($0.value) },
+                { cancellable, error in
+                    keepsake_service_open(address, milliseconds, cancellable, &error).map(
+                        Unchecked.init)
+                })
+        else { throw Self.abandoned(during: "connecting") }
         guard let pointer else {
-            let failure = takeError(error, during: .connect)
             // A bus that answers but has nobody owning the name is "unavailable", not "no bus".
-            throw failure
+            throw takeError(error, during: .connect)
         }
-        return ServiceHandle(pointer)
+        return ServiceHandle(pointer.value)
     }
 
     /// Forgets the cached proxy so the next call reconnects (after a daemon restart).
@@ -98,19 +141,35 @@ public final class SecretServiceConnection: Sendable {
     /// reconnects once and retries.
     private func call<R>(
         retrying: Bool = true,
-        _ body: (
-            UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>,
-            inout UnsafeMutablePointer<GError>?
-        )
+        _ body:
+            @escaping (
+                UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>,
+                inout UnsafeMutablePointer<GError>?
+            )
             -> R?
     ) throws(SecretServiceError) -> R {
         let service = try service()
-        var error: UnsafeMutablePointer<GError>?
-        if let result = bounded({ body(service.pointer, $0, &error) }) { return result }
+        guard
+            let (result, error) = bounded({ cancellable, error in
+                body(service.pointer, cancellable, &error)
+            })
+        else {
+            // Abandoned: the connection may be wedged (a main loop that never ends, a reply that
+            // never comes); the next call builds a new one.
+            handle.withLock { if $0 === service { $0 = nil } }
+            throw Self.abandoned(during: "a call")
+        }
+        if let result { return result }
         let failure = takeError(error)
         guard retrying, Self.isStaleSession(failure) else { throw failure }
         handle.withLock { if $0 === service { $0 = nil } }
         return try call(retrying: false, body)
+    }
+
+    private static func abandoned(during what: String) -> SecretServiceError {
+        SecretServiceError(
+            .timedOut,
+            message: "\(what) did not come back within its bound, even cancelled: abandoned")
     }
 
     private static func isStaleSession(_ error: SecretServiceError) -> Bool {
@@ -229,8 +288,7 @@ public final class SecretServiceConnection: Sendable {
     /// `Item.Delete`. Mirrors `secret_service_delete_item_dbus_path_sync`.
     package func deleteItem(at path: ItemPath) throws(SecretServiceError) {
         let _: Bool = try call { service, cancellable, error -> Bool? in
-            secret_service_delete_item_dbus_path_sync(service, path.rawValue, cancellable, &error)
-                != 0 ? true : nil
+            keepsake_item_delete(service, path.rawValue, cancellable, &error) != 0 ? true : nil
         }
     }
 

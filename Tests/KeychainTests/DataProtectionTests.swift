@@ -238,14 +238,13 @@ extension DataProtectionTests {
     }
 }
 
-/// Replaces the secret of the item at `path`, keeping its attributes (CreateItem with replace on
-/// the same attributes), as an attacker with Secret Service access could.
+/// Replaces the secret of the item at `path` in place (`Item.SetSecret`), keeping its
+/// attributes, as an attacker with Secret Service access could — on every provider (KeePassXC
+/// answers `CreateItem` with replace by a new item or a prompt).
 func overwriteSecret(_ connection: SecretServiceConnection, at path: ItemPath, with secret: Data)
     throws
 {
-    let attributes = try secretToolAttributes(connection, path)
-    _ = try connection.createItem(
-        label: "tampered", attributes: attributes, secret: secret, replacing: true)
+    try connection.replaceItem(at: path, secret: secret)
 }
 
 /// An item's attributes, read with gdbus (an independent client).

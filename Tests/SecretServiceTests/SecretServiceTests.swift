@@ -3,7 +3,7 @@ import KeepsakeTestSupport
 import SecretService
 import Testing
 
-@Suite("Secret Service layer against a private gnome-keyring", .serialized)
+@Suite("Secret Service layer against a private provider", .serialized)
 struct SecretServiceTests {
     let service: PrivateSecretService
     init() throws { service = try PrivateSecretService.start() }
@@ -23,7 +23,62 @@ struct SecretServiceTests {
         #expect(try connection.secrets(at: [path]).isEmpty)
     }
 
-    @Test("items are numbered in creation order")
+    @Test(
+        "a call stuck where no cancellation reaches it is abandoned within the bound, and the next call works on a new connection"
+    )
+    func stuckCall() throws {
+        let connection = service.connection(timeout: .milliseconds(500))
+        _ = try connection.search(["a": "b"])
+        let release = DispatchSemaphore(value: 0)
+        SecretServiceConnection.stallHook.withLock { $0 = { release.wait() } }
+        let start = ContinuousClock.now
+        do {
+            _ = try connection.search(["a": "b"])
+            Issue.record("a stuck call returned")
+        } catch {
+            #expect(error.code == .timedOut)
+        }
+        let took = ContinuousClock.now - start
+        #expect(took < .milliseconds(500) + SecretServiceConnection.grace + .milliseconds(250))
+        SecretServiceConnection.stallHook.withLock { $0 = nil }
+        release.signal()
+        #expect(try connection.search(["a": "b"]).unlocked.isEmpty)
+        print("bound: a stuck call abandoned after \(took) (bound 500 ms + grace)")
+    }
+
+    @Test(
+        "KeePassXC's access prompt (CreateItem with replace over another client's item) is refused within the bound, never performed; KeePassXC keeps answering",
+        .enabled(if: PrivateSecretService.defaultProvider == .keepassxc))
+    func promptRefused() throws {
+        let tool = Process()
+        tool.executableURL = URL(fileURLWithPath: "/usr/bin/secret-tool")
+        tool.arguments = ["store", "--label", "theirs", "owner", "other-client"]
+        tool.environment = service.environment
+        let input = Pipe()
+        tool.standardInput = input
+        try tool.run()
+        input.fileHandleForWriting.write(Data("theirs".utf8))
+        try input.fileHandleForWriting.close()
+        tool.waitUntilExit()
+        let connection = service.connection(timeout: .seconds(2))
+        let start = ContinuousClock.now
+        do {
+            _ = try connection.createItem(
+                label: "mine", attributes: ["owner": "other-client"], secret: Data([1]),
+                replacing: true)
+            // 2.7.6 and later no longer ask: then the replace simply happened.
+        } catch {
+            #expect(error.code == .promptRequired || error.code == .timedOut, "\(error)")
+        }
+        #expect(
+            ContinuousClock.now - start < .seconds(2) + SecretServiceConnection.grace
+                + .milliseconds(250))
+        #expect(try connection.search(["owner": "other-client"]).unlocked.count >= 1)
+    }
+
+    @Test(
+        "gnome-keyring numbers items in creation order (its own trait, which Keepsake does not rely on)",
+        .enabled(if: PrivateSecretService.defaultProvider == .gnomeKeyring))
     func creationOrder() throws {
         let connection = service.connection()
         let first = try connection.createItem(label: "a", attributes: ["o": "1"], secret: Data([1]))

@@ -35,6 +35,9 @@ gchar *keepsake_service_create_item(SecretService *service, const char *collecti
                                     const char *const *values, const void *secret,
                                     size_t secret_length, gboolean replace,
                                     GCancellable *cancellable, GError **error);
+/* Item.Delete, with any prompt it answers with performed under the cancellable. */
+gboolean keepsake_item_delete(SecretService *service, const char *item_path,
+                              GCancellable *cancellable, GError **error);
 
 /// Why: gnome-keyring's prompt-free unlock; the master secret must be encoded for the proxy's own
 /// session on the proxy's own connection (GVariant juggling).
