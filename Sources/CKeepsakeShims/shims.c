@@ -291,7 +291,28 @@ gboolean keepsake_service_lock(SecretService *service, const char *path, gboolea
     if (reply == NULL) return FALSE;
     const gchar *prompt = NULL;
     g_variant_get(reply, "(@ao&o)", NULL, &prompt);
-    *needs_prompt = prompt != NULL && strcmp(prompt, "/") != 0;
+    /* KeePassXC answers Lock with a prompt that completes on its own. */
+    GError *failure = NULL;
+    *needs_prompt = !perform_prompt(service, prompt, NULL, NULL, cancellable, &failure);
+    if (failure) g_error_free(failure);
+    g_variant_unref(reply);
+    return TRUE;
+}
+
+gboolean keepsake_collection_is_locked(SecretService *service, const char *path,
+                                       gboolean *locked, GCancellable *cancellable,
+                                       GError **error) {
+    GDBusProxy *proxy = G_DBUS_PROXY(service);
+    GVariant *reply = g_dbus_connection_call_sync(
+        g_dbus_proxy_get_connection(proxy), SECRETS_NAME, path, "org.freedesktop.DBus.Properties",
+        "Get", g_variant_new("(ss)", "org.freedesktop.Secret.Collection", "Locked"),
+        G_VARIANT_TYPE("(v)"), G_DBUS_CALL_FLAGS_NO_AUTO_START,
+        g_dbus_proxy_get_default_timeout(proxy), cancellable, error);
+    if (reply == NULL) return FALSE;
+    GVariant *value = NULL;
+    g_variant_get(reply, "(v)", &value);
+    *locked = g_variant_is_of_type(value, G_VARIANT_TYPE_BOOLEAN) && g_variant_get_boolean(value);
+    g_variant_unref(value);
     g_variant_unref(reply);
     return TRUE;
 }

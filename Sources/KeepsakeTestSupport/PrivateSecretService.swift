@@ -31,6 +31,17 @@ package final class PrivateSecretService: @unchecked Sendable {
     /// Where gnome-keyring keeps its keyring files (the "disk" of the Secret Service).
     package var keyringsDirectory: URL { dataHome.appendingPathComponent("keyrings") }
 
+    /// The files the provider keeps its items in (gnome-keyring's keyring files, KeePassXC's
+    /// database).
+    package func storageFiles() throws -> [URL] {
+        switch provider {
+        case .gnomeKeyring:
+            try FileManager.default.contentsOfDirectory(
+                at: keyringsDirectory, includingPropertiesForKeys: nil)
+        case .keepassxc: [root.appendingPathComponent("keepsake.kdbx")]
+        }
+    }
+
     /// The environment a child process (e.g. the `keepsake` CLI) needs to use this service.
     package var environment: [String: String] {
         var env = ProcessInfo.processInfo.environment
@@ -174,6 +185,8 @@ package final class PrivateSecretService: @unchecked Sendable {
             [General]
             SingleInstance=false
             ConfigVersion=2
+            AutoSaveAfterEveryChange=true
+            AutoSaveOnExit=true
             [GUI]
             ShowTrayIcon=false
             CheckForUpdates=false
@@ -216,20 +229,29 @@ package final class PrivateSecretService: @unchecked Sendable {
             environment: env)
         state.withLock { $0.keyring = keepass }
         let probe = connection(timeout: .seconds(2))
-        try Self.wait("KeePassXC to own org.freedesktop.secrets", seconds: 30) {
-            (try? probe.search(["keepsake-probe": "1"])) != nil
+        try Self.wait("KeePassXC to own org.freedesktop.secrets, its database open", seconds: 30) {
+            (try? probe.isLocked(.default)) == false
         }
     }
 
     /// The gnome-keyring daemon's process id (for signals in fault tests).
     package var keyringPID: Int32? { state.withLock { $0.keyring?.pid } }
 
-    /// Locks the login collection (`Secret.Service.Lock`).
-    package func lock() throws { try connection().lock(.login) }
+    /// Locks the default collection (`Secret.Service.Lock`, its prompt performed where the
+    /// provider answers with one that completes on its own).
+    package func lock() throws { try connection().lock(.default) }
 
-    /// Unlocks the login collection with the master password, without a prompt.
+    /// Unlocks the default collection with the master password, without a prompt: gnome-keyring
+    /// through its own interface; KeePassXC, which unlocks only through a dialog, by starting it
+    /// again on its database with the password (as a user's login would).
     package func unlock() throws {
-        try connection().unlock(.login, masterPassword: Data(masterPassword.utf8))
+        switch provider {
+        case .gnomeKeyring:
+            try connection().unlock(.login, masterPassword: Data(masterPassword.utf8))
+        case .keepassxc:
+            kill()
+            try startKeyring()
+        }
     }
 
     /// Kills gnome-keyring (SIGKILL): the bus stays, nothing owns `org.freedesktop.secrets`.
@@ -256,6 +278,11 @@ package final class PrivateSecretService: @unchecked Sendable {
     /// collection from disk with the master password as a login would. With `fileSizeLimit`
     /// (blocks) the new daemon runs as on a full disk: its writes beyond the limit fail.
     package func restart(fileSizeLimit: Int? = nil) throws {
+        if provider == .keepassxc {
+            // A reboot shuts KeePassXC down cleanly: it finishes saving its database (which it
+            // does a moment after each change) before it exits.
+            state.withLock { $0.keyring }?.terminate()
+        }
         kill()
         let runtime = runtimeDirectory.path
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: runtime)) ?? []
@@ -381,6 +408,13 @@ final class Daemon: @unchecked Sendable {
         }
         self.pid = pid
         self.guardProcess = shell
+    }
+
+    /// SIGTERMs the daemon and waits up to five seconds for it to exit on its own.
+    func terminate() {
+        Foundation.kill(pid, SIGTERM)
+        let deadline = Date().addingTimeInterval(5)
+        while isAlive, Date() < deadline { usleep(10_000) }
     }
 
     /// SIGKILLs the daemon and its guard, and waits until the daemon is gone.

@@ -59,11 +59,7 @@ public final class Keychain: Sendable {
         let keyAttributes = Self.keyAttributes(record.key)
         let classKey = try classKey(attributes.accessible)
 
-        let existing = try secretServiceCall { () throws(SecretServiceError) in
-            try secretService.search(keyAttributes)
-        }
-        if !existing.locked.isEmpty { throw Self.locked }
-        if !existing.unlocked.isEmpty { throw Self.duplicate }
+        if !(try unlockedItems(keyAttributes)).isEmpty { throw Self.duplicate }
 
         let path = try create(record, sealedWith: classKey)
         // The Secret Service has no unique constraint: a concurrent add may have slipped in
@@ -242,10 +238,22 @@ public final class Keychain: Sendable {
             groups.count == 1 && query.label == nil && query.comment == nil
             && query.itemDescription == nil && query.generic == nil
         guard indexDecides else { return try find(query).map(\.path) }
+        return try unlockedItems(attributes)
+    }
+
+    /// The unlocked items matching `attributes`. A locked match, or no match in a locked
+    /// collection (KeePassXC hides a locked database's items instead of listing them as locked),
+    /// is `errSecInteractionNotAllowed`: headless, nobody can unlock it.
+    private func unlockedItems(_ attributes: [String: String]) throws(KeychainError) -> [ItemPath] {
         let found = try secretServiceCall { () throws(SecretServiceError) in
             try secretService.search(attributes)
         }
         if !found.locked.isEmpty { throw Self.locked }
+        if found.unlocked.isEmpty,
+            try secretServiceCall({ () throws(SecretServiceError) in try secretService.isLocked() })
+        {
+            throw Self.locked
+        }
         return found.unlocked
     }
 
@@ -253,13 +261,10 @@ public final class Keychain: Sendable {
     /// the app's group order, then creation order.
     private func find(_ query: GenericPasswordQuery) throws(KeychainError) -> [Match] {
         let (groups, attributes) = try index(query)
-        let found = try secretServiceCall { () throws(SecretServiceError) in
-            try secretService.search(attributes)
-        }
-        if !found.locked.isEmpty { throw Self.locked }
-        var read = try deviceCall { () throws(DeviceError) in try device.read(found.unlocked) }
+        let found = try unlockedItems(attributes)
+        var read = try deviceCall { () throws(DeviceError) in try device.read(found) }
         var matches: [Match] = []
-        for path in found.unlocked {
+        for path in found {
             // Absent: deleted (or locked) between the search and the read.
             guard let bytes = read.secrets[path] else { continue }
             let record = try open(bytes, keys: &read.classKeys)

@@ -307,6 +307,20 @@ public final class SecretServiceConnection: Sendable {
         }
     }
 
+    /// Whether `collection` is locked (its `Locked` property). Some providers (KeePassXC) hide a
+    /// locked collection's items from `SearchItems` instead of listing them as locked: a search
+    /// that finds nothing asks this before it answers "no such item".
+    package func isLocked(_ collection: CollectionPath = .default) throws(SecretServiceError)
+        -> Bool
+    {
+        try call { service, cancellable, error -> Bool? in
+            var locked: gboolean = 0
+            return keepsake_collection_is_locked(
+                service, collection.rawValue, &locked, cancellable, &error) != 0
+                ? locked != 0 : nil
+        }
+    }
+
     /// Unlocks a collection with its master password through gnome-keyring's
     /// `InternalUnsupportedGuiltRiddenInterface.UnlockWithMasterPassword`: no prompt.
     package func unlock(_ collection: CollectionPath = .login, masterPassword: Data)

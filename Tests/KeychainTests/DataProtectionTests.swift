@@ -166,10 +166,8 @@ struct DataProtectionTests {
             #expect(dump.range(of: Data(secret.utf8)) == nil)
             #expect(raw.values.allSatisfy { $0.range(of: Data(secret.utf8)) == nil })
         }
-        // Nor does the keyring file on disk.
-        let files = try FileManager.default.contentsOfDirectory(
-            at: phone.service.keyringsDirectory, includingPropertiesForKeys: nil)
-        for file in files {
+        // Nor does the provider's file on disk.
+        for file in try phone.service.storageFiles() {
             let bytes = try Data(contentsOf: file)
             for secret in secrets { #expect(bytes.range(of: Data(secret.utf8)) == nil) }
         }

@@ -87,7 +87,9 @@ struct SecretServiceTests {
         #expect(first < second)
     }
 
-    @Test("a locked collection answers .locked and unlocks without a prompt")
+    @Test(
+        "gnome-keyring: a locked collection lists its items as locked, and unlocks without a prompt (its own interface)",
+        .enabled(if: PrivateSecretService.defaultProvider == .gnomeKeyring))
     func lockedCollection() throws {
         let connection = service.connection()
         let path = try connection.createItem(label: "l", attributes: ["l": "1"], secret: Data([9]))

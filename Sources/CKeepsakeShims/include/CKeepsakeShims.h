@@ -52,6 +52,10 @@ gchar *keepsake_service_create_collection_with_master_password(
     GCancellable *cancellable, GError **error);
 
 /// Why: Secret.Service.Lock returns (ao locked, o prompt); a prompt path means a prompt is needed.
+/* The collection's Locked property. */
+gboolean keepsake_collection_is_locked(SecretService *service, const char *path,
+                                       gboolean *locked, GCancellable *cancellable,
+                                       GError **error);
 gboolean keepsake_service_lock(SecretService *service, const char *path, gboolean *needs_prompt,
                                GCancellable *cancellable, GError **error);
 
