@@ -59,16 +59,34 @@ public final class Keychain: Sendable {
         let keyAttributes = Self.keyAttributes(record.key)
         let classKey = try classKey(attributes.accessible)
 
+        // The Secret Service has no unique constraint: the device's processes add one at a time
+        // (an flock in the device directory), so a search and the create after it see every
+        // other Keepsake add whole.
+        let lock: FileLock
+        do { lock = try FileLock(device.directory.appendingPathComponent("keychain.lock")) } catch {
+            throw KeychainError(KeychainStatus.notAvailable, "the keychain lock: \(error)")
+        }
+        defer { withExtendedLifetime(lock) {} }
         if !(try unlockedItems(keyAttributes)).isEmpty { throw Self.duplicate }
 
         let path = try create(record, sealedWith: classKey)
-        // The Secret Service has no unique constraint: a concurrent add may have slipped in
-        // between our search and our create. The first created item wins; a later one removes
-        // itself and reports the duplicate.
+        // Another client (not under the lock: another device directory, another program) may
+        // still have slipped in: the first created (`createdFirst`: creation time, then id —
+        // never the item path, which is creation order on some providers only) wins; a later
+        // one removes itself and reports the duplicate.
         let after = try secretServiceCall { () throws(SecretServiceError) in
             try secretService.search(keyAttributes)
         }
-        if (after.unlocked + after.locked).contains(where: { $0 < path }) {
+        let others = after.unlocked.filter { $0 != path }
+        if !after.locked.isEmpty { throw Self.locked }
+        guard !others.isEmpty else { return }
+        var read = try deviceCall { () throws(DeviceError) in try device.read(others) }
+        let mine = Match(path: path, record: record)
+        for other in others {
+            guard let bytes = read.secrets[other],
+                let theirs = try? open(bytes, keys: &read.classKeys),
+                Self.createdFirst(Match(path: other, record: theirs), mine)
+            else { continue }
             try? secretService.deleteItem(at: path)
             throw Self.duplicate
         }
