@@ -1,4 +1,5 @@
 import Foundation
+import Sealing
 import SecretService
 import Synchronization
 
@@ -39,6 +40,7 @@ package final class PrivateSecretService: @unchecked Sendable {
             try FileManager.default.contentsOfDirectory(
                 at: keyringsDirectory, includingPropertiesForKeys: nil)
         case .keepassxc: [root.appendingPathComponent("keepsake.kdbx")]
+        case .kwallet: [dataHome.appendingPathComponent("kwalletd/kdewallet.kwl")]
         }
     }
 
@@ -63,6 +65,7 @@ package final class PrivateSecretService: @unchecked Sendable {
     package enum Provider: String, Sendable, CaseIterable {
         case gnomeKeyring = "gnome-keyring"
         case keepassxc
+        case kwallet
     }
 
     /// The provider tests run on: `KEEPSAKE_TEST_PROVIDER` (read by this test-support target
@@ -147,6 +150,7 @@ package final class PrivateSecretService: @unchecked Sendable {
     /// with EFBIG, as on a full disk.
     private func startKeyring(fileSizeLimit: Int? = nil) throws {
         if provider == .keepassxc { return try startKeePassXC() }
+        if provider == .kwallet { return try startKWallet() }
         var env = environment
         env["KEEPSAKE_MASTER_PASSWORD"] = masterPassword
         let limit = fileSizeLimit.map { "trap '' XFSZ; ulimit -f \($0); " } ?? ""
@@ -234,6 +238,112 @@ package final class PrivateSecretService: @unchecked Sendable {
         }
     }
 
+    /// KWallet headless (PROVIDERS.md): kwalletrc with the Secret Service API on and every
+    /// dialog off; the wallet made and opened the way pam_kwallet does (`pamOpen` with a
+    /// pre-hashed password); kwalletd5 lists over the Secret Service only wallets that existed
+    /// when it started, so a new wallet means one restart; then one client `Unlock` (secret-tool's)
+    /// completes without a dialog.
+    private func startKWallet() throws {
+        let config = home.appendingPathComponent(".config")
+        try FileManager.default.createDirectory(at: config, withIntermediateDirectories: true)
+        try """
+        [Wallet]
+        First Use=false
+        Enabled=true
+        Close When Idle=false
+        Leave Open=true
+        Prompt on Open=false
+        Launch Manager=false
+        Default Wallet=kdewallet
+
+        [org.freedesktop.secrets]
+        apiEnabled=true
+        """.write(to: config.appendingPathComponent("kwalletrc"), atomically: true, encoding: .utf8)
+        let wallet = dataHome.appendingPathComponent("kwalletd/kdewallet.kwl")
+        let isNew = !FileManager.default.fileExists(atPath: wallet.path)
+        try runKWallet()
+        if isNew {
+            kill()
+            try runKWallet()
+        }
+        // One client unlock (Unlock, then its prompt, which KWallet completes on its own).
+        let probe = connection(timeout: .seconds(2))
+        try Self.wait("KWallet to open its wallet over the Secret Service", seconds: 30) {
+            if let reply = try? run(
+                "gdbus",
+                [
+                    "call", "--session", "--dest", "org.freedesktop.secrets", "--object-path",
+                    "/org/freedesktop/secrets", "--method", "org.freedesktop.Secret.Service.Unlock",
+                    "['/org/freedesktop/secrets/aliases/default']",
+                ]),
+                let prompt = String(decoding: reply, as: UTF8.self).split(separator: "'").first(
+                    where: { $0.hasPrefix("/org/freedesktop/secrets/prompt/") })
+            {
+                _ = try? run(
+                    "gdbus",
+                    [
+                        "call", "--session", "--dest", "org.freedesktop.secrets", "--object-path",
+                        String(prompt), "--method", "org.freedesktop.Secret.Prompt.Prompt", "",
+                    ])
+            }
+            return (try? probe.isLocked(.default)) == false
+        }
+    }
+
+    /// Starts kwalletd5 and opens (or makes) the wallet with `pamOpen`.
+    private func runKWallet() throws {
+        let daemon = try Daemon(
+            "exec \(try Self.tool("kwalletd5").path)", environment: kwalletEnvironment)
+        state.withLock { $0.keyring = daemon }
+        // The 56-byte hash pam_kwallet would derive from the login password; any stable bytes do
+        // for a throwaway wallet.
+        let fixed = SecureBytes(copying: Data(repeating: 0x4B, count: 32))
+        let hash = Array(
+            (["kwallet-1", "kwallet-2"].map {
+                KeyDerivation.keyedHash(key: fixed, context: $0, Data(masterPassword.utf8))
+                    .unsafeData()
+            }.reduce(Data(), +)).prefix(56))
+        let bytes = "[" + hash.map { String(format: "byte 0x%02x", $0) }.joined(separator: ",") + "]"
+        try Self.wait("kwalletd5 to take pamOpen", seconds: 30) {
+            (try? run(
+                "gdbus",
+                [
+                    "call", "--session", "--dest", "org.kde.kwalletd5", "--object-path",
+                    "/modules/kwalletd5", "--method", "org.kde.KWallet.pamOpen", "kdewallet",
+                    bytes, "0",
+                ])) != nil
+        }
+        let probe = connection(timeout: .seconds(2))
+        try Self.wait("KWallet to own org.freedesktop.secrets", seconds: 30) {
+            (try? probe.search(["keepsake-probe": "1"])) != nil
+        }
+    }
+
+    private var kwalletEnvironment: [String: String] {
+        var env = environment
+        env["QT_QPA_PLATFORM"] = "offscreen"
+        env["XDG_CONFIG_HOME"] = home.appendingPathComponent(".config").path
+        return env
+    }
+
+    /// Runs a tool on this service's bus; throws unless it exits 0.
+    @discardableResult
+    private func run(_ tool: String, _ arguments: [String]) throws -> Data {
+        let process = Process()
+        process.executableURL = try Self.tool(tool)
+        process.arguments = arguments
+        process.environment = kwalletEnvironment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw HarnessError("\(tool) failed") }
+        return data
+    }
+
     /// The gnome-keyring daemon's process id (for signals in fault tests).
     package var keyringPID: Int32? { state.withLock { $0.keyring?.pid } }
 
@@ -251,6 +361,8 @@ package final class PrivateSecretService: @unchecked Sendable {
         case .keepassxc:
             kill()
             try startKeyring()
+        case .kwallet:
+            try startKWallet()
         }
     }
 
@@ -278,8 +390,8 @@ package final class PrivateSecretService: @unchecked Sendable {
     /// collection from disk with the master password as a login would. With `fileSizeLimit`
     /// (blocks) the new daemon runs as on a full disk: its writes beyond the limit fail.
     package func restart(fileSizeLimit: Int? = nil) throws {
-        if provider == .keepassxc {
-            // A reboot shuts KeePassXC down cleanly: it finishes saving its database (which it
+        if provider != .gnomeKeyring {
+            // A reboot shuts KeePassXC (or kwalletd5) down cleanly: it finishes saving its database (which it
             // does a moment after each change) before it exits.
             state.withLock { $0.keyring }?.terminate()
         }

@@ -71,7 +71,13 @@ public struct KeychainSync: Sendable {
             }
             let record = try sealed.open(key: read.classKeys[protection]!)
             let name = names.name(record.key)
-            if let existing = local[name], existing.path < path { continue }  // duplicates: first created wins
+            // Duplicates: the first created wins (creation time, then id — as Keychain reads).
+            if let existing = local[name],
+                (existing.record.attributes.creationDate ?? .distantPast, existing.record.id)
+                    <= (record.attributes.creationDate ?? .distantPast, record.id)
+            {
+                continue
+            }
             local[name] = Local(path: path, record: record)
         }
 

@@ -55,7 +55,9 @@ private func classify(domain: String, code: Int32, dbusName: String?, message: S
     case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner",
         "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Disconnected":
         return .serviceUnavailable
-    case "org.freedesktop.DBus.Error.InvalidArgs": return .invalidArgument
+    case "org.freedesktop.DBus.Error.InvalidArgs":
+        // KWallet names a missing item this way.
+        return message.contains("Can't find item") ? .noSuchObject : .invalidArgument
     default: break
     }
     if domain == "g-io-error-quark" {

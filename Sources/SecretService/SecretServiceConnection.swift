@@ -209,7 +209,27 @@ public final class SecretServiceConnection: Sendable {
     /// The returned `Data` values are copies in ordinary memory; the caller owns them.
     package func secrets(at paths: [ItemPath]) throws(SecretServiceError) -> [ItemPath: Data] {
         if paths.isEmpty { return [:] }
-        return try call { service, cancellable, error -> [ItemPath: Data]? in
+        do {
+            return try batchedSecrets(at: paths)
+        } catch where error.code == .noSuchObject {
+            // KWallet fails the whole batch for one path gone meanwhile: read the rest one by one.
+            guard paths.count > 1 else { return [:] }
+            var result: [ItemPath: Data] = [:]
+            for path in paths {
+                do { result.merge(try batchedSecrets(at: [path])) { $1 } } catch
+                    where error.code == .noSuchObject
+                {
+                    continue
+                }
+            }
+            return result
+        }
+    }
+
+    private func batchedSecrets(at paths: [ItemPath]) throws(SecretServiceError)
+        -> [ItemPath: Data]
+    {
+        try call { service, cancellable, error -> [ItemPath: Data]? in
             let list = withCStringArray(paths.map(\.rawValue)) {
                 keepsake_service_get_secrets(service, $0, cancellable, &error)
             }
