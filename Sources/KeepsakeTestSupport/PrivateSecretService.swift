@@ -303,7 +303,8 @@ package final class PrivateSecretService: @unchecked Sendable {
                 KeyDerivation.keyedHash(key: fixed, context: $0, Data(masterPassword.utf8))
                     .unsafeData()
             }.reduce(Data(), +)).prefix(56))
-        let bytes = "[" + hash.map { String(format: "byte 0x%02x", $0) }.joined(separator: ",") + "]"
+        let bytes =
+            "[" + hash.map { String(format: "byte 0x%02x", $0) }.joined(separator: ",") + "]"
         try Self.wait("kwalletd5 to take pamOpen", seconds: 30) {
             (try? run(
                 "gdbus",

@@ -115,6 +115,19 @@ public final class SecretServiceConnection: Sendable {
     }
 
     private func open() throws(SecretServiceError) -> ServiceHandle {
+        // KWallet refuses about one DH public key in 256 (libsecret sends it without its leading
+        // zero byte): a new session has a new key.
+        var attempt = 0
+        while true {
+            do { return try openOnce() } catch
+                where attempt < 3 && error.message.contains("public key size is invalid")
+            {
+                attempt += 1
+            }
+        }
+    }
+
+    private func openOnce() throws(SecretServiceError) -> ServiceHandle {
         guard let address = busAddress, !address.isEmpty else {
             throw SecretServiceError(.noBus, message: "DBUS_SESSION_BUS_ADDRESS is not set")
         }
@@ -176,8 +189,11 @@ public final class SecretServiceConnection: Sendable {
         if error.code == .serviceUnavailable { return true }
         // gnome-keyring answers a call under a session it no longer knows with NoSession or an
         // unknown-object error naming the session path.
+        // KWallet answers with Qt's InvalidObjectPath ("Can't find session …").
         return error.dbusName == "org.freedesktop.Secret.Error.NoSession"
             || (error.code == .noSuchObject && error.message.contains("session"))
+            || (error.dbusName == "org.qtproject.QtDBus.Error.InvalidObjectPath"
+                && error.message.contains("session"))
     }
 
     // MARK: - Items
@@ -211,7 +227,7 @@ public final class SecretServiceConnection: Sendable {
         if paths.isEmpty { return [:] }
         do {
             return try batchedSecrets(at: paths)
-        } catch where error.code == .noSuchObject {
+        } catch  where error.code == .noSuchObject {
             // KWallet fails the whole batch for one path gone meanwhile: read the rest one by one.
             guard paths.count > 1 else { return [:] }
             var result: [ItemPath: Data] = [:]

@@ -10,15 +10,21 @@ import Sealing
 /// one private Secret Service, in one run, interleaved so both see the same keyring size.
 enum BenchCommand {
     static func run(_ verb: String?, _ context: Context) throws {
-        try context.arguments.allowOnly(["items", "rounds"])
+        try context.arguments.allowOnly(["items", "rounds", "provider"])
         let items = try context.arguments.count("items", default: 1000, in: 1...100_000)
         let rounds = try context.arguments.count("rounds", default: 300, in: 1...100_000)
+        let providerName = context.arguments.value("provider") ?? "gnome-keyring"
+        guard let provider = PrivateSecretService.Provider(rawValue: providerName) else {
+            throw CommandError.usage("--provider gnome-keyring | keepassxc | kwallet")
+        }
         switch verb {
-        case "keychain": try KeychainBenchmark(items: items, rounds: rounds).run()
+        case "keychain":
+            try KeychainBenchmark(items: items, rounds: rounds, provider: provider).run()
         case "blockstore": try BlockStoreBenchmark(rounds: rounds).run()
         default:
             throw CommandError.usage(
-                "bench keychain [--items N] [--rounds N] | bench blockstore [--rounds N]")
+                "bench keychain [--items N] [--rounds N] [--provider P] | bench blockstore [--rounds N]"
+            )
         }
     }
 }
@@ -26,9 +32,10 @@ enum BenchCommand {
 struct KeychainBenchmark {
     let items: Int
     let rounds: Int
+    var provider: PrivateSecretService.Provider = .gnomeKeyring
 
     func run() throws {
-        let service = try PrivateSecretService.start()
+        let service = try PrivateSecretService.start(provider: provider)
         defer { service.stop() }
         // libsecret's convenience calls use the default session bus: point it at the private one
         // before their first use.
@@ -42,7 +49,9 @@ struct KeychainBenchmark {
             try body()
             return clock.now - start
         }
-        print("keepsake bench keychain: \(items) items, \(rounds) rounds, private gnome-keyring")
+        print(
+            "keepsake bench keychain: \(items) items, \(rounds) rounds, private \(provider.rawValue)"
+        )
 
         // Add, interleaved one for one.
         var keepsakeAdd = Duration.zero
