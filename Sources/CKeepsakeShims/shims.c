@@ -85,6 +85,8 @@ gboolean keepsake_service_search(SecretService *service, unsigned count, const c
     return ok;
 }
 
+void keepsake_secret_list_free(KeepsakeSecretList *list);
+
 KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const char *const *paths,
                                                  GCancellable *cancellable, GError **error) {
     // One GetSecrets call on the proxy, without libsecret's per-call main loop, under the plain
@@ -110,6 +112,28 @@ KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const c
         GVariant *entry = g_variant_get_child_value(secrets, i);
         GVariant *path = g_variant_get_child_value(entry, 0);
         GVariant *secret = g_variant_get_child_value(entry, 1);
+        /* Under our plain session: that path, no parameters. A daemon that restarted may have
+         * given the path to another client's encrypted session (KWallet numbers them from 1):
+         * its answer is ciphertext, refused here as a stale session, never taken as a secret. */
+        const gchar *under = NULL;
+        GVariant *parameters = NULL;
+        g_variant_get_child(secret, 0, "&o", &under);
+        parameters = g_variant_get_child_value(secret, 1);
+        gboolean stale = strcmp(under, session) != 0 || g_variant_n_children(parameters) != 0;
+        g_variant_unref(parameters);
+        if (stale) {
+            g_variant_unref(secret);
+            g_variant_unref(path);
+            g_variant_unref(entry);
+            g_variant_unref(secrets);
+            g_variant_unref(reply);
+            keepsake_secret_list_free(list);
+            g_set_error(error, SECRET_ERROR, SECRET_ERROR_NO_SUCH_OBJECT,
+                        "the secret came back under another session than %s (the daemon "
+                        "restarted): stale session",
+                        session);
+            return NULL;
+        }
         GVariant *bytes = g_variant_get_child_value(secret, 2);
         gsize length = 0;
         const guchar *data = g_variant_get_fixed_array(bytes, &length, 1);

@@ -3,8 +3,9 @@ import Sealing
 import SecretService
 import Synchronization
 
-/// A private D-Bus session with its own gnome-keyring on a throwaway HOME: the device's Secret
-/// Service in tests, the demo and benchmarks. Never touches the user's own keyring.
+/// A private D-Bus session with its own Secret Service provider (gnome-keyring, KeePassXC or
+/// KWallet) on a throwaway HOME: the device's Secret Service in tests, the demo and benchmarks.
+/// Never touches the user's own keyring.
 ///
 /// The bus has no service activation, so a killed daemon stays dead (as a test of "no Secret
 /// Service" needs) until `start()`/`restart()` runs it again.
@@ -272,7 +273,8 @@ package final class PrivateSecretService: @unchecked Sendable {
             if let reply = try? run(
                 "gdbus",
                 [
-                    "call", "--session", "--dest", "org.freedesktop.secrets", "--object-path",
+                    "call", "--session", "--timeout", "5", "--dest", "org.freedesktop.secrets",
+                    "--object-path",
                     "/org/freedesktop/secrets", "--method", "org.freedesktop.Secret.Service.Unlock",
                     "['/org/freedesktop/secrets/aliases/default']",
                 ]),
@@ -282,7 +284,8 @@ package final class PrivateSecretService: @unchecked Sendable {
                 _ = try? run(
                     "gdbus",
                     [
-                        "call", "--session", "--dest", "org.freedesktop.secrets", "--object-path",
+                        "call", "--session", "--timeout", "5", "--dest", "org.freedesktop.secrets",
+                        "--object-path",
                         String(prompt), "--method", "org.freedesktop.Secret.Prompt.Prompt", "",
                     ])
             }
@@ -309,7 +312,8 @@ package final class PrivateSecretService: @unchecked Sendable {
             (try? run(
                 "gdbus",
                 [
-                    "call", "--session", "--dest", "org.kde.kwalletd5", "--object-path",
+                    "call", "--session", "--timeout", "5", "--dest", "org.kde.kwalletd5",
+                    "--object-path",
                     "/modules/kwalletd5", "--method", "org.kde.KWallet.pamOpen", "kdewallet",
                     bytes, "0",
                 ])) != nil
@@ -391,6 +395,16 @@ package final class PrivateSecretService: @unchecked Sendable {
     /// collection from disk with the master password as a login would. With `fileSizeLimit`
     /// (blocks) the new daemon runs as on a full disk: its writes beyond the limit fail.
     package func restart(fileSizeLimit: Int? = nil) throws {
+        if provider == .kwallet {
+            // kwalletd5 writes a wallet to disk when it closes it (a session's end): as at logout.
+            _ = try? run(
+                "gdbus",
+                [
+                    "call", "--session", "--timeout", "5", "--dest", "org.kde.kwalletd5",
+                    "--object-path", "/modules/kwalletd5", "--method",
+                    "org.kde.KWallet.closeAllWallets",
+                ])
+        }
         if provider != .gnomeKeyring {
             // A reboot shuts KeePassXC (or kwalletd5) down cleanly: it finishes saving its database (which it
             // does a moment after each change) before it exits.

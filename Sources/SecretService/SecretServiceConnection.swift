@@ -153,7 +153,7 @@ public final class SecretServiceConnection: Sendable {
     /// Runs one libsecret call; when the daemon went away and came back (its session is gone),
     /// reconnects once and retries.
     private func call<R>(
-        retrying: Bool = true,
+        retrying: Bool = true, rejectedOnly: Bool = false,
         _ body:
             @escaping (
                 UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>,
@@ -174,7 +174,11 @@ public final class SecretServiceConnection: Sendable {
         }
         if let result { return result }
         let failure = takeError(error)
-        guard retrying, Self.isStaleSession(failure) else { throw failure }
+        // A call the daemon rejected for a session it no longer knows was not carried out, so
+        // even a create may go again; one that met a vanished daemon may have been (`rejectedOnly`).
+        guard retrying, Self.isStaleSession(failure),
+            !rejectedOnly || failure.code != .serviceUnavailable
+        else { throw failure }
         handle.withLock { if $0 === service { $0 = nil } }
         return try call(retrying: false, body)
     }
@@ -273,8 +277,9 @@ public final class SecretServiceConnection: Sendable {
         try validate(label)
         let keys = Array(attributes.keys)
         let values = keys.map { attributes[$0]! }
-        // Not retried: a create whose reply was lost may have happened; the caller re-reads.
-        return try call(retrying: false) { service, cancellable, error -> ItemPath? in
+        // Retried only when rejected for a stale session: a create whose reply was lost may have
+        // happened; the caller re-reads.
+        return try call(rejectedOnly: true) { service, cancellable, error -> ItemPath? in
             let path = withCStringArray(keys) { k in
                 withCStringArray(values) { v in
                     secret.withUnsafeBytes { bytes in
@@ -302,7 +307,7 @@ public final class SecretServiceConnection: Sendable {
             try validate(label ?? "")
             let keys = Array(attributes.keys)
             let values = keys.map { attributes[$0]! }
-            let _: Bool = try call(retrying: false) { service, cancellable, error -> Bool? in
+            let _: Bool = try call(rejectedOnly: true) { service, cancellable, error -> Bool? in
                 withCStringArray(keys) { k in
                     withCStringArray(values) { v in
                         keepsake_item_set_attributes(

@@ -11,14 +11,20 @@ import Sealing
 /// starts and stops itself (one per device). The user's own keyring is never touched.
 enum DemoCommand {
     static func run(_ context: Context) throws {
-        try context.arguments.allowOnly([])
+        try context.arguments.allowOnly(["provider"])
+        let providerName = context.arguments.value("provider") ?? "gnome-keyring"
+        guard let provider = PrivateSecretService.Provider(rawValue: providerName) else {
+            throw CommandError.usage("demo [--provider gnome-keyring | keepassxc | kwallet]")
+        }
         let say = { (text: String) in Output.line(text) }
         say("Keepsake demo: \"Welcome back\" survives uninstall, reinstall and a new device.")
         say("")
-        say("Starting a private Secret Service per device (its own D-Bus and gnome-keyring on a")
+        say(
+            "Starting a private Secret Service per device (its own D-Bus and \(provider.rawValue) on a"
+        )
         say("throwaway HOME). Your own keyring is never touched.")
         let cloud = Throwaway.directory("demo-cloud")
-        let phone = try DemoDevice(name: "phone", cloud: cloud)
+        let phone = try DemoDevice(provider: provider, name: "phone", cloud: cloud)
         defer { phone.service.stop() }
 
         say("")
@@ -72,7 +78,7 @@ enum DemoCommand {
             "   cloud lets anyone guess it. Then the two other ways (approval by the phone, the recovery"
         )
         say("   key shown when the phone set its pin), a removal, and a stranger guessing.")
-        let tablet = try DemoDevice(name: "tablet", cloud: cloud)
+        let tablet = try DemoDevice(provider: provider, name: "tablet", cloud: cloud)
         defer { tablet.service.stop() }
         try tablet.device.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
         say("   before joining: " + welcome(tablet.hints.get()))
@@ -86,7 +92,7 @@ enum DemoCommand {
         let restored = try BlockStoreSync(device: tablet.device).join(passcode: "4711")
         say("   with the phone's pin: \(restored) entry restored. " + welcome(tablet.hints.get()))
         // By approval: the laptop shows a code, the unlocked phone approves that very request.
-        let laptop = try DemoDevice(name: "laptop-2", cloud: cloud)
+        let laptop = try DemoDevice(provider: provider, name: "laptop-2", cloud: cloud)
         defer { laptop.service.stop() }
         let ticket = try laptop.device.requestJoin()
         try phone.device.approveJoin(code: ticket.code)
@@ -96,7 +102,7 @@ enum DemoCommand {
             "   by approval (code \(ticket.code) on both screens): \(approved) entry restored. "
                 + welcome(laptop.hints.get()))
         // With the recovery key shown once when the phone set its pin.
-        let desktop = try DemoDevice(name: "desktop", cloud: cloud)
+        let desktop = try DemoDevice(provider: provider, name: "desktop", cloud: cloud)
         defer { desktop.service.stop() }
         if let recoveryKey {
             try desktop.device.join(recoveryKey: recoveryKey)
@@ -115,7 +121,7 @@ enum DemoCommand {
         // The escrow got the new key at the phone's next unlock; now someone guesses.
         try phone.device.lock()
         try phone.device.unlock(passcode: "4711")
-        let stranger = try DemoDevice(name: "stranger", cloud: cloud)
+        let stranger = try DemoDevice(provider: provider, name: "stranger", cloud: cloud)
         defer { stranger.service.stop() }
         var wrong = 0
         for guess in 0..<10 {
@@ -136,7 +142,7 @@ enum DemoCommand {
         say("")
         say("6. A device without a lock screen keeps its hint local:")
         let otherCloud = Throwaway.directory("demo-cloud-2")
-        let plain = try DemoDevice(name: "laptop", cloud: otherCloud)
+        let plain = try DemoDevice(provider: provider, name: "laptop", cloud: otherCloud)
         defer { plain.service.stop() }
         plain.hints.set(lastWallet: "0x51e0A9c3B7d2F4a6C8e1D3b5F7a9C2e4B6d8A1C0")
         let plainReport = try BlockStoreSync(device: plain.device).sync()
@@ -149,7 +155,7 @@ enum DemoCommand {
         say(
             "7. The apple profile (key-value store + synchronizable Keychain item), signed out of the cloud:"
         )
-        let mac = try DemoDevice(name: "mac", cloud: nil, profile: .apple)
+        let mac = try DemoDevice(provider: provider, name: "mac", cloud: nil, profile: .apple)
         defer { mac.service.stop() }
         mac.hints.set(lastWallet: "0x77C2e4B6d8A1c3E5f7A9b2D4f6B8a0C1e3D5f7AB")
         try mac.device.uninstall(mac.app)
@@ -162,6 +168,7 @@ enum DemoCommand {
             "8. The android profile on a device without Block Store (preferences + Auto Backup alone):"
         )
         let android = try DemoDevice(
+            provider: provider,
             name: "android", cloud: nil, profile: .android, blockStore: false)
         defer { android.service.stop() }
         try android.device.setLockScreen(.pin, passcode: "1357", currentPasscode: nil)
@@ -182,10 +189,12 @@ enum DemoCommand {
         let app: App
         let hints: RecoveryHints
 
-        init(name: String, cloud: URL?, profile: HintProfile = .linux, blockStore: Bool = true)
-            throws
-        {
-            service = try PrivateSecretService.start(masterPassword: "\(name)-login-password")
+        init(
+            provider: PrivateSecretService.Provider, name: String, cloud: URL?,
+            profile: HintProfile = .linux, blockStore: Bool = true
+        ) throws {
+            service = try PrivateSecretService.start(
+                masterPassword: "\(name)-login-password", provider: provider)
             device = Device(
                 secretService: service.connection(),
                 directory: service.root.appendingPathComponent("device"),
