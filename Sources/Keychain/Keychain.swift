@@ -59,36 +59,23 @@ public final class Keychain: Sendable {
         let keyAttributes = Self.keyAttributes(record.key)
         let classKey = try classKey(attributes.accessible)
 
-        // The Secret Service has no unique constraint: the device's processes add one at a time
-        // (an flock in the device directory), so a search and the create after it see every
-        // other Keepsake add whole.
-        let lock: FileLock
-        do { lock = try FileLock(device.directory.appendingPathComponent("keychain.lock")) } catch {
-            throw KeychainError(KeychainStatus.notAvailable, "the keychain lock: \(error)")
-        }
-        defer { withExtendedLifetime(lock) {} }
+        // The Secret Service has no unique constraint: the device's processes add (and rename
+        // onto a primary key) one at a time, so a search and the create after it see every other
+        // Keepsake write whole. Should another program put a second item under one primary key,
+        // every reader still picks the same one (`createdFirst`), never by item path.
+        let lock = try primaryKeyLock()
+        // A miss in a locked collection is refused here, before a create that some providers
+        // (KeePassXC) would answer with an unlock prompt.
         if !(try unlockedItems(keyAttributes)).isEmpty { throw Self.duplicate }
 
-        let path = try create(record, sealedWith: classKey)
-        // Another client (not under the lock: another device directory, another program) may
-        // still have slipped in: the first created (`createdFirst`: creation time, then id —
-        // never the item path, which is creation order on some providers only) wins; a later
-        // one removes itself and reports the duplicate.
-        let after = try secretServiceCall { () throws(SecretServiceError) in
-            try secretService.search(keyAttributes)
-        }
-        let others = after.unlocked.filter { $0 != path }
-        if !after.locked.isEmpty { throw Self.locked }
-        guard !others.isEmpty else { return }
-        var read = try deviceCall { () throws(DeviceError) in try device.read(others) }
-        let mine = Match(path: path, record: record)
-        for other in others {
-            guard let bytes = read.secrets[other],
-                let theirs = try? open(bytes, keys: &read.classKeys),
-                Self.createdFirst(Match(path: other, record: theirs), mine)
-            else { continue }
-            try? secretService.deleteItem(at: path)
-            throw Self.duplicate
+        _ = try create(record, sealedWith: classKey)
+    }
+
+    /// The device's lock for writes that could give two items one primary key (an flock in the
+    /// device directory, shared by every process of the user).
+    private func primaryKeyLock() throws(KeychainError) -> FileLock {
+        do { return try FileLock(device.directory.appendingPathComponent("keychain.lock")) } catch {
+            throw KeychainError(KeychainStatus.notAvailable, "the keychain lock: \(error)")
         }
     }
 
@@ -168,6 +155,10 @@ public final class Keychain: Sendable {
             planned.append((match, record))
         }
         let matchedPaths = Set(matches.map(\.path))
+        // A rename onto another primary key takes the add lock, as an add does.
+        let lock =
+            planned.contains(where: { $0.1.key != $0.0.record.key }) ? try primaryKeyLock() : nil
+        defer { withExtendedLifetime(lock) {} }
         for (old, new) in planned where new.key != old.record.key {
             let existing = try secretServiceCall { () throws(SecretServiceError) in
                 try secretService.search(Self.keyAttributes(new.key))
