@@ -163,7 +163,12 @@ struct DiskAndDaemonFaultTests {
     }
 
     @Test(
-        "the Secret Service killed during Keychain and hint writes: each call returns within its bound with ok or a named status, later reads are old or new"
+        "the Secret Service killed during Keychain and hint writes: each call returns within its bound with ok or a named status, later reads are old or new",
+        // gnome-keyring writes its file before it answers. KeePassXC and kwalletd5 write to disk a
+        // moment after (or when the wallet closes): SIGKILLed, they lose writes they had already
+        // acknowledged, which no client can undo. The bound itself is tested on all three
+        // (SecretServiceTests: killed and frozen daemons).
+        .enabled(if: PrivateSecretService.defaultProvider == .gnomeKeyring)
     )
     func daemonKilledMidOperation() throws {
         let service = try PrivateSecretService.start()
