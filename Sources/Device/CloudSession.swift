@@ -91,7 +91,8 @@ package final class CloudSession {
     /// The account key the session's objects are sealed under.
     package let key: SecureBytes
     let storage: any CloudStorage
-    private let lock: AnyObject
+    /// The account's lock, held from opening until `commit()` (or until the session goes).
+    private var lock: AnyObject?
     var manifest: AccountManifest
     private let account: String
     private let seen: SeenManifest
@@ -177,6 +178,7 @@ package final class CloudSession {
             try? storage.delete(name)
         }
         removals = []
+        lock = nil  // the exchange is over: other devices and processes may go
     }
 }
 
