@@ -21,10 +21,20 @@ package final class PrivateWebDAV: @unchecked Sendable {
     /// looks at).
     package var documentRoot: URL { root.appendingPathComponent("htdocs") }
 
+    /// Starts one (a few tries, each on another random port: one may be taken).
     package static func start() throws -> PrivateWebDAV {
-        let server = try PrivateWebDAV()
-        try server.run()
-        return server
+        var failure: Error = HarnessError("Apache did not start")
+        for _ in 0..<3 {
+            let server = try PrivateWebDAV()
+            do {
+                try server.run()
+                return server
+            } catch {
+                failure = error
+                server.stop()
+            }
+        }
+        throw failure
     }
 
     private init() throws {
@@ -78,7 +88,7 @@ package final class PrivateWebDAV: @unchecked Sendable {
         // In the foreground under the harness's guard: gone when the test process is.
         daemon = try Daemon(
             "exec /usr/sbin/apache2 -f \(conf.path) -DFOREGROUND", environment: environment)
-        let deadline = Date().addingTimeInterval(10)
+        let deadline = Date().addingTimeInterval(15)
         while (try? WebDAVProbe.status(url, username: username, password: password)) == nil {
             if Date() > deadline {
                 let log =
