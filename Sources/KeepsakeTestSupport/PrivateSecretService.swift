@@ -262,10 +262,10 @@ package final class PrivateSecretService: @unchecked Sendable {
         """.write(to: config.appendingPathComponent("kwalletrc"), atomically: true, encoding: .utf8)
         let wallet = dataHome.appendingPathComponent("kwalletd/kdewallet.kwl")
         let isNew = !FileManager.default.fileExists(atPath: wallet.path)
-        try runKWallet()
+        try runKWalletRetrying()
         if isNew {
             kill()
-            try runKWallet()
+            try runKWalletRetrying()
         }
         // One client unlock (Unlock, then its prompt, which KWallet completes on its own).
         let probe = connection(timeout: .seconds(2))
@@ -293,6 +293,18 @@ package final class PrivateSecretService: @unchecked Sendable {
         }
     }
 
+    /// kwalletd5 now and then never takes `pamOpen` on a busy machine: started again, it does.
+    private func runKWalletRetrying() throws {
+        var failure: Error = HarnessError("kwalletd5 did not start")
+        for _ in 0..<3 {
+            do { return try runKWallet() } catch {
+                failure = error
+                kill()
+            }
+        }
+        throw failure
+    }
+
     /// Starts kwalletd5 and opens (or makes) the wallet with `pamOpen`.
     private func runKWallet() throws {
         let daemon = try Daemon(
@@ -308,7 +320,7 @@ package final class PrivateSecretService: @unchecked Sendable {
             }.reduce(Data(), +)).prefix(56))
         let bytes =
             "[" + hash.map { String(format: "byte 0x%02x", $0) }.joined(separator: ",") + "]"
-        try Self.wait("kwalletd5 to take pamOpen", seconds: 30) {
+        try Self.wait("kwalletd5 to take pamOpen", seconds: 12) {
             (try? run(
                 "gdbus",
                 [
