@@ -22,12 +22,7 @@ public struct CloudDirectory: CloudStorage {
     public init(_ url: URL) { self.url = url }
 
     private func file(_ name: String) throws -> URL {
-        guard !name.isEmpty, name.utf8.count <= 200,
-            name.unicodeScalars.allSatisfy({
-                $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_")
-            })
-        else { throw CloudError("invalid cloud object name") }
-        return url.appendingPathComponent(name)
+        url.appendingPathComponent(try CloudObjectName.checked(name))
     }
 
     /// The object's bytes, or nil when there is none: a regular file only, and only up to its
@@ -51,6 +46,19 @@ public struct CloudDirectory: CloudStorage {
     /// An flock on `.lock` in the directory: holds among processes of machines that share the
     /// directory's file system (not across a file-sync engine, which has no locks).
     public func lock() throws -> AnyObject { try FileLock(url.appendingPathComponent(".lock")) }
+}
+
+/// The one rule for cloud object names, on every backend: ASCII letters, digits, `-` and `_`,
+/// at most 200 bytes — so no name escapes the account's directory or collection.
+enum CloudObjectName {
+    static func checked(_ name: String) throws -> String {
+        guard !name.isEmpty, name.utf8.count <= 200,
+            name.unicodeScalars.allSatisfy({
+                $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_")
+            })
+        else { throw CloudError("invalid cloud object name") }
+        return name
+    }
 }
 
 public struct CloudError: Error, CustomStringConvertible, Sendable {

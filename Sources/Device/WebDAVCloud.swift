@@ -44,12 +44,7 @@ public struct WebDAVCloud: CloudStorage {
     }
 
     private func resource(_ name: String) throws -> URL {
-        guard !name.isEmpty, name.utf8.count <= 200,
-            name.unicodeScalars.allSatisfy({
-                $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_")
-            })
-        else { throw CloudError("invalid cloud object name") }
-        return url.appendingPathComponent(name)
+        url.appendingPathComponent(try CloudObjectName.checked(name))
     }
 
     public func read(_ name: String) throws -> Data? {
