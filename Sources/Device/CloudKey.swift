@@ -243,10 +243,9 @@ extension Device {
             var manifest = AccountManifest(version: 1, epoch: 0, objects: [:], devices: [:])
             manifest.devices[record.deviceID] = Self.boxKeyPair(record).publicKey
             try cloudCall { try cloud.write(AccountManifest.name, manifest.sealed(under: key)) }
-            try SeenManifest(file: directory.appendingPathComponent("account-manifest-seen"))
+            try seenManifest
                 .write(
-                    account: CloudObjects.accountIdentity(key, context: "keepsake.cloud.seen.v1")
-                        .hexString, epoch: 0, version: 1)
+                    account: SeenManifest.account(key), epoch: 0, version: 1)
             withExtendedLifetime(lock) {}
             // Written last: until it is there, no device takes the account for made.
             try cloudCall {

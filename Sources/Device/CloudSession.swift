@@ -60,6 +60,11 @@ struct AccountManifest: Codable {
 struct SeenManifest {
     let file: URL
 
+    /// How the file names the account: a value of the name key, which rotations keep.
+    static func account(_ key: SecureBytes) -> String {
+        CloudObjects.accountIdentity(key, context: "keepsake.cloud.seen.v1").hexString
+    }
+
     func read(account: String) -> (epoch: Int, version: UInt64)? {
         guard let bytes = (try? Files.read(file, limit: 4096)) ?? nil else { return nil }
         let parts = String(decoding: bytes, as: UTF8.self).split(separator: " ")
@@ -112,7 +117,7 @@ package final class CloudSession {
         self.dirty = dirty
         self.seen = seen
         self.strays = strays
-        account = CloudObjects.accountIdentity(key, context: "keepsake.cloud.seen.v1").hexString
+        account = SeenManifest.account(key)
     }
 
     /// The store objects the manifest lists (with this session's writes, without its deletions).
@@ -183,6 +188,11 @@ package final class CloudSession {
 }
 
 extension Device {
+    /// The highest manifest version this device has seen, in its directory.
+    var seenManifest: SeenManifest {
+        SeenManifest(file: directory.appendingPathComponent("account-manifest-seen"))
+    }
+
     /// Opens an exchange with the cloud account: nil when signed out or when this device does
     /// not hold the account's key (for uploads, also without E2EE). Waits for the account's lock.
     ///
@@ -203,7 +213,7 @@ extension Device {
         else {
             throw DeviceError(.notAvailable, "the account key changed meanwhile: try again")
         }
-        let seen = SeenManifest(file: directory.appendingPathComponent("account-manifest-seen"))
+        let seen = seenManifest
         var (manifest, dirty) = try readManifest(
             key: key, epoch: account.epoch ?? 0, cloud: cloud, seen: seen)
         let listed = Set(try cloudCall { try cloud.list() }).filter {
@@ -242,7 +252,7 @@ extension Device {
     func readManifest(key: SecureBytes, epoch: Int, cloud: any CloudStorage, seen: SeenManifest)
         throws(DeviceError) -> (manifest: AccountManifest, dirty: Bool)
     {
-        let account = CloudObjects.accountIdentity(key, context: "keepsake.cloud.seen.v1").hexString
+        let account = SeenManifest.account(key)
         let highest = seen.read(account: account)
         guard let bytes = try cloudCall({ try cloud.read(AccountManifest.name) }) else {
             if let highest {
@@ -274,7 +284,7 @@ extension Device {
         guard let cloud, let account = try readAccount() else { return }
         let lock = try cloudCall { try cloud.lock() }
         defer { withExtendedLifetime(lock) {} }
-        let seen = SeenManifest(file: directory.appendingPathComponent("account-manifest-seen"))
+        let seen = seenManifest
         var (manifest, _) = try readManifest(
             key: key, epoch: account.epoch ?? 0, cloud: cloud, seen: seen)
         let publicKey = Self.boxKeyPair(record).publicKey
@@ -283,7 +293,7 @@ extension Device {
         manifest.version += 1
         try cloudCall { try cloud.write(AccountManifest.name, manifest.sealed(under: key)) }
         try seen.write(
-            account: CloudObjects.accountIdentity(key, context: "keepsake.cloud.seen.v1").hexString,
+            account: SeenManifest.account(key),
             epoch: manifest.epoch, version: manifest.version)
     }
 
@@ -308,9 +318,8 @@ extension Device {
         /// own checks (sealing bound to name, kind and account) behind the manifest.
         package func vouchForCloudAsIs() throws(DeviceError) {
             guard let cloud, let key = try cloudKey(forUpload: false) else { return }
-            let account = CloudObjects.accountIdentity(key, context: "keepsake.cloud.seen.v1")
-                .hexString
-            let seen = SeenManifest(file: directory.appendingPathComponent("account-manifest-seen"))
+            let account = SeenManifest.account(key)
+            let seen = seenManifest
             let current = try cloudCall { try cloud.read(AccountManifest.name) }.flatMap {
                 try? AccountManifest.open($0, under: key)
             }

@@ -75,7 +75,7 @@ extension Device {
         guard let account = try readAccount(),
             constantTimeEquals(account.check, AccountRecord.check(oldKey))
         else { throw DeviceError(.notAvailable, "the account key changed meanwhile: try again") }
-        let seen = SeenManifest(file: directory.appendingPathComponent("account-manifest-seen"))
+        let seen = seenManifest
         var manifest = try readManifest(
             key: oldKey, epoch: account.epoch ?? 0, cloud: cloud, seen: seen
         ).manifest
@@ -144,8 +144,7 @@ extension Device {
                 ).encoded())
         }
         try seen.write(
-            account: CloudObjects.accountIdentity(newKey, context: "keepsake.cloud.seen.v1")
-                .hexString, epoch: epoch, version: manifest.version)
+            account: SeenManifest.account(newKey), epoch: epoch, version: manifest.version)
         record.wrappedCloudKey = try sealCloudKey(newKey)
         record.cloudEpoch = epoch
         record.rotationPending = nil
