@@ -9,19 +9,6 @@ import Testing
 
 /// Tiny delays, so that ten wrong passcodes in a row take milliseconds: these tests are about
 /// what is counted, not about how long the waits are (LockScreenTests pins the delays).
-private let quick = RetryPolicy(
-    base: .milliseconds(1), maximum: .milliseconds(4), longestWait: .seconds(5))
-
-private func code(_ body: () throws -> Void) -> DeviceError.Code? {
-    do {
-        try body()
-        return nil
-    } catch let error as DeviceError {
-        return error.code
-    } catch {
-        return nil
-    }
-}
 
 /// The device record as stored (the tests read it the way another process of the user could).
 private func storedRecord(_ device: Device) throws -> DeviceRecord {

@@ -7,26 +7,6 @@ import Testing
 
 @testable import Device
 
-private func code(_ body: () throws -> Void) -> DeviceError.Code? {
-    do {
-        try body()
-        return nil
-    } catch let error as DeviceError {
-        return error.code
-    } catch {
-        return nil
-    }
-}
-
-private let quick = RetryPolicy(
-    base: .milliseconds(1), maximum: .milliseconds(4), longestWait: .seconds(5))
-
-/// A device of its own (private Secret Service) signed in to `cloud`, with the account's escrow.
-private func member(_ cloud: URL) throws -> (PrivateSecretService, Device) {
-    let service = try PrivateSecretService.start()
-    return (service, service.device(cloud: cloud, retryPolicy: quick))
-}
-
 private func text(_ bytes: SecureBytes) -> String {
     bytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
 }

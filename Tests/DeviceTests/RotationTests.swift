@@ -5,25 +5,6 @@ import Testing
 
 @testable import Device
 
-private func code(_ body: () throws -> Void) -> DeviceError.Code? {
-    do {
-        try body()
-        return nil
-    } catch let error as DeviceError {
-        return error.code
-    } catch {
-        return nil
-    }
-}
-
-private let quick = RetryPolicy(
-    base: .milliseconds(1), maximum: .milliseconds(4), longestWait: .seconds(5))
-
-private func member(_ cloud: URL) throws -> (PrivateSecretService, Device) {
-    let service = try PrivateSecretService.start()
-    return (service, service.device(cloud: cloud, retryPolicy: quick))
-}
-
 private let keyValue = CloudObjects.kind("kv-")
 
 /// Writes one key-value object for `app` through a session, as the store does.
