@@ -34,7 +34,8 @@ let package = Package(
         .target(
             name: "CKeepsakeTPMShims", dependencies: ["CTSS2"],
             linkerSettings: [
-                .linkedLibrary("tss2-esys"), .linkedLibrary("tss2-tctildr"), .linkedLibrary("tss2-rc"),
+                .linkedLibrary("tss2-esys"), .linkedLibrary("tss2-tctildr"),
+                .linkedLibrary("tss2-rc"),
             ]),
 
         // Knows D-Bus and libsecret, nothing about keychains.
@@ -59,10 +60,13 @@ let package = Package(
             name: "RecoveryHint",
             dependencies: ["Keychain", "BlockStore", "KeyValueStore", "Preferences", "Device"]),
         // Apple-source-compatible surface: SecItem*, kSec* constants, CF aliases.
-        .target(name: "Security", dependencies: ["Keychain", "Device", "Sealing"]),
+        .target(
+            name: "Security",
+            dependencies: ["Keychain", "Device", "Sealing", "LocalAuthentication"]),
         // Apple's LocalAuthentication names (LAContext, LAPolicy, LAError), as far as they mean
-        // something on Linux. Knows nothing of keychains.
-        .target(name: "LocalAuthentication"),
+        // something on Linux. Knows nothing of keychains: it holds the credentials a use of a
+        // protected item is given.
+        .target(name: "LocalAuthentication", dependencies: ["Sealing"]),
         // The private Secret Service harness and throwaway devices (tests, demo, benchmarks).
         .target(
             name: "KeepsakeTestSupport",

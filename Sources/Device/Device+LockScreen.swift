@@ -89,6 +89,8 @@ extension Device {
             var (path, record) = try records.load()
             let hadKnowledgeFactor = record.kind.hasKnowledgeFactor
             var keys: [ProtectionClass: SecureBytes]
+            // Kept through a passcode change, like the class keys; gone with the passcode.
+            var presence: SecureBytes?
             if hadKnowledgeFactor {
                 guard let currentPasscode else {
                     throw DeviceError(.authFailed, "the current passcode is required")
@@ -96,12 +98,14 @@ extension Device {
                 let proof = try prove(currentPasscode)
                 (path, record) = (proof.path, proof.record)
                 keys = try PasscodeKeys.unwrap(record.wrappedKeys, kek: proof.kek)
+                presence = try PasscodeKeys.unwrapPresence(record.wrappedKeys, kek: proof.kek)
             } else {
                 keys = try PasscodeKeys.unwrap(
                     record.wrappedKeys,
                     kek: PasscodeKeys.deviceKEK(SecureBytes(copying: record.deviceSecret)))
             }
             if newPasscode != nil {
+                if presence == nil { presence = SecureBytes(randomCount: 32) }
                 if keys[.whenPasscodeSetThisDeviceOnly] == nil {
                     keys[.whenPasscodeSetThisDeviceOnly] = SecureBytes(
                         randomCount: Envelope.keyLength)
@@ -112,7 +116,9 @@ extension Device {
             var updated = record
             updated.kind = kind
             let oldSlot = record.tpm
-            try seal(keys, passcode: newPasscode, into: &updated)
+            try seal(
+                keys, presence: newPasscode == nil ? nil : presence, passcode: newPasscode,
+                into: &updated)
             if newPasscode == nil { updated.wrappedCloudKey = nil }  // no E2EE: the cloud key goes
             // A new passcode rotates the account key (below); until that is done, the next
             // unlock tries again.
@@ -159,13 +165,20 @@ extension Device {
             var (path, record) = (proof.path, proof.record)
             let keys = try PasscodeKeys.unwrap(record.wrappedKeys, kek: proof.kek)
             try runtime().store(keys)
+            let presence = try PasscodeKeys.unwrapPresence(record.wrappedKeys, kek: proof.kek)
             if record.version < 2 || (record.cost.map { $0.isBelow(passcodeCost) } ?? true) {
                 let oldSlot = record.tpm
                 var upgraded = record
-                try seal(keys, passcode: passcode, into: &upgraded)
+                try seal(
+                    keys, presence: presence ?? SecureBytes(randomCount: 32), passcode: passcode,
+                    into: &upgraded)
                 path = try records.store(upgraded, replacing: path)
                 if let oldSlot, oldSlot != upgraded.tpm { destroySlot(oldSlot) }
                 record = upgraded
+            } else if presence == nil {
+                // A passcode set before presence keys existed: made at this unlock.
+                record.setPresence(SecureBytes(randomCount: 32), kek: proof.kek)
+                path = try records.store(record, replacing: path)
             }
             if cloud != nil, let kept = try? maintainCloudKey(&record, passcode: passcode) {
                 if kept.changed { try records.store(record, replacing: path) }
@@ -173,6 +186,42 @@ extension Device {
             }
         }
         return createdRecoveryKey
+    }
+
+    /// The public key that items needing the passcode at each use (`.devicePasscode`,
+    /// `.userPresence`) are sealed to: adding one needs no passcode.
+    ///
+    /// - Throws: `.authFailed` on a device without a passcode; `.interactionNotAllowed` when the
+    ///   passcode predates presence keys and the device has not been unlocked since.
+    package func presencePublicKey() throws(DeviceError) -> Data {
+        let record = try records.load().record
+        guard record.kind.hasKnowledgeFactor else {
+            throw DeviceError(.authFailed, "no passcode is set on this device")
+        }
+        guard let key = record.presencePublicKey else {
+            throw DeviceError(.interactionNotAllowed, "unlock the device once first")
+        }
+        return key
+    }
+
+    /// The presence secret key, for one use of an item that needs the passcode at each use: the
+    /// passcode is proved as an unlock proves it — counted by the same guess limit, on the TPM
+    /// where there is one. The key is never kept in runtime state, so an unlocked device alone
+    /// does not open such items.
+    ///
+    /// - Throws: `.authFailed` for a wrong passcode or a device without one; the guess limit's
+    ///   errors as for `unlock`.
+    package func presenceSecretKey(passcode: SecureBytes) throws(DeviceError) -> SecureBytes {
+        guard try lockScreenKind().hasKnowledgeFactor else {
+            throw DeviceError(.authFailed, "no passcode is set on this device")
+        }
+        return try guessLimit.exclusively { () throws(DeviceError) in
+            let proof = try prove(passcode)
+            guard
+                let seed = try PasscodeKeys.unwrapPresence(proof.record.wrappedKeys, kek: proof.kek)
+            else { throw DeviceError(.interactionNotAllowed, "unlock the device once first") }
+            return SealedBox.keyPair(seed: seed).secretKey
+        }
     }
 
     /// Locks: the `WhenUnlocked…` class keys are dropped from runtime state.
@@ -311,8 +360,8 @@ extension Device {
     /// Wraps `keys` for `passcode` (nil: no knowledge factor) at this device's cost: a new salt,
     /// and on a TPM device a new TPM slot (the old one stays until the record is stored).
     private func seal(
-        _ keys: [ProtectionClass: SecureBytes], passcode: SecureBytes?,
-        into record: inout DeviceRecord
+        _ keys: [ProtectionClass: SecureBytes], presence: SecureBytes? = nil,
+        passcode: SecureBytes?, into record: inout DeviceRecord
     ) throws(DeviceError) {
         let deviceSecret = SecureBytes(copying: record.deviceSecret)
         let kek: SecureBytes
@@ -347,6 +396,8 @@ extension Device {
             kek = PasscodeKeys.deviceKEK(deviceSecret)
         }
         record.wrappedKeys = PasscodeKeys.wrap(keys, kek: kek)
+        record.presencePublicKey = nil
+        if let presence, passcode != nil { record.setPresence(presence, kek: kek) }
         record.version = 2
         record.failures = 0
         record.notBefore = 0

@@ -39,6 +39,15 @@ struct DeviceRecord: Codable, Sendable {
     /// The passcode changed while the account key could not be rotated (the cloud unreachable):
     /// the next unlock rotates it.
     var rotationPending: Bool?
+    /// The public half of the presence key pair (its seed is in `wrappedKeys`, under the KEK):
+    /// items that need the passcode at each use are sealed to it. Only while a passcode is set.
+    var presencePublicKey: Data?
+
+    /// Keeps `seed` as the presence key, wrapped under `kek`, and its public key.
+    mutating func setPresence(_ seed: SecureBytes, kek: SecureBytes) {
+        wrappedKeys[PasscodeKeys.presenceEntry] = PasscodeKeys.wrapPresence(seed, kek: kek)
+        presencePublicKey = SealedBox.keyPair(seed: seed).publicKey
+    }
 
     /// The device's stable public identifier (names its runtime keyring and TPM slot): a hash of
     /// the device secret, so it needs no storage of its own.

@@ -91,7 +91,7 @@ package enum PasscodeKeys {
         -> [ProtectionClass: SecureBytes]
     {
         var keys: [ProtectionClass: SecureBytes] = [:]
-        for (raw, envelope) in wrapped {
+        for (raw, envelope) in wrapped where raw != presenceEntry {
             guard let protection = ProtectionClass(rawValue: raw) else {
                 throw DeviceError(.corrupt, "unknown class in device state")
             }
@@ -103,5 +103,32 @@ package enum PasscodeKeys {
             }
         }
         return keys
+    }
+
+    // MARK: - The presence key
+
+    /// Where the presence seed sits beside the class keys in `wrappedKeys`: wrapped under the same
+    /// KEK, so only a proved passcode opens it, but never put in runtime state. Its X25519 key
+    /// pair (`SealedBox.keyPair(seed:)`) seals the item keys of items that need the passcode at
+    /// each use; the public half is in the record, so such items are added without the passcode.
+    package static let presenceEntry = "presence"
+    private static let presenceAssociatedData = Data("keepsake.presencekey.v1".utf8)
+
+    static func wrapPresence(_ seed: SecureBytes, kek: SecureBytes) -> Data {
+        seed.withUnsafeBytes {
+            Envelope.seal($0, key: kek, associatedData: presenceAssociatedData)
+        }
+    }
+
+    /// The presence seed in `wrapped`, nil when the device has none yet.
+    static func unwrapPresence(_ wrapped: [String: Data], kek: SecureBytes) throws(DeviceError)
+        -> SecureBytes?
+    {
+        guard let envelope = wrapped[presenceEntry] else { return nil }
+        do {
+            return try Envelope.open(envelope, key: kek, associatedData: presenceAssociatedData)
+        } catch {
+            throw DeviceError(.corrupt, "the presence key does not open", underlying: error)
+        }
     }
 }

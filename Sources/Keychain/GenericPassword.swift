@@ -1,4 +1,5 @@
 import Foundation
+import Sealing
 
 /// The data-protection classes of `kSecAttrAccessible`, with Apple's raw values.
 public enum Accessibility: String, Sendable, Hashable, CaseIterable, Codable {
@@ -47,9 +48,99 @@ public enum SynchronizableMatch: Sendable, Hashable {
     }
 }
 
-/// The attributes of one generic-password item (`kSecClassGenericPassword`).
+/// The password classes the Keychain holds, with Apple's `kSecClass` values.
+public enum ItemClass: String, Sendable, Hashable, CaseIterable {
+    case genericPassword = "genp"
+    case internetPassword = "inet"
+}
+
+/// What an internet password (`kSecClassInternetPassword`) has besides a generic password's
+/// attributes: with the account, access group and synchronizable flag, its primary key (Apple's:
+/// account, security domain, server, protocol, authentication type, port, path). Absent values
+/// are Apple's: empty strings and port 0.
+public struct InternetLocation: Sendable, Hashable, Codable {
+    public var server: String
+    public var port: Int
+    public var path: String
+    /// `kSecAttrProtocol`'s value (Apple's four-character codes: `htps`, `ftp `, …).
+    public var internetProtocol: String
+    /// `kSecAttrAuthenticationType`'s value (`dflt`, `http`, `form`, …).
+    public var authenticationType: String
+    public var securityDomain: String
+
+    public init(
+        server: String = "", port: Int = 0, path: String = "", internetProtocol: String = "",
+        authenticationType: String = "", securityDomain: String = ""
+    ) {
+        self.server = server
+        self.port = port
+        self.path = path
+        self.internetProtocol = internetProtocol
+        self.authenticationType = authenticationType
+        self.securityDomain = securityDomain
+    }
+}
+
+/// Constraints on each use of an item's secret, with the raw values of Apple's
+/// `SecAccessControlCreateFlags`. Several constraints must all be met unless `or` is given.
 ///
-/// Primary key: access group + service + account + synchronizable.
+/// On Linux: `devicePasscode` and `userPresence` (biometry or passcode; no biometric hardware is
+/// used, so the passcode) need the device passcode at each use, counted by the lock screen's
+/// guess limit; `applicationPassword` needs the app's password; biometry and companion
+/// constraints can never be met, as on a Mac without that hardware.
+public struct AccessConstraints: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt64
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+
+    public static let userPresence = AccessConstraints(rawValue: 1 << 0)
+    public static let biometryAny = AccessConstraints(rawValue: 1 << 1)
+    public static let biometryCurrentSet = AccessConstraints(rawValue: 1 << 3)
+    public static let devicePasscode = AccessConstraints(rawValue: 1 << 4)
+    public static let companion = AccessConstraints(rawValue: 1 << 5)
+    public static let or = AccessConstraints(rawValue: 1 << 14)
+    public static let and = AccessConstraints(rawValue: 1 << 15)
+    public static let privateKeyUsage = AccessConstraints(rawValue: 1 << 30)
+    public static let applicationPassword = AccessConstraints(rawValue: 1 << 31)
+
+    /// Every flag Apple defines.
+    public static let known: AccessConstraints = [
+        .userPresence, .biometryAny, .biometryCurrentSet, .devicePasscode, .companion, .or, .and,
+        .privateKeyUsage, .applicationPassword,
+    ]
+    /// Constraints that need a credential at each use (all but the conjunctions).
+    var uses: AccessConstraints { subtracting([.or, .and]) }
+}
+
+/// What a use of a protected item is given (Apple: the `LAContext` of
+/// `kSecUseAuthenticationContext`, and `kSecUseAuthenticationUI`).
+public struct ItemAuthentication: Sendable {
+    /// The device passcode, for `devicePasscode` / `userPresence` items. Each use is one counted
+    /// passcode attempt.
+    public var passcode: SecureBytes?
+    /// The app's password, for `applicationPassword` items.
+    public var applicationPassword: SecureBytes?
+    /// `kSecUseAuthenticationUISkip`: queries leave out items that would need a credential they
+    /// were not given, instead of failing.
+    public var skipItemsNeedingAuthentication: Bool
+
+    public init(
+        passcode: SecureBytes? = nil, applicationPassword: SecureBytes? = nil,
+        skipItemsNeedingAuthentication: Bool = false
+    ) {
+        self.passcode = passcode
+        self.applicationPassword = applicationPassword
+        self.skipItemsNeedingAuthentication = skipItemsNeedingAuthentication
+    }
+
+    public static let none = ItemAuthentication()
+}
+
+/// The attributes of one keychain password item: a generic password (`kSecClassGenericPassword`)
+/// or, when `internet` is set, an internet password (`kSecClassInternetPassword`).
+///
+/// Primary key: access group + service + account + synchronizable for a generic password; access
+/// group + account + `internet` + synchronizable for an internet password (which has no service
+/// and no `generic`).
 public struct GenericPasswordAttributes: Sendable, Hashable {
     public var service: String
     public var account: String
@@ -61,6 +152,10 @@ public struct GenericPasswordAttributes: Sendable, Hashable {
     public var comment: String?
     public var itemDescription: String?
     public var generic: Data?
+    /// Set for an internet password.
+    public var internet: InternetLocation?
+    /// Constraints on each use of the secret (`kSecAttrAccessControl`); empty for none.
+    public var accessControl: AccessConstraints
     /// Set by the Keychain; ignored on add.
     public internal(set) var creationDate: Date?
     /// Set by the Keychain; ignored on add.
@@ -70,7 +165,8 @@ public struct GenericPasswordAttributes: Sendable, Hashable {
         service: String = "", account: String = "", accessGroup: String? = nil,
         synchronizable: Bool = false, accessible: Accessibility = .whenUnlocked,
         label: String? = nil, comment: String? = nil, itemDescription: String? = nil,
-        generic: Data? = nil
+        generic: Data? = nil, internet: InternetLocation? = nil,
+        accessControl: AccessConstraints = []
     ) {
         self.service = service
         self.account = account
@@ -81,7 +177,11 @@ public struct GenericPasswordAttributes: Sendable, Hashable {
         self.comment = comment
         self.itemDescription = itemDescription
         self.generic = generic
+        self.internet = internet
+        self.accessControl = accessControl
     }
+
+    public var itemClass: ItemClass { internet == nil ? .genericPassword : .internetPassword }
 }
 
 /// One item as a query returns it: attributes, and the secret when it was asked for.
@@ -108,14 +208,32 @@ public struct GenericPasswordQuery: Sendable, Hashable {
     public var generic: Data?
     /// Only the item with this persistent id (`GenericPasswordItem.persistentID`).
     public var persistentID: String?
+    /// Generic passwords unless asked otherwise; the fields below apply to internet passwords.
+    public var itemClass: ItemClass
+    public var server: String?
+    public var port: Int?
+    public var path: String?
+    public var internetProtocol: String?
+    public var authenticationType: String?
+    public var securityDomain: String?
 
     public init(
         service: String? = nil, account: String? = nil, accessGroup: String? = nil,
         synchronizable: SynchronizableMatch = .no, accessible: Accessibility? = nil,
         label: String? = nil, comment: String? = nil, itemDescription: String? = nil,
-        generic: Data? = nil, persistentID: String? = nil
+        generic: Data? = nil, persistentID: String? = nil,
+        itemClass: ItemClass = .genericPassword, server: String? = nil, port: Int? = nil,
+        path: String? = nil, internetProtocol: String? = nil, authenticationType: String? = nil,
+        securityDomain: String? = nil
     ) {
         self.persistentID = persistentID
+        self.itemClass = itemClass
+        self.server = server
+        self.port = port
+        self.path = path
+        self.internetProtocol = internetProtocol
+        self.authenticationType = authenticationType
+        self.securityDomain = securityDomain
         self.service = service
         self.account = account
         self.accessGroup = accessGroup
@@ -128,7 +246,19 @@ public struct GenericPasswordQuery: Sendable, Hashable {
     }
 
     func matches(_ item: GenericPasswordAttributes) -> Bool {
-        (service == nil || service == item.service)
+        guard item.itemClass == itemClass else { return false }
+        if let internet = item.internet {
+            guard
+                (server == nil || server == internet.server)
+                    && (port == nil || port == internet.port)
+                    && (path == nil || path == internet.path)
+                    && (internetProtocol == nil || internetProtocol == internet.internetProtocol)
+                    && (authenticationType == nil
+                        || authenticationType == internet.authenticationType)
+                    && (securityDomain == nil || securityDomain == internet.securityDomain)
+            else { return false }
+        }
+        return (service == nil || service == item.service)
             && (account == nil || account == item.account)
             && (accessGroup == nil || accessGroup == item.accessGroup)
             && synchronizable.matches(item.synchronizable)
@@ -151,14 +281,29 @@ public struct GenericPasswordChanges: Sendable, Hashable {
     public var comment: String?
     public var itemDescription: String?
     public var generic: Data?
+    /// Internet passwords only: each non-nil field replaces the item's.
+    public var server: String?
+    public var port: Int?
+    public var path: String?
+    public var internetProtocol: String?
+    public var authenticationType: String?
+    public var securityDomain: String?
     public var data: Data?
 
     public init(
         service: String? = nil, account: String? = nil, accessGroup: String? = nil,
         synchronizable: Bool? = nil, accessible: Accessibility? = nil, label: String? = nil,
         comment: String? = nil, itemDescription: String? = nil, generic: Data? = nil,
-        data: Data? = nil
+        server: String? = nil, port: Int? = nil, path: String? = nil,
+        internetProtocol: String? = nil, authenticationType: String? = nil,
+        securityDomain: String? = nil, data: Data? = nil
     ) {
+        self.server = server
+        self.port = port
+        self.path = path
+        self.internetProtocol = internetProtocol
+        self.authenticationType = authenticationType
+        self.securityDomain = securityDomain
         self.service = service
         self.account = account
         self.accessGroup = accessGroup
@@ -184,6 +329,15 @@ public struct GenericPasswordChanges: Sendable, Hashable {
         if let comment { changed.comment = comment }
         if let itemDescription { changed.itemDescription = itemDescription }
         if let generic { changed.generic = generic }
+        if var internet = changed.internet {
+            if let server { internet.server = server }
+            if let port { internet.port = port }
+            if let path { internet.path = path }
+            if let internetProtocol { internet.internetProtocol = internetProtocol }
+            if let authenticationType { internet.authenticationType = authenticationType }
+            if let securityDomain { internet.securityDomain = securityDomain }
+            changed.internet = internet
+        }
         return changed
     }
 }

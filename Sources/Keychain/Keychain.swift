@@ -44,7 +44,15 @@ public final class Keychain: Sendable {
     ///
     /// - Throws: `errSecDuplicateItem` when the primary key exists, `errSecMissingEntitlement` for
     ///   a group the app is not entitled to, `errSecParam` for bad input, and nothing is written.
-    public func add(_ attributes: GenericPasswordAttributes, data: Data) throws(KeychainError) {
+    ///   An item with access constraints is sealed for them (`ProtectedData`): a passcode
+    ///   constraint needs no passcode to add (the device must have one), an app-password
+    ///   constraint needs `authentication.applicationPassword`.
+    /// - Returns: the new item's persistent id.
+    @discardableResult
+    public func add(
+        _ attributes: GenericPasswordAttributes, data: Data,
+        authentication: ItemAuthentication = .none
+    ) throws(KeychainError) -> String {
         var attributes = attributes
         try Validation.check(attributes)
         try Validation.check(data: data)
@@ -55,8 +63,10 @@ public final class Keychain: Sendable {
         let now = Self.now()
         attributes.creationDate = now
         attributes.modificationDate = now
-        let record = StoredRecord(id: UUID().uuidString, attributes: attributes, data: data)
-        let keyAttributes = Self.keyAttributes(record.key)
+        let record = StoredRecord(
+            id: UUID().uuidString, attributes: attributes,
+            data: try protect(data, attributes.accessControl, authentication))
+        let keyAttributes = record.key.searchAttributes
         let classKey = try classKey(attributes.accessible)
 
         // The Secret Service has no unique constraint: the device's processes add (and rename
@@ -69,6 +79,7 @@ public final class Keychain: Sendable {
         if !(try unlockedItems(keyAttributes)).isEmpty { throw Self.duplicate }
 
         _ = try create(record, sealedWith: classKey)
+        return record.id
     }
 
     /// The device's lock for writes that could give two items one primary key (an flock in the
@@ -87,11 +98,20 @@ public final class Keychain: Sendable {
     ///   - limit: `.one` returns the first match (`kSecMatchLimitOne`), `.all` every match.
     ///   - returnData: whether to include each item's secret.
     /// - Throws: `errSecItemNotFound` when nothing matches.
+    ///   - authentication: the credentials for the secrets of items with access constraints
+    ///     (read only when `returnData`; one counted passcode attempt per call).
+    /// - Throws: `errSecItemNotFound` when nothing matches; for a secret whose constraints need a
+    ///   credential that was not given `errSecInteractionNotAllowed` (nobody can be asked), or
+    ///   the item is left out under `skipItemsNeedingAuthentication`; `errSecAuthFailed` for a
+    ///   wrong credential.
     public func items(
-        matching query: GenericPasswordQuery, limit: MatchLimit = .one, returnData: Bool = true
+        matching query: GenericPasswordQuery, limit: MatchLimit = .one, returnData: Bool = true,
+        authentication: ItemAuthentication = .none
     ) throws(KeychainError) -> [GenericPasswordItem] {
+        var opener = Opener(keychain: self, authentication: authentication)
         if limit == .one, let hot = try hotRead(query) {
-            return [Self.item(hot, returnData: returnData)]
+            if let item = try opener.item(hot, returnData: returnData) { return [item] }
+            throw Self.notFound
         }
         let matches = Self.winners(try find(query))
         guard let first = matches.first else { throw Self.notFound }
@@ -99,26 +119,37 @@ public final class Keychain: Sendable {
             let protection = ProtectionClass(rawValue: first.record.attributes.accessible.rawValue)!
             pathCache.withLock { $0[query] = (first.path, protection) }
         }
-        let selected = limit == .one ? [first] : matches
-        return selected.map { Self.item($0.record, returnData: returnData) }
+        var items: [GenericPasswordItem] = []
+        for match in matches {
+            guard let item = try opener.item(match.record, returnData: returnData) else { continue }
+            items.append(item)
+            if limit == .one { break }
+        }
+        guard !items.isEmpty else { throw Self.notFound }
+        return items
     }
 
     /// The first item matching `query`, with its secret.
-    public func item(matching query: GenericPasswordQuery) throws(KeychainError)
-        -> GenericPasswordItem
-    {
-        try items(matching: query, limit: .one, returnData: true)[0]
+    public func item(
+        matching query: GenericPasswordQuery, authentication: ItemAuthentication = .none
+    ) throws(KeychainError) -> GenericPasswordItem {
+        try items(matching: query, limit: .one, returnData: true, authentication: authentication)[
+            0]
     }
 
     /// The secret of the first item matching `query`.
-    public func data(matching query: GenericPasswordQuery) throws(KeychainError) -> Data {
-        try item(matching: query).data ?? Data()
+    public func data(
+        matching query: GenericPasswordQuery, authentication: ItemAuthentication = .none
+    ) throws(KeychainError) -> Data {
+        try item(matching: query, authentication: authentication).data ?? Data()
     }
 
     /// The secret of the first item matching `query`, or nil when there is none.
-    public func dataIfPresent(matching query: GenericPasswordQuery) throws(KeychainError) -> Data? {
+    public func dataIfPresent(
+        matching query: GenericPasswordQuery, authentication: ItemAuthentication = .none
+    ) throws(KeychainError) -> Data? {
         do {
-            return try data(matching: query)
+            return try data(matching: query, authentication: authentication)
         } catch {
             if error.status == KeychainStatus.itemNotFound { return nil }
             throw error
@@ -130,9 +161,12 @@ public final class Keychain: Sendable {
     /// Changes every item matching `query`. Mirrors `SecItemUpdate`: the creation date is kept,
     /// the modification date moves; a change that would give two items one primary key fails
     /// with `errSecDuplicateItem` and changes nothing.
-    public func update(matching query: GenericPasswordQuery, with changes: GenericPasswordChanges)
-        throws(KeychainError)
-    {
+    ///
+    /// New data for an item with access constraints needs its credentials, as a read does.
+    public func update(
+        matching query: GenericPasswordQuery, with changes: GenericPasswordChanges,
+        authentication: ItemAuthentication = .none
+    ) throws(KeychainError) {
         guard !changes.isEmpty else {
             throw KeychainError(KeychainStatus.param, "nothing to update")
         }
@@ -144,13 +178,22 @@ public final class Keychain: Sendable {
         let now = Self.now()
         var planned: [(old: Match, new: StoredRecord)] = []
         var newKeys = Set<PrimaryKey>()
+        var opener = Opener(keychain: self, authentication: authentication)
         for match in matches {
+            try Validation.check(changes, for: match.record.attributes)
             var attributes = changes.applied(to: match.record.attributes)
             try Validation.checkClass(attributes)
             attributes.modificationDate = now
-            let record = StoredRecord(
-                id: match.record.id, attributes: attributes, data: changes.data ?? match.record.data
-            )
+            var data = match.record.data
+            if let newData = changes.data {
+                let constraints = attributes.accessControl
+                if !constraints.uses.isEmpty {
+                    // The credentials are proved on the old secret before a new one is sealed.
+                    _ = try opener.open(match.record)
+                }
+                data = try protect(newData, constraints, authentication)
+            }
+            let record = StoredRecord(id: match.record.id, attributes: attributes, data: data)
             guard newKeys.insert(record.key).inserted else { throw Self.duplicate }
             planned.append((match, record))
         }
@@ -161,7 +204,7 @@ public final class Keychain: Sendable {
         defer { withExtendedLifetime(lock) {} }
         for (old, new) in planned where new.key != old.record.key {
             let existing = try secretServiceCall { () throws(SecretServiceError) in
-                try secretService.search(Self.keyAttributes(new.key))
+                try secretService.search(new.key.searchAttributes)
             }
             if !existing.locked.isEmpty { throw Self.locked }
             if existing.unlocked.contains(where: { !matchedPaths.contains($0) }) {
@@ -230,10 +273,14 @@ public final class Keychain: Sendable {
             groups = app.accessGroups
         }
         let attributes = SecretServiceSchema.attributes(
-            accessGroup: groups.count == 1 ? groups[0] : nil, service: query.service,
-            account: query.account,
+            itemClass: query.itemClass, accessGroup: groups.count == 1 ? groups[0] : nil,
+            service: query.service, account: query.account,
             synchronizable: query.synchronizable == .any ? nil : query.synchronizable == .yes,
-            accessible: query.accessible)
+            accessible: query.accessible,
+            internet: InternetIndex(
+                server: query.server, port: query.port, path: query.path,
+                internetProtocol: query.internetProtocol,
+                authenticationType: query.authenticationType, securityDomain: query.securityDomain))
         var indexed = attributes
         indexed[SecretServiceSchema.itemID] = query.persistentID
         return (groups, indexed)
@@ -374,7 +421,7 @@ public final class Keychain: Sendable {
         }
     }
 
-    private func deviceCall<R>(_ body: () throws(DeviceError) -> R) throws(KeychainError) -> R {
+    fileprivate func deviceCall<R>(_ body: () throws(DeviceError) -> R) throws(KeychainError) -> R {
         do { return try body() } catch { throw KeychainError(error) }
     }
 
@@ -392,16 +439,95 @@ public final class Keychain: Sendable {
         do { return try body() } catch { throw KeychainError(error) }
     }
 
-    private static func keyAttributes(_ key: PrimaryKey) -> [String: String] {
-        SecretServiceSchema.attributes(
-            accessGroup: key.accessGroup, service: key.service, account: key.account,
-            synchronizable: key.synchronizable, accessible: nil)
+    // MARK: - Access constraints
+
+    /// `data` as a record of an item with `constraints` holds it: itself when there are none,
+    /// else sealed for them (`ProtectedData`).
+    private func protect(
+        _ data: Data, _ constraints: AccessConstraints, _ authentication: ItemAuthentication
+    ) throws(KeychainError) -> Data {
+        guard !constraints.uses.isEmpty else { return data }
+        var credentials = ProtectedData.Credentials(
+            applicationPassword: authentication.applicationPassword)
+        if !constraints.uses.isDisjoint(with: [.devicePasscode, .userPresence]) {
+            credentials.presencePublicKey = try deviceCall { () throws(DeviceError) in
+                try device.presencePublicKey()
+            }
+        }
+        return try ProtectedData.seal(
+            data, constraints: constraints, credentials: credentials, cost: device.passcodeCost)
     }
 
-    private static func item(_ record: StoredRecord, returnData: Bool) -> GenericPasswordItem {
-        GenericPasswordItem(
-            attributes: record.attributes, data: returnData ? record.data : nil,
-            persistentID: record.id)
+    /// Turns records into items for one call: opens protected secrets with the call's
+    /// credentials, proving the passcode at most once.
+    private struct Opener {
+        let keychain: Keychain
+        let authentication: ItemAuthentication
+        var presence: (publicKey: Data, secretKey: SecureBytes)?
+
+        init(keychain: Keychain, authentication: ItemAuthentication) {
+            self.keychain = keychain
+            self.authentication = authentication
+        }
+
+        /// The item, its secret opened when asked for; nil when it needs a credential not given
+        /// and the caller said to skip such items.
+        mutating func item(_ record: StoredRecord, returnData: Bool) throws(KeychainError)
+            -> GenericPasswordItem?
+        {
+            var data: Data?
+            if returnData {
+                do { data = try open(record) } catch {
+                    if error.status == KeychainStatus.interactionNotAllowed,
+                        authentication.skipItemsNeedingAuthentication
+                    {
+                        return nil
+                    }
+                    throw error
+                }
+            }
+            return GenericPasswordItem(
+                attributes: record.attributes, data: data, persistentID: record.id)
+        }
+
+        /// The record's secret in clear.
+        mutating func open(_ record: StoredRecord) throws(KeychainError) -> Data {
+            let constraints = record.attributes.accessControl
+            guard !constraints.uses.isEmpty else { return record.data }
+            let needsPasscode = !constraints.uses.isDisjoint(with: [.devicePasscode, .userPresence])
+            let needsPassword = constraints.uses.contains(.applicationPassword)
+            let given =
+                (needsPasscode && authentication.passcode != nil)
+                || (needsPassword && authentication.applicationPassword != nil)
+            let enough =
+                constraints.contains(.or)
+                ? given
+                : (!needsPasscode || authentication.passcode != nil)
+                    && (!needsPassword || authentication.applicationPassword != nil)
+            if !enough && (needsPasscode || needsPassword) {
+                throw KeychainError(
+                    KeychainStatus.interactionNotAllowed,
+                    "this item needs \(needsPasscode ? "the device passcode" : "the app's password") at each use (LAContext), and no one can be asked"
+                )
+            }
+            var credentials = ProtectedData.Credentials(
+                applicationPassword: authentication.applicationPassword)
+            if needsPasscode, let passcode = authentication.passcode {
+                if presence == nil {
+                    let device = keychain.device
+                    presence = try keychain.deviceCall { () throws(DeviceError) in
+                        (
+                            try device.presencePublicKey(),
+                            try device.presenceSecretKey(passcode: passcode)
+                        )
+                    }
+                }
+                credentials.presencePublicKey = presence?.publicKey
+                credentials.presenceSecretKey = presence?.secretKey
+            }
+            return try ProtectedData.open(
+                record.data, constraints: constraints, credentials: credentials)
+        }
     }
 
     /// Now, at the millisecond precision items are stored with.
@@ -420,12 +546,14 @@ extension Keychain {
     /// Deletes every `WhenPasscodeSetThisDeviceOnly` item of every app on the device, as Apple
     /// does when the passcode is removed. (Their class key is already destroyed by then.)
     public static func deleteItemsRequiringPasscode(on device: Device) throws(KeychainError) {
-        let attributes = SecretServiceSchema.attributes(
-            accessGroup: nil, service: nil, account: nil, synchronizable: nil,
-            accessible: .whenPasscodeSetThisDeviceOnly)
         do {
-            for path in try device.secretService.search(attributes).unlocked {
-                try device.secretService.deleteItem(at: path)
+            for itemClass in ItemClass.allCases {
+                let attributes = SecretServiceSchema.attributes(
+                    itemClass: itemClass, accessGroup: nil, service: nil, account: nil,
+                    synchronizable: nil, accessible: .whenPasscodeSetThisDeviceOnly)
+                for path in try device.secretService.search(attributes).unlocked {
+                    try device.secretService.deleteItem(at: path)
+                }
             }
         } catch {
             throw KeychainError(error)

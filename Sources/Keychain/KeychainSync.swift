@@ -48,19 +48,24 @@ public struct KeychainSync: Sendable {
 
         // Local synchronizable items.
         let secretService = device.secretService
-        let found: SearchResult
-        do {
-            found = try secretService.search([
-                "xdg:schema": SecretServiceSchema.name, SecretServiceSchema.synchronizable: "true",
-            ])
-        } catch {
-            throw KeychainError(error)
+        var unlocked: [ItemPath] = []
+        for itemClass in ItemClass.allCases {
+            let found: SearchResult
+            do {
+                found = try secretService.search([
+                    SecretServiceSchema.schema: SecretServiceSchema.schemaName(itemClass),
+                    SecretServiceSchema.synchronizable: "true",
+                ])
+            } catch {
+                throw KeychainError(error)
+            }
+            if !found.locked.isEmpty { throw Keychain.locked }
+            unlocked += found.unlocked
         }
-        if !found.locked.isEmpty { throw Keychain.locked }
         var read: Device.KeyedRead
-        do { read = try device.read(found.unlocked) } catch { throw KeychainError(error) }
+        do { read = try device.read(unlocked) } catch { throw KeychainError(error) }
         var local: [String: Local] = [:]
-        for path in found.unlocked {
+        for path in unlocked {
             guard let bytes = read.secrets[path] else { continue }
             let sealed = try SealedItem.parse(bytes)
             let protection = sealed.protectionClass
@@ -202,7 +207,13 @@ public struct KeychainSync: Sendable {
         }
 
         func name(_ key: PrimaryKey) -> String {
-            objects.name(key.accessGroup, key.service, key.account)
+            guard let internet = key.internet else {
+                return objects.name(key.accessGroup, key.service, key.account)
+            }
+            return objects.name(
+                key.accessGroup, key.account, "internet", internet.server, String(internet.port),
+                internet.path, internet.internetProtocol, internet.authenticationType,
+                internet.securityDomain)
         }
 
         func seal(_ remote: SyncedItem, name: String) -> Data {
@@ -217,10 +228,7 @@ public struct KeychainSync: Sendable {
                 throw KeychainError(
                     KeychainStatus.decode, "a synced item does not open (tampered or corrupt)")
             }
-            let key = PrimaryKey(
-                accessGroup: remote.accessGroup, service: remote.service, account: remote.account,
-                synchronizable: true)
-            guard self.name(key) == name else {
+            guard self.name(remote.key) == name else {
                 throw KeychainError(
                     KeychainStatus.decode, "a synced item is stored under another name")
             }

@@ -6,8 +6,9 @@ import Sealing
 /// (they are in the clear attributes anyway) and the `StoredRecord` sealed under the class key.
 ///
 /// Format: magic `KSK2`, then `TLV` fields class (1), access group (2), service (3), account (4),
-/// synchronizable (5), envelope (6). The envelope's associated data is `keepsake.keychain.v1`,
-/// NUL, and the canonical encoding of fields 1–5: a sealed value moved to another item (another
+/// synchronizable (5), envelope (6), and for an internet password server (7), port (8), path (9),
+/// protocol (10), authentication type (11), security domain (12). The envelope's associated data is `keepsake.keychain.v1`,
+/// NUL, and the canonical encoding of the fields but 6: a sealed value moved to another item (another
 /// primary key, class or access group — which is the app's id by default) fails to open, and one
 /// whose clear header was edited fails too.
 struct SealedItem: Equatable {
@@ -26,6 +27,14 @@ struct SealedItem: Equatable {
         out.append(3, key.service.utf8)
         out.append(4, key.account.utf8)
         out.append(5, [key.synchronizable ? 1 : 0])
+        if let internet = key.internet {
+            out.append(7, internet.server)
+            out.append(8, Int64(internet.port))
+            out.append(9, internet.path)
+            out.append(10, internet.internetProtocol)
+            out.append(11, internet.authenticationType)
+            out.append(12, internet.securityDomain)
+        }
         return out
     }
 
@@ -45,7 +54,7 @@ struct SealedItem: Equatable {
 
     /// Parses the clear header; nothing is opened yet.
     static func parse(_ bytes: Data) throws(KeychainError) -> SealedItem {
-        let fields = try KeychainTLV.fields(bytes, magic: magic, knownTags: 1...6)
+        let fields = try KeychainTLV.fields(bytes, magic: magic, knownTags: 1...12)
         func string(_ tag: UInt8) throws(KeychainError) -> String {
             guard let field = fields[tag], let value = String(data: field, encoding: .utf8) else {
                 throw KeychainTLV.malformed("missing or invalid header field")
@@ -55,11 +64,21 @@ struct SealedItem: Equatable {
         guard let accessible = Accessibility(rawValue: try string(1)),
             let sync = fields[5], sync.count == 1, sync.first! <= 1, let envelope = fields[6]
         else { throw KeychainTLV.malformed("bad sealed item header") }
+        var internet: InternetLocation?
+        if fields[7] != nil {
+            guard let port = fields[8], port.count == 8 else {
+                throw KeychainTLV.malformed("bad port in header")
+            }
+            internet = InternetLocation(
+                server: try string(7), port: Int(port.reduce(0) { $0 << 8 | Int64($1) }),
+                path: try string(9), internetProtocol: try string(10),
+                authenticationType: try string(11), securityDomain: try string(12))
+        }
         return SealedItem(
             accessible: accessible,
             key: PrimaryKey(
                 accessGroup: try string(2), service: try string(3), account: try string(4),
-                synchronizable: sync.first! == 1),
+                synchronizable: sync.first! == 1, internet: internet),
             envelope: Data(envelope))
     }
 

@@ -10,8 +10,9 @@ import Sealing
 /// property round trip per item, and so that a cached object path can be validated (the record
 /// names its own primary key and id).
 enum SecretServiceSchema {
-    /// The documented, stable schema name (`xdg:schema` attribute).
+    /// The documented, stable schema names (`xdg:schema` attribute), one per item class.
     static let name = "org.keepsake.GenericPassword"
+    static let internetName = "org.keepsake.InternetPassword"
     // Documented, stable attribute names.
     static let schema = "xdg:schema"
     static let service = "service"
@@ -20,14 +21,35 @@ enum SecretServiceSchema {
     static let synchronizable = "synchronizable"
     static let accessible = "accessible"
     static let itemID = "keepsake-id"
+    // Internet passwords only.
+    static let server = "server"
+    static let port = "port"
+    static let path = "path"
+    static let internetProtocol = "protocol"
+    static let authenticationType = "authentication-type"
+    static let securityDomain = "security-domain"
+
+    static func schemaName(_ itemClass: ItemClass) -> String {
+        itemClass == .internetPassword ? internetName : name
+    }
 
     static func attributes(
-        accessGroup: String?, service: String?, account: String?, synchronizable: Bool?,
-        accessible: Accessibility?
+        itemClass: ItemClass = .genericPassword, accessGroup: String?, service: String?,
+        account: String?, synchronizable: Bool?, accessible: Accessibility?,
+        internet: InternetIndex = InternetIndex()
     ) -> [String: String] {
-        var attributes = [schema: name]
+        var attributes = [schema: schemaName(itemClass)]
         attributes[SecretServiceSchema.accessGroup] = accessGroup
-        attributes[SecretServiceSchema.service] = service
+        if itemClass == .internetPassword {
+            attributes[server] = internet.server
+            attributes[port] = internet.port.map(String.init)
+            attributes[path] = internet.path
+            attributes[internetProtocol] = internet.internetProtocol
+            attributes[authenticationType] = internet.authenticationType
+            attributes[securityDomain] = internet.securityDomain
+        } else {
+            attributes[SecretServiceSchema.service] = service
+        }
         attributes[SecretServiceSchema.account] = account
         attributes[SecretServiceSchema.synchronizable] = synchronizable.map {
             $0 ? "true" : "false"
@@ -37,12 +59,55 @@ enum SecretServiceSchema {
     }
 }
 
-/// The primary key of a generic password.
+/// The internet-password fields of a search: nil = any.
+struct InternetIndex {
+    var server: String?
+    var port: Int?
+    var path: String?
+    var internetProtocol: String?
+    var authenticationType: String?
+    var securityDomain: String?
+
+    init(
+        server: String? = nil, port: Int? = nil, path: String? = nil,
+        internetProtocol: String? = nil, authenticationType: String? = nil,
+        securityDomain: String? = nil
+    ) {
+        self.server = server
+        self.port = port
+        self.path = path
+        self.internetProtocol = internetProtocol
+        self.authenticationType = authenticationType
+        self.securityDomain = securityDomain
+    }
+
+    init(_ location: InternetLocation) {
+        self.init(
+            server: location.server, port: location.port, path: location.path,
+            internetProtocol: location.internetProtocol,
+            authenticationType: location.authenticationType,
+            securityDomain: location.securityDomain)
+    }
+}
+
+/// The primary key of a password: a generic password's (service), or an internet password's
+/// (`internet`, service empty).
 struct PrimaryKey: Hashable, Sendable {
     var accessGroup: String
     var service: String
     var account: String
     var synchronizable: Bool
+    var internet: InternetLocation? = nil
+
+    var itemClass: ItemClass { internet == nil ? .genericPassword : .internetPassword }
+
+    /// The Secret Service attributes that find every item with this key.
+    var searchAttributes: [String: String] {
+        SecretServiceSchema.attributes(
+            itemClass: itemClass, accessGroup: accessGroup, service: service, account: account,
+            synchronizable: synchronizable, accessible: nil,
+            internet: internet.map(InternetIndex.init) ?? InternetIndex())
+    }
 }
 
 /// The item as stored in the Secret Service's secret: a versioned, self-describing record.
@@ -60,14 +125,14 @@ struct StoredRecord: Sendable, Equatable {
     var key: PrimaryKey {
         PrimaryKey(
             accessGroup: attributes.accessGroup ?? "", service: attributes.service,
-            account: attributes.account, synchronizable: attributes.synchronizable)
+            account: attributes.account, synchronizable: attributes.synchronizable,
+            internet: attributes.internet)
     }
 
     /// The Secret Service attributes that index this record.
     var secretServiceAttributes: [String: String] {
-        var attributes = SecretServiceSchema.attributes(
-            accessGroup: key.accessGroup, service: key.service, account: key.account,
-            synchronizable: key.synchronizable, accessible: self.attributes.accessible)
+        var attributes = key.searchAttributes
+        attributes[SecretServiceSchema.accessible] = self.attributes.accessible.rawValue
         attributes[SecretServiceSchema.itemID] = id
         return attributes
     }
@@ -76,8 +141,10 @@ struct StoredRecord: Sendable, Equatable {
     /// building the record's own attribute dictionary: this runs once per item of a read-all).
     func matchesIndex(_ attributes: [String: String]) -> Bool {
         attributes.allSatisfy { name, value in
-            switch name {
-            case SecretServiceSchema.schema: value == SecretServiceSchema.name
+            let internet = self.attributes.internet
+            return switch name {
+            case SecretServiceSchema.schema:
+                value == SecretServiceSchema.schemaName(self.attributes.itemClass)
             case SecretServiceSchema.service: value == self.attributes.service
             case SecretServiceSchema.account: value == self.attributes.account
             case SecretServiceSchema.accessGroup: value == key.accessGroup
@@ -85,19 +152,30 @@ struct StoredRecord: Sendable, Equatable {
                 value == (key.synchronizable ? "true" : "false")
             case SecretServiceSchema.accessible: value == self.attributes.accessible.rawValue
             case SecretServiceSchema.itemID: value == id
+            case SecretServiceSchema.server: value == internet?.server
+            case SecretServiceSchema.port: value == internet.map { String($0.port) }
+            case SecretServiceSchema.path: value == internet?.path
+            case SecretServiceSchema.internetProtocol: value == internet?.internetProtocol
+            case SecretServiceSchema.authenticationType: value == internet?.authenticationType
+            case SecretServiceSchema.securityDomain: value == internet?.securityDomain
             default: false
             }
         }
     }
 
     var secretServiceLabel: String {
-        attributes.label ?? "\(attributes.service) (\(attributes.account))"
+        attributes.label
+            ?? "\(attributes.internet?.server ?? attributes.service) (\(attributes.account))"
     }
 
+    /// Fields 14 and later are written only when set, so a generic password without access
+    /// control encodes exactly as before they existed.
     private enum Tag: UInt8 {
         case id = 1
         case service, account, accessGroup, synchronizable, accessible, label, comment
         case itemDescription, generic, creationDate, modificationDate, data
+        case server, port, path, internetProtocol, authenticationType, securityDomain
+        case accessControl
     }
 
     func encoded() -> Data {
@@ -123,13 +201,24 @@ struct StoredRecord: Sendable, Equatable {
         put(.creationDate, a.creationDate)
         put(.modificationDate, a.modificationDate)
         out.append(Tag.data.rawValue, data)
+        if let internet = a.internet {
+            out.append(Tag.server.rawValue, internet.server)
+            out.append(Tag.port.rawValue, Int64(internet.port))
+            out.append(Tag.path.rawValue, internet.path)
+            out.append(Tag.internetProtocol.rawValue, internet.internetProtocol)
+            out.append(Tag.authenticationType.rawValue, internet.authenticationType)
+            out.append(Tag.securityDomain.rawValue, internet.securityDomain)
+        }
+        if !a.accessControl.isEmpty {
+            out.append(Tag.accessControl.rawValue, Int64(bitPattern: a.accessControl.rawValue))
+        }
         return out.bytes
     }
 
     /// - Throws: `errSecDecode` for anything that is not a well-formed record of this version.
     static func decode(_ bytes: Data) throws(KeychainError) -> StoredRecord {
         let raw = try KeychainTLV.fields(
-            bytes, magic: magic, knownTags: Tag.id.rawValue...Tag.data.rawValue)
+            bytes, magic: magic, knownTags: Tag.id.rawValue...Tag.accessControl.rawValue)
         struct ByTag {
             let raw: TLV.Fields
             subscript(tag: Tag) -> Data? { raw[tag.rawValue] }
@@ -146,10 +235,13 @@ struct StoredRecord: Sendable, Equatable {
             guard let value = try string(tag) else { throw malformed("missing field") }
             return value
         }
-        func date(_ tag: Tag) throws(KeychainError) -> Date? {
+        func integer(_ tag: Tag) throws(KeychainError) -> Int64? {
             guard let field = fields[tag] else { return nil }
-            guard field.count == 8 else { throw malformed("bad date") }
-            let milliseconds = Int64(bitPattern: field.reduce(0) { $0 << 8 | UInt64($1) })
+            guard field.count == 8 else { throw malformed("bad integer") }
+            return Int64(bitPattern: field.reduce(0) { $0 << 8 | UInt64($1) })
+        }
+        func date(_ tag: Tag) throws(KeychainError) -> Date? {
+            guard let milliseconds = try integer(tag) else { return nil }
             return Date(timeIntervalSince1970: Double(milliseconds) / 1000)
         }
         guard let sync = fields[.synchronizable], sync.count == 1, sync.first! <= 1 else {
@@ -165,6 +257,25 @@ struct StoredRecord: Sendable, Equatable {
             accessible: accessible, label: try string(.label), comment: try string(.comment),
             itemDescription: try string(.itemDescription),
             generic: fields[.generic].map { Data($0) })
+        if fields[.server] != nil {
+            guard let port = try integer(.port), (0...65535).contains(port) else {
+                throw malformed("bad port")
+            }
+            attributes.internet = InternetLocation(
+                server: try required(.server), port: Int(port), path: try required(.path),
+                internetProtocol: try required(.internetProtocol),
+                authenticationType: try required(.authenticationType),
+                securityDomain: try required(.securityDomain))
+            guard attributes.service.isEmpty, attributes.generic == nil else {
+                throw malformed("an internet password with generic-password fields")
+            }
+        }
+        if let flags = try integer(.accessControl) {
+            attributes.accessControl = AccessConstraints(rawValue: UInt64(bitPattern: flags))
+            guard AccessConstraints.known.isSuperset(of: attributes.accessControl) else {
+                throw malformed("unknown access-control flags")
+            }
+        }
         attributes.creationDate = try date(.creationDate)
         attributes.modificationDate = try date(.modificationDate)
         return StoredRecord(id: try required(.id), attributes: attributes, data: Data(data))

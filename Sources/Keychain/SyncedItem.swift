@@ -7,6 +7,8 @@ struct SyncedItem: Codable, Equatable {
     var accessGroup: String
     var service: String
     var account: String
+    /// Internet passwords only (absent for generic ones, as before internet passwords existed).
+    var internet: InternetLocation?
     var modified: Int64
     var deleted: Bool
     var record: Data?  // StoredRecord encoding, absent for a tombstone
@@ -15,6 +17,7 @@ struct SyncedItem: Codable, Equatable {
         accessGroup = record.key.accessGroup
         service = record.key.service
         account = record.key.account
+        internet = record.key.internet
         self.modified = modified
         deleted = false
         self.record = record.encoded()
@@ -24,9 +27,16 @@ struct SyncedItem: Codable, Equatable {
         accessGroup = item.accessGroup
         service = item.service
         account = item.account
+        internet = item.internet
         self.modified = modified
         deleted = true
         record = nil
+    }
+
+    var key: PrimaryKey {
+        PrimaryKey(
+            accessGroup: accessGroup, service: service, account: account, synchronizable: true,
+            internet: internet)
     }
 
     func encoded() -> Data {
@@ -50,7 +60,7 @@ struct SyncedItem: Codable, Equatable {
         let stored = try StoredRecord.decode(record)
         guard stored.attributes.synchronizable, !stored.attributes.accessible.isThisDeviceOnly,
             stored.key.accessGroup == accessGroup, stored.key.service == service,
-            stored.key.account == account
+            stored.key.account == account, stored.key.internet == internet
         else {
             throw KeychainError(KeychainStatus.decode, "a synced item does not match its envelope")
         }

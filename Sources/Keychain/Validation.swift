@@ -40,9 +40,69 @@ enum Validation {
         try check(string: attributes.comment, "comment")
         try check(string: attributes.itemDescription, "description")
         try check(generic: attributes.generic)
+        if let internet = attributes.internet {
+            try check(internet)
+            if !attributes.service.isEmpty || attributes.generic != nil {
+                throw noSuchAttribute("an internet password has no service or generic attribute")
+            }
+        }
+        try check(attributes.accessControl, synchronizable: attributes.synchronizable)
+    }
+
+    static func check(_ internet: InternetLocation) throws(KeychainError) {
+        try check(string: internet.server, "server")
+        try check(string: internet.path, "path")
+        try check(string: internet.internetProtocol, "protocol")
+        try check(string: internet.authenticationType, "authentication type")
+        try check(string: internet.securityDomain, "security domain")
+        try check(port: internet.port)
+    }
+
+    static func check(port: Int?) throws(KeychainError) {
+        if let port, !(0...65535).contains(port) {
+            throw KeychainError(KeychainStatus.param, "a port is 0…65535")
+        }
+    }
+
+    /// Apple's rules for `SecAccessControlCreateFlags` on a password item.
+    static func check(_ constraints: AccessConstraints, synchronizable: Bool) throws(KeychainError)
+    {
+        guard AccessConstraints.known.isSuperset(of: constraints) else {
+            throw KeychainError(KeychainStatus.param, "unknown access-control flags")
+        }
+        if constraints.contains(.or) && constraints.contains(.and) {
+            throw KeychainError(KeychainStatus.param, "access control: both or and and")
+        }
+        if constraints.contains(.privateKeyUsage) {
+            throw KeychainError(KeychainStatus.param, "privateKeyUsage is for keys, not passwords")
+        }
+        if synchronizable && !constraints.uses.isEmpty {
+            throw KeychainError(
+                KeychainStatus.param, "an item with access constraints cannot be synchronizable")
+        }
+    }
+
+    private static func noSuchAttribute(_ why: String) -> KeychainError {
+        KeychainError(KeychainStatus.noSuchAttribute, why)
     }
 
     static func check(_ query: GenericPasswordQuery) throws(KeychainError) {
+        try check(string: query.server, "server")
+        try check(string: query.path, "path")
+        try check(string: query.internetProtocol, "protocol")
+        try check(string: query.authenticationType, "authentication type")
+        try check(string: query.securityDomain, "security domain")
+        try check(port: query.port)
+        let internetFields: [Any?] = [
+            query.server, query.port, query.path, query.internetProtocol,
+            query.authenticationType, query.securityDomain,
+        ]
+        if query.itemClass == .genericPassword && internetFields.contains(where: { $0 != nil }) {
+            throw noSuchAttribute("a generic password has no internet attributes")
+        }
+        if query.itemClass == .internetPassword && (query.service != nil || query.generic != nil) {
+            throw noSuchAttribute("an internet password has no service or generic attribute")
+        }
         try check(string: query.service, "service")
         try check(string: query.account, "account")
         try check(string: query.accessGroup, "access group")
@@ -61,10 +121,33 @@ enum Validation {
         try check(string: changes.itemDescription, "description")
         try check(generic: changes.generic)
         if let data = changes.data { try check(data: data) }
+        try check(string: changes.server, "server")
+        try check(string: changes.path, "path")
+        try check(string: changes.internetProtocol, "protocol")
+        try check(string: changes.authenticationType, "authentication type")
+        try check(string: changes.securityDomain, "security domain")
+        try check(port: changes.port)
+    }
+
+    /// Changes must name attributes the item's class has.
+    static func check(_ changes: GenericPasswordChanges, for item: GenericPasswordAttributes)
+        throws(KeychainError)
+    {
+        let internetFields: [Any?] = [
+            changes.server, changes.port, changes.path, changes.internetProtocol,
+            changes.authenticationType, changes.securityDomain,
+        ]
+        if item.internet == nil && internetFields.contains(where: { $0 != nil }) {
+            throw noSuchAttribute("a generic password has no internet attributes")
+        }
+        if item.internet != nil && (changes.service != nil || changes.generic != nil) {
+            throw noSuchAttribute("an internet password has no service or generic attribute")
+        }
     }
 
     /// Synchronizable items must be able to leave the device.
     static func checkClass(_ attributes: GenericPasswordAttributes) throws(KeychainError) {
+        try check(attributes.accessControl, synchronizable: attributes.synchronizable)
         if attributes.synchronizable && attributes.accessible.isThisDeviceOnly {
             throw KeychainError(
                 KeychainStatus.param,

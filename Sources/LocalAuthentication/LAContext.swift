@@ -1,4 +1,5 @@
 import Foundation
+import Sealing
 
 /// Mirrors `LAPolicy`, Apple's raw values.
 public enum LAPolicy: Int, Sendable {
@@ -56,14 +57,18 @@ public struct LAError: Error, Sendable, Hashable, CustomStringConvertible {
 /// Mirrors `LAContext` as far as it means something on Linux: there is no biometric hardware and
 /// no system authentication dialog, so biometric policies are unavailable (as on a Mac without
 /// Touch ID) and evaluating `deviceOwnerAuthentication` fails `notInteractive` — an app asks for
-/// the passcode itself and hands it to the device. `setCredential(_:type:)` keeps an application
-/// password for the context's lifetime.
+/// the passcode itself and hands it to the context with `setDevicePasscode(_:)` (Keepsake's
+/// addition, standing in for the system dialog); the keychain proves it at each use of an item
+/// that needs it (`kSecUseAuthenticationContext`), counted by the lock screen's guess limit.
+/// `setCredential(_:type:)` keeps an application password for the context's lifetime. Both are
+/// copied into owned memory, wiped when replaced, invalidated or freed.
 ///
 /// Not thread-safe on its own, like Apple's (one context per authentication); `@unchecked
 /// Sendable` so it can be captured by the reply closures Apple's API uses, its state behind a lock.
 public final class LAContext: @unchecked Sendable {
     private let lock = NSLock()
-    private var credential: Data?
+    private var credential: SecureBytes?
+    private var passcode: SecureBytes?
 
     public var localizedReason: String = ""
     public var localizedFallbackTitle: String?
@@ -109,7 +114,8 @@ public final class LAContext: @unchecked Sendable {
     /// `.applicationPassword`. nil clears it.
     @discardableResult
     public func setCredential(_ credential: Data?, type: LACredentialType) -> Bool {
-        lock.withLock { self.credential = credential }
+        let owned = credential.map { SecureBytes(copying: $0) }
+        lock.withLock { self.credential = owned }
         return true
     }
 
@@ -118,8 +124,28 @@ public final class LAContext: @unchecked Sendable {
         lock.withLock { credential != nil }
     }
 
-    /// Mirrors `invalidate()`: forgets the credential.
-    public func invalidate() { lock.withLock { credential = nil } }
+    /// Keepsake's stand-in for the system passcode dialog: the device passcode (UTF-8) that
+    /// uses of `.devicePasscode` / `.userPresence` items with this context present. nil clears it.
+    public func setDevicePasscode(_ passcode: SecureBytes?) {
+        lock.withLock { self.passcode = passcode }
+    }
+
+    /// `setDevicePasscode` from a string.
+    public func setDevicePasscode(_ passcode: String) {
+        setDevicePasscode(SecureBytes(copying: Array(passcode.utf8)))
+    }
+
+    /// Mirrors `invalidate()`: forgets the credentials.
+    public func invalidate() {
+        lock.withLock {
+            credential = nil
+            passcode = nil
+        }
+    }
+
+    /// What the keychain reads from a context.
+    package var applicationPassword: SecureBytes? { lock.withLock { credential } }
+    package var devicePasscode: SecureBytes? { lock.withLock { passcode } }
 
     private static func failure(for policy: LAPolicy) -> LAError? {
         switch policy {

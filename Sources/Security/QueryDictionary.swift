@@ -1,14 +1,16 @@
 import Foundation
 import Keychain
+import LocalAuthentication
 
 /// Turns an Apple keychain dictionary into the Keychain's typed values. Every rule about which
 /// `kSec…` key is allowed where, and with which value type, lives here.
 ///
 /// Keys that are no `kSec…` key are ignored, as Apple ignores them; wrong value types are
 /// `errSecParam`; Apple keys Keepsake does not implement are `errSecUnimplemented` (refused rather
-/// than ignored where ignoring would store less or match more than asked). Classes other than
-/// generic password: adding is `errSecUnimplemented`, finding, updating and deleting answer
-/// `errSecItemNotFound`, as Apple does for a keychain holding none of them.
+/// than ignored where ignoring would store less or match more than asked). Generic and internet
+/// passwords are kept; for the other classes (certificates, keys, identities) adding is
+/// `errSecUnimplemented`, finding, updating and deleting answer `errSecItemNotFound`, as Apple
+/// does for a keychain holding none of them.
 struct QueryDictionary {
     private var entries: [String: Any]
 
@@ -39,15 +41,20 @@ struct QueryDictionary {
         kSecAttrService, kSecAttrAccount, kSecAttrAccessGroup, kSecAttrSynchronizable,
         kSecAttrAccessible, kSecAttrLabel, kSecAttrComment, kSecAttrDescription, kSecAttrGeneric,
     ].map { $0 as String }.reduce(into: []) { $0.insert($1) }
+    /// Internet passwords' own attributes.
+    private static let internetKeys: Set<String> = [
+        kSecAttrServer, kSecAttrProtocol, kSecAttrAuthenticationType, kSecAttrPort, kSecAttrPath,
+        kSecAttrSecurityDomain,
+    ].map { $0 as String }.reduce(into: []) { $0.insert($1) }
     private static let unimplementedKeys: Set<String> = [
         kSecAttrCreator, kSecAttrType, kSecAttrIsInvisible, kSecAttrIsNegative, kSecReturnRef,
         kSecValueRef, kSecMatchCaseInsensitive, kSecMatchItemList, kSecMatchSearchList,
-        kSecAttrServer, kSecAttrProtocol, kSecAttrAuthenticationType, kSecAttrPort, kSecAttrPath,
-        kSecAttrSecurityDomain, kSecAttrKeyClass, kSecAttrApplicationLabel, kSecAttrApplicationTag,
+        kSecAttrKeyClass, kSecAttrApplicationLabel, kSecAttrApplicationTag,
         kSecAttrKeySizeInBits, kSecAttrTokenID,
     ].map { $0 as String }.reduce(into: []) { $0.insert($1) }
-    /// Accepted everywhere and without effect here: there is no user interface to allow, fail or
-    /// skip (no item needs one), and the keychain is always the data-protection one.
+    /// Accepted everywhere: the authentication context and user-interface choice are read where
+    /// an item's access constraints need them (`authentication()`); there is no user interface
+    /// to show a prompt in, and the keychain is always the data-protection one.
     private static let acceptedKeys: Set<String> = [
         kSecUseDataProtectionKeychain, kSecUseAuthenticationUI, kSecUseNoAuthenticationUI,
         kSecUseOperationPrompt, kSecUseAuthenticationContext,
@@ -55,7 +62,7 @@ struct QueryDictionary {
 
     /// Checks every key against what `purpose` allows.
     func checkKeys(for purpose: Purpose) throws(KeychainError) {
-        var allowed = Self.attributeKeys.union(Self.acceptedKeys)
+        var allowed = Self.attributeKeys.union(Self.acceptedKeys).union(Self.internetKeys)
         allowed.insert(kSecAttrAccessControl as String)
         let returns = [kSecReturnData, kSecReturnAttributes, kSecReturnPersistentRef].map {
             $0 as String
@@ -88,35 +95,50 @@ struct QueryDictionary {
     /// Every `kSec…` key this module knows (so that anything else is recognisably foreign).
     private static let knownKeys: Set<String> = attributeKeys.union(unimplementedKeys).union(
         acceptedKeys
-    ).union(
+    ).union(internetKeys).union(
         [
             kSecClass, kSecValueData, kSecReturnData, kSecReturnAttributes, kSecReturnPersistentRef,
             kSecValuePersistentRef, kSecMatchLimit, kSecAttrAccessControl, kSecAttrCreationDate,
             kSecAttrModificationDate,
         ].map { $0 as String })
 
-    /// The item class must be generic password. Another Apple class: adding is
+    /// The item class: generic or internet password. Another Apple class: adding is
     /// `errSecUnimplemented`; any other call answers `errSecItemNotFound`, as for a keychain
     /// holding none of that class.
-    func checkClass(for purpose: Purpose) throws(KeychainError) {
+    @discardableResult
+    func checkClass(for purpose: Purpose) throws(KeychainError) -> ItemClass {
         guard let value = entries[kSecClass as String] else {
             throw KeychainError(KeychainStatus.param, "kSecClass is missing")
         }
-        guard let itemClass = value as? String else {
+        guard let raw = value as? String, !(value is NSNumber) else {
             throw KeychainError(KeychainStatus.param, "kSecClass is not a string")
         }
-        if itemClass == kSecClassGenericPassword as String { return }
-        let otherClasses = [
-            kSecClassInternetPassword, kSecClassCertificate, kSecClassKey, kSecClassIdentity,
-        ].map { $0 as String }
-        if otherClasses.contains(itemClass) {
+        if let itemClass = ItemClass(rawValue: raw) { return itemClass }
+        let otherClasses = [kSecClassCertificate, kSecClassKey, kSecClassIdentity].map {
+            $0 as String
+        }
+        if otherClasses.contains(raw) {
             if purpose == .add {
                 throw KeychainError(
-                    KeychainStatus.unimplemented, "only kSecClassGenericPassword is implemented")
+                    KeychainStatus.unimplemented,
+                    "only generic and internet passwords are implemented")
             }
             throw KeychainError(KeychainStatus.itemNotFound, "no item of that class")
         }
         throw KeychainError(KeychainStatus.param, "unknown kSecClass")
+    }
+
+    private var itemClass: ItemClass {
+        (entries[kSecClass as String] as? String).flatMap(ItemClass.init) ?? .genericPassword
+    }
+
+    /// `kSecAttrPort`: a number 0…65535.
+    func port() throws(KeychainError) -> Int? {
+        guard let value = entries[kSecAttrPort as String] else { return nil }
+        guard let number = value as? NSNumber, !(value is Bool) || value is NSNumber,
+            let port = Int(exactly: number.doubleValue), (0...65535).contains(port)
+        else { throw KeychainError(KeychainStatus.param, "kSecAttrPort must be a number 0…65535") }
+        return port
     }
 
     // MARK: - Typed values
@@ -179,27 +201,29 @@ struct QueryDictionary {
         return Accessibility(rawValue: raw)
     }
 
-    /// `kSecAttrAccessible`, or the class of `kSecAttrAccessControl` (not both). Constraints on
-    /// each use (user presence, passcode, biometry, application password) are refused with
-    /// `errSecUnimplemented` rather than ignored: an item must never be less protected than asked.
-    func accessible() throws(KeychainError) -> Accessibility? {
-        if let value = entries[kSecAttrAccessControl as String] {
-            guard entries[kSecAttrAccessible as String] == nil else {
-                throw KeychainError(
-                    KeychainStatus.param, "kSecAttrAccessible and kSecAttrAccessControl together")
-            }
-            guard let control = value as? SecAccessControl else {
-                throw KeychainError(
-                    KeychainStatus.param, "kSecAttrAccessControl must be a SecAccessControl")
-            }
-            guard control.flags.isEmpty else {
-                throw KeychainError(
-                    KeychainStatus.unimplemented,
-                    "access-control constraints (flags 0x\(String(control.flags.rawValue, radix: 16))) are not implemented"
-                )
-            }
-            return control.accessible
+    /// `kSecAttrAccessControl`, when given.
+    func accessControl() throws(KeychainError) -> SecAccessControl? {
+        guard let value = entries[kSecAttrAccessControl as String] else { return nil }
+        guard entries[kSecAttrAccessible as String] == nil else {
+            throw KeychainError(
+                KeychainStatus.param, "kSecAttrAccessible and kSecAttrAccessControl together")
         }
+        guard let control = value as? SecAccessControl else {
+            throw KeychainError(
+                KeychainStatus.param, "kSecAttrAccessControl must be a SecAccessControl")
+        }
+        return control
+    }
+
+    /// The access constraints of `kSecAttrAccessControl` (none without it).
+    func constraints() throws(KeychainError) -> AccessConstraints {
+        guard let control = try accessControl() else { return [] }
+        return AccessConstraints(rawValue: UInt64(control.flags.rawValue))
+    }
+
+    /// `kSecAttrAccessible`, or the class of `kSecAttrAccessControl` (not both).
+    func accessible() throws(KeychainError) -> Accessibility? {
+        if let control = try accessControl() { return control.accessible }
         guard let raw = try string(kSecAttrAccessible) else { return nil }
         guard let accessible = Self.accessibility(raw) else {
             throw KeychainError(KeychainStatus.param, "unknown kSecAttrAccessible value")
@@ -243,7 +267,63 @@ struct QueryDictionary {
             synchronizable: try synchronizable() ?? .no, accessible: try accessible(),
             label: try string(kSecAttrLabel), comment: try string(kSecAttrComment),
             itemDescription: try string(kSecAttrDescription), generic: try data(kSecAttrGeneric),
-            persistentID: try persistentID())
+            persistentID: try persistentID(), itemClass: itemClass,
+            server: try string(kSecAttrServer), port: try port(), path: try string(kSecAttrPath),
+            internetProtocol: try string(kSecAttrProtocol),
+            authenticationType: try string(kSecAttrAuthenticationType),
+            securityDomain: try string(kSecAttrSecurityDomain))
+    }
+
+    /// What a use of protected items is given: the `LAContext` of
+    /// `kSecUseAuthenticationContext` (its device passcode and app password), and whether items
+    /// needing more are skipped (`kSecUseAuthenticationUISkip`).
+    func authentication() throws(KeychainError) -> ItemAuthentication {
+        var authentication = ItemAuthentication()
+        if let value = entries[kSecUseAuthenticationContext as String] {
+            guard let context = value as? LAContext else {
+                throw KeychainError(
+                    KeychainStatus.param, "kSecUseAuthenticationContext must be an LAContext")
+            }
+            authentication.passcode = context.devicePasscode
+            authentication.applicationPassword = context.applicationPassword
+        }
+        if let value = entries[kSecUseAuthenticationUI as String] {
+            guard let choice = value as? String, !(value is NSNumber),
+                [
+                    kSecUseAuthenticationUIAllow, kSecUseAuthenticationUIFail,
+                    kSecUseAuthenticationUISkip,
+                ]
+                .contains(where: { $0 as String == choice })
+            else {
+                throw KeychainError(KeychainStatus.param, "unknown kSecUseAuthenticationUI value")
+            }
+            authentication.skipItemsNeedingAuthentication =
+                choice == kSecUseAuthenticationUISkip as String
+        }
+        _ = try bool(kSecUseNoAuthenticationUI)
+        return authentication
+    }
+
+    private func internet() throws(KeychainError) -> InternetLocation? {
+        guard itemClass == .internetPassword else { return nil }
+        return InternetLocation(
+            server: try string(kSecAttrServer) ?? "", port: try port() ?? 0,
+            path: try string(kSecAttrPath) ?? "",
+            internetProtocol: try string(kSecAttrProtocol) ?? "",
+            authenticationType: try string(kSecAttrAuthenticationType) ?? "",
+            securityDomain: try string(kSecAttrSecurityDomain) ?? "")
+    }
+
+    /// Internet attributes on a generic password (or the reverse) are `errSecNoSuchAttr`.
+    private func checkClassAttributes() throws(KeychainError) {
+        let foreign =
+            itemClass == .internetPassword
+            ? [kSecAttrService, kSecAttrGeneric].map { $0 as String }
+            : Array(Self.internetKeys)
+        if let key = foreign.sorted().first(where: { entries[$0] != nil }) {
+            throw KeychainError(
+                KeychainStatus.noSuchAttribute, "\(key) is not an attribute of this class")
+        }
     }
 
     func attributes() throws(KeychainError) -> GenericPasswordAttributes {
@@ -255,12 +335,14 @@ struct QueryDictionary {
         case .yes: synchronizable = true
         case .no, nil: synchronizable = false
         }
+        try checkClassAttributes()
         return GenericPasswordAttributes(
             service: try string(kSecAttrService) ?? "", account: try string(kSecAttrAccount) ?? "",
             accessGroup: try string(kSecAttrAccessGroup), synchronizable: synchronizable,
             accessible: try accessible() ?? .whenUnlocked, label: try string(kSecAttrLabel),
             comment: try string(kSecAttrComment), itemDescription: try string(kSecAttrDescription),
-            generic: try data(kSecAttrGeneric))
+            generic: try data(kSecAttrGeneric), internet: try internet(),
+            accessControl: try constraints())
     }
 
     func changes() throws(KeychainError) -> GenericPasswordChanges {
@@ -273,25 +355,48 @@ struct QueryDictionary {
         case .no: synchronizable = false
         case nil: synchronizable = nil
         }
+        if let control = try accessControl(), !control.flags.isEmpty {
+            throw KeychainError(
+                KeychainStatus.unimplemented,
+                "changing an item's access constraints: delete it and add it again")
+        }
         return GenericPasswordChanges(
             service: try string(kSecAttrService), account: try string(kSecAttrAccount),
             accessGroup: try string(kSecAttrAccessGroup), synchronizable: synchronizable,
             accessible: try accessible(), label: try string(kSecAttrLabel),
             comment: try string(kSecAttrComment), itemDescription: try string(kSecAttrDescription),
-            generic: try data(kSecAttrGeneric), data: try data(kSecValueData))
+            generic: try data(kSecAttrGeneric), server: try string(kSecAttrServer),
+            port: try port(), path: try string(kSecAttrPath),
+            internetProtocol: try string(kSecAttrProtocol),
+            authenticationType: try string(kSecAttrAuthenticationType),
+            securityDomain: try string(kSecAttrSecurityDomain), data: try data(kSecValueData))
     }
 
     /// The result an item becomes under `kSecReturnAttributes`: Apple's keys, Foundation values.
     static func attributeDictionary(_ item: GenericPasswordItem, withData: Bool) -> NSDictionary {
         let a = item.attributes
         var result: [String: Any] = [
-            kSecClass as String: kSecClassGenericPassword,
-            kSecAttrService as String: a.service,
+            kSecClass as String: a.itemClass.rawValue,
             kSecAttrAccount as String: a.account,
             kSecAttrAccessGroup as String: a.accessGroup ?? "",
             kSecAttrSynchronizable as String: NSNumber(value: a.synchronizable),
             kSecAttrAccessible as String: a.accessible.rawValue,
         ]
+        if let internet = a.internet {
+            result[kSecAttrServer as String] = internet.server
+            result[kSecAttrPort as String] = NSNumber(value: internet.port)
+            result[kSecAttrPath as String] = internet.path
+            result[kSecAttrProtocol as String] = internet.internetProtocol
+            result[kSecAttrAuthenticationType as String] = internet.authenticationType
+            result[kSecAttrSecurityDomain as String] = internet.securityDomain
+        } else {
+            result[kSecAttrService as String] = a.service
+        }
+        if !a.accessControl.isEmpty {
+            result[kSecAttrAccessControl as String] = SecAccessControl(
+                accessible: a.accessible,
+                flags: SecAccessControlCreateFlags(rawValue: UInt(a.accessControl.rawValue)))
+        }
         result[kSecAttrLabel as String] = a.label
         result[kSecAttrComment as String] = a.comment
         result[kSecAttrDescription as String] = a.itemDescription

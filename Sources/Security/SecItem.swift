@@ -87,31 +87,32 @@ private struct Returns {
     }
 }
 
-/// Mirrors `SecItemAdd` for `kSecClassGenericPassword`.
+/// Mirrors `SecItemAdd` for generic and internet passwords.
 public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?)
     -> OSStatus
 {
     status { () throws(KeychainError) in
         let dictionary = try QueryDictionary(attributes)
         try dictionary.checkKeys(for: .add)
-        try dictionary.checkClass(for: .add)
+        let itemClass = try dictionary.checkClass(for: .add)
         let item = try dictionary.attributes()
         let data = try dictionary.data(kSecValueData) ?? Data()
         let returns = try Returns(dictionary)
+        let authentication = try dictionary.authentication()
         let keychain = try SecurityConfiguration.keychain()
-        try keychain.add(item, data: data)
+        let id = try keychain.add(item, data: data, authentication: authentication)
         if let result, returns.any {
-            let stored = try keychain.item(
+            var stored = try keychain.items(
                 matching: GenericPasswordQuery(
-                    service: item.service, account: item.account,
-                    accessGroup: item.accessGroup ?? keychain.app.accessGroups[0],
-                    synchronizable: item.synchronizable ? .yes : .no))
+                    synchronizable: .any, persistentID: id, itemClass: itemClass),
+                returnData: false)[0]
+            if returns.data { stored.data = data }  // what was just given, not a second use
             result.pointee = returns.result([stored], asArray: false)
         }
     }
 }
 
-/// Mirrors `SecItemCopyMatching` for `kSecClassGenericPassword`.
+/// Mirrors `SecItemCopyMatching` for generic and internet passwords.
 public func SecItemCopyMatching(
     _ query: CFDictionary, _ result: UnsafeMutablePointer<CFTypeRef?>?
 ) -> OSStatus {
@@ -123,13 +124,14 @@ public func SecItemCopyMatching(
         let (limit, count) = try dictionary.matchLimit()
         let returns = try Returns(dictionary)
         var items = try SecurityConfiguration.keychain().items(
-            matching: parsed, limit: limit, returnData: returns.data)
+            matching: parsed, limit: limit, returnData: returns.data,
+            authentication: try dictionary.authentication())
         if let count { items = Array(items.prefix(count)) }
         result?.pointee = returns.result(items, asArray: limit == .all)
     }
 }
 
-/// Mirrors `SecItemUpdate` for `kSecClassGenericPassword`.
+/// Mirrors `SecItemUpdate` for generic and internet passwords.
 public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDictionary) -> OSStatus {
     status { () throws(KeychainError) in
         let dictionary = try QueryDictionary(query)
@@ -138,11 +140,12 @@ public func SecItemUpdate(_ query: CFDictionary, _ attributesToUpdate: CFDiction
         let changes = try QueryDictionary(attributesToUpdate)
         try changes.checkKeys(for: .changes)
         try SecurityConfiguration.keychain().update(
-            matching: try dictionary.query(), with: try changes.changes())
+            matching: try dictionary.query(), with: try changes.changes(),
+            authentication: try dictionary.authentication())
     }
 }
 
-/// Mirrors `SecItemDelete` for `kSecClassGenericPassword`.
+/// Mirrors `SecItemDelete` for generic and internet passwords.
 public func SecItemDelete(_ query: CFDictionary) -> OSStatus {
     status { () throws(KeychainError) in
         let dictionary = try QueryDictionary(query)

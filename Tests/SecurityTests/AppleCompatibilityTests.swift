@@ -165,17 +165,17 @@ struct AppleCompatibilityTests {
                         query as CFDictionary, [kSecAttrLabel as String: "x"] as CFDictionary)
                         == errSecItemNotFound)
             }
-            let internet: [String: Any] = [
-                kSecClass as String: kSecClassInternetPassword,
-                kSecAttrServer as String: "example.com",
+            let key: [String: Any] = [
+                kSecClass as String: kSecClassKey,
+                kSecAttrApplicationTag as String: Data("tag".utf8),
                 kSecValueData as String: Data("x".utf8),
             ]
-            #expect(SecItemAdd(internet as CFDictionary, nil) == errSecUnimplemented)
+            #expect(SecItemAdd(key as CFDictionary, nil) == errSecUnimplemented)
         }
     }
 
     @Test(
-        "access control: a class alone is honoured; constraints Keepsake cannot enforce are refused, never ignored"
+        "access control: a class alone is honoured; SecAccessControlCreateWithFlags refuses bad classes"
     )
     func accessControl() throws {
         try withApp {
@@ -197,13 +197,6 @@ struct AppleCompatibilityTests {
             ]
             #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
             #expect((result as? [String: Any])?[kSecAttrAccessible as String] as? String == "ck")
-            let presence = try #require(
-                SecAccessControlCreateWithFlags(
-                    nil, kSecAttrAccessibleWhenUnlocked, .userPresence, nil))
-            var constrained = add
-            constrained[kSecAttrAccount as String] = "b"
-            constrained[kSecAttrAccessControl as String] = presence
-            #expect(SecItemAdd(constrained as CFDictionary, nil) == errSecUnimplemented)
             #expect(SecAccessControlCreateWithFlags(nil, "nonsense" as CFString, [], &error) == nil)
             #expect(error?.takeRetainedValue().code == Int(errSecParam))
         }

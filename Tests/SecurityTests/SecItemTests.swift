@@ -152,13 +152,13 @@ struct SecItemTests {
         }
     }
 
-    @Test("classes other than generic password are refused")
+    @Test("classes other than generic and internet passwords are refused")
     func otherClasses() throws {
         try withFreshApp {
-            let inet: [String: Any] = [
-                kSecClass as String: kSecClassInternetPassword, kSecAttrAccount as String: "a",
+            let certificate: [String: Any] = [
+                kSecClass as String: kSecClassCertificate, kSecAttrAccount as String: "a",
             ]
-            #expect(SecItemAdd(inet as CFDictionary, nil) == errSecUnimplemented)
+            #expect(SecItemAdd(certificate as CFDictionary, nil) == errSecUnimplemented)
             let unknown: [String: Any] = [kSecClass as String: "nope"]
             #expect(SecItemCopyMatching(unknown as CFDictionary, nil) == errSecParam)
             let missing: [String: Any] = [kSecAttrAccount as String: "a"]
