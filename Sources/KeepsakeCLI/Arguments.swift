@@ -13,7 +13,8 @@ package struct Arguments {
     private(set) var flags: Set<String> = []
 
     static let flagNames: Set<String> = [
-        "all", "backup", "help", "approval", "recovery-key", "passcode",
+        "all", "backup", "help", "approval", "recovery-key", "passcode", "with-passcode",
+        "with-app-password", "skip-protected",
     ]
 
     static func fromProcess() throws(CommandError) -> Arguments {

@@ -11,7 +11,7 @@ enum BlockStoreCommand {
             try arguments.allowOnly(["key", "backup"])
             let stored = try client.storeBytes(
                 StoreBytesData(
-                    bytes: Context.readStandardInput(), key: arguments.value("key"),
+                    bytes: try Context.readStandardInput(), key: arguments.value("key"),
                     shouldBackupToCloud: arguments.has("backup")))
             Output.json(stored)
         case "retrieve":

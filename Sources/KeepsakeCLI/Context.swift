@@ -56,15 +56,27 @@ package struct Context {
             tuning: tuning)
     }
 
-    /// Standard input as lines (passcodes), without their line ends.
-    package static func readLines() -> [String] {
-        String(decoding: readStandardInput(), as: UTF8.self)
+    /// Standard input as lines, without their line ends.
+    package static func readLines() throws(CommandError) -> [String] {
+        String(decoding: try readStandardInput(), as: UTF8.self)
             .split(separator: "\n", omittingEmptySubsequences: false)
             .map { $0.hasSuffix("\r") ? String($0.dropLast()) : String($0) }
     }
 
-    /// Standard input, whole, as bytes.
-    package static func readStandardInput() -> Data {
-        FileHandle.standardInput.readDataToEndOfFile()
+    /// The most standard input a command reads as a value (a secret, a Block Store entry, a
+    /// key-value string): every store's own limit is far below it, so anything longer is refused
+    /// here, before it is held in memory whole.
+    package static let maximumInput = 4 * 1024 * 1024
+
+    /// Standard input, whole, as bytes; longer than `maximumInput` is refused.
+    package static func readStandardInput() throws(CommandError) -> Data {
+        var data = Data()
+        while data.count <= maximumInput {
+            guard let chunk = try? FileHandle.standardInput.read(upToCount: 64 * 1024),
+                !chunk.isEmpty
+            else { return data }
+            data.append(chunk)
+        }
+        throw CommandError.param("standard input is longer than \(maximumInput) bytes")
     }
 }

@@ -29,7 +29,7 @@ enum KeyValueCommand {
         }
         switch verb {
         case "set":
-            let value = String(decoding: Context.readStandardInput(), as: UTF8.self)
+            let value = String(decoding: try Context.readStandardInput(), as: UTF8.self)
             try write(.string(value), forKey: try key())
         case "get":
             guard let value = store.string(forKey: try key()) else {

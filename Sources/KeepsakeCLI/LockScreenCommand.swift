@@ -132,7 +132,7 @@ enum DeviceCommand {
                 guard let bytes = try Files.read(URL(fileURLWithPath: input)) else {
                     throw CommandError.usage("no transfer file at \(input)")
                 }
-                let count = try transfer.import(bytes, key: Context.readLines().first ?? "")
+                let count = try transfer.import(bytes, key: try Context.readLines().first ?? "")
                 Output.json(["imported": count])
             } else {
                 throw CommandError.usage("device transfer --out FILE | --in FILE")

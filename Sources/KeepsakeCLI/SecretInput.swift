@@ -9,7 +9,8 @@ enum SecretInput {
     /// The most standard input a passcode command reads.
     static let maximum = 64 * 1024
 
-    static func lines() throws(CommandError) -> [SecureBytes] {
+    /// Standard input (at most `maximum` bytes) in owned memory, and how much of it was read.
+    private static func readAll() throws(CommandError) -> (buffer: SecureBytes, length: Int) {
         var length = 0
         var overflow = false
         let buffer = SecureBytes(count: maximum) { out in
@@ -28,6 +29,19 @@ enum SecretInput {
         if overflow {
             throw CommandError.param("standard input is longer than \(maximum) bytes")
         }
+        return (buffer, length)
+    }
+
+    static func lines() throws(CommandError) -> [SecureBytes] {
+        try leadingLines(Int.max).lines
+    }
+
+    /// The first `count` lines of standard input (credentials), each in owned memory without its
+    /// line end, and the rest as it came (an item's secret, which leaves as `Data` anyway).
+    static func leadingLines(_ count: Int) throws(CommandError) -> (
+        lines: [SecureBytes], rest: Data
+    ) {
+        let (buffer, length) = try readAll()
         return buffer.withUnsafeBytes { all in
             let input = UnsafeRawBufferPointer(rebasing: all[0..<length])
             var lines: [SecureBytes] = []
@@ -39,11 +53,15 @@ enum SecretInput {
                 lines.append(SecureBytes(count: line.count) { $0.copyMemory(from: line) })
             }
             for index in 0..<input.count where input[index] == UInt8(ascii: "\n") {
+                guard lines.count < count else { break }
                 take(index)
                 start = index + 1
             }
-            if start < input.count { take(input.count) }
-            return lines
+            if lines.count < count && start < input.count {
+                take(input.count)
+                start = input.count
+            }
+            return (lines, Data(input[start...]))
         }
     }
 }
