@@ -88,6 +88,17 @@ public final class Device: Sendable {
 
     /// This device's runtime state (its keyring in the kernel), found through the record's
     /// device id once per process.
+    /// Forgets the runtime state of the device whose record `secretService` holds, if it holds
+    /// one (never making one): for the test harness, whose throwaway devices would otherwise
+    /// leave keyrings in the user keyring, each making every later key lookup slower.
+    package static func forgetRuntimeState(on secretService: SecretServiceConnection) {
+        guard let found = try? secretService.search(DeviceRecordStore.attributes).unlocked,
+            let path = found.min(), let bytes = try? secretService.secrets(at: [path])[path],
+            let record = try? DeviceRecord.decode(bytes)
+        else { return }
+        RuntimeKeys(deviceID: record.deviceID).forgetAll()
+    }
+
     package func runtime() throws(DeviceError) -> RuntimeKeys {
         if let known = runtimeCache.withLock({ $0 }) { return known }
         let keys = RuntimeKeys(deviceID: try records.load().record.deviceID)

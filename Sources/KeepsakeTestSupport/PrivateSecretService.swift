@@ -1,3 +1,4 @@
+import Device
 import Foundation
 import Sealing
 import SecretService
@@ -436,13 +437,19 @@ package final class PrivateSecretService: @unchecked Sendable {
         state.withLock { $0.atStop.append(body) }
     }
 
-    /// Stops both daemons and deletes the throwaway directories.
-    package func stop() {
+    /// Stops both daemons and deletes the throwaway directories; the device on it is rebooted
+    /// (its kernel keyring unlinked) unless `keepingRuntimeState` — a device moving to another
+    /// provider keeps its runtime state, as a real machine's would.
+    package func stop(keepingRuntimeState: Bool = false) {
         let pending = state.withLock { state -> [@Sendable () -> Void] in
             defer { state.atStop = [] }
             return state.atStop
         }
         pending.forEach { $0() }
+        // The device on this service (the command line's too) leaves no keyring behind.
+        if !keepingRuntimeState, state.withLock({ $0.bus }) != nil {
+            Device.forgetRuntimeState(on: connection(timeout: .seconds(2)))
+        }
         kill()
         let bus = state.withLock { state -> Daemon? in
             defer { state.bus = nil }

@@ -2,21 +2,6 @@ import Foundation
 import Keychain
 import Sealing
 
-// Core Foundation types Apple's access-control and error APIs name.
-
-/// Mirrors `CFAllocator`: Keepsake allocates with Swift and libsodium; the allocator argument is
-/// accepted and ignored, as Apple code passes `kCFAllocatorDefault` or `nil`.
-public final class CFAllocator: @unchecked Sendable {
-    // Sendable: no state.
-    fileprivate init() {}
-}
-/// Mirrors `kCFAllocatorDefault`.
-nonisolated(unsafe) public let kCFAllocatorDefault: CFAllocator! = CFAllocator()
-
-/// Mirrors `CFError` (toll-free `NSError`), so `Unmanaged<CFError>?` out-parameters compile.
-public typealias CFError = NSError
-public typealias CFErrorRef = CFError
-
 /// Mirrors `SecAccessControlCreateFlags`, Apple's raw values.
 public struct SecAccessControlCreateFlags: OptionSet, Sendable, Hashable {
     public let rawValue: UInt

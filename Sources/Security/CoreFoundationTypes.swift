@@ -20,3 +20,38 @@ public typealias OSStatus = Int32
 // compile. nonisolated(unsafe): immutable NSNumber constants are safe to share.
 nonisolated(unsafe) public let kCFBooleanTrue: CFBoolean! = NSNumber(value: true)
 nonisolated(unsafe) public let kCFBooleanFalse: CFBoolean! = NSNumber(value: false)
+public typealias CFTypeID = UInt
+public typealias CFIndex = Int
+public typealias CFOptionFlags = UInt
+public typealias CFStringRef = CFString
+public typealias CFNumberRef = CFNumber
+public typealias CFDataRef = CFData
+public typealias CFDictionaryRef = CFDictionary
+public typealias CFArrayRef = CFArray
+public typealias CFErrorDomain = CFString
+
+/// Mirrors `CFAllocator`: Keepsake allocates with Swift and libsodium; the allocator argument is
+/// accepted and ignored, as Apple code passes `kCFAllocatorDefault` or `nil`.
+public final class CFAllocator: @unchecked Sendable {
+    // Sendable: no state.
+    fileprivate init() {}
+}
+/// Mirrors `kCFAllocatorDefault`.
+nonisolated(unsafe) public let kCFAllocatorDefault: CFAllocator! = CFAllocator()
+
+/// Mirrors `CFError` (toll-free `NSError`), so `Unmanaged<CFError>?` out-parameters compile.
+public typealias CFError = NSError
+public typealias CFErrorRef = CFError
+
+/// Mirrors `CFErrorGetDomain`.
+public func CFErrorGetDomain(_ error: CFError!) -> CFErrorDomain! { error.domain as NSString }
+/// Mirrors `CFErrorGetCode`.
+public func CFErrorGetCode(_ error: CFError!) -> CFIndex { error.code }
+/// Mirrors `CFErrorCopyUserInfo`.
+public func CFErrorCopyUserInfo(_ error: CFError!) -> CFDictionary! {
+    error.userInfo as NSDictionary
+}
+/// Mirrors `CFErrorCopyDescription`.
+public func CFErrorCopyDescription(_ error: CFError!) -> CFString! {
+    error.localizedDescription as NSString
+}

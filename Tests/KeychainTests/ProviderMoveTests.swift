@@ -41,7 +41,7 @@ struct ProviderMoveTests {
             }
         }
         #expect(moved == 3)
-        gnome.stop()
+        gnome.stop(keepingRuntimeState: true)
 
         let after = Device(
             secretService: keepass.connection(), directory: directory, tuning: .fast)
