@@ -1,5 +1,4 @@
 import Foundation
-import Sealing
 
 /// The data-protection classes of `kSecAttrAccessible`, with Apple's raw values.
 public enum Accessibility: String, Sendable, Hashable, CaseIterable, Codable {
@@ -8,11 +7,16 @@ public enum Accessibility: String, Sendable, Hashable, CaseIterable, Codable {
     case whenPasscodeSetThisDeviceOnly = "akpu"
     case whenUnlockedThisDeviceOnly = "aku"
     case afterFirstUnlockThisDeviceOnly = "cku"
+    /// Deprecated by Apple, still accepted and read back as given; protected as
+    /// `afterFirstUnlock` (never less protected than the classes Apple recommends instead).
+    case always = "dk"
+    /// Deprecated by Apple; protected as `afterFirstUnlockThisDeviceOnly`.
+    case alwaysThisDeviceOnly = "dku"
 
     /// `…ThisDeviceOnly` items never leave the device and cannot be synchronizable.
     public var isThisDeviceOnly: Bool {
         switch self {
-        case .whenUnlocked, .afterFirstUnlock: false
+        case .whenUnlocked, .afterFirstUnlock, .always: false
         default: true
         }
     }
@@ -25,6 +29,8 @@ public enum Accessibility: String, Sendable, Hashable, CaseIterable, Codable {
         case .whenPasscodeSetThisDeviceOnly: "when-passcode-set-this-device-only"
         case .whenUnlockedThisDeviceOnly: "when-unlocked-this-device-only"
         case .afterFirstUnlockThisDeviceOnly: "after-first-unlock-this-device-only"
+        case .always: "always"
+        case .alwaysThisDeviceOnly: "always-this-device-only"
         }
     }
 
@@ -81,58 +87,13 @@ public struct InternetLocation: Sendable, Hashable, Codable {
     }
 }
 
-/// Constraints on each use of an item's secret, with the raw values of Apple's
-/// `SecAccessControlCreateFlags`. Several constraints must all be met unless `or` is given.
-///
-/// On Linux: `devicePasscode` and `userPresence` (biometry or passcode; no biometric hardware is
-/// used, so the passcode) need the device passcode at each use, counted by the lock screen's
-/// guess limit; `applicationPassword` needs the app's password; biometry and companion
-/// constraints can never be met, as on a Mac without that hardware.
-public struct AccessConstraints: OptionSet, Sendable, Hashable {
-    public let rawValue: UInt64
-    public init(rawValue: UInt64) { self.rawValue = rawValue }
-
-    public static let userPresence = AccessConstraints(rawValue: 1 << 0)
-    public static let biometryAny = AccessConstraints(rawValue: 1 << 1)
-    public static let biometryCurrentSet = AccessConstraints(rawValue: 1 << 3)
-    public static let devicePasscode = AccessConstraints(rawValue: 1 << 4)
-    public static let companion = AccessConstraints(rawValue: 1 << 5)
-    public static let or = AccessConstraints(rawValue: 1 << 14)
-    public static let and = AccessConstraints(rawValue: 1 << 15)
-    public static let privateKeyUsage = AccessConstraints(rawValue: 1 << 30)
-    public static let applicationPassword = AccessConstraints(rawValue: 1 << 31)
-
-    /// Every flag Apple defines.
-    public static let known: AccessConstraints = [
-        .userPresence, .biometryAny, .biometryCurrentSet, .devicePasscode, .companion, .or, .and,
-        .privateKeyUsage, .applicationPassword,
-    ]
-    /// Constraints that need a credential at each use (all but the conjunctions).
-    var uses: AccessConstraints { subtracting([.or, .and]) }
-}
-
-/// What a use of a protected item is given (Apple: the `LAContext` of
-/// `kSecUseAuthenticationContext`, and `kSecUseAuthenticationUI`).
-public struct ItemAuthentication: Sendable {
-    /// The device passcode, for `devicePasscode` / `userPresence` items. Each use is one counted
-    /// passcode attempt.
-    public var passcode: SecureBytes?
-    /// The app's password, for `applicationPassword` items.
-    public var applicationPassword: SecureBytes?
-    /// `kSecUseAuthenticationUISkip`: queries leave out items that would need a credential they
-    /// were not given, instead of failing.
-    public var skipItemsNeedingAuthentication: Bool
-
-    public init(
-        passcode: SecureBytes? = nil, applicationPassword: SecureBytes? = nil,
-        skipItemsNeedingAuthentication: Bool = false
-    ) {
-        self.passcode = passcode
-        self.applicationPassword = applicationPassword
-        self.skipItemsNeedingAuthentication = skipItemsNeedingAuthentication
-    }
-
-    public static let none = ItemAuthentication()
+/// String attributes that arrived as UTF-8 `Data` in an Apple dictionary.
+package struct DataValuedAttributes: OptionSet, Sendable, Hashable {
+    package let rawValue: UInt8
+    package init(rawValue: UInt8) { self.rawValue = rawValue }
+    package static let account = DataValuedAttributes(rawValue: 1 << 0)
+    package static let service = DataValuedAttributes(rawValue: 1 << 1)
+    package static let label = DataValuedAttributes(rawValue: 1 << 2)
 }
 
 /// The attributes of one keychain password item: a generic password (`kSecClassGenericPassword`)
@@ -156,6 +117,9 @@ public struct GenericPasswordAttributes: Sendable, Hashable {
     public var internet: InternetLocation?
     /// Constraints on each use of the secret (`kSecAttrAccessControl`); empty for none.
     public var accessControl: AccessConstraints
+    /// The string attributes an Apple dictionary gave as `Data`, so that they are returned as
+    /// `Data` again, as Apple returns them.
+    package var givenAsData: DataValuedAttributes = []
     /// Set by the Keychain; ignored on add.
     public internal(set) var creationDate: Date?
     /// Set by the Keychain; ignored on add.

@@ -116,7 +116,7 @@ public final class Keychain: Sendable {
         let matches = Self.winners(try find(query))
         guard let first = matches.first else { throw Self.notFound }
         if Self.isCacheable(query) {
-            let protection = ProtectionClass(rawValue: first.record.attributes.accessible.rawValue)!
+            let protection = first.record.attributes.accessible.protectionClass
             pathCache.withLock { $0[query] = (first.path, protection) }
         }
         var items: [GenericPasswordItem] = []
@@ -417,7 +417,7 @@ public final class Keychain: Sendable {
 
     private func classKey(_ accessible: Accessibility) throws(KeychainError) -> SecureBytes {
         try deviceCall { () throws(DeviceError) in
-            try device.classKey(ProtectionClass(rawValue: accessible.rawValue)!)
+            try device.classKey(accessible.protectionClass)
         }
     }
 

@@ -160,8 +160,7 @@ public struct KeychainSync: Sendable {
         record.id = old?.record.id ?? UUID().uuidString
         let classKey: SecureBytes
         do {
-            classKey = try device.classKey(
-                ProtectionClass(rawValue: record.attributes.accessible.rawValue)!)
+            classKey = try device.classKey(record.attributes.accessible.protectionClass)
         } catch {
             throw KeychainError(error)
         }

@@ -18,7 +18,7 @@ struct SealedItem: Equatable {
     var key: PrimaryKey
     var envelope: Data
 
-    var protectionClass: ProtectionClass { ProtectionClass(rawValue: accessible.rawValue)! }
+    var protectionClass: ProtectionClass { accessible.protectionClass }
 
     private static func header(_ accessible: Accessibility, _ key: PrimaryKey) -> TLV {
         var out = TLV(magic: magic)

@@ -175,7 +175,7 @@ struct StoredRecord: Sendable, Equatable {
         case service, account, accessGroup, synchronizable, accessible, label, comment
         case itemDescription, generic, creationDate, modificationDate, data
         case server, port, path, internetProtocol, authenticationType, securityDomain
-        case accessControl
+        case accessControl, givenAsData
     }
 
     func encoded() -> Data {
@@ -212,13 +212,14 @@ struct StoredRecord: Sendable, Equatable {
         if !a.accessControl.isEmpty {
             out.append(Tag.accessControl.rawValue, Int64(bitPattern: a.accessControl.rawValue))
         }
+        if !a.givenAsData.isEmpty { out.append(Tag.givenAsData.rawValue, [a.givenAsData.rawValue]) }
         return out.bytes
     }
 
     /// - Throws: `errSecDecode` for anything that is not a well-formed record of this version.
     static func decode(_ bytes: Data) throws(KeychainError) -> StoredRecord {
         let raw = try KeychainTLV.fields(
-            bytes, magic: magic, knownTags: Tag.id.rawValue...Tag.accessControl.rawValue)
+            bytes, magic: magic, knownTags: Tag.id.rawValue...Tag.givenAsData.rawValue)
         struct ByTag {
             let raw: TLV.Fields
             subscript(tag: Tag) -> Data? { raw[tag.rawValue] }
@@ -275,6 +276,10 @@ struct StoredRecord: Sendable, Equatable {
             guard AccessConstraints.known.isSuperset(of: attributes.accessControl) else {
                 throw malformed("unknown access-control flags")
             }
+        }
+        if let flags = fields[.givenAsData] {
+            guard flags.count == 1 else { throw malformed("bad data-valued flags") }
+            attributes.givenAsData = DataValuedAttributes(rawValue: flags.first!)
         }
         attributes.creationDate = try date(.creationDate)
         attributes.modificationDate = try date(.modificationDate)

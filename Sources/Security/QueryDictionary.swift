@@ -47,8 +47,8 @@ struct QueryDictionary {
         kSecAttrSecurityDomain,
     ].map { $0 as String }.reduce(into: []) { $0.insert($1) }
     private static let unimplementedKeys: Set<String> = [
-        kSecAttrCreator, kSecAttrType, kSecAttrIsInvisible, kSecAttrIsNegative, kSecReturnRef,
-        kSecValueRef, kSecMatchCaseInsensitive, kSecMatchItemList, kSecMatchSearchList,
+        kSecAttrCreator, kSecAttrType, kSecAttrIsInvisible, kSecAttrIsNegative, kSecValueRef,
+        kSecMatchCaseInsensitive, kSecMatchItemList, kSecMatchSearchList,
         kSecAttrKeyClass, kSecAttrApplicationLabel, kSecAttrApplicationTag,
         kSecAttrKeySizeInBits, kSecAttrTokenID,
     ].map { $0 as String }.reduce(into: []) { $0.insert($1) }
@@ -71,9 +71,13 @@ struct QueryDictionary {
         case .add:
             allowed.formUnion([kSecClass as String, kSecValueData as String] + returns)
         case .query:
+            // kSecReturnRef: passwords have no item reference on iOS; asked for, none is
+            // returned (as iOS does) rather than failing the whole query.
             allowed.formUnion(
-                [kSecClass as String, kSecMatchLimit as String, kSecValuePersistentRef as String]
-                    + returns)
+                [
+                    kSecClass as String, kSecMatchLimit as String,
+                    kSecValuePersistentRef as String, kSecReturnRef as String,
+                ] + returns)
         case .update, .delete:
             allowed.formUnion([kSecClass as String, kSecValuePersistentRef as String])
             if purpose == .delete { allowed.insert(kSecMatchLimit as String) }
@@ -98,6 +102,7 @@ struct QueryDictionary {
     ).union(internetKeys).union(
         [
             kSecClass, kSecValueData, kSecReturnData, kSecReturnAttributes, kSecReturnPersistentRef,
+            kSecReturnRef,
             kSecValuePersistentRef, kSecMatchLimit, kSecAttrAccessControl, kSecAttrCreationDate,
             kSecAttrModificationDate,
         ].map { $0 as String })
@@ -191,14 +196,20 @@ struct QueryDictionary {
         return bool ? .yes : .no
     }
 
-    /// Apple's class values, the deprecated `Always` ones included (stored as their
-    /// `AfterFirstUnlock` counterparts: never less protected than asked).
-    static func accessibility(_ raw: String) -> Accessibility? {
-        if raw == kSecAttrAccessibleAlways as String { return .afterFirstUnlock }
-        if raw == kSecAttrAccessibleAlwaysThisDeviceOnly as String {
-            return .afterFirstUnlockThisDeviceOnly
+    /// Apple's class values, the deprecated `Always` ones included (read back as given,
+    /// protected as their `AfterFirstUnlock` counterparts: never less than Apple recommends).
+    static func accessibility(_ raw: String) -> Accessibility? { Accessibility(rawValue: raw) }
+
+    /// Which string attributes came as `Data` (returned as `Data` again).
+    private var givenAsData: DataValuedAttributes {
+        var given: DataValuedAttributes = []
+        for (key, flag) in [
+            (kSecAttrAccount, DataValuedAttributes.account), (kSecAttrService, .service),
+            (kSecAttrLabel, .label),
+        ] where entries[key as String].map({ $0 is Data && !($0 is String) }) ?? false {
+            given.insert(flag)
         }
-        return Accessibility(rawValue: raw)
+        return given
     }
 
     /// `kSecAttrAccessControl`, when given.
@@ -336,13 +347,15 @@ struct QueryDictionary {
         case .no, nil: synchronizable = false
         }
         try checkClassAttributes()
-        return GenericPasswordAttributes(
+        var attributes = GenericPasswordAttributes(
             service: try string(kSecAttrService) ?? "", account: try string(kSecAttrAccount) ?? "",
             accessGroup: try string(kSecAttrAccessGroup), synchronizable: synchronizable,
             accessible: try accessible() ?? .whenUnlocked, label: try string(kSecAttrLabel),
             comment: try string(kSecAttrComment), itemDescription: try string(kSecAttrDescription),
             generic: try data(kSecAttrGeneric), internet: try internet(),
             accessControl: try constraints())
+        attributes.givenAsData = givenAsData
+        return attributes
     }
 
     func changes() throws(KeychainError) -> GenericPasswordChanges {
@@ -375,9 +388,13 @@ struct QueryDictionary {
     /// The result an item becomes under `kSecReturnAttributes`: Apple's keys, Foundation values.
     static func attributeDictionary(_ item: GenericPasswordItem, withData: Bool) -> NSDictionary {
         let a = item.attributes
+        /// A string attribute as it was given: a string, or UTF-8 data.
+        func value(_ string: String, _ flag: DataValuedAttributes) -> Any {
+            a.givenAsData.contains(flag) ? Data(string.utf8) : string
+        }
         var result: [String: Any] = [
             kSecClass as String: a.itemClass.rawValue,
-            kSecAttrAccount as String: a.account,
+            kSecAttrAccount as String: value(a.account, .account),
             kSecAttrAccessGroup as String: a.accessGroup ?? "",
             kSecAttrSynchronizable as String: NSNumber(value: a.synchronizable),
             kSecAttrAccessible as String: a.accessible.rawValue,
@@ -390,14 +407,14 @@ struct QueryDictionary {
             result[kSecAttrAuthenticationType as String] = internet.authenticationType
             result[kSecAttrSecurityDomain as String] = internet.securityDomain
         } else {
-            result[kSecAttrService as String] = a.service
+            result[kSecAttrService as String] = value(a.service, .service)
         }
         if !a.accessControl.isEmpty {
             result[kSecAttrAccessControl as String] = SecAccessControl(
                 accessible: a.accessible,
                 flags: SecAccessControlCreateFlags(rawValue: UInt(a.accessControl.rawValue)))
         }
-        result[kSecAttrLabel as String] = a.label
+        result[kSecAttrLabel as String] = a.label.map { value($0, .label) }
         result[kSecAttrComment as String] = a.comment
         result[kSecAttrDescription as String] = a.itemDescription
         result[kSecAttrGeneric as String] = a.generic

@@ -54,6 +54,7 @@ private struct Returns {
         data = try dictionary.bool(kSecReturnData) ?? false
         attributes = try dictionary.bool(kSecReturnAttributes) ?? false
         persistentRef = try dictionary.bool(kSecReturnPersistentRef) ?? false
+        _ = try dictionary.bool(kSecReturnRef)  // a boolean, and no reference to return
     }
 
     var any: Bool { data || attributes || persistentRef }

@@ -163,7 +163,8 @@ struct AppleAccessControlTests {
             let item = try #require(result as? [String: Any])
             #expect(item[kSecClass as String] as? String == kSecClassInternetPassword as String)
             #expect(item[kSecAttrPort as String] as? Int == 993)
-            #expect(item[kSecAttrAccount as String] as? String == "alice")
+            // Given as Data, returned as Data (as Apple returns it).
+            #expect(item[kSecAttrAccount as String] as? Data == Data("alice".utf8))
             #expect(item[kSecValueData as String] as? Data == Data("imap secret".utf8))
             #expect(item[kSecAttrService as String] == nil)
 

@@ -64,6 +64,29 @@ struct AppleCompatibilityTests {
                 kSecValueData as String: Data("b".utf8),
             ]
             #expect(SecItemAdd(always as CFDictionary, nil) == noErr)
+
+            // Read back as given, as Apple returns them: the Always classes by their own values,
+            // attributes given as Data as Data, the others as strings.
+            let attributes: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
+                kSecReturnAttributes as String: true, kSecMatchLimit as String: kSecMatchLimitAll,
+            ]
+            #expect(SecItemCopyMatching(attributes as CFDictionary, &result) == noErr)
+            let items = (result as? [[String: Any]]) ?? []
+            let alice = items.first {
+                ($0[kSecAttrAccount as String] as? Data) == Data("alice".utf8)
+            }
+            #expect(alice?[kSecAttrAccessible as String] as? String == "dk")
+            #expect(alice?[kSecAttrService as String] as? Data == Data(service.utf8))
+            let bob = items.first { ($0[kSecAttrAccount as String] as? String) == "bob" }
+            #expect(bob?[kSecAttrAccessible as String] as? String == "dku")
+            #expect(bob?[kSecAttrService as String] as? String == service)
+            // A query for the Always class finds it; AfterFirstUnlock's does not.
+            var byClass = attributes
+            byClass[kSecAttrAccessible as String] = kSecAttrAccessibleAlwaysThisDeviceOnly
+            #expect(SecItemCopyMatching(byClass as CFDictionary, nil) == noErr)
+            byClass[kSecAttrAccessible as String] = kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly
+            #expect(SecItemCopyMatching(byClass as CFDictionary, nil) == errSecItemNotFound)
         }
     }
 

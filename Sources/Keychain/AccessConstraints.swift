@@ -1,0 +1,56 @@
+import Foundation
+import Sealing
+
+/// Constraints on each use of an item's secret, with the raw values of Apple's
+/// `SecAccessControlCreateFlags`. Several constraints must all be met unless `or` is given.
+///
+/// On Linux: `devicePasscode` and `userPresence` (biometry or passcode; no biometric hardware is
+/// used, so the passcode) need the device passcode at each use, counted by the lock screen's
+/// guess limit; `applicationPassword` needs the app's password; biometry and companion
+/// constraints can never be met, as on a Mac without that hardware.
+public struct AccessConstraints: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt64
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+
+    public static let userPresence = AccessConstraints(rawValue: 1 << 0)
+    public static let biometryAny = AccessConstraints(rawValue: 1 << 1)
+    public static let biometryCurrentSet = AccessConstraints(rawValue: 1 << 3)
+    public static let devicePasscode = AccessConstraints(rawValue: 1 << 4)
+    public static let companion = AccessConstraints(rawValue: 1 << 5)
+    public static let or = AccessConstraints(rawValue: 1 << 14)
+    public static let and = AccessConstraints(rawValue: 1 << 15)
+    public static let privateKeyUsage = AccessConstraints(rawValue: 1 << 30)
+    public static let applicationPassword = AccessConstraints(rawValue: 1 << 31)
+
+    /// Every flag Apple defines.
+    public static let known: AccessConstraints = [
+        .userPresence, .biometryAny, .biometryCurrentSet, .devicePasscode, .companion, .or, .and,
+        .privateKeyUsage, .applicationPassword,
+    ]
+    /// Constraints that need a credential at each use (all but the conjunctions).
+    var uses: AccessConstraints { subtracting([.or, .and]) }
+}
+
+/// What a use of a protected item is given (Apple: the `LAContext` of
+/// `kSecUseAuthenticationContext`, and `kSecUseAuthenticationUI`).
+public struct ItemAuthentication: Sendable {
+    /// The device passcode, for `devicePasscode` / `userPresence` items. Each use is one counted
+    /// passcode attempt.
+    public var passcode: SecureBytes?
+    /// The app's password, for `applicationPassword` items.
+    public var applicationPassword: SecureBytes?
+    /// `kSecUseAuthenticationUISkip`: queries leave out items that would need a credential they
+    /// were not given, instead of failing.
+    public var skipItemsNeedingAuthentication: Bool
+
+    public init(
+        passcode: SecureBytes? = nil, applicationPassword: SecureBytes? = nil,
+        skipItemsNeedingAuthentication: Bool = false
+    ) {
+        self.passcode = passcode
+        self.applicationPassword = applicationPassword
+        self.skipItemsNeedingAuthentication = skipItemsNeedingAuthentication
+    }
+
+    public static let none = ItemAuthentication()
+}
