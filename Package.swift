@@ -30,6 +30,10 @@ let package = Package(
         .systemLibrary(
             name: "CKeyutils", pkgConfig: "libkeyutils", providers: [.apt(["libkeyutils-dev"])]),
         .systemLibrary(name: "CTSS2", pkgConfig: "tss2-esys", providers: [.apt(["libtss2-dev"])]),
+        .systemLibrary(
+            name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // libcurl's variadic setopt behind one bounded request function (WebDAV).
+        .target(name: "CKeepsakeHTTP", dependencies: ["CCurl"]),
         .target(name: "CKeepsakeShims", dependencies: ["CSecret"]),
         .target(
             name: "CKeepsakeTPMShims", dependencies: ["CTSS2"],
@@ -46,7 +50,9 @@ let package = Package(
         .target(name: "TPM", dependencies: ["CKeepsakeTPMShims", "Sealing"]),
         // The "operating system" the apps run on: app identity, container, directories, the lock
         // screen and its guess limit, class keys, runtime keys (kernel keyring), the cloud key.
-        .target(name: "Device", dependencies: ["SecretService", "Sealing", "TPM", "CKeyutils"]),
+        .target(
+            name: "Device",
+            dependencies: ["SecretService", "Sealing", "TPM", "CKeyutils", "CKeepsakeHTTP"]),
         // Apple's generic-password semantics, Swift-native API.
         .target(name: "Keychain", dependencies: ["SecretService", "Device", "Sealing"]),
         // Google's Block Store: entries sealed in the device directory, cloud copies under E2EE.

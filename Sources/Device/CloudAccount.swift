@@ -12,6 +12,51 @@ public protocol CloudStorage: Sendable {
     /// Waits for the account's exclusive lock (every device and process of the account takes
     /// the same one around a sync); released when the returned value is.
     func lock() throws -> AnyObject
+    /// The object with the version it was read at, for a later `write(_:_:ifVersion:)`.
+    func readVersioned(_ name: String) throws -> VersionedObject?
+    /// Writes only when the object is still at `expected` (nil: only when there is none);
+    /// false when another writer got there first, and nothing was written.
+    func write(_ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?) throws
+        -> Bool
+}
+
+/// Which copy of an object was read: a digest of its bytes, and the server's tag for it (an
+/// HTTP ETag) when it has one.
+public struct CloudObjectVersion: Sendable, Hashable {
+    public var digest: Data
+    public var tag: String?
+
+    public init(of bytes: Data, tag: String?) {
+        digest = KeyDerivation.keyedHash(
+            key: SecureBytes(count: 32) { _ in }, context: "keepsake.cloud.version.v1", bytes
+        ).unsafeData()
+        self.tag = tag
+    }
+}
+
+public struct VersionedObject: Sendable {
+    public var data: Data
+    public var version: CloudObjectVersion
+}
+
+extension CloudStorage {
+    /// Storage without tags of its own: the digest of what is there.
+    public func readVersioned(_ name: String) throws -> VersionedObject? {
+        try read(name).map {
+            VersionedObject(data: $0, version: CloudObjectVersion(of: $0, tag: nil))
+        }
+    }
+
+    /// Compares what is there, then writes: atomic for every writer that holds the account's
+    /// lock (as every Keepsake device does around a sync).
+    public func write(_ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?)
+        throws -> Bool
+    {
+        let current = try readVersioned(name)
+        guard current?.version.digest == expected?.digest else { return false }
+        try write(name, data)
+        return true
+    }
 }
 
 /// The cloud account as a directory (the only backend so far; WebDAV or object storage would

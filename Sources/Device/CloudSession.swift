@@ -103,17 +103,23 @@ package final class CloudSession {
     private let seen: SeenManifest
     private var dirty: Bool
     private var removals: Set<String> = []
+    /// What this session wrote (name → MAC), to merge into a manifest another writer changed.
+    private var written: [Data: Data] = [:]
+    /// The manifest's copy as read (nil: there was none), for the compare-and-swap at commit.
+    private var manifestVersion: CloudObjectVersion?
     /// Store objects in the cloud that the manifest does not list, as found when opened.
     private let strays: Set<String>
 
     init(
         key: SecureBytes, storage: any CloudStorage, lock: AnyObject, manifest: AccountManifest,
-        dirty: Bool, seen: SeenManifest, strays: Set<String>
+        manifestVersion: CloudObjectVersion?, dirty: Bool, seen: SeenManifest,
+        strays: Set<String>
     ) {
         self.key = key
         self.storage = storage
         self.lock = lock
         self.manifest = manifest
+        self.manifestVersion = manifestVersion
         self.dirty = dirty
         self.seen = seen
         self.strays = strays
@@ -154,27 +160,49 @@ package final class CloudSession {
             throw DeviceError(
                 .notAvailable, "cloud account unreachable: \(error)", underlying: error)
         }
-        manifest.objects[Data(name.utf8)] = AccountManifest.mac(data, name: name, under: key)
+        let mac = AccountManifest.mac(data, name: name, under: key)
+        manifest.objects[Data(name.utf8)] = mac
+        written[Data(name.utf8)] = mac
         removals.remove(name)
         dirty = true
     }
 
     package func delete(_ name: String) {
         if manifest.objects.removeValue(forKey: Data(name.utf8)) != nil { dirty = true }
+        written.removeValue(forKey: Data(name.utf8))
         removals.insert(name)
     }
 
     /// Writes the manifest (a new version) when anything changed, then removes what was deleted
     /// and the objects it does not list.
+    ///
+    /// The manifest is written by compare-and-swap against the copy this session read: when
+    /// another writer changed it meanwhile (one that did not hold the account's lock, or whose
+    /// lock had expired), the new copy is read, checked like any manifest, and this session's
+    /// writes and deletions are merged into it — never written over it.
     package func commit() throws(DeviceError) {
         if dirty {
-            manifest.version += 1
-            do {
-                try storage.write(AccountManifest.name, manifest.sealed(under: key))
-            } catch {
-                throw DeviceError(
-                    .notAvailable, "the account manifest could not be written: \(error)",
-                    underlying: error)
+            var attempts = 0
+            while true {
+                manifest.version += 1
+                let swapped: Bool
+                do {
+                    swapped = try storage.write(
+                        AccountManifest.name, manifest.sealed(under: key),
+                        ifVersion: manifestVersion)
+                } catch {
+                    throw DeviceError(
+                        .notAvailable, "the account manifest could not be written: \(error)",
+                        underlying: error)
+                }
+                if swapped { break }
+                attempts += 1
+                guard attempts < 4 else {
+                    throw DeviceError(
+                        .notAvailable,
+                        "the account manifest kept changing under this sync: try again")
+                }
+                try mergeNewerManifest()
             }
             try seen.write(account: account, epoch: manifest.epoch, version: manifest.version)
             dirty = false
@@ -184,6 +212,31 @@ package final class CloudSession {
         }
         removals = []
         lock = nil  // the exchange is over: other devices and processes may go
+    }
+
+    /// Reads the manifest another writer put in place, and enters this session's changes in it.
+    private func mergeNewerManifest() throws(DeviceError) {
+        let found: VersionedObject?
+        do { found = try storage.readVersioned(AccountManifest.name) } catch {
+            throw DeviceError(
+                .notAvailable, "cloud account unreachable: \(error)", underlying: error)
+        }
+        guard let found else {
+            throw DeviceError(
+                .corrupt, "the cloud account's manifest vanished during this sync")
+        }
+        var newer = try AccountManifest.open(found.data, under: key)
+        guard newer.epoch == manifest.epoch, newer.version >= manifest.version - 1 else {
+            throw DeviceError(
+                .notAvailable,
+                "the account was re-keyed or rolled back during this sync: nothing was overwritten; try again"
+            )
+        }
+        for (name, mac) in written { newer.objects[name] = mac }
+        for name in removals { newer.objects.removeValue(forKey: Data(name.utf8)) }
+        newer.devices.merge(manifest.devices) { theirs, _ in theirs }
+        manifest = newer
+        manifestVersion = found.version
     }
 }
 
@@ -214,7 +267,7 @@ extension Device {
             throw DeviceError(.notAvailable, "the account key changed meanwhile: try again")
         }
         let seen = seenManifest
-        var (manifest, dirty) = try readManifest(
+        var (manifest, dirty, version) = try readManifest(
             key: key, epoch: account.epoch ?? 0, cloud: cloud, seen: seen)
         let listed = Set(try cloudCall { try cloud.list() }).filter {
             CloudObjects.kind(ofObjectNamed: $0) != nil
@@ -242,28 +295,32 @@ extension Device {
             }
         }
         return CloudSession(
-            key: key, storage: cloud, lock: lock, manifest: manifest, dirty: dirty, seen: seen,
-            strays: strays)
+            key: key, storage: cloud, lock: lock, manifest: manifest, manifestVersion: version,
+            dirty: dirty, seen: seen, strays: strays)
     }
 
     /// The account's manifest, checked against the highest version this device saw (which it
     /// then remembers); a first, empty one (to be written) when the account has none yet and
     /// this device never saw one.
     func readManifest(key: SecureBytes, epoch: Int, cloud: any CloudStorage, seen: SeenManifest)
-        throws(DeviceError) -> (manifest: AccountManifest, dirty: Bool)
+        throws(DeviceError) -> (
+            manifest: AccountManifest, dirty: Bool, version: CloudObjectVersion?
+        )
     {
         let account = SeenManifest.account(key)
         let highest = seen.read(account: account)
-        guard let bytes = try cloudCall({ try cloud.read(AccountManifest.name) }) else {
+        guard let found = try cloudCall({ try cloud.readVersioned(AccountManifest.name) }) else {
             if let highest {
                 throw DeviceError(
                     .corrupt,
                     "the cloud account's manifest is gone (this device saw version \(highest.version)): deleted by the cloud"
                 )
             }
-            return (AccountManifest(version: 0, epoch: epoch, objects: [:], devices: [:]), true)
+            return (
+                AccountManifest(version: 0, epoch: epoch, objects: [:], devices: [:]), true, nil
+            )
         }
-        let manifest = try AccountManifest.open(bytes, under: key)
+        let manifest = try AccountManifest.open(found.data, under: key)
         if let highest,
             manifest.epoch < highest.epoch
                 || (manifest.epoch == highest.epoch && manifest.version < highest.version)
@@ -276,7 +333,7 @@ extension Device {
         if highest.map({ $0.epoch != manifest.epoch || $0.version != manifest.version }) ?? true {
             try seen.write(account: account, epoch: manifest.epoch, version: manifest.version)
         }
-        return (manifest, false)
+        return (manifest, false, found.version)
     }
 
     /// Lists this device in the manifest's devices (under the account's lock), when it is not.
@@ -285,13 +342,17 @@ extension Device {
         let lock = try cloudCall { try cloud.lock() }
         defer { withExtendedLifetime(lock) {} }
         let seen = seenManifest
-        var (manifest, _) = try readManifest(
+        var (manifest, _, version) = try readManifest(
             key: key, epoch: account.epoch ?? 0, cloud: cloud, seen: seen)
         let publicKey = Self.boxKeyPair(record).publicKey
         guard manifest.devices[record.deviceID] != publicKey else { return }
         manifest.devices[record.deviceID] = publicKey
         manifest.version += 1
-        try cloudCall { try cloud.write(AccountManifest.name, manifest.sealed(under: key)) }
+        let swapped = try cloudCall {
+            try cloud.write(AccountManifest.name, manifest.sealed(under: key), ifVersion: version)
+        }
+        // Another writer got there first: this device is entered at its next sync.
+        guard swapped else { return }
         try seen.write(
             account: SeenManifest.account(key),
             epoch: manifest.epoch, version: manifest.version)

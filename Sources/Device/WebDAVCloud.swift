@@ -1,46 +1,54 @@
+internal import CKeepsakeHTTP
 import Foundation
 import FoundationXML
-
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
+import Synchronization
 
 /// The cloud account on a WebDAV server (RFC 4918: Apache mod_dav, Nextcloud, …): each object a
-/// resource in one collection, moved with GET / PUT / DELETE / PROPFIND through URLSession.
+/// resource in one collection, moved with GET / PUT / DELETE / PROPFIND over libcurl.
 ///
-/// Untrusted like every cloud: responses are bounded in size (the object's kind cap, checked
-/// against Content-Length and again while reading) and time (`timeout` per request); redirects
-/// are not followed (credentials never go to another place); `http://` is accepted on loopback
-/// only. The account's lock (`lock()`) is a `.lock` resource made with `PUT If-None-Match: *`,
-/// which two devices cannot both create; one older than `lockLifetime` is taken as abandoned.
-///
-/// Not yet (issue 15): credentials from `~/.netrc` or a Keychain item, a CA-file option and
-/// TLS tests, compare-and-swap of each object with `If-Match` (the account lock stands in),
-/// retries with backoff, `keepsake cloud login`.
+/// Untrusted like every cloud: responses are bounded in size (the object's kind cap, announced or
+/// as it arrives) and time (`timeout` per request, connection included); redirects are never
+/// followed (credentials go to this URL's host only); TLS peers are verified, against `caFile`
+/// when given; `http://` is accepted on loopback only. Requests that fail in transit or with a
+/// 5xx are tried again, at most `attempts` times with growing pauses. Writes that two devices may
+/// race are compare-and-swaps (`write(_:_:ifVersion:)`: `If-Match` / `If-None-Match: *`). The
+/// account's lock (`lock()`) is a `.lock` resource made with `PUT If-None-Match: *`, which two
+/// devices cannot both create; one older than `lockLifetime` is taken as abandoned.
 public struct WebDAVCloud: CloudStorage {
     public let url: URL
-    private let authorization: String?
+    private let credentials: (user: String, password: String)?
     public let timeout: TimeInterval
+    /// A PEM file of the certificate authorities to trust instead of the system's.
+    public let caFile: String?
+    /// Tries per request (the first and the retries).
+    public let attempts: Int
+    /// How many HTTP requests this client (and its copies) sent: for the benchmark and tests.
+    package let requests = RequestCounter()
     static let lockLifetime: TimeInterval = 120
 
     /// - Throws: `CloudError` for a URL that is not `https://`, or `http://` off loopback.
     public init(
-        url: URL, username: String? = nil, password: String? = nil, timeout: TimeInterval = 10
-    )
-        throws
-    {
+        url: URL, username: String? = nil, password: String? = nil, timeout: TimeInterval = 10,
+        caFile: String? = nil, attempts: Int = 3
+    ) throws {
         let host = url.host ?? ""
         let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host)
         guard url.scheme == "https" || (url.scheme == "http" && loopback) else {
             throw CloudError("a WebDAV cloud is https://, or http:// on loopback only")
         }
+        guard url.user == nil, url.password == nil else {
+            throw CloudError(
+                "credentials never go in the cloud's URL (use ~/.netrc or keepsake cloud login)")
+        }
         self.url = url.path.hasSuffix("/") ? url : url.appendingPathComponent("")
         if let username, let password {
-            authorization = "Basic " + Data("\(username):\(password)".utf8).base64EncodedString()
+            credentials = (username, password)
         } else {
-            authorization = nil
+            credentials = nil
         }
         self.timeout = timeout
+        self.caFile = caFile
+        self.attempts = max(1, attempts)
     }
 
     private func resource(_ name: String) throws -> URL {
@@ -48,20 +56,97 @@ public struct WebDAVCloud: CloudStorage {
     }
 
     public func read(_ name: String) throws -> Data? {
+        try readVersioned(name)?.data
+    }
+
+    public func readVersioned(_ name: String) throws -> VersionedObject? {
         let response = try send(
             "GET", try resource(name), limit: CloudObjectLimits.maximumSize(ofObjectNamed: name))
         switch response.status {
-        case 200: return response.body
+        case 200:
+            return VersionedObject(
+                data: response.body,
+                version: CloudObjectVersion(of: response.body, tag: response.etag))
         case 404: return nil
         default: throw CloudError("GET \(name): HTTP \(response.status)")
         }
     }
 
     public func write(_ name: String, _ data: Data) throws {
-        let response = try send("PUT", try resource(name), body: data)
+        let response = try put(try resource(name), data, headers: [:])
         guard (200..<300).contains(response.status) else {
             throw CloudError("PUT \(name): HTTP \(response.status)")
         }
+    }
+
+    /// A PUT; when the account's collection does not exist yet (409), it is made (MKCOL) and the
+    /// PUT tried once more.
+    private func put(_ target: URL, _ data: Data, headers: [String: String]) throws -> Response {
+        let response = try send("PUT", target, body: data, headers: headers)
+        guard response.status == 409 else { return response }
+        let made = try send("MKCOL", url)
+        guard (200..<300).contains(made.status) || made.status == 405 else {
+            throw CloudError("MKCOL of the account's collection: HTTP \(made.status)")
+        }
+        return try send("PUT", target, body: data, headers: headers)
+    }
+
+    /// A compare-and-swap: `If-None-Match: *` when `expected` is nil, `If-Match` with a strong
+    /// ETag. A 412 is told apart from a real conflict by what the server holds then: our own
+    /// bytes (an earlier try of this write got through) is success; the bytes we expected (the
+    /// ETag was weak or changed form — Apache gives weak ETags for a second after a change, and
+    /// RFC 7232 forbids matching those) is tried again on the fresh tag; anything else is the
+    /// other writer's, and this write lost (false).
+    public func write(_ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?)
+        throws -> Bool
+    {
+        let target = try resource(name)
+        var expected = expected
+        for attempt in 0..<4 {
+            var headers: [String: String] = [:]
+            if let wanted = expected {
+                guard let tag = wanted.tag, !tag.hasPrefix("W/") else {
+                    // No strong tag to match: compare what is there now.
+                    guard let current = try readVersioned(name),
+                        current.version.digest == wanted.digest
+                    else { return false }
+                    if let fresh = current.version.tag, !fresh.hasPrefix("W/") {
+                        expected = current.version
+                        continue
+                    }
+                    if attempt < 2 {
+                        // Weak (changed within the last second): wait for the tag to settle.
+                        Thread.sleep(forTimeInterval: 0.6)
+                        expected = current.version
+                        continue
+                    }
+                    // A server whose tags stay weak (or that has none): the bytes matched just
+                    // now, and every Keepsake writer holds the account's lock around a sync.
+                    let response = try put(target, data, headers: [:])
+                    guard (200..<300).contains(response.status) else {
+                        throw CloudError("PUT \(name): HTTP \(response.status)")
+                    }
+                    return true
+                }
+                headers["If-Match"] = tag
+            } else {
+                headers["If-None-Match"] = "*"
+            }
+            let response = try put(target, data, headers: headers)
+            if (200..<300).contains(response.status) { return true }
+            guard response.status == 412 else {
+                throw CloudError("PUT \(name): HTTP \(response.status)")
+            }
+            let current = try readVersioned(name)
+            if current?.version.digest == CloudObjectVersion(of: data, tag: nil).digest {
+                return true
+            }
+            guard let current, let was = expected, current.version.digest == was.digest else {
+                return false
+            }
+            expected = current.version
+        }
+        return false
     }
 
     public func delete(_ name: String) throws {
@@ -101,15 +186,16 @@ public struct WebDAVCloud: CloudStorage {
         let deadline = Date().addingTimeInterval(Self.lockLifetime + timeout)
         let token = Data(UUID().uuidString.utf8)
         while true {
-            let response = try send(
-                "PUT", lockURL, body: token, headers: ["If-None-Match": "*"])
+            let response = try put(lockURL, token, headers: ["If-None-Match": "*"])
             if (200..<300).contains(response.status) {
                 return Lock(cloud: self, url: lockURL)
             }
             guard response.status == 412 else {
                 throw CloudError("taking the account lock: HTTP \(response.status)")
             }
-            let held = try send("HEAD", lockURL)
+            let held = try send("GET", lockURL, limit: 1024)
+            // An earlier try of this same request got through before its answer was lost.
+            if held.status == 200, held.body == token { return Lock(cloud: self, url: lockURL) }
             if let modified = held.lastModified,
                 Date().timeIntervalSince(modified) > Self.lockLifetime
             {
@@ -136,111 +222,120 @@ public struct WebDAVCloud: CloudStorage {
     struct Response {
         var status: Int
         var body: Data
+        var etag: String?
         var lastModified: Date?
     }
 
-    /// One request, synchronously, within `timeout`; a body larger than `limit` is refused
-    /// (announced or as it arrives) and a redirect is answered as the error it is here.
+    /// One request within `timeout`, tried again (up to `attempts` in all, pausing 0.2 s, 0.4 s,
+    /// … with jitter) when it fails in transit or with a 5xx. A body larger than `limit` is
+    /// refused (announced or as it arrives), never retried; a redirect is answered as the error
+    /// it is here.
     fileprivate func send(
         _ method: String, _ target: URL, body: Data? = nil, headers: [String: String] = [:],
         limit: Int = 64 * 1024
     ) throws -> Response {
-        var request = URLRequest(url: target, timeoutInterval: timeout)
-        request.httpMethod = method
-        request.httpBody = body
-        if let authorization {
-            request.setValue(authorization, forHTTPHeaderField: "Authorization")
+        var failure: CloudError?
+        for attempt in 0..<attempts {
+            if attempt > 0 {
+                Thread.sleep(
+                    forTimeInterval: 0.2 * Double(1 << (attempt - 1)) + Double.random(in: 0..<0.1))
+            }
+            requests.add()
+            do {
+                let response = try HTTP.exchange(
+                    method, target, credentials: credentials, headers: headers, body: body,
+                    limit: limit, timeout: timeout, caFile: caFile)
+                if (500..<600).contains(response.status) && attempt + 1 < attempts {
+                    failure = CloudError(
+                        "\(method) \(target.lastPathComponent): HTTP \(response.status)")
+                    continue
+                }
+                if (300..<400).contains(response.status) {
+                    throw CloudError(
+                        "\(method) \(target.lastPathComponent): redirected (HTTP \(response.status)), not followed"
+                    )
+                }
+                if response.status == 401 || response.status == 403 {
+                    throw CloudError(
+                        "the WebDAV server refused the credentials (HTTP \(response.status))")
+                }
+                return response
+            } catch let error as HTTP.Failure {
+                if error.isTooLarge { throw CloudError(error.message) }
+                failure = CloudError("\(method) \(target.lastPathComponent): \(error.message)")
+            }
         }
-        for (key, value) in headers { request.setValue(value, forHTTPHeaderField: key) }
-        let delegate = BoundedDelegate(limit: limit)
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = timeout
-        configuration.timeoutIntervalForResource = timeout
-        configuration.urlCache = nil
-        configuration.httpCookieStorage = nil
-        let session = URLSession(
-            configuration: configuration, delegate: delegate, delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
-        let task = session.dataTask(with: request)
-        task.resume()
-        guard delegate.done.wait(timeout: .now() + timeout + 1) == .success else {
-            task.cancel()
-            throw CloudError(
-                "\(method) \(target.lastPathComponent): no answer within \(Int(timeout)) s")
-        }
-        return try delegate.result()
+        throw failure ?? CloudError("\(method): no answer")
     }
 }
 
-/// Collects one response, refusing a body beyond its limit and every redirect.
-private final class BoundedDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-    // Sendable: fields are written on the session's delegate queue and read after `done`.
-    let limit: Int
-    let done = DispatchSemaphore(value: 0)
-    private var body = Data()
-    private var response: HTTPURLResponse?
-    private var failure: Error?
+/// A count shared by a client's copies.
+package final class RequestCounter: Sendable {
+    private let count = Mutex(0)
+    package init() {}
+    func add() { count.withLock { $0 += 1 } }
+    package var value: Int { count.withLock { $0 } }
+}
 
-    init(limit: Int) { self.limit = limit }
+/// One HTTP exchange through libcurl (`CKeepsakeHTTP`), its limits set there.
+enum HTTP {
+    struct Failure: Error {
+        var message: String
+        var isTooLarge: Bool
+    }
 
-    func urlSession(
-        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-        completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
-    ) {
-        self.response = response as? HTTPURLResponse
-        if response.expectedContentLength > Int64(limit) {
-            failure = CloudError("a response larger than \(limit) bytes")
-            completionHandler(.cancel)
-            return
+    static func exchange(
+        _ method: String, _ target: URL, credentials: (user: String, password: String)?,
+        headers: [String: String], body: Data?, limit: Int, timeout: TimeInterval,
+        caFile: String?
+    ) throws -> WebDAVCloud.Response {
+        var out = keepsake_http_response()
+        let lines = headers.map { "\($0.key): \($0.value)" }
+        let code: Int32 = withCStrings(lines) { headerPointers in
+            (body ?? Data()).withUnsafeBytes { bytes in
+                keepsake_http_request(
+                    method, target.absoluteString, credentials?.user, credentials?.password,
+                    headerPointers, lines.count,
+                    body == nil ? nil : (bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)),
+                    bytes.count, limit, Int(timeout * 1000), caFile, &out)
+            }
         }
-        completionHandler(.allow)
-    }
-
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        guard failure == nil else { return }
-        if body.count + data.count > limit {
-            failure = CloudError("a response larger than \(limit) bytes")
-            dataTask.cancel()
-            return
+        defer { keepsake_http_free(&out) }
+        let error = withUnsafeBytes(of: out.error) {
+            String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
         }
-        body.append(data)
-    }
-
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask,
-        didReceive challenge: URLAuthenticationChallenge,
-        completionHandler: @escaping (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
-    ) {
-        // The credentials went with the request; a challenge means they were refused.
-        failure = CloudError("the WebDAV server refused the credentials")
-        completionHandler(.cancelAuthenticationChallenge, nil)
-    }
-
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask,
-        willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
-        completionHandler: @escaping (URLRequest?) -> Void
-    ) {
-        completionHandler(nil)  // never followed: the 3xx itself is the answer
-    }
-
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?)
-    {
-        if failure == nil, let error { failure = CloudError("\(error.localizedDescription)") }
-        done.signal()
-    }
-
-    func result() throws -> WebDAVCloud.Response {
-        if let failure { throw failure }
-        guard let response else { throw CloudError("no HTTP response") }
-        let modified = (response.value(forHTTPHeaderField: "Last-Modified")).flatMap {
-            let formatter = DateFormatter()
-            formatter.locale = Locale(identifier: "en_US_POSIX")
-            formatter.timeZone = TimeZone(identifier: "GMT")
-            formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-            return formatter.date(from: $0)
+        guard code == 0 else {
+            throw Failure(message: error, isTooLarge: code == KEEPSAKE_HTTP_TOO_LARGE)
         }
-        return WebDAVCloud.Response(status: response.statusCode, body: body, lastModified: modified)
+        let data = out.body.map { Data(bytes: $0, count: out.length) } ?? Data()
+        let etag = withUnsafeBytes(of: out.etag) {
+            String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        let modified = withUnsafeBytes(of: out.last_modified) {
+            String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        return WebDAVCloud.Response(
+            status: out.status, body: data, etag: etag.isEmpty ? nil : etag,
+            lastModified: httpDate(modified))
+    }
+
+    private static func httpDate(_ text: String) -> Date? {
+        guard !text.isEmpty else { return nil }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return formatter.date(from: text)
+    }
+
+    /// Runs `body` with `strings` as an array of C strings.
+    private static func withCStrings<R>(
+        _ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R
+    ) -> R {
+        let copies = strings.map { strdup($0) }
+        defer { copies.forEach { free($0) } }
+        let pointers = copies.map { UnsafePointer($0) }
+        return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
     }
 }
 

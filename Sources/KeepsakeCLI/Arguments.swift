@@ -87,7 +87,8 @@ package struct Arguments {
             throw CommandError.usage("--\(name) is given more than once")
         }
         let global: Set<String> = [
-            "app-id", "container", "device-dir", "cloud", "entitled-group", "tpm", "escrow",
+            "app-id", "container", "device-dir", "cloud", "cloud-ca", "entitled-group", "tpm",
+            "escrow",
         ]
         for name in Set(options.keys).union(flags)
         where !names.contains(name) && !global.contains(name) {

@@ -5,7 +5,7 @@ import Foundation
 enum BlockStoreCommand {
     static func run(_ verb: String?, _ context: Context) throws {
         let arguments = context.arguments
-        let client = BlockStoreClient(app: context.app, device: context.device)
+        let client = BlockStoreClient(app: context.app, device: try context.device)
         switch verb {
         case "store":
             try arguments.allowOnly(["key", "backup"])
@@ -31,10 +31,14 @@ enum BlockStoreCommand {
             Output.json(try client.isEndToEndEncryptionAvailable())
         case "sync":
             try arguments.allowOnly([])
-            let report = try BlockStoreSync(device: context.device).sync()
-            var object: [String: Any] = ["uploaded": report.uploaded, "removed": report.removed]
-            object["skipped"] = report.skipped
-            Output.json(object)
+            try PendingSync.report {
+                let report = try BlockStoreSync(device: try context.device).sync()
+                var object: [String: Any] = [
+                    "uploaded": report.uploaded, "removed": report.removed,
+                ]
+                object["skipped"] = report.skipped
+                return object
+            }
         default:
             throw CommandError.usage("blockstore store|retrieve|delete|e2ee|sync")
         }

@@ -9,7 +9,13 @@ package struct Context {
     package let arguments: Arguments
     package let app: App
     package let deviceDirectory: URL
-    package let cloudDirectory: URL?
+    /// `--cloud`: a directory, or a WebDAV collection's URL (`https://…`, `http://` on loopback).
+    package let cloudLocation: String?
+    /// `--cloud-ca FILE`: the certificate authorities a WebDAV cloud's TLS is checked against
+    /// instead of the system's.
+    package let cloudCA: String?
+    package let dataHome: URL
+    package let homeDirectory: URL
     /// The TPM that counts passcode guesses, or nil (the software guess limit).
     package let tpm: TPMConfiguration?
     /// The cloud account's escrow, or nil.
@@ -21,10 +27,13 @@ package struct Context {
         self.arguments = arguments
         self.tuning = tuning
         let environment = ProcessInfo.processInfo.environment
+        homeDirectory =
+            environment["HOME"].map { URL(fileURLWithPath: $0) }
+            ?? FileManager.default.homeDirectoryForCurrentUser
         let dataHome =
             environment["XDG_DATA_HOME"].map { URL(fileURLWithPath: $0) }
-            ?? FileManager.default.homeDirectoryForCurrentUser
-            .appendingPathComponent(".local/share")
+            ?? homeDirectory.appendingPathComponent(".local/share")
+        self.dataHome = dataHome
         let id = arguments.value("app-id") ?? environment["KEEPSAKE_APP_ID"] ?? "local.keepsake.cli"
         let container =
             arguments.value("container").map { URL(fileURLWithPath: $0) }
@@ -38,7 +47,8 @@ package struct Context {
         deviceDirectory =
             arguments.value("device-dir").map { URL(fileURLWithPath: $0) }
             ?? dataHome.appendingPathComponent("keepsake/device")
-        cloudDirectory = arguments.value("cloud").map { URL(fileURLWithPath: $0) }
+        cloudLocation = arguments.value("cloud")
+        cloudCA = arguments.value("cloud-ca")
         // `--tpm TCTI`; without it the machine's TPM (`/dev/tpmrm0`) when there is one.
         tpm = arguments.value("tpm").map(TPMConfiguration.init(tcti:)) ?? .machine
         // `--escrow TCTI`: the cloud's escrow TPM, for joining with a passcode.
@@ -50,10 +60,47 @@ package struct Context {
 
     /// The device on that Secret Service, at `tuning`'s cost and delays.
     package var device: Device {
+        get throws { try device(secretService: secretService) }
+    }
+
+    /// The device on `secretService`, signed in to `--cloud`.
+    package func device(secretService: SecretServiceConnection) throws -> Device {
         Device(
             secretService: secretService, directory: deviceDirectory,
-            cloud: cloudDirectory.map(CloudDirectory.init), tpm: tpm, escrow: escrow,
+            cloud: try cloud(secretService: secretService), tpm: tpm, escrow: escrow,
             tuning: tuning)
+    }
+
+    /// The device without a cloud account (for what never touches it).
+    var localDevice: Device {
+        Device(
+            secretService: secretService, directory: deviceDirectory, tpm: tpm, escrow: escrow,
+            tuning: tuning)
+    }
+
+    /// `--cloud` as storage: a WebDAV URL with its credentials (`CloudCredentials`), or a
+    /// directory.
+    package func cloud(secretService: SecretServiceConnection) throws -> (any CloudStorage)? {
+        guard let location = cloudLocation else { return nil }
+        guard let url = webDAVURL else { return CloudDirectory(URL(fileURLWithPath: location)) }
+        let local = Device(
+            secretService: secretService, directory: deviceDirectory, tpm: tpm, escrow: escrow,
+            tuning: tuning)
+        let found = try CloudCredentials.find(for: url, self, device: local)
+        do {
+            return try WebDAVCloud(
+                url: url, username: found?.user, password: found?.password, caFile: cloudCA)
+        } catch {
+            throw CommandError.param("--cloud: \(error)")
+        }
+    }
+
+    /// `--cloud` when it names a WebDAV server.
+    package var webDAVURL: URL? {
+        guard let location = cloudLocation,
+            location.hasPrefix("https://") || location.hasPrefix("http://")
+        else { return nil }
+        return URL(string: location)
     }
 
     /// Standard input as lines, without their line ends.

@@ -41,6 +41,7 @@ package enum KeepsakeCLI {
             case "blockstore": try BlockStoreCommand.run(verb, context)
             case "hint": try HintCommand.run(verb, context)
             case "kv": try KeyValueCommand.run(verb, context)
+            case "cloud": try CloudCommand.run(verb, context)
             default:
                 guard let extra = extraCommands[command] else {
                     throw CommandError.usage("unknown command \(command)\n\(usage)")
@@ -57,7 +58,7 @@ package enum KeepsakeCLI {
 }
 
 let usage = """
-    usage: keepsake [--app-id ID] [--container DIR] [--device-dir DIR] [--cloud DIR] [--tpm TCTI] [--escrow TCTI] COMMAND
+    usage: keepsake [--app-id ID] [--container DIR] [--device-dir DIR] [--cloud DIR|URL] [--cloud-ca FILE] [--tpm TCTI] [--escrow TCTI] COMMAND
       keychain add|get|update|delete|list --service S [--account A] [--sync yes|no|any]
                                           [--accessible CLASS] [--label L] [--access-group G]
       keychain sync                       (synchronizable items with --cloud, now)
@@ -70,5 +71,6 @@ let usage = """
       kv set|get|remove|synchronize --key K
       hint get | set [--authenticator-id X] [--wallet W] [--login-at MS] | clear [--profile linux|apple|android]
       app uninstall
+      cloud login | logout | status       (--cloud https://…; login: user name and password on stdin)
     Secrets are read from standard input and written raw to standard output.
     """

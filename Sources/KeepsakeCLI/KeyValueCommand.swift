@@ -6,7 +6,8 @@ import KeyValueStore
 enum KeyValueCommand {
     static func run(_ verb: String?, _ context: Context) throws {
         try context.arguments.allowOnly(["key"])
-        let store = UbiquitousKeyValueStore(app: context.app, device: context.device) { change in
+        let store = UbiquitousKeyValueStore(app: context.app, device: try context.device) {
+            change in
             let object: [String: Any] = [
                 "reason": change.reason.rawValue, "changedKeys": change.changedKeys,
             ]

@@ -14,15 +14,18 @@ package enum KeychainCommand {
         try arguments.allowOnly(options)
         if verb == "sync" {
             // Synchronizable items of every app on the device, with --cloud, now.
-            let report = try KeychainSync(device: context.device).sync()
-            var object: [String: Any] = [
-                "uploaded": report.uploaded, "downloaded": report.downloaded,
-                "deleted": report.deleted,
-            ]
-            object["skipped"] = report.skipped
-            return Output.json(object)
+            return try PendingSync.report {
+                let report = try KeychainSync(device: try context.device).sync()
+                var object: [String: Any] = [
+                    "uploaded": report.uploaded, "downloaded": report.downloaded,
+                    "deleted": report.deleted,
+                ]
+                object["skipped"] = report.skipped
+                return object
+            }
         }
-        let keychain = Keychain(app: context.app, device: context.device)
+        // Items stay on this device: the cloud (and its credentials) is only for `sync`.
+        let keychain = Keychain(app: context.app, device: context.localDevice)
         // `--server` makes it an internet password (no service); otherwise a generic one.
         let server = arguments.value("server")
         let service = arguments.value("service")

@@ -9,7 +9,7 @@ import Sealing
 /// `keepsake lockscreen set|unlock|lock|status`. Passcodes come from standard input, one per line.
 enum LockScreenCommand {
     static func run(_ verb: String?, _ context: Context) throws {
-        let device = context.device
+        let device = try context.device
         switch verb {
         case "set":
             try context.arguments.allowOnly(["kind"])
@@ -56,7 +56,7 @@ enum LockScreenCommand {
 /// transfer | settings`.
 enum DeviceCommand {
     static func run(_ verb: String?, _ context: Context) throws {
-        let device = context.device
+        let device = try context.device
         switch verb {
         case "reboot":
             try context.arguments.allowOnly([])

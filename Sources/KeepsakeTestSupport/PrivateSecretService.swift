@@ -385,6 +385,9 @@ package final class PrivateSecretService: @unchecked Sendable {
     }
 
     /// Kills gnome-keyring (SIGKILL): the bus stays, nothing owns `org.freedesktop.secrets`.
+    /// Whether the provider's process is still there.
+    var isProviderAlive: Bool { state.withLock { $0.keyring?.isAlive ?? false } }
+
     package func kill() {
         let keyring = state.withLock { state -> Daemon? in
             defer { state.keyring = nil }
@@ -587,7 +590,20 @@ final class Daemon: @unchecked Sendable {
 extension PrivateSecretService {
     private static let sharedInstance = Result { try PrivateSecretService.start() }
 
+    private static let sharedCheck = Mutex(())
+
     /// One private Secret Service for every test of a process that does not disturb it (no kill,
-    /// freeze, lock or restart); tests keep apart by using unique service names.
-    package static func shared() throws -> PrivateSecretService { try sharedInstance.get() }
+    /// freeze, lock or restart); tests keep apart by using unique service names. A provider that
+    /// died under an earlier test (KeePassXC 2.7.4 sometimes crashes under concurrent calls) is
+    /// started again, said on standard error, so that one crash fails one test, not the rest.
+    package static func shared() throws -> PrivateSecretService {
+        let service = try sharedInstance.get()
+        try sharedCheck.withLock { _ in
+            guard !service.isProviderAlive else { return }
+            FileHandle.standardError.write(
+                Data("harness: the shared \(service.provider.rawValue) died; started again\n".utf8))
+            try service.restart()
+        }
+        return service
+    }
 }

@@ -1,31 +1,39 @@
+import Device
 import Foundation
-import Synchronization
-
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
 
 /// A private Apache httpd with mod_dav on loopback (PROVIDERS.md): its own config, document root
-/// and password file on a throwaway directory, basic authentication, started and killed by the
-/// harness. Never the machine's own web server.
+/// and password file on a throwaway directory, basic authentication, optionally TLS with a
+/// throwaway certificate authority, started and killed by the harness. Never the machine's own
+/// web server, never the machine's trust store.
 package final class PrivateWebDAV: @unchecked Sendable {
     // Sendable: immutable after start; `stop()` is idempotent.
     private var daemon: Daemon?
     package let root: URL
     package let port: Int
+    package let tls: Bool
     package let username = "keepsake"
     package let password = "webdav-\(UUID().uuidString.prefix(8))"
     /// The account's collection.
-    package var url: URL { URL(string: "http://127.0.0.1:\(port)/dav/account/")! }
+    package var url: URL {
+        URL(string: "\(tls ? "https" : "http")://127.0.0.1:\(port)/dav/account/")!
+    }
+    /// The throwaway certificate authority that signed the server's certificate (TLS only).
+    package var caFile: URL { root.appendingPathComponent("ca.pem") }
+    /// A client for the account, as a device would make it.
+    package func cloud(timeout: TimeInterval = 10, attempts: Int = 3) throws -> WebDAVCloud {
+        try WebDAVCloud(
+            url: url, username: username, password: password, timeout: timeout,
+            caFile: tls ? caFile.path : nil, attempts: attempts)
+    }
     /// Apache's document root; the account's collection is `dav/account` in it (what the sweep
     /// looks at).
     package var documentRoot: URL { root.appendingPathComponent("htdocs") }
 
     /// Starts one (a few tries, each on another random port: one may be taken).
-    package static func start() throws -> PrivateWebDAV {
+    package static func start(tls: Bool = false) throws -> PrivateWebDAV {
         var failure: Error = HarnessError("Apache did not start")
         for _ in 0..<3 {
-            let server = try PrivateWebDAV()
+            let server = try PrivateWebDAV(tls: tls)
             do {
                 try server.run()
                 return server
@@ -37,7 +45,8 @@ package final class PrivateWebDAV: @unchecked Sendable {
         throw failure
     }
 
-    private init() throws {
+    private init(tls: Bool) throws {
+        self.tls = tls
         // Not under the 0700 throwaway root: Apache's workers run as www-data and must reach it.
         root = FileManager.default.temporaryDirectory.appendingPathComponent(
             "keepsake-webdav-\(UUID().uuidString.prefix(8).lowercased())")
@@ -53,6 +62,17 @@ package final class PrivateWebDAV: @unchecked Sendable {
         let htpasswd = root.appendingPathComponent("htpasswd")
         try tool("/usr/bin/htpasswd", ["-b", "-c", "-B", htpasswd.path, username, password])
         let conf = root.appendingPathComponent("httpd.conf")
+        var ssl = ""
+        if tls {
+            try makeCertificates()
+            ssl = """
+                LoadModule ssl_module modules/mod_ssl.so
+                SSLSessionCache none
+                SSLEngine on
+                SSLCertificateFile \(root.path)/server.pem
+                SSLCertificateKeyFile \(root.path)/server.key
+                """
+        }
         try """
         ServerRoot /usr/lib/apache2
         ServerName 127.0.0.1
@@ -64,6 +84,7 @@ package final class PrivateWebDAV: @unchecked Sendable {
         LoadModule authz_user_module modules/mod_authz_user.so
         LoadModule dav_module modules/mod_dav.so
         LoadModule dav_fs_module modules/mod_dav_fs.so
+        \(ssl)
         Listen 127.0.0.1:\(port)
         PidFile \(root.path)/httpd.pid
         ErrorLog \(root.path)/error.log
@@ -81,6 +102,12 @@ package final class PrivateWebDAV: @unchecked Sendable {
         """.write(to: conf, atomically: true, encoding: .utf8)
         try tool("/bin/chown", ["-R", "www-data:www-data", root.path])
         try tool("/bin/chmod", ["755", root.path])
+        try launch()
+    }
+
+    /// Starts httpd on the prepared configuration and waits until it answers.
+    private func launch() throws {
+        let conf = root.appendingPathComponent("httpd.conf")
         var environment = ProcessInfo.processInfo.environment
         environment["APACHE_RUN_DIR"] = root.path
         environment["APACHE_LOCK_DIR"] = root.path
@@ -89,7 +116,8 @@ package final class PrivateWebDAV: @unchecked Sendable {
         daemon = try Daemon(
             "exec /usr/sbin/apache2 -f \(conf.path) -DFOREGROUND", environment: environment)
         let deadline = Date().addingTimeInterval(15)
-        while (try? WebDAVProbe.status(url, username: username, password: password)) == nil {
+        let probe = try cloud(timeout: 2, attempts: 1)
+        while (try? probe.list()) == nil {
             if Date() > deadline {
                 let log =
                     (try? String(
@@ -100,6 +128,59 @@ package final class PrivateWebDAV: @unchecked Sendable {
             usleep(50_000)
         }
     }
+
+    /// A throwaway CA (valid two days) and a certificate it signs for 127.0.0.1 / localhost.
+    private func makeCertificates() throws {
+        let openssl = "/usr/bin/openssl"
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        try tool(
+            openssl,
+            ["req", "-x509"] + ec + [
+                "-keyout", "\(root.path)/ca.key", "-out", caFile.path, "-days", "2", "-subj",
+                "/CN=Keepsake throwaway test CA",
+            ])
+        try tool(
+            openssl,
+            ["req"] + ec + [
+                "-keyout", "\(root.path)/server.key", "-out", "\(root.path)/server.csr", "-subj",
+                "/CN=127.0.0.1",
+            ])
+        let extensions = root.appendingPathComponent("server.ext")
+        try "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n".write(
+            to: extensions, atomically: true, encoding: .utf8)
+        try tool(
+            openssl,
+            [
+                "x509", "-req", "-in", "\(root.path)/server.csr", "-CA", caFile.path, "-CAkey",
+                "\(root.path)/ca.key", "-CAcreateserial", "-out", "\(root.path)/server.pem",
+                "-days", "2", "-extfile", extensions.path,
+            ])
+    }
+
+    /// Stops httpd, keeping its files and port: the server is down until `relaunch()`.
+    package func kill() {
+        daemon?.stop()
+        daemon = nil
+        // Its workers would serve a while longer on the inherited socket: down means refusing.
+        _ = Self.pkillWorkers(root)
+        let probe = try? cloud(timeout: 0.5, attempts: 1)
+        let deadline = Date().addingTimeInterval(10)
+        while (try? probe?.list()) != nil, Date() < deadline { usleep(50_000) }
+    }
+
+    /// Apache workers still running on this server's configuration (none once the parent's gone
+    /// and they noticed): killed.
+    private static func pkillWorkers(_ root: URL) -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/pkill")
+        process.arguments = ["-9", "-f", "apache2 -f \(root.path)/httpd.conf"]
+        try? process.run()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// Starts httpd again after `kill()`, with everything it held.
+    package func relaunch() throws { try launch() }
 
     /// Stops httpd and removes its files.
     package func stop() {
@@ -127,25 +208,5 @@ package final class PrivateWebDAV: @unchecked Sendable {
         guard process.terminationStatus == 0 else {
             throw HarnessError("\(path) \(arguments.first ?? "") failed (apt-get install apache2)")
         }
-    }
-}
-
-/// One authenticated OPTIONS request: whether the server answers at all.
-enum WebDAVProbe {
-    static func status(_ url: URL, username: String, password: String) throws -> Int {
-        var request = URLRequest(url: url, timeoutInterval: 2)
-        request.httpMethod = "OPTIONS"
-        request.setValue(
-            "Basic " + Data("\(username):\(password)".utf8).base64EncodedString(),
-            forHTTPHeaderField: "Authorization")
-        let done = DispatchSemaphore(value: 0)
-        let result = Mutex<Int?>(nil)
-        URLSession.shared.dataTask(with: request) { _, response, _ in
-            result.withLock { $0 = (response as? HTTPURLResponse)?.statusCode }
-            done.signal()
-        }.resume()
-        _ = done.wait(timeout: .now() + 3)
-        guard let status = result.withLock({ $0 }) else { throw HarnessError("no answer") }
-        return status
     }
 }

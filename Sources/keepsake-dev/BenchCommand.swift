@@ -21,9 +21,13 @@ enum BenchCommand {
         case "keychain":
             try KeychainBenchmark(items: items, rounds: rounds, provider: provider).run()
         case "blockstore": try BlockStoreBenchmark(rounds: rounds).run()
+        case "cloud":
+            try CloudBenchmark(
+                rounds: try context.arguments.count("rounds", default: 5, in: 1...1000)
+            ).run()
         default:
             throw CommandError.usage(
-                "bench keychain [--items N] [--rounds N] [--provider P] | bench blockstore [--rounds N]"
+                "bench keychain [--items N] [--rounds N] [--provider P] | bench blockstore [--rounds N] | bench cloud [--rounds N]"
             )
         }
     }

@@ -14,7 +14,46 @@ enum DemoCommand {
         try context.arguments.allowOnly(["provider"])
         let providerName = context.arguments.value("provider") ?? "gnome-keyring"
         guard let provider = PrivateSecretService.Provider(rawValue: providerName) else {
-            throw CommandError.usage("demo [--provider gnome-keyring | keepassxc | kwallet]")
+            throw CommandError.usage(
+                "demo [--provider gnome-keyring | keepassxc | kwallet] [--cloud webdav | URL]")
+        }
+        // `--cloud webdav`: a private Apache (TLS, throwaway CA) the demo starts and stops;
+        // `--cloud URL`: that WebDAV server, with credentials from ~/.netrc or `keepsake cloud
+        // login`; otherwise a throwaway directory.
+        var server: PrivateWebDAV?
+        defer { server?.stop() }
+        let makeCloud: (String) throws -> DemoCloud
+        switch context.cloudLocation {
+        case "webdav"?:
+            let started = try PrivateWebDAV.start(tls: true)
+            server = started
+            makeCloud = { name in
+                DemoCloud(
+                    storage: try WebDAVCloud(
+                        url: started.url.appendingPathComponent("\(name)/"),
+                        username: started.username, password: started.password,
+                        caFile: started.caFile.path),
+                    escrowKey: Throwaway.directory(name))
+            }
+        case .some where context.webDAVURL != nil:
+            // Credentials from ~/.netrc only: the demo never reads the user's own keyring.
+            let base = context.webDAVURL!
+            let login = try Netrc.credentials(
+                for: base.host ?? "", in: context.homeDirectory)
+            let run = UUID().uuidString.prefix(8).lowercased()
+            makeCloud = { name in
+                DemoCloud(
+                    storage: try WebDAVCloud(
+                        url: base.appendingPathComponent("keepsake-demo-\(run)-\(name)/"),
+                        username: login?.user, password: login?.password,
+                        caFile: context.cloudCA),
+                    escrowKey: Throwaway.directory(name))
+            }
+        default:
+            makeCloud = { name in
+                let directory = Throwaway.directory(name)
+                return DemoCloud(storage: CloudDirectory(directory), escrowKey: directory)
+            }
         }
         let say = { (text: String) in Output.line(text) }
         say("Keepsake demo: \"Welcome back\" survives uninstall, reinstall and a new device.")
@@ -23,7 +62,7 @@ enum DemoCommand {
             "Starting a private Secret Service per device (its own D-Bus and \(provider.rawValue) on a"
         )
         say("throwaway HOME). Your own keyring is never touched.")
-        let cloud = Throwaway.directory("demo-cloud")
+        let cloud = try makeCloud("demo-cloud")
         let phone = try DemoDevice(provider: provider, name: "phone", cloud: cloud)
         defer { phone.service.stop() }
 
@@ -45,7 +84,7 @@ enum DemoCommand {
         say(
             "   The phone syncs: \(report.uploaded) Block Store entry sealed to the cloud account (E2EE: pin set)."
         )
-        say("   cloud:      \(cloudListing(cloud))")
+        say("   cloud:      \(cloud.listing())")
 
         say("")
         say("2. The app is uninstalled: its container is deleted.")
@@ -141,13 +180,13 @@ enum DemoCommand {
 
         say("")
         say("6. A device without a lock screen keeps its hint local:")
-        let otherCloud = Throwaway.directory("demo-cloud-2")
+        let otherCloud = try makeCloud("demo-cloud-2")
         let plain = try DemoDevice(provider: provider, name: "laptop", cloud: otherCloud)
         defer { plain.service.stop() }
         plain.hints.set(lastWallet: "0x51e0A9c3B7d2F4a6C8e1D3b5F7a9C2e4B6d8A1C0")
         let plainReport = try BlockStoreSync(device: plain.device).sync()
         say(
-            "   sync: \(plainReport.skipped ?? "done"); its cloud directory holds: \(cloudListing(otherCloud))"
+            "   sync: \(plainReport.skipped ?? "done"); its cloud account holds: \(otherCloud.listing())"
         )
         say("   " + welcome(plain.hints.get()))
 
@@ -190,7 +229,7 @@ enum DemoCommand {
         let hints: RecoveryHints
 
         init(
-            provider: PrivateSecretService.Provider, name: String, cloud: URL?,
+            provider: PrivateSecretService.Provider, name: String, cloud: DemoCloud?,
             profile: HintProfile = .linux, blockStore: Bool = true
         ) throws {
             service = try PrivateSecretService.start(
@@ -198,8 +237,8 @@ enum DemoCommand {
             device = Device(
                 secretService: service.connection(),
                 directory: service.root.appendingPathComponent("device"),
-                cloud: cloud.map(CloudDirectory.init),
-                escrow: try cloud.map { try PrivateEscrow.of($0).configuration },
+                cloud: cloud?.storage,
+                escrow: try cloud.map { try PrivateEscrow.of($0.escrowKey).configuration },
                 tuning: DeviceTuning(passcodeCost: .interactive, retryPolicy: RetryPolicy()))
             if !blockStore { try device.updateSettings { $0.blockStoreAvailable = false } }
             app = try App(
@@ -216,14 +255,20 @@ enum DemoCommand {
         return "\"Welcome back, your last wallet is \(wallet)\"."
     }
 
-    static func cloudListing(_ cloud: URL) -> String {
-        let names = Files.list(cloud)
-        if names.isEmpty { return "(nothing)" }
-        return names.map { $0.count > 20 ? String($0.prefix(14)) + "…" : $0 }.joined(
-            separator: ", ")
+    /// The demo's cloud account: a directory or a WebDAV collection, and what names its escrow.
+    struct DemoCloud {
+        let storage: any CloudStorage
+        let escrowKey: URL
+
+        func listing() -> String {
+            guard let names = try? storage.list() else { return "(unreachable)" }
+            if names.isEmpty { return "(nothing)" }
+            return names.map { $0.count > 20 ? String($0.prefix(14)) + "…" : $0 }.joined(
+                separator: ", ")
+        }
     }
 
-    static func show(_ phone: DemoDevice, cloud: URL, say: (String) -> Void) throws {
+    static func show(_ phone: DemoDevice, cloud: DemoCloud, say: (String) -> Void) throws {
         let container = phone.app.container
         let files = Files.list(container)
         say(

@@ -19,13 +19,10 @@ enum StressCommand {
         // 5 s bound itself is the fault suites' business. Eight workers beside a whole parallel
         // suite on two starved cores can wait longer than that for gnome-keyring, so the workers
         // wait up to 60 s.
-        let device = Device(
+        let device = try context.device(
             secretService: SecretServiceConnection(
                 busAddress: ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"],
-                timeout: .seconds(60)),
-            directory: context.deviceDirectory,
-            cloud: context.cloudDirectory.map(CloudDirectory.init), tpm: context.tpm,
-            escrow: context.escrow, tuning: context.tuning)
+                timeout: .seconds(60)))
         let keychain = Keychain(app: context.app, device: device)
         let blockStore = BlockStoreClient(app: context.app, device: device)
         let hints = try RecoveryHintService.make(profile: .linux, app: context.app, device: device)

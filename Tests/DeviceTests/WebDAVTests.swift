@@ -113,3 +113,189 @@ struct WebDAVTests {
         #expect(throws: DeviceError.self) { try tablet.cloudSession(forUpload: false) }
     }
 }
+
+@Suite("WebDAV: TLS, compare-and-swap, and a server that misbehaves")
+struct WebDAVFaultTests {
+    @Test(
+        "TLS is verified: with the throwaway CA the account answers; against the system's store it is refused"
+    )
+    func tls() throws {
+        let server = try PrivateWebDAV.start(tls: true)
+        defer { server.stop() }
+        let cloud = try server.cloud()
+        try cloud.write("account", Data("KAC1{}".utf8))
+        #expect(try cloud.read("account") == Data("KAC1{}".utf8))
+        let untrusting = try WebDAVCloud(
+            url: server.url, username: server.username, password: server.password, attempts: 1)
+        #expect(throws: CloudError.self) { try untrusting.list() }
+        // Credentials never ride in the URL.
+        #expect(throws: CloudError.self) {
+            try WebDAVCloud(url: URL(string: "https://user:pw@127.0.0.1/dav/")!)
+        }
+    }
+
+    @Test(
+        "compare-and-swap: a write against a stale version loses and changes nothing; a weak ETag is told apart from a conflict"
+    )
+    func compareAndSwap() throws {
+        let server = try PrivateWebDAV.start()
+        defer { server.stop() }
+        let cloud = try server.cloud()
+        #expect(try cloud.write("account", Data("one".utf8), ifVersion: nil))
+        // A second create loses: the object exists now.
+        #expect(try !cloud.write("account", Data("other".utf8), ifVersion: nil))
+        // Just written: Apache's ETag is weak for a second, which If-Match may not use.
+        let first = try #require(try cloud.readVersioned("account"))
+        #expect(try cloud.write("account", Data("two".utf8), ifVersion: first.version))
+        #expect(try cloud.read("account") == Data("two".utf8))
+        // `first` is stale now: its write loses, the object keeps the other writer's bytes.
+        #expect(try !cloud.write("account", Data("three".utf8), ifVersion: first.version))
+        #expect(try cloud.read("account") == Data("two".utf8))
+        // Once the tag is strong, If-Match carries the swap.
+        Thread.sleep(forTimeInterval: 1.2)
+        let settled = try #require(try cloud.readVersioned("account"))
+        #expect(settled.version.tag.map { !$0.hasPrefix("W/") } == true)
+        #expect(try cloud.write("account", Data("four".utf8), ifVersion: settled.version))
+        #expect(try cloud.read("account") == Data("four".utf8))
+    }
+
+    @Test("a manifest changed behind a session is merged at commit, never written over")
+    func manifestMerge() throws {
+        let server = try PrivateWebDAV.start()
+        defer { server.stop() }
+        let cloud = try server.cloud()
+        let service = try PrivateSecretService.start()
+        let phone = Device(
+            secretService: service.connection(), directory: Throwaway.directory("phone"),
+            cloud: cloud, tuning: .fast)
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        let session = try #require(try phone.cloudSession())
+        let objects = CloudObjects(cloudKey: session.key, kind: CloudObjects.kind("kv-"))
+        // Another writer (whose lock had expired) adds an object and a new manifest meanwhile.
+        let theirs = objects.name("com.example.other")
+        let theirBytes = objects.seal(Data("theirs".utf8), name: theirs)
+        try cloud.write(theirs, theirBytes)
+        var behind = session.manifest
+        behind.version += 5
+        behind.objects[Data(theirs.utf8)] = AccountManifest.mac(
+            theirBytes, name: theirs, under: session.key)
+        try cloud.write(AccountManifest.name, behind.sealed(under: session.key))
+        // This session writes its own and commits.
+        let mine = objects.name("com.example.wallet")
+        try session.write(mine, objects.seal(Data("mine".utf8), name: mine))
+        try session.commit()
+        let reader = try #require(try phone.cloudSession(forUpload: false))
+        #expect(Set(reader.list()) == [theirs, mine])
+        #expect(reader.manifest.version > behind.version)
+        #expect(try reader.read(theirs) == theirBytes)
+    }
+
+    @Test("5xx answers are tried again with pauses; a server that keeps failing is an error")
+    func retries() throws {
+        let count = Mutex(0)
+        let server = try FaultyHTTPServer { _ in
+            let n = count.withLock { n in
+                defer { n += 1 }
+                return n
+            }
+            return n < 2
+                ? .respond(status: 503, headers: [:], body: Data())
+                : .respond(status: 200, headers: ["ETag": "\"x\""], body: Data("KAC1{}".utf8))
+        }
+        defer { server.stop() }
+        let cloud = try WebDAVCloud(url: server.url, timeout: 2, attempts: 3)
+        #expect(try cloud.read("account") == Data("KAC1{}".utf8))
+        #expect(server.requests.count == 3)
+        let failing = try FaultyHTTPServer { _ in .respond(status: 500, headers: [:], body: Data())
+        }
+        defer { failing.stop() }
+        let start = Date()
+        #expect(throws: CloudError.self) {
+            try WebDAVCloud(url: failing.url, timeout: 2, attempts: 3).read("account")
+        }
+        #expect(failing.requests.count == 3)
+        #expect(Date().timeIntervalSince(start) < 5)
+    }
+
+    @Test(
+        "bounded: a stalled server, a 1 GiB body (announced or not), a redirect and garbage are refused within the time and memory bound"
+    )
+    func bounds() throws {
+        let stalled = try FaultyHTTPServer { _ in
+            .after(seconds: 30, .respond(status: 200, headers: [:], body: Data()))
+        }
+        defer { stalled.stop() }
+        var start = Date()
+        #expect(throws: CloudError.self) {
+            try WebDAVCloud(url: stalled.url, timeout: 1, attempts: 1).read("account")
+        }
+        #expect(Date().timeIntervalSince(start) < 3)
+
+        let gibibyte = 1 << 30
+        for announced in [gibibyte, nil] as [Int?] {
+            let huge = try FaultyHTTPServer { _ in .stream(announced: announced, sent: gibibyte) }
+            defer { huge.stop() }
+            start = Date()
+            #expect(throws: CloudError.self) {
+                try WebDAVCloud(url: huge.url, timeout: 20, attempts: 3).read("account")
+            }
+            // Refused at the object's cap, not after a gibibyte (and never tried again).
+            #expect(Date().timeIntervalSince(start) < 5)
+            #expect(huge.requests.count == 1)
+        }
+
+        let redirecting = try FaultyHTTPServer { request in
+            request.path.hasPrefix("/elsewhere")
+                ? .respond(status: 200, headers: [:], body: Data("stolen".utf8))
+                : .respond(
+                    status: 302, headers: ["Location": "http://127.0.0.1:1/elsewhere/"],
+                    body: Data())
+        }
+        defer { redirecting.stop() }
+        #expect(throws: CloudError.self) {
+            try WebDAVCloud(url: redirecting.url, username: "u", password: "p").read("account")
+        }
+        #expect(redirecting.requests.allSatisfy { !$0.path.hasPrefix("/elsewhere") })
+
+        let garbage = try FaultyHTTPServer { _ in
+            .respond(status: 207, headers: [:], body: Data("<<not xml".utf8))
+        }
+        defer { garbage.stop() }
+        #expect(throws: CloudError.self) { try WebDAVCloud(url: garbage.url).list() }
+    }
+
+    @Test(
+        "the server down: a sync fails as unreachable and changes nothing; once it is back, the next sync finds everything"
+    )
+    func serverDown() throws {
+        let server = try PrivateWebDAV.start()
+        defer { server.stop() }
+        let cloud = try server.cloud(timeout: 2, attempts: 2)
+        let service = try PrivateSecretService.start()
+        let phone = Device(
+            secretService: service.connection(), directory: Throwaway.directory("phone"),
+            cloud: cloud, tuning: .fast)
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        let session = try #require(try phone.cloudSession())
+        let objects = CloudObjects(cloudKey: session.key, kind: CloudObjects.kind("kv-"))
+        let name = objects.name("com.example.wallet")
+        try session.write(name, objects.seal(Data("kept".utf8), name: name))
+        try session.commit()
+
+        server.kill()
+        do {
+            _ = try phone.cloudSession()
+            Issue.record("a session opened on a stopped server")
+        } catch {
+            #expect(error.code == .notAvailable)
+        }
+        // The device itself is untouched by a cloud that went away.
+        #expect(try phone.state() == .unlocked)
+
+        try server.relaunch()
+        let reader = try #require(try phone.cloudSession(forUpload: false))
+        let bytes = try #require(try reader.read(name))
+        #expect(
+            try objects.open(bytes, name: name) { String(decoding: $0, as: UTF8.self) } == "kept")
+    }
+}

@@ -1,0 +1,146 @@
+#include "CKeepsakeHTTP.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static pthread_once_t initialized = PTHREAD_ONCE_INIT;
+static void initialize(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+typedef struct {
+    keepsake_http_response *out;
+    size_t limit;
+    size_t capacity;
+    int too_large;
+} collector;
+
+static size_t on_body(char *data, size_t size, size_t count, void *context) {
+    collector *c = context;
+    size_t n = size * count;
+    if (c->out->length + n > c->limit) {
+        c->too_large = 1;
+        return 0;  // aborts the transfer
+    }
+    if (c->out->length + n > c->capacity) {
+        size_t capacity = c->capacity ? c->capacity : 4096;
+        while (capacity < c->out->length + n) capacity *= 2;
+        if (capacity > c->limit) capacity = c->limit;
+        unsigned char *grown = realloc(c->out->body, capacity);
+        if (!grown) return 0;
+        c->out->body = grown;
+        c->capacity = capacity;
+    }
+    memcpy(c->out->body + c->out->length, data, n);
+    c->out->length += n;
+    return n;
+}
+
+/// Copies a header's value (without its line end) when `line` is "name: value".
+static void take_header(const char *line, size_t length, const char *name, char *into,
+                        size_t room) {
+    size_t name_length = strlen(name);
+    if (length <= name_length + 1 || strncasecmp(line, name, name_length) != 0 ||
+        line[name_length] != ':')
+        return;
+    const char *value = line + name_length + 1;
+    size_t value_length = length - name_length - 1;
+    while (value_length && (*value == ' ' || *value == '\t')) { value++; value_length--; }
+    while (value_length && (value[value_length - 1] == '\r' || value[value_length - 1] == '\n'))
+        value_length--;
+    if (value_length >= room) value_length = room - 1;
+    memcpy(into, value, value_length);
+    into[value_length] = 0;
+}
+
+static size_t on_header(char *line, size_t size, size_t count, void *context) {
+    keepsake_http_response *out = context;
+    size_t n = size * count;
+    // A new status line (after a 100 Continue) starts the headers over.
+    if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
+        out->etag[0] = 0;
+        out->last_modified[0] = 0;
+    }
+    take_header(line, n, "ETag", out->etag, sizeof out->etag);
+    take_header(line, n, "Last-Modified", out->last_modified, sizeof out->last_modified);
+    return n;
+}
+
+int keepsake_http_request(const char *method, const char *url, const char *user,
+                          const char *password, const char *const *headers, size_t header_count,
+                          const void *body, size_t body_length, size_t max_response,
+                          long timeout_ms, const char *ca_file, keepsake_http_response *out) {
+    pthread_once(&initialized, initialize);
+    memset(out, 0, sizeof *out);
+    CURL *curl = curl_easy_init();
+    if (!curl) {
+        strcpy(out->error, "libcurl could not start a transfer");
+        return KEEPSAKE_HTTP_SETUP;
+    }
+    collector c = {out, max_response, 0, 0};
+    struct curl_slist *list = NULL;
+    for (size_t i = 0; i < header_count; i++) list = curl_slist_append(list, headers[i]);
+    // libcurl would add "Expect: 100-continue" to larger bodies: one more round trip.
+    list = curl_slist_append(list, "Expect:");
+
+    char error[CURL_ERROR_SIZE] = {0};
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+    // A proxy from the environment never stands between a device and a server on its own host.
+    curl_easy_setopt(curl, CURLOPT_NOPROXY, "localhost,127.0.0.1,::1");
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (ca_file) curl_easy_setopt(curl, CURLOPT_CAINFO, ca_file);
+    curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)max_response);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &c);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, out);
+    if (user && password) {
+        curl_easy_setopt(curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+        curl_easy_setopt(curl, CURLOPT_USERNAME, user);
+        curl_easy_setopt(curl, CURLOPT_PASSWORD, password);
+    }
+    if (strcmp(method, "HEAD") == 0) {
+        curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+    } else if (strcmp(method, "GET") != 0) {
+        curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    }
+    if (body) {
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_length);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+    }
+
+    CURLcode code = curl_easy_perform(curl);
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &out->status);
+    int result = 0;
+    if (c.too_large || code == CURLE_FILESIZE_EXCEEDED) {
+        snprintf(out->error, sizeof out->error, "a response larger than %zu bytes", max_response);
+        result = KEEPSAKE_HTTP_TOO_LARGE;
+    } else if (code != CURLE_OK) {
+        snprintf(out->error, sizeof out->error, "%s", error[0] ? error : curl_easy_strerror(code));
+        result = (int)code;
+    }
+    if (result != 0) {
+        free(out->body);
+        out->body = NULL;
+        out->length = 0;
+    }
+    curl_slist_free_all(list);
+    curl_easy_cleanup(curl);
+    return result;
+}
+
+void keepsake_http_free(keepsake_http_response *response) {
+    free(response->body);
+    response->body = NULL;
+    response->length = 0;
+}

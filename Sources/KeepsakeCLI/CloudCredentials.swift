@@ -1,0 +1,107 @@
+import Device
+import Foundation
+import Keychain
+import Sealing
+
+/// Where the command line finds a WebDAV cloud's credentials: a Keychain item of Keepsake's own
+/// (`keepsake cloud login`), else `~/.netrc` — never the command line or the environment.
+///
+/// The item: app `org.keepsake.cloud`, service `org.keepsake.cloud`, account the cloud's URL,
+/// `generic` the user name, the password as its secret; `AfterFirstUnlockThisDeviceOnly`, so a
+/// sync works in the background after the first unlock and the password never leaves the device.
+enum CloudCredentials {
+    struct Found {
+        var user: String
+        var password: String
+        var source: String
+    }
+
+    static let appID = "org.keepsake.cloud"
+    static let service = "org.keepsake.cloud"
+
+    static func keychain(_ context: Context, device: Device) throws -> Keychain {
+        let container = context.dataHome.appendingPathComponent("keepsake/containers/\(appID)")
+        return Keychain(app: try App(id: appID, container: container), device: device)
+    }
+
+    static func account(_ url: URL) -> String {
+        url.absoluteString.hasSuffix("/") ? url.absoluteString : url.absoluteString + "/"
+    }
+
+    /// The credentials for `url`, or nil when neither place has any.
+    static func find(for url: URL, _ context: Context, device: Device) throws -> Found? {
+        let keychain = try keychain(context, device: device)
+        if let item = try? keychain.item(
+            matching: GenericPasswordQuery(service: service, account: account(url))),
+            let user = item.attributes.generic.flatMap({ String(data: $0, encoding: .utf8) }),
+            let password = item.data.flatMap({ String(data: $0, encoding: .utf8) })
+        {
+            return Found(user: user, password: password, source: "keychain")
+        }
+        guard let host = url.host else { return nil }
+        return try Netrc.credentials(for: host, in: context.homeDirectory)
+            .map { Found(user: $0.user, password: $0.password, source: "netrc") }
+    }
+
+    /// `keepsake cloud login`: stores (or replaces) the item.
+    static func store(user: String, password: SecureBytes, for url: URL, keychain: Keychain)
+        throws
+    {
+        let query = GenericPasswordQuery(service: service, account: account(url))
+        try? keychain.delete(matching: query)
+        try keychain.add(
+            GenericPasswordAttributes(
+                service: service, account: account(url),
+                accessible: .afterFirstUnlockThisDeviceOnly,
+                label: "Keepsake cloud account (\(user))", generic: Data(user.utf8)),
+            data: password.unsafeData())
+    }
+}
+
+/// `~/.netrc`: `machine HOST login USER password PASSWORD` entries (and `default`), as curl and
+/// ftp read them. Refused when other users may read it, or when it is larger than 64 KiB.
+package enum Netrc {
+    package static func credentials(for host: String, in home: URL) throws -> (
+        user: String, password: String
+    )? {
+        let file = home.appendingPathComponent(".netrc")
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: file.path) else {
+            return nil
+        }
+        if let mode = attributes[.posixPermissions] as? Int, mode & 0o077 != 0 {
+            throw CommandError.param("~/.netrc may be read by other users: chmod 600 it")
+        }
+        guard let size = attributes[.size] as? Int, size <= 64 * 1024,
+            let text = try? String(contentsOf: file, encoding: .utf8)
+        else { throw CommandError.param("~/.netrc is larger than 64 KiB or not UTF-8") }
+        return parse(text, host: host)
+    }
+
+    /// The first `machine HOST` entry's login and password, else the `default` entry's.
+    static func parse(_ text: String, host: String) -> (user: String, password: String)? {
+        var tokens = text.split(whereSeparator: \.isWhitespace).map(String.init)[...]
+        var entries: [(machine: String?, user: String?, password: String?)] = []
+        while let token = tokens.popFirst() {
+            switch token {
+            case "machine": entries.append((tokens.popFirst() ?? "", nil, nil))
+            case "default": entries.append((nil, nil, nil))
+            case "login", "password":
+                let value = tokens.popFirst()
+                guard !entries.isEmpty else { continue }
+                if token == "login" {
+                    entries[entries.count - 1].user = value
+                } else {
+                    entries[entries.count - 1].password = value
+                }
+            case "account", "macdef": _ = tokens.popFirst()
+            default: continue
+            }
+        }
+        let chosen =
+            entries.first { $0.machine == host } ?? entries.first { $0.machine == nil }
+        guard let chosen, let user = chosen.user, let password = chosen.password else {
+            return nil
+        }
+        return (user, password)
+    }
+}

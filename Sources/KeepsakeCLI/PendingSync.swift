@@ -1,0 +1,38 @@
+import BlockStore
+import Device
+import Foundation
+import Keychain
+
+/// A sync the cloud could not take: every local store keeps working, and the command says so —
+/// `{"pending": true, "reason": …}` on standard output, the reason on standard error, exit 75
+/// (EX_TEMPFAIL: try again later). Any other failure is reported as usual.
+enum PendingSync {
+    static func report(_ body: () throws -> [String: Any]) throws {
+        do {
+            Output.json(try body())
+        } catch {
+            guard let cloud = cloudFailure(error) else { throw error }
+            Output.json(["pending": true, "reason": cloud.description] as [String: Any])
+            throw CommandError(
+                statusName: "pending",
+                message:
+                    "the cloud account is unreachable (\(cloud.description)): nothing local was changed; sync again later",
+                exitCode: 75)
+        }
+    }
+
+    /// The cloud's own failure behind `error`, if that is what it is.
+    static func cloudFailure(_ error: any Error) -> CloudError? {
+        var current: (any Error)? = error
+        for _ in 0..<8 {
+            switch current {
+            case let cloud as CloudError: return cloud
+            case let device as DeviceError: current = device.underlying
+            case let blockStore as BlockStoreError: current = blockStore.underlying
+            case let keychain as KeychainError: current = keychain.underlying
+            default: return nil
+            }
+        }
+        return nil
+    }
+}

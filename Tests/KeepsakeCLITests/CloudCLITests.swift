@@ -1,0 +1,102 @@
+import Foundation
+import KeepsakeTestSupport
+import Testing
+
+@Suite("keepsake with a WebDAV cloud (a private Apache, TLS with a throwaway CA)")
+struct CloudCLITests {
+    @Test(
+        "cloud login keeps the credentials in Keepsake's own Keychain item; a sync goes to the server sealed; with the server down it is pending (exit 75) and nothing local is lost"
+    )
+    func loginSyncAndPending() throws {
+        let server = try PrivateWebDAV.start(tls: true)
+        defer { server.stop() }
+        let service = try PrivateSecretService.start()
+        let cloud = ["--cloud", server.url.absoluteString, "--cloud-ca", server.caFile.path]
+        let app = ["--app-id", "com.example.wallet"]
+
+        let anonymous = try keepsake(["cloud", "status"] + cloud, service: service)
+        #expect(anonymous.text.contains("\"credentials\":\"none\""))
+        #expect(anonymous.text.contains("\"reachable\":false"))
+        let wrong = try keepsake(
+            ["cloud", "login"] + cloud, input: Data("\(server.username)\nwrong\n".utf8),
+            service: service)
+        #expect(wrong.status != 0 && !wrong.stderr.contains("wrong"))
+        let login = try keepsake(
+            ["cloud", "login"] + cloud,
+            input: Data("\(server.username)\n\(server.password)\n".utf8), service: service)
+        #expect(login.status == 0)
+        let status = try keepsake(["cloud", "status"] + cloud, service: service)
+        #expect(status.text.contains("\"credentials\":\"keychain\""))
+        #expect(status.text.contains("\"reachable\":true"))
+
+        #expect(
+            try keepsake(
+                ["lockscreen", "set", "--kind", "pin"] + cloud, input: Data("2580\n".utf8),
+                service: service
+            ).status == 0)
+        let secret = "a block store entry \(UUID().uuidString)"
+        #expect(
+            try keepsake(
+                ["blockstore", "store", "--key", "wallet", "--backup"] + app,
+                input: Data(secret.utf8), service: service
+            ).status == 0)
+        let sync = try keepsake(["blockstore", "sync"] + app + cloud, service: service)
+        #expect(sync.status == 0 && sync.text.contains("\"uploaded\":1"))
+        // On the server: sealed objects only.
+        let stored = try FileManager.default.subpathsOfDirectory(
+            atPath: server.documentRoot.path
+        ).compactMap {
+            FileManager.default.contents(
+                atPath: server.documentRoot.appendingPathComponent($0).path)
+        }
+        #expect(!stored.isEmpty)
+        #expect(
+            stored.allSatisfy {
+                $0.range(of: Data(secret.utf8)) == nil
+                    && $0.range(of: Data(server.password.utf8)) == nil
+            })
+
+        server.kill()
+        let pending = try keepsake(["blockstore", "sync"] + app + cloud, service: service)
+        #expect(pending.status == 75)
+        #expect(pending.text.contains("\"pending\":true"))
+        #expect(pending.stderr.contains("unreachable"))
+        let local = try keepsake(
+            ["blockstore", "retrieve", "--key", "wallet"] + app, service: service)
+        #expect(local.status == 0 && local.text.contains(Data(secret.utf8).base64EncodedString()))
+        #expect(try keepsake(["cloud", "logout"] + cloud, service: service).status == 0)
+        #expect(
+            try keepsake(["cloud", "status"] + cloud, service: service).text.contains(
+                "\"credentials\":\"none\""))
+    }
+
+    @Test("credentials from ~/.netrc, which must be private to its owner; no CA, no connection")
+    func netrc() throws {
+        let server = try PrivateWebDAV.start(tls: true)
+        defer { server.stop() }
+        let service = try PrivateSecretService.start()
+        let netrc = service.home.appendingPathComponent(".netrc")
+        try FileManager.default.createDirectory(
+            at: service.home, withIntermediateDirectories: true)
+        try "machine 127.0.0.1 login \(server.username) password \(server.password)\n".write(
+            to: netrc, atomically: true, encoding: .utf8)
+        let cloud = ["--cloud", server.url.absoluteString, "--cloud-ca", server.caFile.path]
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: netrc.path)
+        #expect(
+            try keepsake(["cloud", "status"] + cloud, service: service).stderr.contains(
+                "chmod 600"))
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: netrc.path)
+        let status = try keepsake(["cloud", "status"] + cloud, service: service)
+        #expect(status.text.contains("\"credentials\":\"netrc\""))
+        #expect(status.text.contains("\"reachable\":true"))
+        // The system's trust store does not know the throwaway CA.
+        let untrusted = try keepsake(
+            ["cloud", "status", "--cloud", server.url.absoluteString], service: service)
+        #expect(untrusted.text.contains("\"reachable\":false"))
+        // Off loopback, plain http is refused.
+        #expect(
+            try keepsake(
+                ["cloud", "status", "--cloud", "http://example.com/dav/"], service: service
+            ).status != 0)
+    }
+}
