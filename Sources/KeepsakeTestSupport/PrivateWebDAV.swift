@@ -118,7 +118,8 @@ package final class PrivateWebDAV: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(15)
         let probe = try cloud(timeout: 2, attempts: 1)
         while (try? probe.list()) == nil {
-            if Date() > deadline {
+            // Gone already (its port taken, say): no use waiting out the deadline.
+            if Date() > deadline || !(daemon?.isAlive ?? false) {
                 let log =
                     (try? String(
                         contentsOf: root.appendingPathComponent("error.log"), encoding: .utf8))
@@ -179,8 +180,19 @@ package final class PrivateWebDAV: @unchecked Sendable {
         return process.terminationStatus
     }
 
-    /// Starts httpd again after `kill()`, with everything it held.
-    package func relaunch() throws { try launch() }
+    /// Starts httpd again after `kill()`, with everything it held (a few tries: the old one may
+    /// still hold the port for a moment).
+    package func relaunch() throws {
+        var failure: Error = HarnessError("Apache did not start again")
+        for _ in 0..<3 {
+            do { return try launch() } catch {
+                failure = error
+                kill()
+                Thread.sleep(forTimeInterval: 1)
+            }
+        }
+        throw failure
+    }
 
     /// Stops httpd and removes its files.
     package func stop() {

@@ -281,7 +281,7 @@ struct CLITests {
         #expect(
             line(
                 after: "6. A device without a lock screen",
-                containing: "its cloud directory holds: (nothing)"))
+                containing: "its cloud account holds: (nothing)"))
         #expect(
             line(
                 after: "7. The apple profile",
