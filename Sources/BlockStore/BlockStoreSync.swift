@@ -34,23 +34,33 @@ public struct BlockStoreSync: Sendable {
         }
         let cloud = session
         let keys = CloudEntries(session.key)
+        let listed = Set(session.list())
         var report = Report()
         for appID in device.appsWithData() {
             guard let app = try? App(id: appID, container: device.directory) else { continue }
             let layout = try LocalLayout(device: device, app: app)
             let manifest = SyncManifest(layout.directory.appendingPathComponent("cloud-manifest"))
-            let previous = manifest.read()
+            let uploadedBefore = manifest.readDigests()
+            let previous = Set(uploadedBefore.keys)
             var current = Set<String>()
+            var digests: [String: String] = [:]
             for name in layout.names() {
                 guard let entry = try layout.read(name) else { continue }
                 let cloudName = keys.name(appID: appID, key: entry.key)
                 if entry.shouldBackupToCloud {
-                    try network {
-                        try cloud.write(cloudName, keys.seal(entry, appID: appID, name: cloudName))
+                    // Only what changed since this device's last upload goes up again (the
+                    // account manifest still listing it, and it vouches for the bytes).
+                    let digest = keys.digest(entry, appID: appID, name: cloudName)
+                    if uploadedBefore[cloudName] != digest || !listed.contains(cloudName) {
+                        try network {
+                            try cloud.write(
+                                cloudName, keys.seal(entry, appID: appID, name: cloudName))
+                        }
+                        report.uploaded += 1
                     }
                     current.insert(cloudName)
-                    report.uploaded += 1
-                } else {
+                    digests[cloudName] = digest
+                } else if listed.contains(cloudName) {
                     cloud.delete(cloudName)
                 }
             }
@@ -58,7 +68,7 @@ public struct BlockStoreSync: Sendable {
                 cloud.delete(stale)
                 report.removed += 1
             }
-            do { try manifest.write(current) } catch {
+            do { try manifest.write(current, digests: digests) } catch {
                 throw BlockStoreError(.internalError, "the cloud manifest could not be written")
             }
         }
@@ -186,12 +196,26 @@ struct CloudEntries {
     static let kind = CloudObjects.blockStore
     let objects: CloudObjects
 
-    init(_ cloudKey: SecureBytes) { objects = CloudObjects(cloudKey: cloudKey, kind: Self.kind) }
+    let key: SecureBytes
+
+    init(_ cloudKey: SecureBytes) {
+        objects = CloudObjects(cloudKey: cloudKey, kind: Self.kind)
+        key = cloudKey
+    }
 
     func name(appID: String, key: String) -> String { objects.name(appID, key) }
 
     func seal(_ entry: BlockStoreEntry, appID: String, name: String) -> Data {
         objects.seal(entry.encoded(appID: appID), name: name)
+    }
+
+    /// What an entry's upload is remembered by on this device: a keyed hash (under the account
+    /// key) of its name and encoding, so the file says nothing about the entry.
+    func digest(_ entry: BlockStoreEntry, appID: String, name: String) -> String {
+        KeyDerivation.keyedHash(
+            key: key, context: "keepsake.blockstore.uploaded.v1",
+            Data(name.utf8) + entry.encoded(appID: appID)
+        ).unsafeData().hexString
     }
 
     func open(_ bytes: Data, name: String) throws(BlockStoreError) -> (BlockStoreEntry, String) {

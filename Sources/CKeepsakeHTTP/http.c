@@ -68,17 +68,63 @@ static size_t on_header(char *line, size_t size, size_t count, void *context) {
     return n;
 }
 
-int keepsake_http_request(const char *method, const char *url, const char *user,
-                          const char *password, const char *const *headers, size_t header_count,
-                          const void *body, size_t body_length, size_t max_response,
-                          long timeout_ms, const char *ca_file, keepsake_http_response *out) {
+struct keepsake_http_client {
+    pthread_mutex_t lock;
+    CURL *curl;
+};
+
+keepsake_http_client *keepsake_http_client_new(void) {
+    pthread_once(&initialized, initialize);
+    keepsake_http_client *client = calloc(1, sizeof *client);
+    if (!client) return NULL;
+    pthread_mutex_init(&client->lock, NULL);
+    client->curl = curl_easy_init();
+    return client;
+}
+
+void keepsake_http_client_free(keepsake_http_client *client) {
+    if (!client) return;
+    if (client->curl) curl_easy_cleanup(client->curl);
+    pthread_mutex_destroy(&client->lock);
+    free(client);
+}
+
+static int perform(CURL *curl, const char *method, const char *url, const char *user,
+                   const char *password, const char *const *headers, size_t header_count,
+                   const void *body, size_t body_length, size_t max_response, long timeout_ms,
+                   const char *ca_file, keepsake_http_response *out);
+
+int keepsake_http_request(keepsake_http_client *client, const char *method, const char *url,
+                          const char *user, const char *password, const char *const *headers,
+                          size_t header_count, const void *body, size_t body_length,
+                          size_t max_response, long timeout_ms, const char *ca_file,
+                          keepsake_http_response *out) {
     pthread_once(&initialized, initialize);
     memset(out, 0, sizeof *out);
+    if (client && client->curl) {
+        pthread_mutex_lock(&client->lock);
+        // Every option back to its default; live connections and TLS sessions are kept.
+        curl_easy_reset(client->curl);
+        int result = perform(client->curl, method, url, user, password, headers, header_count,
+                             body, body_length, max_response, timeout_ms, ca_file, out);
+        pthread_mutex_unlock(&client->lock);
+        return result;
+    }
     CURL *curl = curl_easy_init();
     if (!curl) {
         strcpy(out->error, "libcurl could not start a transfer");
         return KEEPSAKE_HTTP_SETUP;
     }
+    int result = perform(curl, method, url, user, password, headers, header_count, body,
+                         body_length, max_response, timeout_ms, ca_file, out);
+    curl_easy_cleanup(curl);
+    return result;
+}
+
+static int perform(CURL *curl, const char *method, const char *url, const char *user,
+                   const char *password, const char *const *headers, size_t header_count,
+                   const void *body, size_t body_length, size_t max_response, long timeout_ms,
+                   const char *ca_file, keepsake_http_response *out) {
     collector c = {out, max_response, 0, 0};
     struct curl_slist *list = NULL;
     for (size_t i = 0; i < header_count; i++) list = curl_slist_append(list, headers[i]);
@@ -134,8 +180,10 @@ int keepsake_http_request(const char *method, const char *url, const char *user,
         out->body = NULL;
         out->length = 0;
     }
+    // The handle must not keep pointers into this call's stack or lists.
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, NULL);
     curl_slist_free_all(list);
-    curl_easy_cleanup(curl);
     return result;
 }
 

@@ -168,12 +168,24 @@ package struct SyncManifest {
     package let file: URL
     package init(_ file: URL) { self.file = file }
 
-    package func read() -> Set<String> {
-        guard let bytes = (try? Files.read(file)) ?? nil else { return [] }
-        return Set(String(decoding: bytes, as: UTF8.self).split(separator: "\n").map(String.init))
+    package func read() -> Set<String> { Set(readDigests().keys) }
+
+    /// The names, each with the digest of what was uploaded under it ("" when not kept): one
+    /// line per name, `name` or `name digest`.
+    package func readDigests() -> [String: String] {
+        guard let bytes = (try? Files.read(file)) ?? nil else { return [:] }
+        var digests: [String: String] = [:]
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let parts = line.split(separator: " ", maxSplits: 1)
+            digests[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
+        }
+        return digests
     }
 
-    package func write(_ names: Set<String>) throws {
-        try Files.writeAtomically(Data(names.sorted().joined(separator: "\n").utf8), to: file)
+    package func write(_ names: Set<String>, digests: [String: String] = [:]) throws {
+        let lines = names.sorted().map { name in
+            digests[name].map { "\(name) \($0)" } ?? name
+        }
+        try Files.writeAtomically(Data(lines.joined(separator: "\n").utf8), to: file)
     }
 }

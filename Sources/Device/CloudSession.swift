@@ -167,9 +167,12 @@ package final class CloudSession {
         dirty = true
     }
 
+    /// Enters a deletion; a name the manifest does not list costs nothing (an unlisted object
+    /// left in the cloud is a stray, which `commit()` of an upload removes).
     package func delete(_ name: String) {
-        if manifest.objects.removeValue(forKey: Data(name.utf8)) != nil { dirty = true }
         written.removeValue(forKey: Data(name.utf8))
+        guard manifest.objects.removeValue(forKey: Data(name.utf8)) != nil else { return }
+        dirty = true
         removals.insert(name)
     }
 

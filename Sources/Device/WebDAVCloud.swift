@@ -24,6 +24,8 @@ public struct WebDAVCloud: CloudStorage {
     public let attempts: Int
     /// How many HTTP requests this client (and its copies) sent: for the benchmark and tests.
     package let requests = RequestCounter()
+    /// One libcurl handle for this client and its copies: connections and TLS sessions reused.
+    private let connection = HTTP.Client()
     static let lockLifetime: TimeInterval = 120
 
     /// - Throws: `CloudError` for a URL that is not `https://`, or `http://` off loopback.
@@ -106,22 +108,18 @@ public struct WebDAVCloud: CloudStorage {
             var headers: [String: String] = [:]
             if let wanted = expected {
                 guard let tag = wanted.tag, !tag.hasPrefix("W/") else {
-                    // No strong tag to match: compare what is there now.
+                    // No strong tag to match (Apache's stay weak for a second after a change;
+                    // some servers have none): compare what is there now.
                     guard let current = try readVersioned(name),
                         current.version.digest == wanted.digest
                     else { return false }
-                    if let fresh = current.version.tag, !fresh.hasPrefix("W/") {
+                    if let fresh = current.version.tag, !fresh.hasPrefix("W/"), attempt == 0 {
                         expected = current.version
                         continue
                     }
-                    if attempt < 2 {
-                        // Weak (changed within the last second): wait for the tag to settle.
-                        Thread.sleep(forTimeInterval: 0.6)
-                        expected = current.version
-                        continue
-                    }
-                    // A server whose tags stay weak (or that has none): the bytes matched just
-                    // now, and every Keepsake writer holds the account's lock around a sync.
+                    // The bytes matched just now, and every Keepsake writer holds the account's
+                    // lock around a sync: the window is one round trip, and only a writer that
+                    // ignores the lock could use it.
                     let response = try put(target, data, headers: [:])
                     guard (200..<300).contains(response.status) else {
                         throw CloudError("PUT \(name): HTTP \(response.status)")
@@ -243,8 +241,8 @@ public struct WebDAVCloud: CloudStorage {
             requests.add()
             do {
                 let response = try HTTP.exchange(
-                    method, target, credentials: credentials, headers: headers, body: body,
-                    limit: limit, timeout: timeout, caFile: caFile)
+                    method, target, on: connection, credentials: credentials, headers: headers,
+                    body: body, limit: limit, timeout: timeout, caFile: caFile)
                 if (500..<600).contains(response.status) && attempt + 1 < attempts {
                     failure = CloudError(
                         "\(method) \(target.lastPathComponent): HTTP \(response.status)")
@@ -279,13 +277,22 @@ package final class RequestCounter: Sendable {
 
 /// One HTTP exchange through libcurl (`CKeepsakeHTTP`), its limits set there.
 enum HTTP {
+    /// A reused libcurl handle (`keepsake_http_client`), freed with its last reference.
+    final class Client: @unchecked Sendable {
+        // Sendable: the C side serializes every use with its own mutex.
+        let pointer: OpaquePointer?
+        init() { pointer = keepsake_http_client_new() }
+        deinit { keepsake_http_client_free(pointer) }
+    }
+
     struct Failure: Error {
         var message: String
         var isTooLarge: Bool
     }
 
     static func exchange(
-        _ method: String, _ target: URL, credentials: (user: String, password: String)?,
+        _ method: String, _ target: URL, on client: Client,
+        credentials: (user: String, password: String)?,
         headers: [String: String], body: Data?, limit: Int, timeout: TimeInterval,
         caFile: String?
     ) throws -> WebDAVCloud.Response {
@@ -294,7 +301,7 @@ enum HTTP {
         let code: Int32 = withCStrings(lines) { headerPointers in
             (body ?? Data()).withUnsafeBytes { bytes in
                 keepsake_http_request(
-                    method, target.absoluteString, credentials?.user, credentials?.password,
+                    client.pointer, method, target.absoluteString, credentials?.user, credentials?.password,
                     headerPointers, lines.count,
                     body == nil ? nil : (bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)),
                     bytes.count, limit, Int(timeout * 1000), caFile, &out)

@@ -18,13 +18,20 @@ typedef struct {
 /// The outcome codes besides libcurl's own (which are positive).
 enum { KEEPSAKE_HTTP_TOO_LARGE = -1, KEEPSAKE_HTTP_SETUP = -2 };
 
-/// One request, synchronously, bounded: at most `timeout_ms` in all (connect included), a
+/// A client: one libcurl handle reused request after request (its connections and TLS sessions
+/// kept alive), one request at a time. Thread-safe.
+typedef struct keepsake_http_client keepsake_http_client;
+keepsake_http_client *keepsake_http_client_new(void);
+void keepsake_http_client_free(keepsake_http_client *client);
+
+/// One request on `client` (NULL: a handle of its own), synchronously, bounded: at most `timeout_ms` in all (connect included), a
 /// response body of at most `max_response` bytes (announced or as it arrives), no redirect
 /// followed, http and https only, TLS peers verified (against `ca_file` when given, else the
 /// system's store). `user` and `password` (both or neither) go as basic authentication to this
 /// URL's host only. `headers` are "Name: value" lines. Returns 0 when a response arrived (any
 /// status), else a libcurl code or one of the codes above, with `error` set.
-int keepsake_http_request(const char *method, const char *url, const char *user,
+int keepsake_http_request(keepsake_http_client *client, const char *method, const char *url,
+                          const char *user,
                           const char *password, const char *const *headers, size_t header_count,
                           const void *body, size_t body_length, size_t max_response,
                           long timeout_ms, const char *ca_file, keepsake_http_response *out);
