@@ -301,7 +301,8 @@ enum HTTP {
         let code: Int32 = withCStrings(lines) { headerPointers in
             (body ?? Data()).withUnsafeBytes { bytes in
                 keepsake_http_request(
-                    client.pointer, method, target.absoluteString, credentials?.user, credentials?.password,
+                    client.pointer, method, target.absoluteString, credentials?.user,
+                    credentials?.password,
                     headerPointers, lines.count,
                     body == nil ? nil : (bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)),
                     bytes.count, limit, Int(timeout * 1000), caFile, &out)

@@ -1,0 +1,131 @@
+import BlockStore
+import Device
+import Foundation
+import KeepsakeTestSupport
+import Keychain
+import RecoveryHint
+import Synchronization
+import Testing
+
+/// A device of its own (private Secret Service, kernel keyring) on a WebDAV account, with the
+/// account's escrow TPM.
+private struct WebDAVPhone {
+    let service: PrivateSecretService
+    let device: Device
+    let app: App
+
+    init(cloud: WebDAVCloud, escrow: PrivateTPM) throws {
+        service = try PrivateSecretService.start()
+        device = Device(
+            secretService: service.connection(timeout: .seconds(20)),
+            directory: service.deviceDirectory(), cloud: cloud,
+            escrow: escrow.configuration, tuning: .fast)
+        app = try App(
+            id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
+    }
+
+    var hints: RecoveryHints {
+        get throws {
+            RecoveryHints(
+                service: try RecoveryHintService.make(profile: .linux, app: app, device: device))
+        }
+    }
+
+    func syncAll() throws {
+        _ = try BlockStoreSync(device: device).sync()
+        _ = try KeychainSync(device: device).sync()
+    }
+}
+
+@Suite("Two devices on one Apache mod_dav account (TLS, basic auth)")
+struct WebDAVScenarioTests {
+    @Test(
+        "the hint set on the phone is welcomed back on new devices joined with the passcode, by approval and with the recovery key"
+    )
+    func everyJoinPath() throws {
+        let server = try PrivateWebDAV.start(tls: true)
+        defer { server.stop() }
+        let escrow = try PrivateTPM()
+        let phone = try WebDAVPhone(cloud: try server.cloud(), escrow: escrow)
+        let recoveryKey = try #require(
+            try phone.device.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+                .recoveryKey)
+        let hint = RecoveryHint(
+            lastAuthenticatorId: "passkey-7", lastWallet: demoWallet, lastLoginAt: 1_795_000_000_000
+        )
+        try phone.hints.set(hint)
+        try phone.syncAll()
+
+        for path in ["passcode", "approval", "recovery key"] {
+            let tablet = try WebDAVPhone(cloud: try server.cloud(), escrow: escrow)
+            try tablet.device.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
+            #expect(try tablet.hints.get() == .empty)
+            switch path {
+            case "passcode": try tablet.device.join(passcode: "4711")
+            case "approval":
+                let ticket = try tablet.device.requestJoin()
+                try phone.device.approveJoin(code: ticket.code)
+                _ = try tablet.device.awaitApproval(of: ticket, timeout: .seconds(20))
+            default: try tablet.device.join(recoveryKey: recoveryKey)
+            }
+            _ = try BlockStoreSync(device: tablet.device).restore()
+            _ = try KeychainSync(device: tablet.device).sync()
+            #expect(try tablet.hints.get() == hint, "joined with \(path)")
+        }
+        // What the server holds is sealed.
+        for file in try FileManager.default.subpathsOfDirectory(atPath: server.documentRoot.path) {
+            guard
+                let bytes = FileManager.default.contents(
+                    atPath: server.documentRoot.appendingPathComponent(file).path)
+            else { continue }
+            for plain in [demoWallet, "passkey-7", "com.example.wallet"] {
+                #expect(bytes.range(of: Data(plain.utf8)) == nil, "\(file) holds \(plain)")
+            }
+        }
+    }
+
+    @Test(
+        "both devices syncing at once, round after round, lose nothing: each ends with every entry of both"
+    )
+    func concurrentSyncs() throws {
+        let server = try PrivateWebDAV.start()
+        defer { server.stop() }
+        let escrow = try PrivateTPM()
+        let phone = try WebDAVPhone(cloud: try server.cloud(), escrow: escrow)
+        let recoveryKey = try #require(
+            try phone.device.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+                .recoveryKey)
+        let tablet = try WebDAVPhone(cloud: try server.cloud(), escrow: escrow)
+        try tablet.device.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
+        try tablet.device.join(recoveryKey: recoveryKey)
+
+        let failures = Mutex<[String]>([])
+        let rounds = 6
+        let group = DispatchGroup()
+        for (name, device) in [("phone", phone), ("tablet", tablet)] {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                let client = BlockStoreClient(app: device.app, device: device.device)
+                for round in 0..<rounds {
+                    do {
+                        try client.storeBytes(
+                            StoreBytesData(
+                                bytes: Data("\(name) \(round)".utf8), key: "\(name)-\(round)",
+                                shouldBackupToCloud: true))
+                        _ = try BlockStoreSync(device: device.device).sync()
+                    } catch {
+                        failures.withLock { $0.append("\(name) \(round): \(error)") }
+                    }
+                }
+            }.start()
+        }
+        group.wait()
+        #expect(failures.withLock { $0 } == [])
+        for device in [phone, tablet] {
+            _ = try BlockStoreSync(device: device.device).restore()
+            let entries = try BlockStoreClient(app: device.app, device: device.device).entries()
+            #expect(entries.count == 2 * rounds)
+        }
+    }
+}
