@@ -11,6 +11,9 @@ package final class PrivateWebDAV: @unchecked Sendable {
     package let root: URL
     package let port: Int
     package let tls: Bool
+    /// Whether the suite-wide sweep looks at what the server held (`stop()` keeps a copy of the
+    /// document root for it). Off for tests that put raw test bytes on the server themselves.
+    private let swept: Bool
     package let username = "keepsake"
     package let password = "webdav-\(UUID().uuidString.prefix(8))"
     /// The account's collection.
@@ -30,10 +33,10 @@ package final class PrivateWebDAV: @unchecked Sendable {
     package var documentRoot: URL { root.appendingPathComponent("htdocs") }
 
     /// Starts one (a few tries, each on another random port: one may be taken).
-    package static func start(tls: Bool = false) throws -> PrivateWebDAV {
+    package static func start(tls: Bool = false, swept: Bool = true) throws -> PrivateWebDAV {
         var failure: Error = HarnessError("Apache did not start")
         for _ in 0..<3 {
-            let server = try PrivateWebDAV(tls: tls)
+            let server = try PrivateWebDAV(tls: tls, swept: swept)
             do {
                 try server.run()
                 return server
@@ -45,8 +48,9 @@ package final class PrivateWebDAV: @unchecked Sendable {
         throw failure
     }
 
-    private init(tls: Bool) throws {
+    private init(tls: Bool, swept: Bool) throws {
         self.tls = tls
+        self.swept = swept
         // Not under the 0700 throwaway root: Apache's workers run as www-data and must reach it.
         root = FileManager.default.temporaryDirectory.appendingPathComponent(
             "keepsake-webdav-\(UUID().uuidString.prefix(8).lowercased())")
@@ -194,10 +198,18 @@ package final class PrivateWebDAV: @unchecked Sendable {
         throw failure
     }
 
-    /// Stops httpd and removes its files.
+    /// Stops httpd and removes its files (the document root kept for the suite-wide sweep).
     package func stop() {
         daemon?.stop()
         daemon = nil
+        if swept, let untrusted = SuiteSweep.untrustedRoot,
+            FileManager.default.fileExists(atPath: documentRoot.path)
+        {
+            let copy = untrusted.appendingPathComponent(root.lastPathComponent)
+            try? FileManager.default.createDirectory(
+                at: untrusted, withIntermediateDirectories: true)
+            try? FileManager.default.copyItem(at: documentRoot, to: copy)
+        }
         // Its worker children exit once the parent is gone.
         try? FileManager.default.removeItem(at: root)
     }

@@ -12,7 +12,7 @@ struct WebDAVTests {
         "objects round-trip; a missing one reads nil; the listing names the members only; a wrong password is refused"
     )
     func objects() throws {
-        let server = try PrivateWebDAV.start()
+        let server = try PrivateWebDAV.start(swept: false)
         defer { server.stop() }
         let cloud = try WebDAVCloud(
             url: server.url, username: server.username, password: server.password)
@@ -39,7 +39,7 @@ struct WebDAVTests {
 
     @Test("an object larger than its kind's cap is refused before it is read whole")
     func oversized() throws {
-        let server = try PrivateWebDAV.start()
+        let server = try PrivateWebDAV.start(swept: false)
         defer { server.stop() }
         let cloud = try WebDAVCloud(
             url: server.url, username: server.username, password: server.password)
@@ -49,7 +49,7 @@ struct WebDAVTests {
 
     @Test("the account lock: a second taker waits until the first lets go")
     func lock() throws {
-        let server = try PrivateWebDAV.start()
+        let server = try PrivateWebDAV.start(swept: false)
         defer { server.stop() }
         let cloud = try WebDAVCloud(
             url: server.url, username: server.username, password: server.password)
@@ -138,7 +138,7 @@ struct WebDAVFaultTests {
         "compare-and-swap: a write against a stale version loses and changes nothing; a weak ETag is told apart from a conflict"
     )
     func compareAndSwap() throws {
-        let server = try PrivateWebDAV.start()
+        let server = try PrivateWebDAV.start(swept: false)
         defer { server.stop() }
         let cloud = try server.cloud()
         #expect(try cloud.write("account", Data("one".utf8), ifVersion: nil))
