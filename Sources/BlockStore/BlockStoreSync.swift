@@ -44,6 +44,7 @@ public struct BlockStoreSync: Sendable {
             let previous = Set(uploadedBefore.keys)
             var current = Set<String>()
             var digests: [String: String] = [:]
+            var uploads: [(name: String, data: Data)] = []
             for name in layout.names() {
                 guard let entry = try layout.read(name) else { continue }
                 let cloudName = keys.name(appID: appID, key: entry.key)
@@ -52,11 +53,8 @@ public struct BlockStoreSync: Sendable {
                     // account manifest still listing it, and it vouches for the bytes).
                     let digest = keys.digest(entry, appID: appID, name: cloudName)
                     if uploadedBefore[cloudName] != digest || !listed.contains(cloudName) {
-                        try network {
-                            try cloud.write(
-                                cloudName, keys.seal(entry, appID: appID, name: cloudName))
-                        }
-                        report.uploaded += 1
+                        uploads.append(
+                            (cloudName, keys.seal(entry, appID: appID, name: cloudName)))
                     }
                     current.insert(cloudName)
                     digests[cloudName] = digest
@@ -64,6 +62,8 @@ public struct BlockStoreSync: Sendable {
                     cloud.delete(cloudName)
                 }
             }
+            try network { try cloud.write(uploads) }
+            report.uploaded += uploads.count
             for stale in previous.subtracting(current) {
                 cloud.delete(stale)
                 report.removed += 1

@@ -18,6 +18,8 @@ public protocol CloudStorage: Sendable {
     /// false when another writer got there first, and nothing was written.
     func write(_ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?) throws
         -> Bool
+    /// Writes several objects, in any order (at once where the storage can).
+    func write(_ objects: [(name: String, data: Data)]) throws
 }
 
 /// Which copy of an object was read: a digest of its bytes, and the server's tag for it (an
@@ -40,6 +42,11 @@ public struct VersionedObject: Sendable {
 }
 
 extension CloudStorage {
+    /// One after the other.
+    public func write(_ objects: [(name: String, data: Data)]) throws {
+        for (name, data) in objects { try write(name, data) }
+    }
+
     /// Storage without tags of its own: the digest of what is there.
     public func readVersioned(_ name: String) throws -> VersionedObject? {
         try read(name).map {

@@ -235,26 +235,41 @@ extension Device {
             try openCloudKey(wrapped)
         }
         if accountKey == nil && account == nil {
+            // Made under the account's lock, and only if no device made it meanwhile: two new
+            // devices signing in at once make one account, never one over the other.
+            let lock = try cloudCall { try cloud.lock() }
+            defer { withExtendedLifetime(lock) {} }
+            guard try readAccount() == nil else {
+                throw DeviceError(
+                    .notAvailable,
+                    "another device made the cloud account meanwhile: join it (approval, recovery key or passcode)"
+                )
+            }
             let key = SecureBytes(randomCount: Envelope.keyLength)
             let recovery = RecoveryKey.make()
             let recoveryPublicKey = RecoveryKey.keyPair(recovery.key).publicKey
             try writeRecovery(key, to: recoveryPublicKey, cloud: cloud)
-            let lock = try cloudCall { try cloud.lock() }
             var manifest = AccountManifest(version: 1, epoch: 0, objects: [:], devices: [:])
             manifest.devices[record.deviceID] = Self.boxKeyPair(record).publicKey
             try cloudCall { try cloud.write(AccountManifest.name, manifest.sealed(under: key)) }
             try seenManifest
                 .write(
                     account: SeenManifest.account(key), epoch: 0, version: 1)
-            withExtendedLifetime(lock) {}
-            // Written last: until it is there, no device takes the account for made.
-            try cloudCall {
+            // Written last, and only where there is none: until it is there, no device takes the
+            // account for made.
+            let made = try cloudCall {
                 try cloud.write(
                     AccountObjects.account,
                     AccountRecord(
                         check: AccountRecord.check(key), epoch: 0,
                         recoveryPublicKey: recoveryPublicKey
-                    ).encoded())
+                    ).encoded(), ifVersion: nil)
+            }
+            guard made else {
+                throw DeviceError(
+                    .notAvailable,
+                    "another device made the cloud account meanwhile: join it (approval, recovery key or passcode)"
+                )
             }
             recoveryKey = recovery.text
             record.wrappedCloudKey = try sealCloudKey(key)

@@ -156,10 +156,21 @@ package final class CloudSession {
     }
 
     package func write(_ name: String, _ data: Data) throws(DeviceError) {
-        do { try storage.write(name, data) } catch {
+        try write([(name, data)])
+    }
+
+    /// Writes several objects (at once where the storage can: `CloudStorage.write(_:)`); each
+    /// is in the manifest once written.
+    package func write(_ objects: [(name: String, data: Data)]) throws(DeviceError) {
+        guard !objects.isEmpty else { return }
+        do { try storage.write(objects) } catch {
             throw DeviceError(
                 .notAvailable, "cloud account unreachable: \(error)", underlying: error)
         }
+        for (name, data) in objects { enter(name, data) }
+    }
+
+    private func enter(_ name: String, _ data: Data) {
         let mac = AccountManifest.mac(data, name: name, under: key)
         manifest.objects[Data(name.utf8)] = mac
         written[Data(name.utf8)] = mac

@@ -25,7 +25,7 @@ public struct WebDAVCloud: CloudStorage {
     /// How many HTTP requests this client (and its copies) sent: for the benchmark and tests.
     package let requests = RequestCounter()
     /// One libcurl handle for this client and its copies: connections and TLS sessions reused.
-    private let connection = HTTP.Client()
+    private var connection = HTTP.Client()
     static let lockLifetime: TimeInterval = 120
 
     /// - Throws: `CloudError` for a URL that is not `https://`, or `http://` off loopback.
@@ -79,6 +79,34 @@ public struct WebDAVCloud: CloudStorage {
         guard (200..<300).contains(response.status) else {
             throw CloudError("PUT \(name): HTTP \(response.status)")
         }
+    }
+
+    /// Several PUTs at once, on up to four connections of their own (the first failure is
+    /// thrown once all are done).
+    public func write(_ objects: [(name: String, data: Data)]) throws {
+        guard objects.count > 1 else {
+            for (name, data) in objects { try write(name, data) }
+            return
+        }
+        let lanes = min(4, objects.count)
+        let failure = Mutex<(any Error)?>(nil)
+        DispatchQueue.concurrentPerform(iterations: lanes) { lane in
+            let client = withConnectionOfItsOwn()
+            for index in stride(from: lane, to: objects.count, by: lanes) {
+                guard failure.withLock({ $0 == nil }) else { return }
+                do { try client.write(objects[index].name, objects[index].data) } catch {
+                    failure.withLock { $0 = $0 ?? error }
+                }
+            }
+        }
+        if let error = failure.withLock({ $0 }) { throw error }
+    }
+
+    /// This client on a connection of its own (the same account, credentials and counter).
+    private func withConnectionOfItsOwn() -> WebDAVCloud {
+        var copy = self
+        copy.connection = HTTP.Client()
+        return copy
     }
 
     /// A PUT; when the account's collection does not exist yet (409), it is made (MKCOL) and the
@@ -186,18 +214,23 @@ public struct WebDAVCloud: CloudStorage {
         while true {
             let response = try put(lockURL, token, headers: ["If-None-Match": "*"])
             if (200..<300).contains(response.status) {
-                return Lock(cloud: self, url: lockURL)
+                return Lock(cloud: self, url: lockURL, token: token)
             }
             guard response.status == 412 else {
                 throw CloudError("taking the account lock: HTTP \(response.status)")
             }
             let held = try send("GET", lockURL, limit: 1024)
             // An earlier try of this same request got through before its answer was lost.
-            if held.status == 200, held.body == token { return Lock(cloud: self, url: lockURL) }
+            if held.status == 200, held.body == token {
+                return Lock(cloud: self, url: lockURL, token: token)
+            }
             if let modified = held.lastModified,
-                Date().timeIntervalSince(modified) > Self.lockLifetime
+                Date().timeIntervalSince(modified) > Self.lockLifetime,
+                let tag = held.etag, !tag.hasPrefix("W/")
             {
-                _ = try? send("DELETE", lockURL)
+                // Abandoned: removed only if it is still that same lock (If-Match), so that two
+                // waiters never remove a lock one of them has just taken.
+                _ = try? send("DELETE", lockURL, headers: ["If-Match": tag], attempts: 1)
                 continue
             }
             guard Date() < deadline else { throw CloudError("the account lock stays taken") }
@@ -205,14 +238,32 @@ public struct WebDAVCloud: CloudStorage {
         }
     }
 
+    /// Releases the account's lock if it is still this holder's (its token): a release that
+    /// was slow or tried again must never remove a lock another device took meanwhile.
+    fileprivate func release(_ lockURL: URL, token: Data) {
+        for _ in 0..<3 {
+            guard let held = try? send("GET", lockURL, limit: 1024, attempts: 1) else { continue }
+            guard held.status == 200, held.body == token else { return }
+            var headers: [String: String] = [:]
+            if let tag = held.etag, !tag.hasPrefix("W/") { headers["If-Match"] = tag }
+            if let gone = try? send("DELETE", lockURL, headers: headers, attempts: 1),
+                (200..<300).contains(gone.status) || gone.status == 404
+            {
+                return
+            }
+        }
+    }
+
     private final class Lock {
         let cloud: WebDAVCloud
         let url: URL
-        init(cloud: WebDAVCloud, url: URL) {
+        let token: Data
+        init(cloud: WebDAVCloud, url: URL, token: Data) {
             self.cloud = cloud
             self.url = url
+            self.token = token
         }
-        deinit { _ = try? cloud.send("DELETE", url) }
+        deinit { cloud.release(url, token: token) }
     }
 
     // MARK: - HTTP
@@ -230,9 +281,10 @@ public struct WebDAVCloud: CloudStorage {
     /// it is here.
     fileprivate func send(
         _ method: String, _ target: URL, body: Data? = nil, headers: [String: String] = [:],
-        limit: Int = 64 * 1024
+        limit: Int = 64 * 1024, attempts: Int? = nil
     ) throws -> Response {
         var failure: CloudError?
+        let attempts = attempts ?? self.attempts
         for attempt in 0..<attempts {
             if attempt > 0 {
                 Thread.sleep(

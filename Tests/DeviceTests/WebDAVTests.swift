@@ -190,6 +190,43 @@ struct WebDAVFaultTests {
         #expect(try reader.read(theirs) == theirBytes)
     }
 
+    @Test(
+        "two new devices setting their pins at once make one account, never one over the other; the other joins it"
+    )
+    func racingAccountCreation() throws {
+        let server = try PrivateWebDAV.start()
+        defer { server.stop() }
+        let services = try (0..<2).map { _ in try PrivateSecretService.start() }
+        let devices = try services.enumerated().map { index, service in
+            Device(
+                secretService: service.connection(timeout: .seconds(20)),
+                directory: Throwaway.directory("device-\(index)"), cloud: try server.cloud(),
+                tuning: .fast)
+        }
+        let keys = Mutex<[Int: SecureBytes?]>([:])
+        let group = DispatchGroup()
+        for (index, device) in devices.enumerated() {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                let change = try? device.setLockScreen(
+                    .pin, passcode: SecureBytes(copying: Array("135\(index)".utf8)),
+                    currentPasscode: nil)
+                keys.withLock { $0[index] = change?.recoveryKey }
+            }.start()
+        }
+        group.wait()
+        let made = keys.withLock { $0 }.compactMapValues { $0 }
+        #expect(made.count == 1)
+        let (maker, recoveryKey) = try #require(made.first)
+        let other = devices[1 - maker]
+        // The other device holds no key of the account the maker made, so it takes nothing.
+        #expect(try other.cloudSession() == nil)
+        try other.join(recoveryKey: recoveryKey)
+        let session = try #require(try other.cloudSession())
+        #expect(session.manifest.devices.count == 2)
+    }
+
     @Test("5xx answers are tried again with pauses; a server that keeps failing is an error")
     func retries() throws {
         let count = Mutex(0)
