@@ -62,9 +62,11 @@ static size_t on_header(char *line, size_t size, size_t count, void *context) {
     if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
         out->etag[0] = 0;
         out->last_modified[0] = 0;
+        out->lock_token[0] = 0;
     }
     take_header(line, n, "ETag", out->etag, sizeof out->etag);
     take_header(line, n, "Last-Modified", out->last_modified, sizeof out->last_modified);
+    take_header(line, n, "Lock-Token", out->lock_token, sizeof out->lock_token);
     return n;
 }
 

@@ -12,8 +12,8 @@ import Synchronization
 /// when given; `http://` is accepted on loopback only. Requests that fail in transit or with a
 /// 5xx are tried again, at most `attempts` times with growing pauses. Writes that two devices may
 /// race are compare-and-swaps (`write(_:_:ifVersion:)`: `If-Match` / `If-None-Match: *`). The
-/// account's lock (`lock()`) is a `.lock` resource made with `PUT If-None-Match: *`, which two
-/// devices cannot both create; one older than `lockLifetime` is taken as abandoned.
+/// account's lock (`lock()`) is an exclusive WebDAV write lock (`LOCK`) on the collection's
+/// `.lock` resource, expiring after `lockLifetime` when its holder never releases it.
 public struct WebDAVCloud: CloudStorage {
     public let url: URL
     private let credentials: (user: String, password: String)?
@@ -204,66 +204,55 @@ public struct WebDAVCloud: CloudStorage {
         return names.filter { !$0.hasPrefix(".") }.sorted()
     }
 
-    /// Takes the account's lock: creates `.lock` only if absent (`If-None-Match: *`), waiting
-    /// while another device holds it; a lock older than `lockLifetime` (its holder died) is
-    /// removed. Released (deleted) when the returned value goes.
+    /// Takes the account's lock: an exclusive WebDAV write lock (RFC 4918 `LOCK`) on the
+    /// collection's `.lock` resource, which the server grants to one holder at a time (a
+    /// conditional PUT is no lock: Apache checks `If-None-Match` and writes in two steps, so two
+    /// devices may both pass). Waits while another holder has it (423); the server lets a lock
+    /// its holder never released expire after `lockLifetime`. Released (UNLOCK with its token)
+    /// when the returned value goes.
     public func lock() throws -> AnyObject {
         let lockURL = url.appendingPathComponent(".lock")
         let deadline = Date().addingTimeInterval(Self.lockLifetime + timeout)
-        let token = Data(UUID().uuidString.utf8)
+        let body = Data(
+            #"<?xml version="1.0" encoding="utf-8"?><lockinfo xmlns="DAV:"><lockscope><exclusive/></lockscope><locktype><write/></locktype><owner>keepsake</owner></lockinfo>"#
+                .utf8)
         while true {
-            let response = try put(lockURL, token, headers: ["If-None-Match": "*"])
-            if (200..<300).contains(response.status) {
-                return Lock(cloud: self, url: lockURL, token: token)
-            }
-            guard response.status == 412 else {
-                throw CloudError("taking the account lock: HTTP \(response.status)")
-            }
-            let held = try send("GET", lockURL, limit: 1024)
-            // An earlier try of this same request got through before its answer was lost.
-            if held.status == 200, held.body == token {
-                return Lock(cloud: self, url: lockURL, token: token)
-            }
-            if let modified = held.lastModified,
-                Date().timeIntervalSince(modified) > Self.lockLifetime,
-                let tag = held.etag, !tag.hasPrefix("W/")
-            {
-                // Abandoned: removed only if it is still that same lock (If-Match), so that two
-                // waiters never remove a lock one of them has just taken.
-                _ = try? send("DELETE", lockURL, headers: ["If-Match": tag], attempts: 1)
+            let response = try send(
+                "LOCK", lockURL, body: body,
+                headers: [
+                    "Content-Type": "application/xml", "Depth": "0",
+                    "Timeout": "Second-\(Int(Self.lockLifetime))",
+                ])
+            if response.status == 409 {
+                // The account's collection does not exist yet.
+                let made = try send("MKCOL", url)
+                guard (200..<300).contains(made.status) || made.status == 405 else {
+                    throw CloudError("MKCOL of the account's collection: HTTP \(made.status)")
+                }
                 continue
+            }
+            if (200..<300).contains(response.status), let token = response.lockToken {
+                return Lock(cloud: self, url: lockURL, token: token)
+            }
+            guard response.status == 423 else {
+                throw CloudError("taking the account lock: HTTP \(response.status)")
             }
             guard Date() < deadline else { throw CloudError("the account lock stays taken") }
             Thread.sleep(forTimeInterval: 0.05 + Double.random(in: 0..<0.1))
         }
     }
 
-    /// Releases the account's lock if it is still this holder's (its token): a release that
-    /// was slow or tried again must never remove a lock another device took meanwhile.
-    fileprivate func release(_ lockURL: URL, token: Data) {
-        for _ in 0..<3 {
-            guard let held = try? send("GET", lockURL, limit: 1024, attempts: 1) else { continue }
-            guard held.status == 200, held.body == token else { return }
-            var headers: [String: String] = [:]
-            if let tag = held.etag, !tag.hasPrefix("W/") { headers["If-Match"] = tag }
-            if let gone = try? send("DELETE", lockURL, headers: headers, attempts: 1),
-                (200..<300).contains(gone.status) || gone.status == 404
-            {
-                return
-            }
-        }
-    }
-
     private final class Lock {
         let cloud: WebDAVCloud
         let url: URL
-        let token: Data
-        init(cloud: WebDAVCloud, url: URL, token: Data) {
+        let token: String
+        init(cloud: WebDAVCloud, url: URL, token: String) {
             self.cloud = cloud
             self.url = url
             self.token = token
         }
-        deinit { cloud.release(url, token: token) }
+        // Only this holder's token unlocks it; a repeated UNLOCK of a released lock is refused.
+        deinit { _ = try? cloud.send("UNLOCK", url, headers: ["Lock-Token": token]) }
     }
 
     // MARK: - HTTP
@@ -273,6 +262,7 @@ public struct WebDAVCloud: CloudStorage {
         var body: Data
         var etag: String?
         var lastModified: Date?
+        var lockToken: String?
     }
 
     /// One request within `timeout`, tried again (up to `attempts` in all, pausing 0.2 s, 0.4 s,
@@ -305,9 +295,8 @@ public struct WebDAVCloud: CloudStorage {
                         "\(method) \(target.lastPathComponent): redirected (HTTP \(response.status)), not followed"
                     )
                 }
-                if response.status == 401 || response.status == 403 {
-                    throw CloudError(
-                        "the WebDAV server refused the credentials (HTTP \(response.status))")
+                if response.status == 401 {
+                    throw CloudError("the WebDAV server refused the credentials (HTTP 401)")
                 }
                 return response
             } catch let error as HTTP.Failure {
@@ -374,9 +363,12 @@ enum HTTP {
         let modified = withUnsafeBytes(of: out.last_modified) {
             String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
         }
+        let lockToken = withUnsafeBytes(of: out.lock_token) {
+            String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+        }
         return WebDAVCloud.Response(
             status: out.status, body: data, etag: etag.isEmpty ? nil : etag,
-            lastModified: httpDate(modified))
+            lastModified: httpDate(modified), lockToken: lockToken.isEmpty ? nil : lockToken)
     }
 
     private static func httpDate(_ text: String) -> Date? {

@@ -11,6 +11,8 @@ typedef struct {
     /// The response's ETag and Last-Modified headers, verbatim ("" when absent).
     char etag[256];
     char last_modified[64];
+    /// A WebDAV LOCK's Lock-Token header ("" when absent).
+    char lock_token[256];
     /// Why the exchange failed (when keepsake_http_request returned non-zero).
     char error[256];
 } keepsake_http_response;
