@@ -14,7 +14,7 @@ package final class PrivateWebDAV: @unchecked Sendable {
     /// Whether the suite-wide sweep looks at what the server held (`stop()` keeps a copy of the
     /// document root for it). Off for tests that put raw test bytes on the server themselves.
     private let swept: Bool
-    package let username = "keepsake"
+    package let username = "dav-user-\(UUID().uuidString.prefix(6).lowercased())"
     package let password = "webdav-\(UUID().uuidString.prefix(8))"
     /// The account's collection.
     package var url: URL {
