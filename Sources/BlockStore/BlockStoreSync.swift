@@ -95,8 +95,10 @@ public struct BlockStoreSync: Sendable {
         }
         let keys = CloudEntries(cloud.key)
         var restored = 0
-        for name in cloud.list() where keys.objects.owns(name) {
-            guard let bytes = try network({ try cloud.read(name) }) else { continue }
+        let owned = cloud.list().filter { keys.objects.owns($0) }
+        let fetched = try network { try cloud.read(owned) }
+        for name in owned {
+            guard let bytes = fetched[name] else { continue }
             let (entry, appID) = try keys.open(bytes, name: name)
             guard let app = try? App(id: appID, container: device.directory) else {
                 throw BlockStoreError(.internalError, "a cloud entry names an invalid app")

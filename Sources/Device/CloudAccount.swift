@@ -20,6 +20,8 @@ public protocol CloudStorage: Sendable {
         -> Bool
     /// Writes several objects, in any order (at once where the storage can).
     func write(_ objects: [(name: String, data: Data)]) throws
+    /// Reads several objects (at once where the storage can); absent ones are left out.
+    func read(_ names: [String]) throws -> [String: Data]
 }
 
 /// Which copy of an object was read: a digest of its bytes, and the server's tag for it (an
@@ -45,6 +47,13 @@ extension CloudStorage {
     /// One after the other.
     public func write(_ objects: [(name: String, data: Data)]) throws {
         for (name, data) in objects { try write(name, data) }
+    }
+
+    /// One after the other.
+    public func read(_ names: [String]) throws -> [String: Data] {
+        var found: [String: Data] = [:]
+        for name in names { found[name] = try read(name) }
+        return found
     }
 
     /// Storage without tags of its own: the digest of what is there.

@@ -134,12 +134,25 @@ package final class CloudSession {
     ///
     /// - Throws: `.corrupt` when a listed object is gone or its bytes are not the listed ones.
     package func read(_ name: String) throws(DeviceError) -> Data? {
-        guard let expected = manifest.objects[Data(name.utf8)] else { return nil }
-        let found: Data?
-        do { found = try storage.read(name) } catch {
+        try read([name])[name]
+    }
+
+    /// Several objects at once (where the storage can), each checked as `read(_:)` checks one;
+    /// names the manifest does not list are left out.
+    package func read(_ names: [String]) throws(DeviceError) -> [String: Data] {
+        let listed = names.filter { manifest.objects[Data($0.utf8)] != nil }
+        let found: [String: Data]
+        do { found = try storage.read(listed) } catch {
             throw DeviceError(
                 .notAvailable, "cloud account unreachable: \(error)", underlying: error)
         }
+        var checked: [String: Data] = [:]
+        for name in listed { checked[name] = try check(name, found[name]) }
+        return checked
+    }
+
+    private func check(_ name: String, _ found: Data?) throws(DeviceError) -> Data {
+        let expected = manifest.objects[Data(name.utf8)]!
         guard let bytes = found else {
             throw DeviceError(
                 .corrupt,
