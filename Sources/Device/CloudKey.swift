@@ -49,13 +49,14 @@ extension Device {
             )
         }
         _ = try LockScreenKind.scalarCount(passcode)
-        guard let bytes = try cloudCall({ try cloud.read(AccountObjects.escrow) }) else {
+        guard let found = try cloudCall({ try cloud.readVersioned(AccountObjects.escrow) }) else {
             throw DeviceError(
                 .notAvailable,
                 "the cloud account has no escrow record (none registered, or destroyed after 10 wrong passcodes): join by approval or with the recovery key"
             )
         }
         // Refused before any guess is spent: a cost out of bounds, a limit above 10, not a record.
+        let bytes = found.data
         guard let record = EscrowRecord.parse(bytes) else {
             throw DeviceError(.corrupt, "the cloud account's escrow record does not decode")
         }
@@ -83,8 +84,12 @@ extension Device {
         }
         var rebased = record
         rebased.slot = released.rebased
-        try cloudCall { try cloud.write(AccountObjects.escrow, rebased.encoded()) }
-        TPMPasscodeSlot.destroy(context, slot: record.slot)
+        // Compare-and-swap: another device that rebased or replaced the record meanwhile keeps
+        // its record; then this join's new slot is the one that goes.
+        let swapped = try cloudCall {
+            try cloud.write(AccountObjects.escrow, rebased.encoded(), ifVersion: found.version)
+        }
+        TPMPasscodeSlot.destroy(context, slot: swapped ? record.slot : released.rebased)
         try adopt(released.secret)
     }
 
@@ -309,8 +314,8 @@ extension Device {
         _ accountKey: SecureBytes, passcode: SecureBytes, escrow: TPMConfiguration,
         cloud: any CloudStorage
     ) throws(DeviceError) {
-        let old = try cloudCall({ try cloud.read(AccountObjects.escrow) }).flatMap(
-            EscrowRecord.parse)
+        let found = try cloudCall { try cloud.readVersioned(AccountObjects.escrow) }
+        let old = found.flatMap { EscrowRecord.parse($0.data) }
         let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
         let passcodeKey = try PasscodeKeys.passcodeKey(passcode, salt: salt, cost: passcodeCost)
         let context = try tpmCall { () throws(TPMError) in try escrow.context() }
@@ -321,7 +326,16 @@ extension Device {
                 secret: accountKey, limit: GuessLimit.tpmLimit)
         }
         let record = EscrowRecord(slot: slot, salt: salt, cost: passcodeCost)
-        try cloudCall { try cloud.write(AccountObjects.escrow, record.encoded()) }
+        // Compare-and-swap: when another device registered meanwhile, its record stands and
+        // this one's slot goes; this device registers again at its next unlock.
+        let swapped = try cloudCall {
+            try cloud.write(AccountObjects.escrow, record.encoded(), ifVersion: found?.version)
+        }
+        guard swapped else {
+            TPMPasscodeSlot.destroy(context, slot: slot)
+            throw DeviceError(
+                .notAvailable, "the escrow record changed meanwhile: registered at the next unlock")
+        }
         if let old { TPMPasscodeSlot.destroy(context, slot: old.slot) }
     }
 
