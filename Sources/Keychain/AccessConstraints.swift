@@ -29,6 +29,13 @@ public struct AccessConstraints: OptionSet, Sendable, Hashable {
     ]
     /// Constraints that need a credential at each use (all but the conjunctions).
     var uses: AccessConstraints { subtracting([.or, .and]) }
+    /// A use needs the device passcode (`.userPresence` is biometry or passcode: the passcode).
+    var needsPasscode: Bool { !uses.isDisjoint(with: [.devicePasscode, .userPresence]) }
+    var needsApplicationPassword: Bool { uses.contains(.applicationPassword) }
+    /// Biometry or a companion device: nothing on Linux provides it.
+    var needsUnavailable: Bool {
+        !uses.isDisjoint(with: [.biometryAny, .biometryCurrentSet, .companion])
+    }
 }
 
 /// What a use of a protected item is given (Apple: the `LAContext` of

@@ -87,6 +87,62 @@ public struct InternetLocation: Sendable, Hashable, Codable {
     }
 }
 
+/// The internet-password fields of a query or a change: nil = any, or unchanged. One place for
+/// what every use of the six fields shares (index, match, change, validation).
+struct InternetIndex {
+    var server: String?
+    var port: Int?
+    var path: String?
+    var internetProtocol: String?
+    var authenticationType: String?
+    var securityDomain: String?
+
+    init(
+        server: String? = nil, port: Int? = nil, path: String? = nil,
+        internetProtocol: String? = nil, authenticationType: String? = nil,
+        securityDomain: String? = nil
+    ) {
+        self.server = server
+        self.port = port
+        self.path = path
+        self.internetProtocol = internetProtocol
+        self.authenticationType = authenticationType
+        self.securityDomain = securityDomain
+    }
+
+    init(_ location: InternetLocation) {
+        self.init(
+            server: location.server, port: location.port, path: location.path,
+            internetProtocol: location.internetProtocol,
+            authenticationType: location.authenticationType,
+            securityDomain: location.securityDomain)
+    }
+
+    var isEmpty: Bool {
+        server == nil && port == nil && path == nil && internetProtocol == nil
+            && authenticationType == nil && securityDomain == nil
+    }
+
+    /// Whether `location` has every field given here.
+    func matches(_ location: InternetLocation) -> Bool {
+        (server == nil || server == location.server) && (port == nil || port == location.port)
+            && (path == nil || path == location.path)
+            && (internetProtocol == nil || internetProtocol == location.internetProtocol)
+            && (authenticationType == nil || authenticationType == location.authenticationType)
+            && (securityDomain == nil || securityDomain == location.securityDomain)
+    }
+
+    /// `location` with every field given here replacing its own.
+    func applied(to location: InternetLocation) -> InternetLocation {
+        InternetLocation(
+            server: server ?? location.server, port: port ?? location.port,
+            path: path ?? location.path,
+            internetProtocol: internetProtocol ?? location.internetProtocol,
+            authenticationType: authenticationType ?? location.authenticationType,
+            securityDomain: securityDomain ?? location.securityDomain)
+    }
+}
+
 /// String attributes that arrived as UTF-8 `Data` in an Apple dictionary.
 package struct DataValuedAttributes: OptionSet, Sendable, Hashable {
     package let rawValue: UInt8
@@ -209,19 +265,16 @@ public struct GenericPasswordQuery: Sendable, Hashable {
         self.generic = generic
     }
 
+    /// The internet-password fields given.
+    var internetIndex: InternetIndex {
+        InternetIndex(
+            server: server, port: port, path: path, internetProtocol: internetProtocol,
+            authenticationType: authenticationType, securityDomain: securityDomain)
+    }
+
     func matches(_ item: GenericPasswordAttributes) -> Bool {
         guard item.itemClass == itemClass else { return false }
-        if let internet = item.internet {
-            guard
-                (server == nil || server == internet.server)
-                    && (port == nil || port == internet.port)
-                    && (path == nil || path == internet.path)
-                    && (internetProtocol == nil || internetProtocol == internet.internetProtocol)
-                    && (authenticationType == nil
-                        || authenticationType == internet.authenticationType)
-                    && (securityDomain == nil || securityDomain == internet.securityDomain)
-            else { return false }
-        }
+        if let internet = item.internet, !internetIndex.matches(internet) { return false }
         return (service == nil || service == item.service)
             && (account == nil || account == item.account)
             && (accessGroup == nil || accessGroup == item.accessGroup)
@@ -282,6 +335,13 @@ public struct GenericPasswordChanges: Sendable, Hashable {
 
     var isEmpty: Bool { self == GenericPasswordChanges() }
 
+    /// The internet-password fields to change.
+    var internetIndex: InternetIndex {
+        InternetIndex(
+            server: server, port: port, path: path, internetProtocol: internetProtocol,
+            authenticationType: authenticationType, securityDomain: securityDomain)
+    }
+
     func applied(to item: GenericPasswordAttributes) -> GenericPasswordAttributes {
         var changed = item
         if let service { changed.service = service }
@@ -293,15 +353,7 @@ public struct GenericPasswordChanges: Sendable, Hashable {
         if let comment { changed.comment = comment }
         if let itemDescription { changed.itemDescription = itemDescription }
         if let generic { changed.generic = generic }
-        if var internet = changed.internet {
-            if let server { internet.server = server }
-            if let port { internet.port = port }
-            if let path { internet.path = path }
-            if let internetProtocol { internet.internetProtocol = internetProtocol }
-            if let authenticationType { internet.authenticationType = authenticationType }
-            if let securityDomain { internet.securityDomain = securityDomain }
-            changed.internet = internet
-        }
+        changed.internet = changed.internet.map(internetIndex.applied)
         return changed
     }
 }

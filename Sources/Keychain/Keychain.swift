@@ -277,10 +277,7 @@ public final class Keychain: Sendable {
             service: query.service, account: query.account,
             synchronizable: query.synchronizable == .any ? nil : query.synchronizable == .yes,
             accessible: query.accessible,
-            internet: InternetIndex(
-                server: query.server, port: query.port, path: query.path,
-                internetProtocol: query.internetProtocol,
-                authenticationType: query.authenticationType, securityDomain: query.securityDomain))
+            internet: query.internetIndex)
         var indexed = attributes
         indexed[SecretServiceSchema.itemID] = query.persistentID
         return (groups, indexed)
@@ -449,7 +446,7 @@ public final class Keychain: Sendable {
         guard !constraints.uses.isEmpty else { return data }
         var credentials = ProtectedData.Credentials(
             applicationPassword: authentication.applicationPassword)
-        if !constraints.uses.isDisjoint(with: [.devicePasscode, .userPresence]) {
+        if constraints.needsPasscode {
             credentials.presencePublicKey = try deviceCall { () throws(DeviceError) in
                 try device.presencePublicKey()
             }
@@ -494,8 +491,8 @@ public final class Keychain: Sendable {
         mutating func open(_ record: StoredRecord) throws(KeychainError) -> Data {
             let constraints = record.attributes.accessControl
             guard !constraints.uses.isEmpty else { return record.data }
-            let needsPasscode = !constraints.uses.isDisjoint(with: [.devicePasscode, .userPresence])
-            let needsPassword = constraints.uses.contains(.applicationPassword)
+            let needsPasscode = constraints.needsPasscode
+            let needsPassword = constraints.needsApplicationPassword
             let given =
                 (needsPasscode && authentication.passcode != nil)
                 || (needsPassword && authentication.applicationPassword != nil)

@@ -40,10 +40,9 @@ struct ProtectedData {
         var any: Bool
 
         init(_ constraints: AccessConstraints) {
-            let uses = constraints.uses
-            passcode = !uses.isDisjoint(with: [.devicePasscode, .userPresence])
-            applicationPassword = uses.contains(.applicationPassword)
-            unavailable = !uses.isDisjoint(with: [.biometryAny, .biometryCurrentSet, .companion])
+            passcode = constraints.needsPasscode
+            applicationPassword = constraints.needsApplicationPassword
+            unavailable = constraints.needsUnavailable
             any = constraints.contains(.or)
         }
     }

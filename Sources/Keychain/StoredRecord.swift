@@ -59,37 +59,6 @@ enum SecretServiceSchema {
     }
 }
 
-/// The internet-password fields of a search: nil = any.
-struct InternetIndex {
-    var server: String?
-    var port: Int?
-    var path: String?
-    var internetProtocol: String?
-    var authenticationType: String?
-    var securityDomain: String?
-
-    init(
-        server: String? = nil, port: Int? = nil, path: String? = nil,
-        internetProtocol: String? = nil, authenticationType: String? = nil,
-        securityDomain: String? = nil
-    ) {
-        self.server = server
-        self.port = port
-        self.path = path
-        self.internetProtocol = internetProtocol
-        self.authenticationType = authenticationType
-        self.securityDomain = securityDomain
-    }
-
-    init(_ location: InternetLocation) {
-        self.init(
-            server: location.server, port: location.port, path: location.path,
-            internetProtocol: location.internetProtocol,
-            authenticationType: location.authenticationType,
-            securityDomain: location.securityDomain)
-    }
-}
-
 /// The primary key of a password: a generic password's (service), or an internet password's
 /// (`internet`, service empty).
 struct PrimaryKey: Hashable, Sendable {

@@ -41,7 +41,7 @@ enum Validation {
         try check(string: attributes.itemDescription, "description")
         try check(generic: attributes.generic)
         if let internet = attributes.internet {
-            try check(internet)
+            try check(InternetIndex(internet))
             if !attributes.service.isEmpty || attributes.generic != nil {
                 throw noSuchAttribute("an internet password has no service or generic attribute")
             }
@@ -49,17 +49,13 @@ enum Validation {
         try check(attributes.accessControl, synchronizable: attributes.synchronizable)
     }
 
-    static func check(_ internet: InternetLocation) throws(KeychainError) {
+    static func check(_ internet: InternetIndex) throws(KeychainError) {
         try check(string: internet.server, "server")
         try check(string: internet.path, "path")
         try check(string: internet.internetProtocol, "protocol")
         try check(string: internet.authenticationType, "authentication type")
         try check(string: internet.securityDomain, "security domain")
-        try check(port: internet.port)
-    }
-
-    static func check(port: Int?) throws(KeychainError) {
-        if let port, !(0...65535).contains(port) {
+        if let port = internet.port, !(0...65535).contains(port) {
             throw KeychainError(KeychainStatus.param, "a port is 0…65535")
         }
     }
@@ -87,17 +83,8 @@ enum Validation {
     }
 
     static func check(_ query: GenericPasswordQuery) throws(KeychainError) {
-        try check(string: query.server, "server")
-        try check(string: query.path, "path")
-        try check(string: query.internetProtocol, "protocol")
-        try check(string: query.authenticationType, "authentication type")
-        try check(string: query.securityDomain, "security domain")
-        try check(port: query.port)
-        let internetFields: [Any?] = [
-            query.server, query.port, query.path, query.internetProtocol,
-            query.authenticationType, query.securityDomain,
-        ]
-        if query.itemClass == .genericPassword && internetFields.contains(where: { $0 != nil }) {
+        try check(query.internetIndex)
+        if query.itemClass == .genericPassword && !query.internetIndex.isEmpty {
             throw noSuchAttribute("a generic password has no internet attributes")
         }
         if query.itemClass == .internetPassword && (query.service != nil || query.generic != nil) {
@@ -121,23 +108,14 @@ enum Validation {
         try check(string: changes.itemDescription, "description")
         try check(generic: changes.generic)
         if let data = changes.data { try check(data: data) }
-        try check(string: changes.server, "server")
-        try check(string: changes.path, "path")
-        try check(string: changes.internetProtocol, "protocol")
-        try check(string: changes.authenticationType, "authentication type")
-        try check(string: changes.securityDomain, "security domain")
-        try check(port: changes.port)
+        try check(changes.internetIndex)
     }
 
     /// Changes must name attributes the item's class has.
     static func check(_ changes: GenericPasswordChanges, for item: GenericPasswordAttributes)
         throws(KeychainError)
     {
-        let internetFields: [Any?] = [
-            changes.server, changes.port, changes.path, changes.internetProtocol,
-            changes.authenticationType, changes.securityDomain,
-        ]
-        if item.internet == nil && internetFields.contains(where: { $0 != nil }) {
+        if item.internet == nil && !changes.internetIndex.isEmpty {
             throw noSuchAttribute("a generic password has no internet attributes")
         }
         if item.internet != nil && (changes.service != nil || changes.generic != nil) {
