@@ -84,49 +84,40 @@ public struct WebDAVCloud: CloudStorage {
     /// Several PUTs at once, on up to four connections of their own (the first failure is
     /// thrown once all are done).
     public func write(_ objects: [(name: String, data: Data)]) throws {
-        guard objects.count > 1 else {
-            for (name, data) in objects { try write(name, data) }
-            return
+        try inLanes(objects.count) { client, index in
+            try client.write(objects[index].name, objects[index].data)
         }
-        let lanes = min(4, objects.count)
-        let failure = Mutex<(any Error)?>(nil)
-        DispatchQueue.concurrentPerform(iterations: lanes) { lane in
-            let client = withConnectionOfItsOwn()
-            for index in stride(from: lane, to: objects.count, by: lanes) {
-                guard failure.withLock({ $0 == nil }) else { return }
-                do { try client.write(objects[index].name, objects[index].data) } catch {
-                    failure.withLock { $0 = $0 ?? error }
-                }
-            }
-        }
-        if let error = failure.withLock({ $0 }) { throw error }
     }
 
     /// Several GETs at once, on up to four connections of their own.
     public func read(_ names: [String]) throws -> [String: Data] {
-        guard names.count > 1 else {
-            var found: [String: Data] = [:]
-            for name in names { found[name] = try read(name) }
-            return found
-        }
-        let lanes = min(4, names.count)
         let found = Mutex<[String: Data]>([:])
+        try inLanes(names.count) { client, index in
+            if let bytes = try client.read(names[index]) {
+                found.withLock { $0[names[index]] = bytes }
+            }
+        }
+        return found.withLock { $0 }
+    }
+
+    /// Runs `body` for every index below `count`, on up to four lanes each with a connection of
+    /// its own (one item: here, on this client's); stops taking new items after a failure and
+    /// throws the first once all lanes are done.
+    private func inLanes(_ count: Int, _ body: @Sendable (WebDAVCloud, Int) throws -> Void) throws {
+        guard count > 1 else {
+            if count == 1 { try body(self, 0) }
+            return
+        }
+        let lanes = min(4, count)
         let failure = Mutex<(any Error)?>(nil)
         DispatchQueue.concurrentPerform(iterations: lanes) { lane in
             let client = withConnectionOfItsOwn()
-            for index in stride(from: lane, to: names.count, by: lanes) {
+            for index in stride(from: lane, to: count, by: lanes) {
                 guard failure.withLock({ $0 == nil }) else { return }
-                do {
-                    if let bytes = try client.read(names[index]) {
-                        found.withLock { $0[names[index]] = bytes }
-                    }
-                } catch {
-                    failure.withLock { $0 = $0 ?? error }
-                }
+                do { try body(client, index) } catch { failure.withLock { $0 = $0 ?? error } }
             }
         }
         if let error = failure.withLock({ $0 }) { throw error }
-        return found.withLock { $0 }
     }
 
     /// This client on a connection of its own (the same account, credentials and counter).

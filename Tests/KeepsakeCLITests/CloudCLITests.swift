@@ -21,6 +21,10 @@ struct CloudCLITests {
             ["cloud", "login"] + cloud, input: Data("\(server.username)\nwrong\n".utf8),
             service: service)
         #expect(wrong.status != 0 && !wrong.stderr.contains("wrong"))
+        // A password the server refused is not kept.
+        #expect(
+            try keepsake(["cloud", "status"] + cloud, service: service).text.contains(
+                "\"credentials\":\"none\""))
         let login = try keepsake(
             ["cloud", "login"] + cloud,
             input: Data("\(server.username)\n\(server.password)\n".utf8), service: service)
