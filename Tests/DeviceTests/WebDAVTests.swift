@@ -227,7 +227,9 @@ struct WebDAVFaultTests {
         #expect(session.manifest.devices.count == 2)
     }
 
-    @Test("5xx answers are tried again with pauses; a server that keeps failing is an error")
+    @Test(
+        "5xx answers and dropped connections are tried again with pauses; a server that keeps failing is an error"
+    )
     func retries() throws {
         let count = Mutex(0)
         let server = try FaultyHTTPServer { _ in
@@ -243,6 +245,22 @@ struct WebDAVFaultTests {
         let cloud = try WebDAVCloud(url: server.url, timeout: 2, attempts: 3)
         #expect(try cloud.read("account") == Data("KAC1{}".utf8))
         #expect(server.requests.count == 3)
+        // A connection dropped without an answer is tried again too.
+        let dropped = Mutex(0)
+        let hangingUp = try FaultyHTTPServer { _ in
+            let n = dropped.withLock { n in
+                defer { n += 1 }
+                return n
+            }
+            return n == 0
+                ? .hangUp
+                : .respond(status: 200, headers: [:], body: Data("KAC1{}".utf8))
+        }
+        defer { hangingUp.stop() }
+        #expect(
+            try WebDAVCloud(url: hangingUp.url, timeout: 2, attempts: 3).read("account")
+                == Data("KAC1{}".utf8))
+        #expect(hangingUp.requests.count == 2)
         let failing = try FaultyHTTPServer { _ in .respond(status: 500, headers: [:], body: Data())
         }
         defer { failing.stop() }
