@@ -52,7 +52,10 @@ struct KeychainCase: Decodable, CustomTestStringConvertible, Sendable {
 
 private struct CaseFile: Decodable { var cases: [KeychainCase] }
 
-private let cases = (try? loadFixture(CaseFile.self, "keychain/operations.json").cases) ?? []
+/// The operation table; a missing, undecodable or short fixture fails the table loudly.
+private func cases() throws -> [KeychainCase] {
+    try fixtureTable(CaseFile.self, "keychain/operations.json", \.cases, atLeast: 30)
+}
 
 /// Runs one case against a fresh service name on the shared private Secret Service.
 private struct CaseRunner {
@@ -125,7 +128,7 @@ private struct CaseRunner {
 
 @Suite("Keychain rules from Fixtures/keychain/operations.json")
 struct KeychainOperationTests {
-    @Test("fixture case", arguments: cases)
+    @Test("fixture case", arguments: try cases())
     func run(_ testCase: KeychainCase) throws {
         let runner = try CaseRunner()
         for item in testCase.setup { try runner.add(item) }
@@ -159,5 +162,5 @@ struct KeychainOperationTests {
     }
 
     @Test("the fixture file has cases")
-    func fixturesLoaded() { #expect(cases.count >= 30) }
+    func fixturesLoaded() throws { #expect(try cases().count >= 30) }
 }
