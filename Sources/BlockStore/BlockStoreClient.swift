@@ -4,7 +4,7 @@ import Foundation
 /// Google's Block Store for one app (`com.google.android.gms.auth.blockstore.BlockstoreClient`),
 /// rule for rule: at most 16 entries, key and bytes together at most 4096 bytes, the default key,
 /// one app never reads another's entries. Entries live sealed in the device directory and survive
-/// uninstall while the device's backup setting is on; cloud copies are made by `BlockStoreSync`
+/// uninstall while the device's backup setting is on; cloud copies are made by ``BlockStoreSync``
 /// only under an end-to-end-encryption-capable lock screen.
 ///
 /// Thread- and process-safe: every change holds the app's Block Store lock.

@@ -76,7 +76,7 @@ extension CloudStorage {
 }
 
 /// The cloud account as a directory (the only backend so far; WebDAV or object storage would
-/// implement `CloudStorage` the same way). Writes are atomic; names are validated so none can
+/// implement ``CloudStorage`` the same way). Writes are atomic; names are validated so none can
 /// escape the directory.
 public struct CloudDirectory: CloudStorage {
     public let url: URL

@@ -22,7 +22,7 @@ public struct DeviceError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The device's stored state does not decode or authenticate.
         public static let corrupt = Code(.corrupt)
         /// Too many wrong passcodes in a row on a TPM device: the TPM no longer releases the
-        /// passcode slot; only erasing the device (`Device.wipe`) recovers it (errSecAuthFailed).
+        /// passcode slot; only erasing the device (``Device/wipe()``) recovers it (errSecAuthFailed).
         public static let disabled = Code(.disabled)
         public var description: String {
             switch value {

@@ -10,6 +10,10 @@ import Synchronization
 /// Thread-safe: one instance may be shared by every thread of a process. Several processes may use
 /// the same items at once; concurrent adds of one primary key leave exactly one item (the first
 /// created, by the Secret Service's own creation order) and every query returns that one.
+///
+/// Items are described by ``GenericPasswordAttributes``, found by ``GenericPasswordQuery`` and
+/// changed by ``GenericPasswordChanges``; every failure is a ``KeychainError`` carrying Apple's
+/// ``KeychainStatus``.
 public final class Keychain: Sendable {
     /// The largest secret an item may hold. Apple documents none; 64 KiB is far beyond any
     /// password or key and keeps gnome-keyring's whole-file rewrites cheap.

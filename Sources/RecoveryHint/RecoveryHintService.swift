@@ -24,7 +24,7 @@ public struct StoreOutcome: Sendable, Hashable {
 }
 
 /// The throwing core of the recovery hint: dual write, read either, clear both. Tests and tools use
-/// it; apps use the never-throwing `RecoveryHints` facade.
+/// it; apps use the never-throwing ``RecoveryHints`` facade.
 ///
 /// Process-safe: `update` reads, merges and writes under the app's hint lock (flock), so two
 /// processes setting different fields at once both keep their field. Every store write is atomic,
@@ -179,7 +179,8 @@ public final class RecoveryHintService: Sendable {
 
 /// The app-facing recovery hint: never throws. `get` answers the empty hint on failure; `set`
 /// merges the given fields into the current hint (fields not given stay); `clear` always returns.
-/// What it swallows it logs (errors only, never the hint).
+/// What it swallows it logs (errors only, never the hint). Built on ``RecoveryHintService``, which
+/// throws ``HintError`` where this answers empty.
 public final class RecoveryHints: Sendable {
     public let service: RecoveryHintService?
     private let log: @Sendable (String) -> Void

@@ -97,7 +97,7 @@ package enum Envelope {
         }
     }
 
-    /// Opens an envelope into owned memory (`SecureBytes`): for keys and long-lived secrets.
+    /// Opens an envelope into owned memory (``SecureBytes``): for keys and long-lived secrets.
     ///
     /// - Throws: `.malformed` (too short, wrong magic), `.unknownVersion`, `.authentication`
     ///   (wrong key or associated data, or any byte changed).
