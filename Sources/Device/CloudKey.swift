@@ -135,7 +135,10 @@ extension Device {
         let (publicKey, secretKey) = SealedBox.keyPair()
         let id = KeyDerivation.randomBytes(8).hexString
         let request = JoinRequestRecord(publicKey: publicKey)
-        try cloudCall { try cloud.write(AccountObjects.joinRequest(id), request.encoded()) }
+        // A new name (64 random bits), made only where there is none.
+        try swap(
+            AccountObjects.joinRequest(id), request.encoded(), ifVersion: nil, on: cloud,
+            conflict: "post the join request again")
         return JoinTicket(id: id, code: request.code, publicKey: publicKey, secretKey: secretKey)
     }
 
@@ -210,7 +213,11 @@ extension Device {
         do { sealed = try SealedBox.seal(accountKey, to: record.publicKey) } catch {
             throw DeviceError(.corrupt, "\(error)", underlying: error)
         }
-        try cloudCall { try cloud.write(AccountObjects.joinApproval(request.id), sealed) }
+        // Made only where there is none: when another device approved the same request at once,
+        // its approval stands (either opens to the account key).
+        _ = try cloudCall {
+            try cloud.write(AccountObjects.joinApproval(request.id), sealed, ifVersion: nil)
+        }
     }
 
     /// Replaces the recovery key: the account key is rotated (`rotateAccountKey`) and the new one
@@ -253,10 +260,18 @@ extension Device {
             let key = SecureBytes(randomCount: Envelope.keyLength)
             let recovery = RecoveryKey.make()
             let recoveryPublicKey = RecoveryKey.keyPair(recovery.key).publicKey
-            try writeRecovery(key, to: recoveryPublicKey, cloud: cloud)
+            // Over what is there now (nothing, or what a creation that never finished left): a
+            // creator that ignored the lock and wrote meanwhile is never written over.
+            let otherCreator = "another device made the cloud account meanwhile: join it"
+            let recoveryVersion = try currentVersion(of: AccountObjects.recovery, on: cloud)
+            let manifestVersion = try currentVersion(of: AccountManifest.name, on: cloud)
+            try writeRecovery(
+                key, to: recoveryPublicKey, cloud: cloud, ifVersion: recoveryVersion)
             var manifest = AccountManifest(version: 1, epoch: 0, objects: [:], devices: [:])
             manifest.devices[record.deviceID] = Self.boxKeyPair(record).publicKey
-            try cloudCall { try cloud.write(AccountManifest.name, manifest.sealed(under: key)) }
+            try swap(
+                AccountManifest.name, manifest.sealed(under: key), ifVersion: manifestVersion,
+                on: cloud, conflict: otherCreator)
             try seenManifest
                 .write(
                     account: SeenManifest.account(key), epoch: 0, version: 1)
@@ -341,14 +356,18 @@ extension Device {
 
     /// `account-recovery`: the account key sealed to the recovery key's public key — so any
     /// device re-seals it after a rotation without knowing the recovery key.
+    /// Written only over the copy at `version` (read under the account's lock).
     func writeRecovery(
-        _ accountKey: SecureBytes, to recoveryPublicKey: Data, cloud: any CloudStorage
+        _ accountKey: SecureBytes, to recoveryPublicKey: Data, cloud: any CloudStorage,
+        ifVersion version: CloudObjectVersion?
     ) throws(DeviceError) {
         let sealed: Data
         do { sealed = try SealedBox.seal(accountKey, to: recoveryPublicKey) } catch {
             throw DeviceError(.corrupt, "the recovery public key: \(error)", underlying: error)
         }
-        try cloudCall { try cloud.write(AccountObjects.recovery, sealed) }
+        try swap(
+            AccountObjects.recovery, sealed, ifVersion: version, on: cloud,
+            conflict: "another device is changing the account: try again")
     }
 
     /// Keeps `accountKey` on this device, once the account's check value confirms it.
@@ -368,14 +387,21 @@ extension Device {
     }
 
     func readAccount() throws(DeviceError) -> AccountRecord? {
+        try readAccountVersioned()?.account
+    }
+
+    /// The account record with the version it was read at, for a compare-and-swap of it.
+    func readAccountVersioned() throws(DeviceError) -> (
+        account: AccountRecord, version: CloudObjectVersion
+    )? {
         guard let cloud else { return nil }
-        guard let bytes = try cloudCall({ try cloud.read(AccountObjects.account) }) else {
+        guard let found = try cloudCall({ try cloud.readVersioned(AccountObjects.account) }) else {
             return nil
         }
-        guard let account = AccountRecord.parse(bytes) else {
+        guard let account = AccountRecord.parse(found.data) else {
             throw DeviceError(.corrupt, "the cloud account's record does not decode")
         }
-        return account
+        return (account, found.version)
     }
 
     func signedIn() throws(DeviceError) -> any CloudStorage {
@@ -405,5 +431,24 @@ extension Device {
             throw DeviceError(
                 .notAvailable, "cloud account unreachable: \(error)", underlying: error)
         }
+    }
+
+    /// Writes `name` only where it is still at `version` (nil: only where there is none): a
+    /// writer that ignored the account's lock (or whose lock expired) is never written over.
+    /// Another writer first is `.notAvailable` with `conflict` (try again: what it wrote stays).
+    func swap(
+        _ name: String, _ data: Data, ifVersion version: CloudObjectVersion?,
+        on cloud: any CloudStorage, conflict: String
+    ) throws(DeviceError) {
+        guard try cloudCall({ try cloud.write(name, data, ifVersion: version) }) else {
+            throw DeviceError(.notAvailable, "\(name) changed meanwhile: \(conflict)")
+        }
+    }
+
+    /// The version of `name` now (nil: none), for a later `swap`.
+    func currentVersion(of name: String, on cloud: any CloudStorage) throws(DeviceError)
+        -> CloudObjectVersion?
+    {
+        try cloudCall { try cloud.readVersioned(name) }?.version
     }
 }

@@ -72,22 +72,27 @@ extension Device {
         let cloud = try signedIn()
         let lock = try cloudCall { try cloud.lock() }
         defer { withExtendedLifetime(lock) {} }
-        guard let account = try readAccount(),
+        guard let (account, accountVersion) = try readAccountVersioned(),
             constantTimeEquals(account.check, AccountRecord.check(oldKey))
         else { throw DeviceError(.notAvailable, "the account key changed meanwhile: try again") }
         let seen = seenManifest
-        var manifest = try readManifest(
-            key: oldKey, epoch: account.epoch ?? 0, cloud: cloud, seen: seen
-        ).manifest
+        var (manifest, _, manifestVersion) = try readManifest(
+            key: oldKey, epoch: account.epoch ?? 0, cloud: cloud, seen: seen)
+        // Every object the switch replaces is written only over the copy read here: a writer
+        // whose lock expired (or that ignored it) and changed the account meanwhile stops the
+        // rotation at the first of them, never written over.
+        let recoveryVersion = try currentVersion(of: AccountObjects.recovery, on: cloud)
+        let conflict = "another device changed the account during the rotation: try again"
         let newKey = AccountKey.rotated(oldKey)
         let epoch = (account.epoch ?? 0) + 1
 
         // Every object read and checked before anything is written: a missing or changed one
         // stops the rotation with nothing changed.
-        var resealed: [(name: String, bytes: Data)] = []
+        var resealed: [(name: String, bytes: Data, version: CloudObjectVersion)] = []
         for name in manifest.names.sorted() {
             guard let kind = CloudObjects.kind(ofObjectNamed: name) else { continue }
-            guard let bytes = try cloudCall({ try cloud.read(name) }),
+            guard let found = try cloudCall({ try cloud.readVersioned(name) }),
+                case let bytes = found.data,
                 constantTimeEquals(
                     AccountManifest.mac(bytes, name: name, under: oldKey),
                     manifest.objects[Data(name.utf8)]!)
@@ -100,14 +105,15 @@ extension Device {
                     (
                         name,
                         try CloudObjects.reseal(
-                            bytes, name: name, kind: kind, from: oldKey, to: newKey)
+                            bytes, name: name, kind: kind, from: oldKey, to: newKey),
+                        found.version
                     ))
             } catch {
                 throw DeviceError(.corrupt, "\(name) does not open: not rotated", underlying: error)
             }
         }
-        for (name, bytes) in resealed {
-            try cloudCall { try cloud.write(name, bytes) }
+        for (name, bytes, version) in resealed {
+            try swap(name, bytes, ifVersion: version, on: cloud, conflict: conflict)
             manifest.objects[Data(name.utf8)] = AccountManifest.mac(
                 bytes, name: name, under: newKey)
         }
@@ -121,7 +127,9 @@ extension Device {
             let wrapped = Envelope.seal(
                 sealed, key: AccountObjects.rekeyWrappingKey(oldKey),
                 associatedData: AccountObjects.rekeyAssociatedData(id, epoch: epoch))
-            try cloudCall { try cloud.write(AccountObjects.rekey(id, epoch: epoch), wrapped) }
+            try swap(
+                AccountObjects.rekey(id, epoch: epoch), wrapped, ifVersion: nil, on: cloud,
+                conflict: conflict)
         }
         var recoveryText: SecureBytes?
         var recoveryPublicKey = account.recoveryPublicKey
@@ -130,19 +138,20 @@ extension Device {
             recoveryPublicKey = RecoveryKey.keyPair(recovery.key).publicKey
             recoveryText = recovery.text
         }
-        try writeRecovery(newKey, to: recoveryPublicKey!, cloud: cloud)
+        try writeRecovery(
+            newKey, to: recoveryPublicKey!, cloud: cloud, ifVersion: recoveryVersion)
         manifest.epoch = epoch
         manifest.version += 1
-        try cloudCall { try cloud.write(AccountManifest.name, manifest.sealed(under: newKey)) }
+        try swap(
+            AccountManifest.name, manifest.sealed(under: newKey), ifVersion: manifestVersion,
+            on: cloud, conflict: conflict)
         // The switch: from here every device of the account looks for its new key.
-        try cloudCall {
-            try cloud.write(
-                AccountObjects.account,
-                AccountRecord(
-                    check: AccountRecord.check(newKey), epoch: epoch,
-                    recoveryPublicKey: recoveryPublicKey
-                ).encoded())
-        }
+        try swap(
+            AccountObjects.account,
+            AccountRecord(
+                check: AccountRecord.check(newKey), epoch: epoch,
+                recoveryPublicKey: recoveryPublicKey
+            ).encoded(), ifVersion: accountVersion, on: cloud, conflict: conflict)
         try seen.write(
             account: SeenManifest.account(newKey), epoch: epoch, version: manifest.version)
         record.wrappedCloudKey = try sealCloudKey(newKey)

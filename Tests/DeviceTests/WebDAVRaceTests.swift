@@ -1,0 +1,132 @@
+import Foundation
+import KeepsakeTestSupport
+import Sealing
+import Synchronization
+import Testing
+
+@testable import Device
+
+/// The real WebDAV account with a writer that ignores the account's lock (or whose lock expired)
+/// slipped in: just before this device's write of one chosen object, that writer puts bytes of its
+/// own there through the same real server. Fault injection around the real path: every request
+/// still goes to Apache.
+private final class InterferedCloud: CloudStorage, @unchecked Sendable {
+    let server: WebDAVCloud
+    let target: String
+    let theirs: Data
+    private let done = Mutex(false)
+
+    init(_ server: WebDAVCloud, before target: String, writing theirs: Data) {
+        self.server = server
+        self.target = target
+        self.theirs = theirs
+    }
+
+    var interfered: Bool { done.withLock { $0 } }
+
+    private func interfere(_ name: String) throws {
+        guard name == target,
+            done.withLock({ old in
+                defer { old = true }
+                return !old
+            })
+        else {
+            return
+        }
+        try server.write(name, theirs)
+    }
+
+    func read(_ name: String) throws -> Data? { try server.read(name) }
+    func write(_ name: String, _ data: Data) throws {
+        try interfere(name)
+        try server.write(name, data)
+    }
+    func delete(_ name: String) throws { try server.delete(name) }
+    func list() throws -> [String] { try server.list() }
+    func lock() throws -> AnyObject { try server.lock() }
+    func readVersioned(_ name: String) throws -> VersionedObject? {
+        try server.readVersioned(name)
+    }
+    func write(_ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?) throws -> Bool
+    {
+        try interfere(name)
+        return try server.write(name, data, ifVersion: expected)
+    }
+}
+
+@Suite("Account objects two devices may race on WebDAV are compare-and-swapped (a private Apache)")
+struct WebDAVRaceTests {
+    /// A phone with a pin in a WebDAV account holding one key-value object; `cloud` is what the
+    /// phone talks to. The phone's private Secret Service lives as long as the returned value.
+    private static func phone(on cloud: any CloudStorage) throws -> (
+        Device, storeObject: String, service: PrivateSecretService
+    ) {
+        let service = try PrivateSecretService.start()
+        let phone = Device(
+            secretService: service.connection(), directory: Throwaway.directory("phone"),
+            cloud: cloud, tuning: .fast)
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        let session = try #require(try phone.cloudSession())
+        let objects = CloudObjects(cloudKey: session.key, kind: CloudObjects.kind("kv-"))
+        let name = objects.name("com.example.wallet")
+        try session.write(name, objects.seal(Data("mine".utf8), name: name))
+        try session.commit()
+        return (phone, name, service)
+    }
+
+    @Test(
+        "a rotation that meets another writer's change stops there, and never writes over it",
+        arguments: [
+            "store object", AccountObjects.recovery, AccountManifest.name, AccountObjects.account,
+        ])
+    func rotationMeetsAnotherWriter(_ target: String) throws {
+        let server = try PrivateWebDAV.start()
+        defer { server.stop() }
+        let real = try server.cloud()
+        // Set up on the plain server; then the same account through the interfering one.
+        let (setUp, storeObject, service) = try Self.phone(on: real)
+        defer { withExtendedLifetime(service) {} }
+        let name = target == "store object" ? storeObject : target
+        let theirs = Data("another writer's \(name)".utf8)
+        let cloud = InterferedCloud(real, before: name, writing: theirs)
+        let phone = Device(
+            secretService: setUp.secretService, directory: setUp.directory, cloud: cloud,
+            tuning: .fast)
+        let keyBefore = try #require(try phone.cloudKey(forUpload: false))
+
+        #expect(throws: DeviceError.self) { _ = try phone.replaceRecoveryKey() }
+        #expect(cloud.interfered)
+        // What the other writer put there stays; this device keeps the key it had.
+        #expect(try real.read(name) == theirs)
+        // (Where the other writer replaced the account record itself, this device's key no
+        // longer matches it: it follows or joins at its next sync.)
+        if target != AccountObjects.account {
+            #expect(try phone.cloudKey(forUpload: false) == keyBefore)
+        }
+    }
+
+    @Test(
+        "two approvals of one join request at once: the first stays, the new device joins by it"
+    )
+    func approvalsRace() throws {
+        let server = try PrivateWebDAV.start()
+        defer { server.stop() }
+        let real = try server.cloud()
+        let (phone, _, service) = try Self.phone(on: real)
+        defer { withExtendedLifetime(service) {} }
+        let laptopService = try PrivateSecretService.start()
+        let laptop = Device(
+            secretService: laptopService.connection(), directory: Throwaway.directory("laptop"),
+            cloud: try server.cloud(), tuning: .fast)
+        try laptop.setLockScreen(.pin, passcode: "2468", currentPasscode: nil)
+        let ticket = try laptop.requestJoin()
+        try phone.approveJoin(code: ticket.code)
+        let first = try #require(try real.read(AccountObjects.joinApproval(ticket.id)))
+        // A second approving device (here the same one again, while the request still shows):
+        // its sealed copy (another random ephemeral key) does not replace the first.
+        try phone.approveJoin(code: ticket.code)
+        #expect(try real.read(AccountObjects.joinApproval(ticket.id)) == first)
+        #expect(try laptop.awaitApproval(of: ticket, timeout: .seconds(5)))
+        #expect(try laptop.cloudKey(forUpload: false) == phone.cloudKey(forUpload: false))
+    }
+}
