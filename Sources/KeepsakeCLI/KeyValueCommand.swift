@@ -40,7 +40,15 @@ enum KeyValueCommand {
         case "remove":
             try write(nil, forKey: try key())
         case "synchronize":
-            Output.json(store.synchronize())
+            // `true`, or Apple's `false` (signed out, no end-to-end encryption); a cloud that
+            // cannot be reached is pending, with the keys still to go up.
+            try PendingSync.report(pending: { ["pendingKeys": store.pendingKeys] }) {
+                do { try store.checkedSynchronize() } catch {
+                    guard PendingSync.cloudFailure(error) == nil else { throw error }
+                    return false
+                }
+                return true
+            }
         default:
             throw CommandError.usage("kv set|get|remove|synchronize --key K")
         }

@@ -1,18 +1,24 @@
 import BlockStore
 import Device
 import Foundation
+import KeyValueStore
 import Keychain
 
 /// A sync the cloud could not take: every local store keeps working, and the command says so —
 /// `{"pending": true, "reason": …}` on standard output, the reason on standard error, exit 75
 /// (EX_TEMPFAIL: try again later). Any other failure is reported as usual.
 enum PendingSync {
-    static func report(_ body: () throws -> [String: Any]) throws {
+    /// `pending`: what stays to be uploaded, added to the pending answer (`"pendingKeys": […]`).
+    static func report(
+        pending: () -> [String: Any] = { [:] }, _ body: () throws -> Any
+    ) throws {
         do {
             Output.json(try body())
         } catch {
             guard let cloud = cloudFailure(error) else { throw error }
-            Output.json(["pending": true, "reason": cloud.description] as [String: Any])
+            Output.json(
+                pending().merging(["pending": true, "reason": cloud.description]) { $1 }
+                    as [String: Any])
             throw CommandError(
                 statusName: "pending",
                 message:
@@ -30,6 +36,7 @@ enum PendingSync {
             case let device as DeviceError: current = device.underlying
             case let blockStore as BlockStoreError: current = blockStore.underlying
             case let keychain as KeychainError: current = keychain.underlying
+            case let keyValue as KeyValueStoreError: current = keyValue.underlying
             default: return nil
             }
         }

@@ -3,7 +3,9 @@
 /// code; the message never carries a value.
 public struct KeyValueStoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Value: Hashable, Sendable { case quotaViolation, notPersisted }
+        private enum Value: Hashable, Sendable {
+            case quotaViolation, notPersisted, notSynchronized
+        }
         private let value: Value
         private init(_ value: Value) { self.value = value }
         /// Over a limit (1024 keys, 1 MB, keys of 1…64 bytes): nothing changed
@@ -12,10 +14,15 @@ public struct KeyValueStoreError: Error, Sendable, Hashable, CustomStringConvert
         /// The local cache could not be written (disk full, device key unavailable): the stored
         /// values are the ones from before the call.
         public static let notPersisted = Code(.notPersisted)
+        /// A synchronize did not reach the cloud account (signed out, no end-to-end encryption,
+        /// the account key not held, the cloud unreachable or refusing): every value stays in
+        /// the local cache and is exchanged at the next synchronize.
+        public static let notSynchronized = Code(.notSynchronized)
         public var description: String {
             switch value {
             case .quotaViolation: "NSUbiquitousKeyValueStoreQuotaViolationChange (2)"
             case .notPersisted: "not persisted"
+            case .notSynchronized: "not synchronized"
             }
         }
     }

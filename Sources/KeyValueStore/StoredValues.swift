@@ -63,6 +63,9 @@ struct KVSnapshot: Codable, Sendable {
     var entries: [String: KVEntry] = [:]
     /// The id of the cloud account last synchronized with (`CloudNames.account`).
     var account: Data?
+    /// Keys written here since the last synchronize that reached the cloud (absent in caches
+    /// written before Keepsake kept it).
+    var unsynced: Set<String>?
 
     func encoded() -> Data { KVJSON.encode(self) }
 

@@ -89,6 +89,7 @@ public final class UbiquitousKeyValueStore: Sendable {
             guard let value else {
                 guard snapshot.entries[key]?.value != nil else { return false }
                 snapshot.entries[key] = KVEntry(value: nil, modified: Self.now())
+                snapshot.unsynced = (snapshot.unsynced ?? []).union([key])
                 return true
             }
             var candidate = snapshot.entries
@@ -98,6 +99,7 @@ public final class UbiquitousKeyValueStore: Sendable {
                 return false
             }
             snapshot.entries = candidate
+            snapshot.unsynced = (snapshot.unsynced ?? []).union([key])
             return true
         }
         if violated {
@@ -111,10 +113,30 @@ public final class UbiquitousKeyValueStore: Sendable {
 
     /// Mirrors `synchronize()`: exchanges with the cloud account now. false when it could not
     /// (signed out, no end-to-end encryption, the account key not held, the cloud unreachable);
-    /// the local cache keeps every value either way.
+    /// the local cache keeps every value either way. `checkedSynchronize()` says why.
     @discardableResult
     public func synchronize() -> Bool {
-        guard let cloud = try? device.cloudSession() else { return false }
+        do { try checkedSynchronize() } catch { return false }
+        return true
+    }
+
+    /// Keys written on this device since the last synchronize that reached the cloud, sorted:
+    /// what a synchronize that could not reach it leaves pending (a Keepsake addition).
+    public var pendingKeys: [String] { ((try? load())?.unsynced ?? []).sorted() }
+
+    /// The checked `synchronize()`: throws `.notSynchronized` with the reason (and the cloud's
+    /// own error underneath) where `synchronize()` answers false.
+    public func checkedSynchronize() throws(KeyValueStoreError) {
+        let session: CloudSession?
+        do { session = try device.cloudSession() } catch {
+            throw KeyValueStoreError(
+                .notSynchronized, "the cloud account: \(error.message)", underlying: error)
+        }
+        guard let cloud = session else {
+            throw KeyValueStoreError(
+                .notSynchronized,
+                "signed out, no end-to-end encryption, or this device holds no key of the account")
+        }
         let keys = CloudNames(cloudKey: cloud.key, appID: app.id)
         let remote: [String: KVEntry]
         do {
@@ -124,46 +146,51 @@ public final class UbiquitousKeyValueStore: Sendable {
                 remote = [:]
             }
         } catch {
-            return false
+            throw KeyValueStoreError(
+                .notSynchronized, "the cloud copy: \(error)", underlying: error)
         }
         var change: KVExternalChange?
         var merged: [String: KVEntry] = [:]
-        do {
-            try mutate { snapshot in
-                let reason: KVChangeReason =
-                    snapshot.account == nil
-                    ? .initialSyncChange
-                    : constantTimeEquals(snapshot.account!, keys.account)
-                        ? .serverChange : .accountChange
-                var changed: [String] = []
-                merged = snapshot.entries
-                for (key, theirs) in remote {
-                    let ours = merged[key]
-                    if ours == nil || theirs.modified >= ours!.modified {
-                        if ours?.value != theirs.value { changed.append(key) }
-                        merged[key] = theirs
-                    }
+        // A cache that cannot be written throws `.notPersisted`: nothing changed.
+        try mutate { snapshot in
+            let reason: KVChangeReason =
+                snapshot.account == nil
+                ? .initialSyncChange
+                : constantTimeEquals(snapshot.account!, keys.account)
+                    ? .serverChange : .accountChange
+            var changed: [String] = []
+            merged = snapshot.entries
+            for (key, theirs) in remote {
+                let ours = merged[key]
+                if ours == nil || theirs.modified >= ours!.modified {
+                    if ours?.value != theirs.value { changed.append(key) }
+                    merged[key] = theirs
                 }
-                // A merge that would break the quota keeps the local values.
-                if !KVQuota.allows(merged) { merged = snapshot.entries }
-                snapshot.entries = merged
-                snapshot.account = keys.account
-                if !changed.isEmpty {
-                    change = KVExternalChange(reason: reason, changedKeys: changed.sorted())
-                }
-                return true
             }
-        } catch {
-            return false
+            // A merge that would break the quota keeps the local values.
+            if !KVQuota.allows(merged) { merged = snapshot.entries }
+            snapshot.entries = merged
+            snapshot.account = keys.account
+            if !changed.isEmpty {
+                change = KVExternalChange(reason: reason, changedKeys: changed.sorted())
+            }
+            return true
         }
         do {
             try cloud.write(keys.name, keys.seal(merged))
             try cloud.commit()
         } catch {
-            return false
+            throw KeyValueStoreError(
+                .notSynchronized, "the cloud account: \(error.message)", underlying: error)
+        }
+        // What was uploaded is no longer pending (a write since, by another process, stays).
+        let uploaded = merged
+        try? mutate { snapshot in
+            guard let unsynced = snapshot.unsynced, !unsynced.isEmpty else { return false }
+            snapshot.unsynced = unsynced.filter { snapshot.entries[$0] != uploaded[$0] }
+            return true
         }
         if let change { onExternalChange(change) }
-        return true
     }
 
     // MARK: - Local cache

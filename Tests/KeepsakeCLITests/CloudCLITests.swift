@@ -46,6 +46,13 @@ struct CloudCLITests {
             ).status == 0)
         let sync = try keepsake(["blockstore", "sync"] + app + cloud, service: service)
         #expect(sync.status == 0 && sync.text.contains("\"uploaded\":1"))
+        #expect(
+            try keepsake(
+                ["kv", "set", "--key", "greeting"] + app, input: Data("hello".utf8),
+                service: service
+            ).status == 0)
+        let kvSync = try keepsake(["kv", "synchronize"] + app + cloud, service: service)
+        #expect(kvSync.status == 0 && kvSync.text == "true\n")
         // On the server: sealed objects only.
         let stored = try FileManager.default.subpathsOfDirectory(
             atPath: server.documentRoot.path
@@ -65,6 +72,19 @@ struct CloudCLITests {
         #expect(pending.status == 75)
         #expect(pending.text.contains("\"pending\":true"))
         #expect(pending.stderr.contains("unreachable"))
+        // The key-value store says the same, with the keys written since that are still to go up.
+        #expect(
+            try keepsake(
+                ["kv", "set", "--key", "later"] + app, input: Data("offline".utf8),
+                service: service
+            ).status == 0)
+        let kvPending = try keepsake(["kv", "synchronize"] + app + cloud, service: service)
+        #expect(kvPending.status == 75)
+        #expect(kvPending.text.contains("\"pending\":true"))
+        #expect(kvPending.text.contains("\"pendingKeys\":[\"later\"]"))
+        #expect(
+            try keepsake(["kv", "get", "--key", "later"] + app, service: service).text
+                == "offline")
         let local = try keepsake(
             ["blockstore", "retrieve", "--key", "wallet"] + app, service: service)
         #expect(local.status == 0 && local.text.contains(Data(secret.utf8).base64EncodedString()))

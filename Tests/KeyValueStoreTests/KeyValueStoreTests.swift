@@ -221,6 +221,28 @@ struct KeyValueStoreTests {
             ])
     }
 
+    @Test(
+        "what is pending: keys written since the last synchronize that reached the cloud, and why one did not"
+    )
+    func pendingKeys() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let mac = try Mac(cloud: cloud)
+        mac.store().set("v", forKey: "k")
+        mac.store().removeObject(forKey: "gone")  // nothing there: nothing pending
+        #expect(mac.store().pendingKeys == ["k"])
+        // No end-to-end encryption yet: not synchronized, and it says why.
+        #expect(throws: KeyValueStoreError.self) { try mac.store().checkedSynchronize() }
+        #expect(mac.store().pendingKeys == ["k"])
+        try mac.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try mac.store().checkedSynchronize()
+        #expect(mac.store().pendingKeys.isEmpty)
+        mac.store().set("w", forKey: "k")
+        mac.store().removeObject(forKey: "k")
+        #expect(mac.store().pendingKeys == ["k"])
+        #expect(mac.store().synchronize())
+        #expect(mac.store().pendingKeys.isEmpty)
+    }
+
     @Test("without end-to-end encryption nothing reaches the cloud")
     func noE2EE() throws {
         let cloud = Throwaway.untrusted("cloud")
