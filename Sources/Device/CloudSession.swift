@@ -282,14 +282,23 @@ extension Device {
     /// - Throws: `.corrupt` for a manifest that is older than one this device saw, gone after
     ///   this device saw one, or does not open; `.notAvailable` when the cloud is unreachable.
     package func cloudSession(forUpload: Bool = true) throws(DeviceError) -> CloudSession? {
-        guard let cloud else { return nil }
-        // The key first (following a rotation takes the lock-screen lock), then the account's
-        // lock: every process takes the two in that order.
-        guard let key = try cloudKey(forUpload: forUpload) else { return nil }
-        let lock = try cloudCall { try cloud.lock() }
-        // A rotation by another device between the two: its key is picked up at the next try.
-        guard let account = try readAccount(),
-            constantTimeEquals(account.check, AccountRecord.check(key))
+        guard let cloud, var key = try heldCloudKey(forUpload: forUpload) else { return nil }
+        // Usually the key this device holds is the account's: one read of the account record,
+        // under the account's lock.
+        var lock: AnyObject? = try cloudCall { try cloud.lock() }
+        var account = try readAccount()
+        if !(account.map { constantTimeEquals($0.check, AccountRecord.check(key)) } ?? false) {
+            // Rotated since this device last looked (or gone): following takes the lock-screen
+            // lock, which every process takes before the account's, so the account's is let go
+            // meanwhile.
+            lock = nil
+            guard let followed = try cloudKey(forUpload: forUpload) else { return nil }
+            key = followed
+            lock = try cloudCall { try cloud.lock() }
+            account = try readAccount()
+        }
+        // A rotation by another device in between: its key is picked up at the next try.
+        guard let account, let lock, constantTimeEquals(account.check, AccountRecord.check(key))
         else {
             throw DeviceError(.notAvailable, "the account key changed meanwhile: try again")
         }

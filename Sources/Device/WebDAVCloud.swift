@@ -26,6 +26,8 @@ public struct WebDAVCloud: CloudStorage {
     package let requests = RequestCounter()
     /// One libcurl handle for this client and its copies: connections and TLS sessions reused.
     private var connection = HTTP.Client()
+    /// The handles of the parallel lanes (`inLanes`), kept between calls like `connection`.
+    private let lanePool = LanePool()
     static let lockLifetime: TimeInterval = 120
 
     /// - Throws: `CloudError` for a URL that is not `https://`, or `http://` off loopback.
@@ -91,40 +93,78 @@ public struct WebDAVCloud: CloudStorage {
 
     /// Several GETs at once, on up to four connections of their own.
     public func read(_ names: [String]) throws -> [String: Data] {
-        let found = Mutex<[String: Data]>([:])
+        let found = Found()
         try inLanes(names.count) { client, index in
-            if let bytes = try client.read(names[index]) {
-                found.withLock { $0[names[index]] = bytes }
-            }
+            if let bytes = try client.read(names[index]) { found.add(names[index], bytes) }
         }
-        return found.withLock { $0 }
+        return found.all
     }
 
     /// Runs `body` for every index below `count`, on up to four lanes each with a connection of
     /// its own (one item: here, on this client's); stops taking new items after a failure and
-    /// throws the first once all lanes are done.
-    private func inLanes(_ count: Int, _ body: @Sendable (WebDAVCloud, Int) throws -> Void) throws {
+    /// throws the first once all lanes are done. Bodies own what they use (`@Sendable`).
+    private func inLanes(
+        _ count: Int, _ body: @escaping @Sendable (WebDAVCloud, Int) throws -> Void
+    ) throws {
         guard count > 1 else {
             if count == 1 { try body(self, 0) }
             return
         }
-        let lanes = min(4, count)
-        let failure = Mutex<(any Error)?>(nil)
-        DispatchQueue.concurrentPerform(iterations: lanes) { lane in
-            let client = withConnectionOfItsOwn()
-            for index in stride(from: lane, to: count, by: lanes) {
-                guard failure.withLock({ $0 == nil }) else { return }
-                do { try body(client, index) } catch { failure.withLock { $0 = $0 ?? error } }
-            }
+        let lanes = min(LanePool.width, count)
+        let failure = FirstFailure()
+        // A thread per lane: the lanes wait on the network, so they are not bounded by the
+        // cores as `concurrentPerform` would bound them.
+        let group = DispatchGroup()
+        for lane in 0..<lanes {
+            group.enter()
+            let client = withLaneConnection()
+            let pool = lanePool
+            Thread {
+                defer {
+                    pool.put(client.connection)
+                    group.leave()
+                }
+                for index in stride(from: lane, to: count, by: lanes) {
+                    guard !failure.happened else { return }
+                    do { try body(client, index) } catch { failure.record(error) }
+                }
+            }.start()
         }
-        if let error = failure.withLock({ $0 }) { throw error }
+        group.wait()
+        if let error = failure.first { throw error }
     }
 
-    /// This client on a connection of its own (the same account, credentials and counter).
-    private func withConnectionOfItsOwn() -> WebDAVCloud {
+    /// What several lanes read.
+    private final class Found: Sendable {
+        private let objects = Mutex<[String: Data]>([:])
+        var all: [String: Data] { objects.withLock { $0 } }
+        func add(_ name: String, _ bytes: Data) { objects.withLock { $0[name] = bytes } }
+    }
+
+    /// The first error of several lanes.
+    private final class FirstFailure: Sendable {
+        private let error = Mutex<(any Error)?>(nil)
+        var happened: Bool { error.withLock { $0 != nil } }
+        var first: (any Error)? { error.withLock { $0 } }
+        func record(_ new: any Error) { error.withLock { $0 = $0 ?? new } }
+    }
+
+    /// This client on a lane's connection (the same account, credentials and counter): one kept
+    /// from an earlier batch when there is one, so its connection and TLS session are reused.
+    private func withLaneConnection() -> WebDAVCloud {
         var copy = self
-        copy.connection = HTTP.Client()
+        copy.connection = lanePool.take()
         return copy
+    }
+
+    /// Idle lane connections of a client and its copies.
+    final class LanePool: Sendable {
+        static let width = 4
+        private let idle = Mutex<[HTTP.Client]>([])
+        func take() -> HTTP.Client { idle.withLock { $0.popLast() } ?? HTTP.Client() }
+        func put(_ client: HTTP.Client) {
+            idle.withLock { if $0.count < Self.width { $0.append(client) } }
+        }
     }
 
     /// A PUT; when the account's collection does not exist yet (409), it is made (MKCOL) and the

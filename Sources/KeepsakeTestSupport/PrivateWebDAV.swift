@@ -14,6 +14,14 @@ package final class PrivateWebDAV: @unchecked Sendable {
     /// Whether the suite-wide sweep looks at what the server held (`stop()` keeps a copy of the
     /// document root for it). Off for tests that put raw test bytes on the server themselves.
     private let swept: Bool
+    /// How the server keeps the password it checks on every request.
+    package enum PasswordHash: Sendable {
+        /// bcrypt (`htpasswd -B`, cost 5): about 2 ms of server CPU per request on this machine.
+        case bcrypt
+        /// Apache's MD5 (`htpasswd` default): a fraction of a millisecond.
+        case md5
+    }
+    private let passwordHash: PasswordHash
     package let username = "dav-user-\(UUID().uuidString.prefix(6).lowercased())"
     package let password = "webdav-\(UUID().uuidString.prefix(8))"
     /// The account's collection.
@@ -33,10 +41,12 @@ package final class PrivateWebDAV: @unchecked Sendable {
     package var documentRoot: URL { root.appendingPathComponent("htdocs") }
 
     /// Starts one (a few tries, each on another random port: one may be taken).
-    package static func start(tls: Bool = false, swept: Bool = true) throws -> PrivateWebDAV {
+    package static func start(
+        tls: Bool = false, swept: Bool = true, passwordHash: PasswordHash = .bcrypt
+    ) throws -> PrivateWebDAV {
         var failure: Error = HarnessError("Apache did not start")
         for _ in 0..<3 {
-            let server = try PrivateWebDAV(tls: tls, swept: swept)
+            let server = try PrivateWebDAV(tls: tls, swept: swept, passwordHash: passwordHash)
             do {
                 try server.run()
                 return server
@@ -48,9 +58,10 @@ package final class PrivateWebDAV: @unchecked Sendable {
         throw failure
     }
 
-    private init(tls: Bool, swept: Bool) throws {
+    private init(tls: Bool, swept: Bool, passwordHash: PasswordHash) throws {
         self.tls = tls
         self.swept = swept
+        self.passwordHash = passwordHash
         // Not under the 0700 throwaway root: Apache's workers run as www-data and must reach it.
         root = FileManager.default.temporaryDirectory.appendingPathComponent(
             "keepsake-webdav-\(UUID().uuidString.prefix(8).lowercased())")
@@ -64,7 +75,10 @@ package final class PrivateWebDAV: @unchecked Sendable {
         let account = documentRoot.appendingPathComponent("dav/account")
         try FileManager.default.createDirectory(at: account, withIntermediateDirectories: true)
         let htpasswd = root.appendingPathComponent("htpasswd")
-        try tool("/usr/bin/htpasswd", ["-b", "-c", "-B", htpasswd.path, username, password])
+        try tool(
+            "/usr/bin/htpasswd",
+            ["-b", "-c"] + (passwordHash == .bcrypt ? ["-B"] : ["-m"])
+                + [htpasswd.path, username, password])
         let conf = root.appendingPathComponent("httpd.conf")
         var ssl = ""
         if tls {
