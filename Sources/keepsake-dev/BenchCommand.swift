@@ -6,6 +6,7 @@ import KeepsakeTestSupport
 import Keychain
 import Sealing
 import SecretService
+import Synchronization
 
 /// `keepsake bench keychain [--items N]`: Keepsake against libsecret's own convenience calls, on
 /// one private Secret Service, in one run, interleaved so both see the same keyring size.
@@ -58,19 +59,38 @@ struct KeychainBenchmark {
             "keepsake bench keychain: \(items) items, \(rounds) rounds, private \(provider.rawValue)"
         )
 
-        // Add, interleaved one for one.
+        // Add, interleaved one for one. libsecret's store can hang for good on KeePassXC 2.7.4 (its
+        // prompt's completion lost: "g_task_return_error: assertion 'error != NULL' failed"); such
+        // a store is left behind after 10 s, counted, and its pair left out of both sums.
         var keepsakeAdd = Duration.zero
         var libsecretAdd = Duration.zero
+        var pairs = 0
+        var hung = 0
         for index in 0..<items {
-            keepsakeAdd += try time {
+            let ours = try time {
                 try keychain.add(
                     GenericPasswordAttributes(service: "bench", account: "k\(index)"), data: secret)
             }
-            libsecretAdd += try time {
-                try LibsecretBaseline.store(
-                    ["service": "baseline", "account": "l\(index)"], label: "baseline",
-                    secret: secret)
+            guard
+                let theirs = try Self.leftBehindAfter(
+                    .seconds(10),
+                    {
+                        try LibsecretBaseline.store(
+                            ["service": "baseline", "account": "l\(index)"], label: "baseline",
+                            secret: secret)
+                    })
+            else {
+                hung += 1
+                continue
             }
+            keepsakeAdd += ours
+            libsecretAdd += theirs
+            pairs += 1
+        }
+        if hung > 0 {
+            print(
+                "  libsecret's own store hung in \(hung) of \(items) adds (left out of the add figures)"
+            )
         }
 
         // Hot read of one item.
@@ -97,7 +117,7 @@ struct KeychainBenchmark {
             }
             libsecretAll += try time {
                 let found = try LibsecretBaseline.searchLoadingSecrets(["service": "baseline"])
-                precondition(found == items)
+                precondition(found >= pairs)
             }
         }
         // What no client of this provider can go below: the search and one batch of secrets.
@@ -118,9 +138,10 @@ struct KeychainBenchmark {
                 try keychain.delete(
                     matching: GenericPasswordQuery(service: "bench", account: "k\(index)"))
             }
-            libsecretDelete += try time {
-                try LibsecretBaseline.clear(["service": "baseline", "account": "l\(index)"])
-            }
+            libsecretDelete +=
+                try Self.leftBehindAfter(.seconds(10)) {
+                    try LibsecretBaseline.clear(["service": "baseline", "account": "l\(index)"])
+                } ?? .seconds(10)
         }
 
         // Sealing cost per item against the round trip it rides on (one GetSecrets of one item).
@@ -169,7 +190,9 @@ struct KeychainBenchmark {
         }
 
         let deletes = min(items, rounds)
-        report("add (per item)", keepsakeAdd / items, libsecretAdd / items, "≤ 1.2×", limit: 1.2)
+        report(
+            "add (per item)", keepsakeAdd / max(pairs, 1), libsecretAdd / max(pairs, 1), "≤ 1.2×",
+            limit: 1.2)
         report(
             "hot read of one item", keepsakeRead / rounds, libsecretRead / rounds, "≤ 0.5×",
             limit: 0.5)
@@ -194,6 +217,28 @@ struct KeychainBenchmark {
         print(
             "unlock with a TPM (swtpm)     \(format(tpmUnlock / 3))  adds \(format(added)) to the software path"
                 + "  target ≤ 200 ms  " + (seconds(added) <= 0.2 ? "ok" : "MISSED"))
+    }
+
+    /// How long `body` took on a thread of its own, or nil when it had not returned after
+    /// `bound` (the thread is left behind: libsecret's calls cannot be stopped).
+    private static func leftBehindAfter(
+        _ bound: Duration, _ body: @escaping @Sendable () throws -> Void
+    ) throws -> Duration? {
+        final class Outcome: Sendable {
+            let value = Mutex<Result<Duration, any Error>?>(nil)
+            let done = DispatchSemaphore(value: 0)
+        }
+        let outcome = Outcome()
+        Thread {
+            let clock = ContinuousClock()
+            let start = clock.now
+            let result = Result { try body() }.map { clock.now - start }
+            outcome.value.withLock { $0 = result }
+            outcome.done.signal()
+        }.start()
+        let seconds = Double(bound.components.seconds)
+        guard outcome.done.wait(timeout: .now() + seconds) == .success else { return nil }
+        return try outcome.value.withLock { $0 }!.get()
     }
 
     private func report(
