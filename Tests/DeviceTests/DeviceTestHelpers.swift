@@ -1,5 +1,6 @@
 import Foundation
 import KeepsakeTestSupport
+import Testing
 
 @testable import Device
 
@@ -25,4 +26,22 @@ let quick = RetryPolicy(
 func member(_ cloud: URL) throws -> (PrivateSecretService, Device) {
     let service = try PrivateSecretService.start()
     return (service, service.device(cloud: cloud, retryPolicy: quick))
+}
+
+/// A phone with a pin in the cloud account on `cloud` (made by that pin), holding one key-value
+/// object whose name is returned. Its private Secret Service lives as long as the returned value.
+func phoneWithOneObject(on cloud: any CloudStorage, saying text: String = "mine") throws -> (
+    phone: Device, storeObject: String, service: PrivateSecretService
+) {
+    let service = try PrivateSecretService.start()
+    let phone = Device(
+        secretService: service.connection(), directory: Throwaway.directory("phone"),
+        cloud: cloud, tuning: .fast)
+    try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+    let session = try #require(try phone.cloudSession())
+    let objects = CloudObjects(cloudKey: session.key, kind: CloudObjects.kind("kv-"))
+    let name = objects.name("com.example.wallet")
+    try session.write(name, objects.seal(Data(text.utf8), name: name))
+    try session.commit()
+    return (phone, name, service)
 }

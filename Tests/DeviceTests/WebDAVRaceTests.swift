@@ -56,24 +56,6 @@ private final class InterferedCloud: CloudStorage, @unchecked Sendable {
 
 @Suite("Account objects two devices may race on WebDAV are compare-and-swapped (a private Apache)")
 struct WebDAVRaceTests {
-    /// A phone with a pin in a WebDAV account holding one key-value object; `cloud` is what the
-    /// phone talks to. The phone's private Secret Service lives as long as the returned value.
-    private static func phone(on cloud: any CloudStorage) throws -> (
-        Device, storeObject: String, service: PrivateSecretService
-    ) {
-        let service = try PrivateSecretService.start()
-        let phone = Device(
-            secretService: service.connection(), directory: Throwaway.directory("phone"),
-            cloud: cloud, tuning: .fast)
-        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
-        let session = try #require(try phone.cloudSession())
-        let objects = CloudObjects(cloudKey: session.key, kind: CloudObjects.kind("kv-"))
-        let name = objects.name("com.example.wallet")
-        try session.write(name, objects.seal(Data("mine".utf8), name: name))
-        try session.commit()
-        return (phone, name, service)
-    }
-
     @Test(
         "a rotation that meets another writer's change stops there, and never writes over it",
         arguments: [
@@ -84,7 +66,7 @@ struct WebDAVRaceTests {
         defer { server.stop() }
         let real = try server.cloud()
         // Set up on the plain server; then the same account through the interfering one.
-        let (setUp, storeObject, service) = try Self.phone(on: real)
+        let (setUp, storeObject, service) = try phoneWithOneObject(on: real)
         defer { withExtendedLifetime(service) {} }
         let name = target == "store object" ? storeObject : target
         let theirs = Data("another writer's \(name)".utf8)
@@ -112,7 +94,7 @@ struct WebDAVRaceTests {
         let server = try PrivateWebDAV.start()
         defer { server.stop() }
         let real = try server.cloud()
-        let (phone, _, service) = try Self.phone(on: real)
+        let (phone, _, service) = try phoneWithOneObject(on: real)
         defer { withExtendedLifetime(service) {} }
         let laptopService = try PrivateSecretService.start()
         let laptop = Device(

@@ -326,16 +326,8 @@ struct WebDAVFaultTests {
         let server = try PrivateWebDAV.start()
         defer { server.stop() }
         let cloud = try server.cloud(timeout: 2, attempts: 2)
-        let service = try PrivateSecretService.start()
-        let phone = Device(
-            secretService: service.connection(), directory: Throwaway.directory("phone"),
-            cloud: cloud, tuning: .fast)
-        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
-        let session = try #require(try phone.cloudSession())
-        let objects = CloudObjects(cloudKey: session.key, kind: CloudObjects.kind("kv-"))
-        let name = objects.name("com.example.wallet")
-        try session.write(name, objects.seal(Data("kept".utf8), name: name))
-        try session.commit()
+        let (phone, name, service) = try phoneWithOneObject(on: cloud, saying: "kept")
+        defer { withExtendedLifetime(service) {} }
 
         server.kill()
         do {
@@ -350,6 +342,7 @@ struct WebDAVFaultTests {
         try server.relaunch()
         let reader = try #require(try phone.cloudSession(forUpload: false))
         let bytes = try #require(try reader.read(name))
+        let objects = CloudObjects(cloudKey: reader.key, kind: CloudObjects.kind("kv-"))
         #expect(
             try objects.open(bytes, name: name) { String(decoding: $0, as: UTF8.self) } == "kept")
     }
