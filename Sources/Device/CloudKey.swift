@@ -323,12 +323,25 @@ extension Device {
             _ = try rotateAccountKey(&record, from: accountKey, passcode: passcode)
             return (true, nil)
         }
-        if let escrow, record.escrowGeneration != record.generation {
-            try register(accountKey, passcode: passcode, escrow: escrow, cloud: cloud)
-            record.escrowGeneration = record.generation
+        if let escrow, record.escrowGeneration != record.generation,
+            registerOrRetry(accountKey, passcode: passcode, escrow: escrow, cloud: cloud, &record)
+        {
             changed = true
         }
         return (changed, recoveryKey)
+    }
+
+    /// `register`, recorded in `record` when it went through. One that did not (the escrow
+    /// unreachable, another device's record won the race) is tried again at the next unlock and
+    /// never undoes what was done before it — an account just made, a rotation just switched.
+    func registerOrRetry(
+        _ accountKey: SecureBytes, passcode: SecureBytes, escrow: TPMConfiguration,
+        cloud: any CloudStorage, _ record: inout DeviceRecord
+    ) -> Bool {
+        guard (try? register(accountKey, passcode: passcode, escrow: escrow, cloud: cloud)) != nil
+        else { return false }
+        record.escrowGeneration = record.generation
+        return true
     }
 
     /// Puts `accountKey` in the escrow under `passcode`'s claim (a new slot; the old one goes).

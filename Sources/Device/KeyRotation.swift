@@ -160,8 +160,8 @@ extension Device {
         // The escrow: the new key under the new passcode, or nothing until the next unlock.
         if let escrow {
             if let passcode {
-                try register(newKey, passcode: passcode, escrow: escrow, cloud: cloud)
-                record.escrowGeneration = record.generation
+                _ = registerOrRetry(
+                    newKey, passcode: passcode, escrow: escrow, cloud: cloud, &record)
             } else {
                 if let old = try? cloud.read(AccountObjects.escrow).flatMap(EscrowRecord.parse),
                     let context = try? escrow.context()

@@ -111,4 +111,37 @@ struct WebDAVRaceTests {
         #expect(try laptop.awaitApproval(of: ticket, timeout: .seconds(5)))
         #expect(try laptop.cloudKey(forUpload: false) == phone.cloudKey(forUpload: false))
     }
+
+    @Test(
+        "an escrow registration that meets another writer's escrow record leaves it, drops its own slot and registers again at the next unlock"
+    )
+    func escrowRegistrationRace() throws {
+        let server = try PrivateWebDAV.start(swept: false)
+        defer { server.stop() }
+        let escrow = try PrivateTPM()
+        let real = try server.cloud()
+        let theirs = Data("another device's escrow record".utf8)
+        let cloud = InterferedCloud(real, before: AccountObjects.escrow, writing: theirs)
+        let service = try PrivateSecretService.start()
+        let phone = Device(
+            secretService: service.connection(), directory: Throwaway.directory("phone"),
+            cloud: cloud, escrow: escrow.configuration, tuning: .fast)
+        // The registration loses: the pin is set all the same, the other record stays.
+        _ = try? phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        #expect(cloud.interfered)
+        #expect(try real.read(AccountObjects.escrow) == theirs)
+        #expect(try phone.lockScreenKind() == .pin)
+        // At the next unlock it registers over what it finds (compare-and-swap against it).
+        try phone.reboot()
+        _ = try phone.unlock(passcode: "4711")
+        #expect(try real.read(AccountObjects.escrow) != theirs)
+        // And the escrow answers the phone's passcode: a new device joins with it.
+        let tabletService = try PrivateSecretService.start()
+        let tablet = Device(
+            secretService: tabletService.connection(), directory: Throwaway.directory("tablet"),
+            cloud: try server.cloud(), escrow: escrow.configuration, tuning: .fast)
+        try tablet.setLockScreen(.pin, passcode: "2468", currentPasscode: nil)
+        try tablet.join(passcode: "4711")
+        #expect(try tablet.cloudKey(forUpload: false) == phone.cloudKey(forUpload: false))
+    }
 }
