@@ -62,7 +62,8 @@ struct WebDAVRaceTests {
             "store object", AccountObjects.recovery, AccountManifest.name, AccountObjects.account,
         ])
     func rotationMeetsAnotherWriter(_ target: String) throws {
-        let server = try PrivateWebDAV.start()
+        // Not swept: the other writer's bytes are plain test text on the server.
+        let server = try PrivateWebDAV.start(swept: false)
         defer { server.stop() }
         let real = try server.cloud()
         // Set up on the plain server; then the same account through the interfering one.
@@ -116,6 +117,7 @@ struct WebDAVRaceTests {
         "an escrow registration that meets another writer's escrow record leaves it, drops its own slot and registers again at the next unlock"
     )
     func escrowRegistrationRace() throws {
+        // Not swept: the other writer's bytes are plain test text on the server.
         let server = try PrivateWebDAV.start(swept: false)
         defer { server.stop() }
         let escrow = try PrivateTPM()
