@@ -40,11 +40,12 @@ enum KeyValueCommand {
         case "remove":
             try write(nil, forKey: try key())
         case "synchronize":
-            // `true`, or Apple's `false` (signed out, no end-to-end encryption); a cloud that
-            // cannot be reached is pending, with the keys still to go up.
+            // `true`, or Apple's `false` (signed out, no end-to-end encryption, no key of the
+            // account); a cloud that cannot be reached is pending, with the keys still to go up;
+            // a cloud copy refused (rolled back, tampered with) is an error that says so.
             try PendingSync.report(pending: { ["pendingKeys": store.pendingKeys] }) {
-                do { try store.checkedSynchronize() } catch {
-                    guard PendingSync.cloudFailure(error) == nil else { throw error }
+                do throws(KeyValueStoreError) { try store.checkedSynchronize() } catch {
+                    guard error.underlying == nil else { throw error }
                     return false
                 }
                 return true

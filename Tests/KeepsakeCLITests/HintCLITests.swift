@@ -130,6 +130,41 @@ struct HintCLITests {
 
 @Suite("keepsake kv")
 struct KeyValueCLITests {
+    @Test(
+        "synchronize: true with the cloud; a cloud copy that was tampered with is an error that says so, not a quiet false"
+    )
+    func tamperedCloudCopy() throws {
+        let service = try PrivateSecretService.start()
+        let cloud = Throwaway.untrusted("cloud")
+        let app = ["--app-id", "com.example.wallet", "--cloud", cloud.path]
+        #expect(
+            try keepsake(
+                ["lockscreen", "set", "--kind", "pin"] + app, input: Data("2580\n".utf8),
+                service: service
+            ).status == 0)
+        #expect(
+            try keepsake(
+                ["kv", "set", "--key", "greeting"] + app, input: Data("hello".utf8),
+                service: service
+            ).status == 0)
+        #expect(try keepsake(["kv", "synchronize"] + app, service: service).text == "true\n")
+        let objects = try FileManager.default.contentsOfDirectory(atPath: cloud.path).filter {
+            $0.hasPrefix("kv-")
+        }
+        #expect(objects.count == 1)
+        for name in objects {
+            try Data(repeating: 0x41, count: 64).write(to: cloud.appendingPathComponent(name))
+        }
+        let refused = try keepsake(["kv", "synchronize"] + app, service: service)
+        #expect(refused.status == 1)
+        #expect(refused.text.isEmpty)
+        #expect(refused.stderr.contains("manifest"))
+        // The local value is kept.
+        #expect(
+            try keepsake(["kv", "get", "--key", "greeting"] + app, service: service).text
+                == "hello")
+    }
+
     @Test("set, get, remove and synchronize through the command line")
     func story() throws {
         let service = try PrivateSecretService.shared()
