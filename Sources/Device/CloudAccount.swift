@@ -142,3 +142,11 @@ package enum CloudObjectLimits {
     /// How many objects a cloud account may hold: a listing beyond it is refused.
     package static let maximumCount = 20_000
 }
+
+/// Runs a `CloudStorage` call: its failures are `.notAvailable` ("cloud account unreachable"),
+/// a `DeviceError` passes as it is. One mapping for the device's and its sessions' cloud calls.
+func cloudCall<R>(_ body: () throws -> R) throws(DeviceError) -> R {
+    do { return try body() } catch let error as DeviceError { throw error } catch {
+        throw DeviceError(.notAvailable, "cloud account unreachable: \(error)", underlying: error)
+    }
+}

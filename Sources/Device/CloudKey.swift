@@ -447,13 +447,6 @@ extension Device {
         }
     }
 
-    func cloudCall<R>(_ body: () throws -> R) throws(DeviceError) -> R {
-        do { return try body() } catch let error as DeviceError { throw error } catch {
-            throw DeviceError(
-                .notAvailable, "cloud account unreachable: \(error)", underlying: error)
-        }
-    }
-
     /// Writes `name` only where it is still at `version` (nil: only where there is none): a
     /// writer that ignored the account's lock (or whose lock expired) is never written over.
     /// Another writer first is `.notAvailable` with `conflict` (try again: what it wrote stays).

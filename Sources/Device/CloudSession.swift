@@ -141,11 +141,7 @@ package final class CloudSession {
     /// names the manifest does not list are left out.
     package func read(_ names: [String]) throws(DeviceError) -> [String: Data] {
         let listed = names.filter { manifest.objects[Data($0.utf8)] != nil }
-        let found: [String: Data]
-        do { found = try storage.read(listed) } catch {
-            throw DeviceError(
-                .notAvailable, "cloud account unreachable: \(error)", underlying: error)
-        }
+        let found = try cloudCall { try storage.read(listed) }
         var checked: [String: Data] = [:]
         for name in listed { checked[name] = try check(name, found[name]) }
         return checked
@@ -176,10 +172,7 @@ package final class CloudSession {
     /// is in the manifest once written.
     package func write(_ objects: [(name: String, data: Data)]) throws(DeviceError) {
         guard !objects.isEmpty else { return }
-        do { try storage.write(objects) } catch {
-            throw DeviceError(
-                .notAvailable, "cloud account unreachable: \(error)", underlying: error)
-        }
+        try cloudCall { try storage.write(objects) }
         for (name, data) in objects { enter(name, data) }
     }
 
@@ -243,12 +236,8 @@ package final class CloudSession {
 
     /// Reads the manifest another writer put in place, and enters this session's changes in it.
     private func mergeNewerManifest() throws(DeviceError) {
-        let found: VersionedObject?
-        do { found = try storage.readVersioned(AccountManifest.name) } catch {
-            throw DeviceError(
-                .notAvailable, "cloud account unreachable: \(error)", underlying: error)
-        }
-        guard let found else {
+        guard let found = try cloudCall({ try storage.readVersioned(AccountManifest.name) })
+        else {
             throw DeviceError(
                 .corrupt, "the cloud account's manifest vanished during this sync")
         }

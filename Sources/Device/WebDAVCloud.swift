@@ -172,11 +172,17 @@ public struct WebDAVCloud: CloudStorage {
     private func put(_ target: URL, _ data: Data, headers: [String: String]) throws -> Response {
         let response = try send("PUT", target, body: data, headers: headers)
         guard response.status == 409 else { return response }
+        try makeCollection()
+        return try send("PUT", target, body: data, headers: headers)
+    }
+
+    /// MKCOL of the account's collection, for a request that met its absence (409); one made
+    /// meanwhile by another device (405) is as good.
+    private func makeCollection() throws {
         let made = try send("MKCOL", url)
         guard (200..<300).contains(made.status) || made.status == 405 else {
             throw CloudError("MKCOL of the account's collection: HTTP \(made.status)")
         }
-        return try send("PUT", target, body: data, headers: headers)
     }
 
     /// A compare-and-swap: `If-None-Match: *` when `expected` is nil, `If-Match` with a strong
@@ -206,10 +212,7 @@ public struct WebDAVCloud: CloudStorage {
                     // The bytes matched just now, and every Keepsake writer holds the account's
                     // lock around a sync: the window is one round trip, and only a writer that
                     // ignores the lock could use it.
-                    let response = try put(target, data, headers: [:])
-                    guard (200..<300).contains(response.status) else {
-                        throw CloudError("PUT \(name): HTTP \(response.status)")
-                    }
+                    try write(name, data)
                     return true
                 }
                 headers["If-Match"] = tag
@@ -283,10 +286,7 @@ public struct WebDAVCloud: CloudStorage {
                 ])
             if response.status == 409 {
                 // The account's collection does not exist yet.
-                let made = try send("MKCOL", url)
-                guard (200..<300).contains(made.status) || made.status == 405 else {
-                    throw CloudError("MKCOL of the account's collection: HTTP \(made.status)")
-                }
+                try makeCollection()
                 continue
             }
             if (200..<300).contains(response.status), let token = response.lockToken {

@@ -32,9 +32,7 @@ enum CloudCommand {
             try CloudCredentials.store(user: user, password: lines[1], for: url, keychain: keychain)
             Output.json(["stored": true, "reachable": true])
         case "logout":
-            try? keychain.delete(
-                matching: GenericPasswordQuery(
-                    service: CloudCredentials.service, account: CloudCredentials.account(url)))
+            try? keychain.delete(matching: CloudCredentials.query(url))
             Output.json(["stored": false])
         case "status":
             let found = try CloudCredentials.find(

@@ -28,11 +28,15 @@ enum CloudCredentials {
         url.absoluteString.hasSuffix("/") ? url.absoluteString : url.absoluteString + "/"
     }
 
+    /// The item that holds `url`'s credentials.
+    static func query(_ url: URL) -> GenericPasswordQuery {
+        GenericPasswordQuery(service: service, account: account(url))
+    }
+
     /// The credentials for `url`, or nil when neither place has any.
     static func find(for url: URL, _ context: Context, device: Device) throws -> Found? {
         let keychain = try keychain(context, device: device)
-        if let item = try? keychain.item(
-            matching: GenericPasswordQuery(service: service, account: account(url))),
+        if let item = try? keychain.item(matching: query(url)),
             let user = item.attributes.generic.flatMap({ String(data: $0, encoding: .utf8) }),
             let password = item.data.flatMap({ String(data: $0, encoding: .utf8) })
         {
@@ -47,8 +51,7 @@ enum CloudCredentials {
     static func store(user: String, password: SecureBytes, for url: URL, keychain: Keychain)
         throws
     {
-        let query = GenericPasswordQuery(service: service, account: account(url))
-        try? keychain.delete(matching: query)
+        try? keychain.delete(matching: query(url))
         try keychain.add(
             GenericPasswordAttributes(
                 service: service, account: account(url),

@@ -72,7 +72,9 @@ package struct Context {
     }
 
     /// The device without a cloud account (for what never touches it).
-    var localDevice: Device {
+    var localDevice: Device { localDevice(secretService: secretService) }
+
+    private func localDevice(secretService: SecretServiceConnection) -> Device {
         Device(
             secretService: secretService, directory: deviceDirectory, tpm: tpm, escrow: escrow,
             tuning: tuning)
@@ -83,10 +85,8 @@ package struct Context {
     package func cloud(secretService: SecretServiceConnection) throws -> (any CloudStorage)? {
         guard let location = cloudLocation else { return nil }
         guard let url = webDAVURL else { return CloudDirectory(URL(fileURLWithPath: location)) }
-        let local = Device(
-            secretService: secretService, directory: deviceDirectory, tpm: tpm, escrow: escrow,
-            tuning: tuning)
-        let found = try CloudCredentials.find(for: url, self, device: local)
+        let found = try CloudCredentials.find(
+            for: url, self, device: localDevice(secretService: secretService))
         do {
             return try WebDAVCloud(
                 url: url, username: found?.user, password: found?.password, caFile: cloudCA)
