@@ -45,7 +45,7 @@ enum KeyValueCommand {
             // a cloud copy refused (rolled back, tampered with) is an error that says so.
             try PendingSync.report(pending: { ["pendingKeys": store.pendingKeys] }) {
                 do throws(KeyValueStoreError) { try store.checkedSynchronize() } catch {
-                    guard error.underlying == nil else { throw error }
+                    guard error.code == .noCloudAccount else { throw error }
                     return false
                 }
                 return true

@@ -4,7 +4,7 @@
 public struct KeyValueStoreError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
-            case quotaViolation, notPersisted, notSynchronized
+            case quotaViolation, notPersisted, notSynchronized, noCloudAccount
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -14,15 +14,20 @@ public struct KeyValueStoreError: Error, Sendable, Hashable, CustomStringConvert
         /// The local cache could not be written (disk full, device key unavailable): the stored
         /// values are the ones from before the call.
         public static let notPersisted = Code(.notPersisted)
-        /// A synchronize did not reach the cloud account (signed out, no end-to-end encryption,
-        /// the account key not held, the cloud unreachable or refusing): every value stays in
-        /// the local cache and is exchanged at the next synchronize.
+        /// A synchronize did not get through to the cloud account (unreachable, or its copy
+        /// refused as rolled back or tampered with; the cause is `underlying`): every value
+        /// stays in the local cache and is exchanged at the next synchronize.
         public static let notSynchronized = Code(.notSynchronized)
+        /// Nothing to synchronize with: signed out, no end-to-end-encryption-capable lock
+        /// screen, or this device holds no key of the account (Apple's `synchronize()` is
+        /// `false`); values stay in the local cache.
+        public static let noCloudAccount = Code(.noCloudAccount)
         public var description: String {
             switch value {
             case .quotaViolation: "NSUbiquitousKeyValueStoreQuotaViolationChange (2)"
             case .notPersisted: "not persisted"
             case .notSynchronized: "not synchronized"
+            case .noCloudAccount: "no cloud account"
             }
         }
     }

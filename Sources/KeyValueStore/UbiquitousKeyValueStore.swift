@@ -124,8 +124,9 @@ public final class UbiquitousKeyValueStore: Sendable {
     /// what a synchronize that could not reach it leaves pending (a Keepsake addition).
     public var pendingKeys: [String] { ((try? load())?.unsynced ?? []).sorted() }
 
-    /// The checked `synchronize()`: throws `.notSynchronized` with the reason (and the cloud's
-    /// own error underneath) where `synchronize()` answers false.
+    /// The checked `synchronize()`: where `synchronize()` answers false, throws
+    /// `.noCloudAccount` (nothing to exchange with) or `.notSynchronized` with the cloud's own
+    /// error underneath.
     public func checkedSynchronize() throws(KeyValueStoreError) {
         let session: CloudSession?
         do { session = try device.cloudSession() } catch {
@@ -134,7 +135,7 @@ public final class UbiquitousKeyValueStore: Sendable {
         }
         guard let cloud = session else {
             throw KeyValueStoreError(
-                .notSynchronized,
+                .noCloudAccount,
                 "signed out, no end-to-end encryption, or this device holds no key of the account")
         }
         let keys = CloudNames(cloudKey: cloud.key, appID: app.id)

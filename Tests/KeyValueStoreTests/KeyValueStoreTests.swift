@@ -231,7 +231,9 @@ struct KeyValueStoreTests {
         mac.store().removeObject(forKey: "gone")  // nothing there: nothing pending
         #expect(mac.store().pendingKeys == ["k"])
         // No end-to-end encryption yet: not synchronized, and it says why.
-        #expect(throws: KeyValueStoreError.self) { try mac.store().checkedSynchronize() }
+        #expect(throws: KeyValueStoreError(.noCloudAccount, "")) {
+            try mac.store().checkedSynchronize()
+        }
         #expect(mac.store().pendingKeys == ["k"])
         try mac.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         try mac.store().checkedSynchronize()
