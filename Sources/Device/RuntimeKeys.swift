@@ -142,7 +142,10 @@ package final class RuntimeKeys: Sendable {
             let serial = keyctl_search(ring, "user", keyName(protection), 0)
             if serial > 0 {
                 // Invalidate: gone for every process at once, not just unlinked from our ring.
+                // The kernel's garbage collector takes an invalidated key out of its keyrings
+                // later; unlinking it from ours now keeps the listing true at once.
                 _ = keyctl_invalidate(key_serial_t(serial))
+                _ = keyctl_unlink(key_serial_t(serial), ring)
             }
         }
     }
