@@ -57,8 +57,9 @@ public final class SecretServiceConnection: Sendable {
     #if KEEPSAKE_TEST_HOOKS
         /// Test hook (debug builds only): runs on the worker thread before each call, so a test
         /// can hold a call where cancellation does not reach (as libsecret inside a prompt's main
-        /// loop would) and show the bound holds anyway.
-        package static let stallHook = Mutex<(@Sendable () -> Void)?>(nil)
+        /// loop would) and show the bound holds anyway. This connection's calls only: a hook for
+        /// the whole process stalled every other test's calls running meanwhile.
+        package let stallHook = Mutex<(@Sendable () -> Void)?>(nil)
     #endif
 
     /// How long past the bound a call may take to come back from its cancellation before it is
@@ -81,10 +82,13 @@ public final class SecretServiceConnection: Sendable {
         let outcome = Outcome<R>(discard: discard)
         let work = Unchecked(body)
         let done = DispatchSemaphore(value: 0)
+        #if KEEPSAKE_TEST_HOOKS
+            let stall = stallHook.withLock { $0 }
+        #endif
         DispatchQueue.global().async {
             #if KEEPSAKE_TEST_HOOKS
                 // Fault injection: a call stuck where no cancellation reaches it.
-                Self.stallHook.withLock { $0 }?()
+                stall?()
             #endif
             var error: UnsafeMutablePointer<GError>?
             let result = work.value(cancellable.pointer, &error)

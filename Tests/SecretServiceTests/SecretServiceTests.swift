@@ -30,7 +30,7 @@ struct SecretServiceTests {
         let connection = service.connection(timeout: .milliseconds(500))
         _ = try connection.search(["a": "b"])
         let release = DispatchSemaphore(value: 0)
-        SecretServiceConnection.stallHook.withLock { $0 = { release.wait() } }
+        connection.stallHook.withLock { $0 = { release.wait() } }
         let start = ContinuousClock.now
         do {
             _ = try connection.search(["a": "b"])
@@ -40,7 +40,7 @@ struct SecretServiceTests {
         }
         let took = ContinuousClock.now - start
         #expect(took < .milliseconds(500) + SecretServiceConnection.grace + .milliseconds(250))
-        SecretServiceConnection.stallHook.withLock { $0 = nil }
+        connection.stallHook.withLock { $0 = nil }
         release.signal()
         #expect(try connection.search(["a": "b"]).unlocked.isEmpty)
         print("bound: a stuck call abandoned after \(took) (bound 500 ms + grace)")
