@@ -10,23 +10,24 @@ import TPM
 /// device joins by approval of an existing unlocked device, with the recovery key, or with an
 /// existing device's passcode through the escrow TPM.
 extension Device {
-    /// The account key as this device holds it, without asking the cloud whether it is still the
-    /// account's (`cloudKey` follows rotations): nil when signed out, not in an account, or (for
-    /// uploads) without E2EE.
-    func heldCloudKey(forUpload: Bool) throws(DeviceError) -> SecureBytes? {
+    /// The account key as this device holds it, with the device record it came from, without
+    /// asking the cloud whether it is still the account's (`cloudKey` follows rotations): nil
+    /// when signed out, not in an account, or (for uploads) without E2EE.
+    func heldCloudKey(forUpload: Bool) throws(DeviceError) -> (
+        key: SecureBytes, record: DeviceRecord
+    )? {
         guard cloud != nil else { return nil }
         let record = try records.load().record
         if forUpload && !record.kind.hasKnowledgeFactor { return nil }
         guard let wrapped = record.wrappedCloudKey else { return nil }
-        return try openCloudKey(wrapped)
+        return (try openCloudKey(wrapped), record)
     }
 
     /// The account's cloud key, when this device holds the key the account uses (set up here, or
     /// joined), is signed in and unlocked since boot. For uploads E2EE must be available too
     /// (`forUpload`); restoring needs only the key. nil otherwise — nothing is exchanged then.
     package func cloudKey(forUpload: Bool = true) throws(DeviceError) -> SecureBytes? {
-        guard let key = try heldCloudKey(forUpload: forUpload) else { return nil }
-        let record = try records.load().record
+        guard let (key, record) = try heldCloudKey(forUpload: forUpload) else { return nil }
         guard let account = try readAccount() else { return nil }
         if constantTimeEquals(account.check, AccountRecord.check(key)) { return key }
         // Rotated since this device last looked: follow the new keys sealed to it, keep the last.

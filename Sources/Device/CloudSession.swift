@@ -271,7 +271,7 @@ extension Device {
     /// - Throws: `.corrupt` for a manifest that is older than one this device saw, gone after
     ///   this device saw one, or does not open; `.notAvailable` when the cloud is unreachable.
     package func cloudSession(forUpload: Bool = true) throws(DeviceError) -> CloudSession? {
-        guard let cloud, var key = try heldCloudKey(forUpload: forUpload) else { return nil }
+        guard let cloud, var key = try heldCloudKey(forUpload: forUpload)?.key else { return nil }
         // Usually the key this device holds is the account's: one read of the account record,
         // under the account's lock.
         var lock: AnyObject? = try cloudCall { try cloud.lock() }
