@@ -28,16 +28,24 @@ func member(_ cloud: URL) throws -> (PrivateSecretService, Device) {
     return (service, service.device(cloud: cloud, retryPolicy: quick))
 }
 
-/// A phone with a pin in the cloud account on `cloud` (made by that pin), holding one key-value
-/// object whose name is returned. Its private Secret Service lives as long as the returned value.
-func phoneWithOneObject(on cloud: any CloudStorage, saying text: String = "mine") throws -> (
-    phone: Device, storeObject: String, service: PrivateSecretService
+/// A phone (a private Secret Service of its own) with the pin 4711, which made the cloud account
+/// on `cloud`. Its Secret Service lives as long as the returned value.
+func phoneWithPin(on cloud: any CloudStorage) throws -> (
+    phone: Device, service: PrivateSecretService
 ) {
     let service = try PrivateSecretService.start()
     let phone = Device(
         secretService: service.connection(), directory: Throwaway.directory("phone"),
         cloud: cloud, tuning: .fast)
     try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+    return (phone, service)
+}
+
+/// `phoneWithPin`, its account holding one key-value object whose name is returned.
+func phoneWithOneObject(on cloud: any CloudStorage, saying text: String = "mine") throws -> (
+    phone: Device, storeObject: String, service: PrivateSecretService
+) {
+    let (phone, service) = try phoneWithPin(on: cloud)
     let session = try #require(try phone.cloudSession())
     let objects = CloudObjects(cloudKey: session.key, kind: CloudObjects.kind("kv-"))
     let name = objects.name("com.example.wallet")

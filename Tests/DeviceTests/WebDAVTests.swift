@@ -164,11 +164,8 @@ struct WebDAVFaultTests {
         let server = try PrivateWebDAV.start()
         defer { server.stop() }
         let cloud = try server.cloud()
-        let service = try PrivateSecretService.start()
-        let phone = Device(
-            secretService: service.connection(), directory: Throwaway.directory("phone"),
-            cloud: cloud, tuning: .fast)
-        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        let (phone, service) = try phoneWithPin(on: cloud)
+        defer { withExtendedLifetime(service) {} }
         let session = try #require(try phone.cloudSession())
         let objects = CloudObjects(cloudKey: session.key, kind: CloudObjects.kind("kv-"))
         // Another writer (whose lock had expired) adds an object and a new manifest meanwhile.
