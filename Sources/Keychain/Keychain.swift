@@ -80,7 +80,9 @@ public final class Keychain: Sendable {
         let lock = try primaryKeyLock()
         // A miss in a locked collection is refused here, before a create that some providers
         // (KeePassXC) would answer with an unlock prompt.
-        if !(try unlockedItems(keyAttributes)).isEmpty { throw Self.duplicate }
+        if !(try unlockedItems(keyAttributes, expectingNone: true)).isEmpty {
+            throw Self.duplicate
+        }
 
         _ = try create(record, sealedWith: classKey)
         return record.id
@@ -301,7 +303,19 @@ public final class Keychain: Sendable {
     /// The unlocked items matching `attributes`. A locked match, or no match in a locked
     /// collection (KeePassXC hides a locked database's items instead of listing them as locked),
     /// is `errSecInteractionNotAllowed`: headless, nobody can unlock it.
-    private func unlockedItems(_ attributes: [String: String]) throws(KeychainError) -> [ItemPath] {
+    ///
+    /// `expectingNone` (an add): the collection's lock state is asked together with the search,
+    /// not after it.
+    private func unlockedItems(_ attributes: [String: String], expectingNone: Bool = false)
+        throws(KeychainError) -> [ItemPath]
+    {
+        if expectingNone {
+            let (found, locked) = try secretServiceCall { () throws(SecretServiceError) in
+                try secretService.searchWithLockState(attributes)
+            }
+            if !found.locked.isEmpty || (found.unlocked.isEmpty && locked) { throw Self.locked }
+            return found.unlocked
+        }
         let found = try secretServiceCall { () throws(SecretServiceError) in
             try secretService.search(attributes)
         }

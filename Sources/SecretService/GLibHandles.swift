@@ -11,7 +11,7 @@ final class ServiceHandle: @unchecked Sendable {
     deinit { g_object_unref(pointer) }
 }
 
-/// Owns one `GCancellable *`; `cancel()` may be called from the watchdog thread.
+/// Owns one `GCancellable *`; `cancel()` may be called from the waiting caller's thread.
 final class Cancellable: @unchecked Sendable {
     // Sendable: g_cancellable_cancel is documented thread-safe.
     let pointer: UnsafeMutablePointer<GCancellable>

@@ -66,8 +66,8 @@ public final class SecretServiceConnection: Sendable {
     /// abandoned.
     package static let grace: Duration = .milliseconds(250)
 
-    /// Runs `body` on a worker thread with a cancellable that a watchdog cancels when the bound
-    /// passes, and waits at most the bound plus `grace`. Usually the cancellation ends the call;
+    /// Runs `body` on a worker thread with a cancellable that is cancelled when the bound passes,
+    /// and waits at most the bound plus `grace`. Usually the cancellation ends the call;
     /// one that is still running then (libsecret blocked in a main loop, a provider that never
     /// answers in a way GDBus notices) is abandoned: the caller gets `nil` at once, the thread
     /// finishes on its own whenever it does, and what it then brings back is dropped
@@ -95,15 +95,16 @@ public final class SecretServiceConnection: Sendable {
             outcome.finish(result, error)
             done.signal()
         }
+        // The caller is the watchdog: at the bound it cancels, after the grace it abandons (a
+        // timer on another thread for each call cost ~25 µs, a tenth of a round trip).
         let bound = DispatchTime.now() + .milliseconds(Int(timeoutMilliseconds))
-        let watchdog = DispatchWorkItem { cancellable.cancel() }
-        DispatchQueue.global().asyncAfter(deadline: bound, execute: watchdog)
-        defer { watchdog.cancel() }
-        let graceMilliseconds = Int(Self.grace.components.attoseconds / 1_000_000_000_000_000)
-        if done.wait(timeout: bound + .milliseconds(graceMilliseconds)) == .timedOut {
+        if done.wait(timeout: bound) == .timedOut {
             cancellable.cancel()
-            if let late = outcome.abandon() { return late }
-            return nil
+            let graceMilliseconds = Int(Self.grace.components.attoseconds / 1_000_000_000_000_000)
+            if done.wait(timeout: bound + .milliseconds(graceMilliseconds)) == .timedOut {
+                if let late = outcome.abandon() { return late }
+                return nil
+            }
         }
         return outcome.take()
     }
@@ -225,6 +226,26 @@ public final class SecretServiceConnection: Sendable {
                 unlocked: takeStringArray(unlocked).map(ItemPath.init),
                 locked: takeStringArray(locked).map(ItemPath.init))
         }
+    }
+
+    /// `search` and the collection's `Locked` property (`isLocked`) with both calls in flight at
+    /// once: the time of one round trip where a search that finds nothing must then ask whether
+    /// the collection is locked (an add, where finding nothing is the rule).
+    package func searchWithLockState(
+        _ attributes: [String: String], in collection: CollectionPath = .default
+    ) throws(SecretServiceError) -> (found: SearchResult, locked: Bool) {
+        let lockState = Mutex<Result<Bool, SecretServiceError>?>(nil)
+        let asked = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            // Bounded as every call is: this comes back within the bound plus its grace.
+            let result = Result { () throws(SecretServiceError) in try self.isLocked(collection) }
+            lockState.withLock { $0 = result }
+            asked.signal()
+        }
+        let found = Result { () throws(SecretServiceError) in try search(attributes) }
+        asked.wait()
+        let locked = lockState.withLock { $0! }
+        return (try found.get(), try locked.get())
     }
 
     /// The secrets of many items in one `GetSecrets` round trip. Paths that no longer exist are
