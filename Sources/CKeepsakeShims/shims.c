@@ -88,7 +88,8 @@ gboolean keepsake_service_search(SecretService *service, unsigned count, const c
 void keepsake_secret_list_free(KeepsakeSecretList *list);
 
 KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const char *const *paths,
-                                                 GCancellable *cancellable, GError **error) {
+                                                 int timeout_msec, GCancellable *cancellable,
+                                                 GError **error) {
     // One GetSecrets call on the proxy, without libsecret's per-call main loop, under the plain
     // session opened beside libsecret's (see keepsake_service_open).
     const gchar *session = g_object_get_data(G_OBJECT(service), "keepsake-plain-session");
@@ -101,7 +102,7 @@ KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const c
     GVariant *reply = g_dbus_proxy_call_sync(
         G_DBUS_PROXY(service), "GetSecrets",
         g_variant_new("(@ao&o)", g_variant_new_objv((const gchar *const *)paths, requested), session),
-        G_DBUS_CALL_FLAGS_NO_AUTO_START, -1, cancellable, error);
+        G_DBUS_CALL_FLAGS_NO_AUTO_START, timeout_msec, cancellable, error);
     if (reply == NULL) return NULL;
     GVariant *secrets = g_variant_get_child_value(reply, 0);
     gsize count = g_variant_n_children(secrets);

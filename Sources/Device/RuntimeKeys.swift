@@ -77,22 +77,21 @@ package final class RuntimeKeys: Sendable {
 
     /// The class keys available now (only those of `classes` when given).
     package func keys(_ classes: Set<ProtectionClass>? = nil) -> [ProtectionClass: SecureBytes] {
-        guard let ring = try? keyring(create: false) else { return [:] }
         var keys: [ProtectionClass: SecureBytes] = [:]
         for protection in ProtectionClass.allCases where classes?.contains(protection) ?? true {
-            if let key = read(protection, in: ring) { keys[protection] = key }
+            if let key = read(protection) { keys[protection] = key }
         }
         return keys
     }
 
     /// The key of `protection`, when it is in runtime state.
-    package func key(_ protection: ProtectionClass) -> SecureBytes? {
-        guard let ring = try? keyring(create: false) else { return nil }
-        return read(protection, in: ring)
-    }
+    package func key(_ protection: ProtectionClass) -> SecureBytes? { read(protection) }
 
-    private func read(_ protection: ProtectionClass, in ring: key_serial_t) -> SecureBytes? {
-        // One `keyctl_read` into a wiped buffer of our own (read_alloc reads twice).
+    private func read(_ protection: ProtectionClass) -> SecureBytes? {
+        // One `keyctl_read` into a wiped buffer of our own (read_alloc reads twice). A key's
+        // serial as last found is read directly: a key leaves runtime state only invalidated
+        // (lock, reboot: `forget`), and an invalidated key answers no read, so a read that works
+        // is a key still in the device's keyring. Otherwise the keyring is searched.
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 16)
         defer {
             wipeMemory(buffer, 64)
@@ -103,6 +102,7 @@ package final class RuntimeKeys: Sendable {
             length = keyctl_read(known, buffer.assumingMemoryBound(to: CChar.self), 64)
         }
         if length < 0 {
+            guard let ring = try? keyring(create: false) else { return nil }
             let serial = keyctl_search(ring, "user", keyName(protection), 0)
             guard serial > 0 else {
                 serials.withLock { _ = $0.keys.removeValue(forKey: protection) }

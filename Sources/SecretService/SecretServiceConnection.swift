@@ -157,8 +157,14 @@ public final class SecretServiceConnection: Sendable {
 
     /// Runs one libsecret call; when the daemon went away and came back (its session is gone),
     /// reconnects once and retries.
+    ///
+    /// `direct`: `body` is one GDBus method call of our own (no libsecret main loop, no prompt)
+    /// carrying the bound as its GDBus timeout. That timeout fires on the calling thread's own
+    /// main context, whatever the provider or GDBus's worker thread does, so the call is bounded
+    /// without a worker thread of ours: it runs on the caller's thread, sparing two thread
+    /// wake-ups (a tenth of a hot read). Everything through libsecret goes to `bounded`.
     private func call<R>(
-        retrying: Bool = true, rejectedOnly: Bool = false,
+        retrying: Bool = true, rejectedOnly: Bool = false, direct: Bool = false,
         _ body:
             @escaping (
                 UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>,
@@ -167,11 +173,16 @@ public final class SecretServiceConnection: Sendable {
             -> R?
     ) throws(SecretServiceError) -> R {
         let service = try service()
-        guard
-            let (result, error) = bounded({ cancellable, error in
-                body(service.pointer, cancellable, &error)
-            })
-        else {
+        let outcome: (result: R?, error: UnsafeMutablePointer<GError>?)?
+        if direct {
+            let cancellable = Cancellable()
+            var error: UnsafeMutablePointer<GError>?
+            let result = body(service.pointer, cancellable.pointer, &error)
+            outcome = (result, error)
+        } else {
+            outcome = bounded({ cancellable, error in body(service.pointer, cancellable, &error) })
+        }
+        guard let (result, error) = outcome else {
             // Abandoned: the connection may be wedged (a main loop that never ends, a reply that
             // never comes); the next call builds a new one.
             handle.withLock { if $0 === service { $0 = nil } }
@@ -185,7 +196,7 @@ public final class SecretServiceConnection: Sendable {
             !rejectedOnly || failure.code != .serviceUnavailable
         else { throw failure }
         handle.withLock { if $0 === service { $0 = nil } }
-        return try call(retrying: false, body)
+        return try call(retrying: false, direct: direct, body)
     }
 
     private static func abandoned(during what: String) -> SecretServiceError {
@@ -274,9 +285,10 @@ public final class SecretServiceConnection: Sendable {
     private func batchedSecrets(at paths: [ItemPath]) throws(SecretServiceError)
         -> [ItemPath: Data]
     {
-        try call { service, cancellable, error -> [ItemPath: Data]? in
+        let milliseconds = timeoutMilliseconds
+        return try call(direct: true) { service, cancellable, error -> [ItemPath: Data]? in
             let list = withCStringArray(paths.map(\.rawValue)) {
-                keepsake_service_get_secrets(service, $0, cancellable, &error)
+                keepsake_service_get_secrets(service, $0, milliseconds, cancellable, &error)
             }
             guard let list else { return nil }
             defer { keepsake_secret_list_free(list) }

@@ -119,17 +119,28 @@ struct SecretServiceTests {
         #expect(try connection.search(["a": "b"]).unlocked.isEmpty)
     }
 
-    @Test("a frozen daemon answers .timedOut within the bound")
+    @Test(
+        "a frozen daemon answers .timedOut within the bound: a libsecret call (search), and a read made on the caller's thread under GDBus's own timeout (GetSecrets)"
+    )
     func frozenDaemon() throws {
         let connection = service.connection(timeout: .milliseconds(500))
-        _ = try connection.search(["a": "b"])
+        let path = try connection.createItem(
+            label: "frozen", attributes: ["frozen": "1"], secret: Data("s".utf8))
+        #expect(try connection.secrets(at: [path]) == [path: Data("s".utf8)])
         service.freeze()
         defer { service.thaw() }
-        let start = ContinuousClock.now
+        var start = ContinuousClock.now
         #expect(throws: SecretServiceError(.timedOut, message: "")) {
             try connection.search(["a": "b"])
         }
         #expect(ContinuousClock.now - start < .seconds(2))
+        start = ContinuousClock.now
+        #expect(throws: SecretServiceError(.timedOut, message: "")) {
+            try connection.secrets(at: [path])
+        }
+        let took = ContinuousClock.now - start
+        #expect(took < .milliseconds(500) + SecretServiceConnection.grace)
+        print("bound: a read of a frozen provider ended after \(took) (bound 500 ms)")
     }
 
     @Test("no bus address answers .noBus; a bus without the service answers .serviceUnavailable")

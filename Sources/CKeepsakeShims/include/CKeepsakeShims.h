@@ -25,8 +25,10 @@ typedef struct {
 } KeepsakeSecretList;
 
 /// Why: one GetSecrets round trip without libsecret's per-call main loop, GVariant flattened.
+/// `timeout_msec` is its bound: GDBus ends the call then on the caller's own main context.
 KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const char *const *paths,
-                                                 GCancellable *cancellable, GError **error);
+                                                 int timeout_msec, GCancellable *cancellable,
+                                                 GError **error);
 void keepsake_secret_list_free(KeepsakeSecretList *list);
 
 /// Why: builds the properties GHashTable of GVariants (label, attributes) for CreateItem.
