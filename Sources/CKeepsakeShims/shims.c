@@ -67,29 +67,33 @@ void keepsake_service_set_timeout(SecretService *service, int timeout_ms) {
     g_dbus_proxy_set_default_timeout(G_DBUS_PROXY(service), timeout_ms);
 }
 
-static GHashTable *attribute_table(unsigned count, const char *const *keys,
-                                   const char *const *values) {
-    GHashTable *table = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-    for (unsigned i = 0; i < count; i++)
-        g_hash_table_insert(table, g_strdup(keys[i]), g_strdup(values[i]));
-    return table;
-}
-
 gboolean keepsake_service_search(SecretService *service, unsigned count, const char *const *keys,
                                  const char *const *values, GCancellable *cancellable,
                                  gchar ***unlocked, gchar ***locked, GError **error) {
-    GHashTable *attributes = attribute_table(count, keys, values);
-    gboolean ok = secret_service_search_for_dbus_paths_sync(service, NULL, attributes, cancellable,
-                                                            unlocked, locked, error);
-    g_hash_table_unref(attributes);
-    return ok;
+    // One SearchItems call on the proxy, without libsecret's per-call main loop; the proxy's
+    // default timeout (the bound) ends it.
+    GVariantBuilder builder;
+    g_variant_builder_init(&builder, G_VARIANT_TYPE("a{ss}"));
+    for (unsigned i = 0; i < count; i++) g_variant_builder_add(&builder, "{ss}", keys[i], values[i]);
+    GVariant *reply = g_dbus_proxy_call_sync(G_DBUS_PROXY(service), "SearchItems",
+                                             g_variant_new("(a{ss})", &builder),
+                                             G_DBUS_CALL_FLAGS_NO_AUTO_START, -1, cancellable, error);
+    if (reply == NULL) return FALSE;
+    if (!g_variant_is_of_type(reply, G_VARIANT_TYPE("(aoao)"))) {
+        g_variant_unref(reply);
+        g_set_error_literal(error, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_SIGNATURE,
+                            "SearchItems answered with an unexpected type");
+        return FALSE;
+    }
+    g_variant_get(reply, "(^ao^ao)", unlocked, locked);
+    g_variant_unref(reply);
+    return TRUE;
 }
 
 void keepsake_secret_list_free(KeepsakeSecretList *list);
 
 KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const char *const *paths,
-                                                 int timeout_msec, GCancellable *cancellable,
-                                                 GError **error) {
+                                                 GCancellable *cancellable, GError **error) {
     // One GetSecrets call on the proxy, without libsecret's per-call main loop, under the plain
     // session opened beside libsecret's (see keepsake_service_open).
     const gchar *session = g_object_get_data(G_OBJECT(service), "keepsake-plain-session");
@@ -102,7 +106,7 @@ KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const c
     GVariant *reply = g_dbus_proxy_call_sync(
         G_DBUS_PROXY(service), "GetSecrets",
         g_variant_new("(@ao&o)", g_variant_new_objv((const gchar *const *)paths, requested), session),
-        G_DBUS_CALL_FLAGS_NO_AUTO_START, timeout_msec, cancellable, error);
+        G_DBUS_CALL_FLAGS_NO_AUTO_START, -1, cancellable, error);
     if (reply == NULL) return NULL;
     GVariant *secrets = g_variant_get_child_value(reply, 0);
     gsize count = g_variant_n_children(secrets);

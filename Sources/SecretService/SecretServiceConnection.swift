@@ -159,7 +159,8 @@ public final class SecretServiceConnection: Sendable {
     /// reconnects once and retries.
     ///
     /// `direct`: `body` is one GDBus method call of our own (no libsecret main loop, no prompt)
-    /// carrying the bound as its GDBus timeout. That timeout fires on the calling thread's own
+    /// carrying the bound as its GDBus timeout (the proxy's default, set by
+    /// `keepsake_service_open`). That timeout fires on the calling thread's own
     /// main context, whatever the provider or GDBus's worker thread does, so the call is bounded
     /// without a worker thread of ours: it runs on the caller's thread, sparing two thread
     /// wake-ups (a tenth of a hot read). Everything through libsecret goes to `bounded`.
@@ -223,7 +224,7 @@ public final class SecretServiceConnection: Sendable {
         try validate(attributes)
         let keys = Array(attributes.keys)
         let values = keys.map { attributes[$0]! }
-        return try call { service, cancellable, error -> SearchResult? in
+        return try call(direct: true) { service, cancellable, error -> SearchResult? in
             var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
             var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
             let ok = withCStringArray(keys) { k in
@@ -285,10 +286,9 @@ public final class SecretServiceConnection: Sendable {
     private func batchedSecrets(at paths: [ItemPath]) throws(SecretServiceError)
         -> [ItemPath: Data]
     {
-        let milliseconds = timeoutMilliseconds
-        return try call(direct: true) { service, cancellable, error -> [ItemPath: Data]? in
+        try call(direct: true) { service, cancellable, error -> [ItemPath: Data]? in
             let list = withCStringArray(paths.map(\.rawValue)) {
-                keepsake_service_get_secrets(service, $0, milliseconds, cancellable, &error)
+                keepsake_service_get_secrets(service, $0, cancellable, &error)
             }
             guard let list else { return nil }
             defer { keepsake_secret_list_free(list) }
@@ -391,7 +391,7 @@ public final class SecretServiceConnection: Sendable {
     package func isLocked(_ collection: CollectionPath = .default) throws(SecretServiceError)
         -> Bool
     {
-        try call { service, cancellable, error -> Bool? in
+        try call(direct: true) { service, cancellable, error -> Bool? in
             var locked: gboolean = 0
             return keepsake_collection_is_locked(
                 service, collection.rawValue, &locked, cancellable, &error) != 0

@@ -33,7 +33,9 @@ struct SecretServiceTests {
         connection.stallHook.withLock { $0 = { release.wait() } }
         let start = ContinuousClock.now
         do {
-            _ = try connection.search(["a": "b"])
+            // A libsecret call (CreateItem may bring a prompt): what runs on a worker thread.
+            _ = try connection.createItem(
+                label: "stuck", attributes: ["stuck": "1"], secret: Data("s".utf8))
             Issue.record("a stuck call returned")
         } catch {
             #expect(error.code == .timedOut)

@@ -12,7 +12,8 @@ SecretService *keepsake_service_open(const char *bus_address, int timeout_ms,
 /// Why: G_DBUS_PROXY is a macro; bounds every call libsecret makes through the proxy.
 void keepsake_service_set_timeout(SecretService *service, int timeout_ms);
 
-/// Why: builds the GHashTable of attributes from two C arrays.
+/// Why: one SearchItems round trip without libsecret's per-call main loop; its a{ss} built from
+/// two C arrays.
 gboolean keepsake_service_search(SecretService *service, unsigned count, const char *const *keys,
                                  const char *const *values, GCancellable *cancellable,
                                  gchar ***unlocked, gchar ***locked, GError **error);
@@ -25,10 +26,8 @@ typedef struct {
 } KeepsakeSecretList;
 
 /// Why: one GetSecrets round trip without libsecret's per-call main loop, GVariant flattened.
-/// `timeout_msec` is its bound: GDBus ends the call then on the caller's own main context.
 KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const char *const *paths,
-                                                 int timeout_msec, GCancellable *cancellable,
-                                                 GError **error);
+                                                 GCancellable *cancellable, GError **error);
 void keepsake_secret_list_free(KeepsakeSecretList *list);
 
 /// Why: builds the properties GHashTable of GVariants (label, attributes) for CreateItem.
