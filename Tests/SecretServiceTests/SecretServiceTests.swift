@@ -122,7 +122,7 @@ struct SecretServiceTests {
     }
 
     @Test(
-        "a frozen daemon answers .timedOut within the bound: a libsecret call (search), and a read made on the caller's thread under GDBus's own timeout (GetSecrets)"
+        "a frozen daemon answers .timedOut within the bound: a search and a read (GetSecrets), each made on the caller's thread under GDBus's own timeout"
     )
     func frozenDaemon() throws {
         let connection = service.connection(timeout: .milliseconds(500))
