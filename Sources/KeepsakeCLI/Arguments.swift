@@ -106,6 +106,9 @@ package struct CommandError: Error {
     package static func usage(_ message: String) -> CommandError {
         CommandError(statusName: "usage", message: message, exitCode: 2)
     }
+    package static func failure(_ message: String) -> CommandError {
+        CommandError(statusName: "failed", message: message)
+    }
     package static func param(_ message: String) -> CommandError {
         CommandError(statusName: "errSecParam (-50)", message: message)
     }
