@@ -191,6 +191,12 @@ public final class SecretServiceConnection: Sendable {
         }
         if let result { return result }
         let failure = takeError(error)
+        if direct && failure.code == .timedOut {
+            // Ended by its GDBus timeout: the provider did not answer within the bound. As for
+            // an abandoned call, the next call builds a new connection.
+            handle.withLock { if $0 === service { $0 = nil } }
+            throw failure
+        }
         // A call the daemon rejected for a session it no longer knows was not carried out, so
         // even a create may go again; one that met a vanished daemon may have been (`rejectedOnly`).
         guard retrying, Self.isStaleSession(failure),
