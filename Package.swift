@@ -35,6 +35,8 @@ let package = Package(
         // libcurl's variadic setopt behind one bounded request function (WebDAV).
         .target(name: "CKeepsakeHTTP", dependencies: ["CCurl"]),
         .target(name: "CKeepsakeShims", dependencies: ["CSecret"]),
+        // Tests only: an impostor of the Secret Service answering with replies of the wrong type.
+        .target(name: "CRogueSecretService", dependencies: ["CSecret"]),
         .target(
             name: "CKeepsakeTPMShims", dependencies: ["CTSS2"],
             linkerSettings: [
@@ -115,7 +117,8 @@ let package = Package(
                 "BlockStore", "Device", "Sealing", "KeepsakeTestSupport", "SecretService",
             ]),
         .testTarget(
-            name: "SecretServiceTests", dependencies: ["SecretService", "KeepsakeTestSupport"]),
+            name: "SecretServiceTests",
+            dependencies: ["SecretService", "KeepsakeTestSupport", "CRogueSecretService"]),
         .testTarget(
             name: "KeychainTests",
             dependencies: ["Keychain", "KeepsakeTestSupport", "SecretService", "Device", "Sealing"]),

@@ -1,0 +1,21 @@
+#ifndef CROGUE_SECRET_SERVICE_H
+#define CROGUE_SECRET_SERVICE_H
+
+#include <gio/gio.h>
+
+/// A test-only impostor of the Secret Service: it owns org.freedesktop.secrets on a private bus
+/// and answers as a broken or hostile provider would — sessions open, then SearchItems, GetSecrets
+/// and Lock answer with replies of the wrong type, and the default collection says it is unlocked.
+/// Never linked into anything shipped.
+typedef struct KeepsakeRogue KeepsakeRogue;
+
+/// Why: GDBus's object registration and main loop are C callbacks and macros. Returns NULL and
+/// sets `error` when the bus cannot be reached or the name is taken.
+KeepsakeRogue *keepsake_rogue_start(const char *bus_address, GError **error);
+
+/// How many method calls the impostor answered.
+guint keepsake_rogue_calls(KeepsakeRogue *rogue);
+
+void keepsake_rogue_stop(KeepsakeRogue *rogue);
+
+#endif
