@@ -309,21 +309,22 @@ public final class Keychain: Sendable {
     private func unlockedItems(_ attributes: [String: String], expectingNone: Bool = false)
         throws(KeychainError) -> [ItemPath]
     {
-        if expectingNone {
-            let (found, locked) = try secretServiceCall { () throws(SecretServiceError) in
-                try secretService.searchWithLockState(attributes)
-            }
-            if !found.locked.isEmpty || (found.unlocked.isEmpty && locked) { throw Self.locked }
-            return found.unlocked
-        }
-        let found = try secretServiceCall { () throws(SecretServiceError) in
-            try secretService.search(attributes)
+        let (found, lockedAlongside) = try secretServiceCall {
+            () throws(SecretServiceError) -> (SearchResult, Bool?) in
+            if expectingNone { return try secretService.searchWithLockState(attributes) }
+            return (try secretService.search(attributes), nil)
         }
         if !found.locked.isEmpty { throw Self.locked }
-        if found.unlocked.isEmpty,
-            try secretServiceCall({ () throws(SecretServiceError) in try secretService.isLocked() })
-        {
-            throw Self.locked
+        if found.unlocked.isEmpty {
+            let locked: Bool
+            if let lockedAlongside {
+                locked = lockedAlongside
+            } else {
+                locked = try secretServiceCall { () throws(SecretServiceError) in
+                    try secretService.isLocked()
+                }
+            }
+            if locked { throw Self.locked }
         }
         return found.unlocked
     }

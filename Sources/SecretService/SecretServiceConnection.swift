@@ -155,8 +155,8 @@ public final class SecretServiceConnection: Sendable {
     /// Forgets the cached proxy so the next call reconnects (after a daemon restart).
     package func reset() { handle.withLock { $0 = nil } }
 
-    /// Runs one libsecret call; when the daemon went away and came back (its session is gone),
-    /// reconnects once and retries.
+    /// Runs one call; when the daemon went away and came back (its session is gone), reconnects
+    /// once and retries.
     ///
     /// `direct`: `body` is one GDBus method call of our own (no libsecret main loop, no prompt)
     /// carrying the bound as its GDBus timeout (the proxy's default, set by
@@ -174,6 +174,8 @@ public final class SecretServiceConnection: Sendable {
             -> R?
     ) throws(SecretServiceError) -> R {
         let service = try service()
+        /// The next call builds a new connection.
+        func dropConnection() { handle.withLock { if $0 === service { $0 = nil } } }
         let outcome: (result: R?, error: UnsafeMutablePointer<GError>?)?
         if direct {
             let cancellable = Cancellable()
@@ -185,16 +187,16 @@ public final class SecretServiceConnection: Sendable {
         }
         guard let (result, error) = outcome else {
             // Abandoned: the connection may be wedged (a main loop that never ends, a reply that
-            // never comes); the next call builds a new one.
-            handle.withLock { if $0 === service { $0 = nil } }
+            // never comes).
+            dropConnection()
             throw Self.abandoned(during: "a call")
         }
         if let result { return result }
         let failure = takeError(error)
         if direct && failure.code == .timedOut {
-            // Ended by its GDBus timeout: the provider did not answer within the bound. As for
-            // an abandoned call, the next call builds a new connection.
-            handle.withLock { if $0 === service { $0 = nil } }
+            // Ended by its GDBus timeout: the provider did not answer within the bound, as for
+            // an abandoned call.
+            dropConnection()
             throw failure
         }
         // A call the daemon rejected for a session it no longer knows was not carried out, so
@@ -202,7 +204,7 @@ public final class SecretServiceConnection: Sendable {
         guard retrying, Self.isStaleSession(failure),
             !rejectedOnly || failure.code != .serviceUnavailable
         else { throw failure }
-        handle.withLock { if $0 === service { $0 = nil } }
+        dropConnection()
         return try call(retrying: false, direct: direct, body)
     }
 
@@ -255,7 +257,7 @@ public final class SecretServiceConnection: Sendable {
         let lockState = Mutex<Result<Bool, SecretServiceError>?>(nil)
         let asked = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
-            // Bounded as every call is: this comes back within the bound plus its grace.
+            // A direct call: it comes back within the bound.
             let result = Result { () throws(SecretServiceError) in try self.isLocked(collection) }
             lockState.withLock { $0 = result }
             asked.signal()

@@ -104,7 +104,7 @@ struct KeychainBenchmark {
         print(
             "keepsake bench keychain: \(items) items, \(rounds) rounds, private \(provider.rawValue)"
         )
-        if !service.savesAfterEveryChange && provider == .keepassxc {
+        if !service.savesAfterEveryChange {
             print("  KeePassXC saves its database at exit only here (why: KeychainBenchmark.run)")
         }
 
