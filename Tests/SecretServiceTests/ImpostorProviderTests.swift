@@ -23,21 +23,22 @@ struct ImpostorProviderTests {
         }
         defer { keepsake_rogue_stop(impostor) }
         let connection = service.connection(timeout: .seconds(2))
-        let calls: [(method: String, call: () throws -> Void)] = [
-            ("SearchItems", { _ = try connection.search(["service": "s"]) }),
+        let calls: [(method: String, type: String, call: () throws -> Void)] = [
+            ("SearchItems", "(aoao)", { _ = try connection.search(["service": "s"]) }),
             (
-                "GetSecrets",
+                "GetSecrets", "(a{o(oayays)})",
                 { _ = try connection.secrets(at: [ItemPath("/org/freedesktop/secrets/item/1")]) }
             ),
-            ("Lock", { try connection.lock(.default) }),
+            ("Lock", "(aoo)", { try connection.lock(.default) }),
         ]
-        for (method, call) in calls {
+        for (method, type, call) in calls {
             do {
                 try call()
                 Issue.record("\(method): a reply of the wrong type was taken")
             } catch let error as SecretServiceError {
-                // GDBus checks against libsecret's interface description, our shims again.
+                // GDBus checks each reply against libsecret's interface description.
                 #expect(error.message.contains(method), "\(error)")
+                #expect(error.message.contains(type), "\(error)")
                 #expect(error.code == .failed, "\(error)")
             }
         }
