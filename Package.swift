@@ -32,9 +32,12 @@ let package = Package(
         .systemLibrary(name: "CTSS2", pkgConfig: "tss2-esys", providers: [.apt(["libtss2-dev"])]),
         .systemLibrary(
             name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // libdbus: blocking calls on the caller's own thread, for the direct reads.
+        .systemLibrary(
+            name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         // libcurl's variadic setopt behind one bounded request function (WebDAV).
         .target(name: "CKeepsakeHTTP", dependencies: ["CCurl"]),
-        .target(name: "CKeepsakeShims", dependencies: ["CSecret"]),
+        .target(name: "CKeepsakeShims", dependencies: ["CSecret", "CDBus"]),
         // Tests only: an impostor of the Secret Service answering with replies of the wrong type.
         .target(name: "CRogueSecretService", dependencies: ["CSecret"]),
         .target(

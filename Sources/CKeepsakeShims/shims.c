@@ -8,7 +8,8 @@
 /* Replies are outside input: every proxy call below is checked by GDBus against the interface
  * description libsecret attaches to its SecretService proxy (g-interface-info), so a reply of
  * another type than the method's is an error before any of it is read (the impostor test shows
- * it); the other calls whose reply is read pass its type to g_dbus_connection_call_sync. */
+ * it); the other calls whose reply is read pass its type to g_dbus_connection_call_sync. The
+ * direct reads (reader.c) check their replies' types themselves. */
 
 SecretService *keepsake_service_open(const char *bus_address, int timeout_ms,
                                      GCancellable *cancellable, GError **error) {
@@ -50,120 +51,17 @@ SecretService *keepsake_service_open(const char *bus_address, int timeout_ms,
         g_object_unref(service);
         return NULL;
     }
-    // A second, "plain" session for bulk reads: gnome-keyring's per-secret session encryption
-    // costs about a third of a batched GetSecrets, and everything Keepsake stores is already
-    // sealed; a process that can listen on the user's bus can also ask the daemon directly.
-    GVariant *reply = g_dbus_proxy_call_sync(
-        G_DBUS_PROXY(service), "OpenSession",
-        g_variant_new("(sv)", "plain", g_variant_new_string("")), G_DBUS_CALL_FLAGS_NO_AUTO_START,
-        -1, cancellable, error);
-    if (reply == NULL) {
+    // The direct reads go over a libdbus connection of their own, with its own plain session
+    // (reader.c).
+    if (!keepsake_reader_attach(service, bus_address, timeout_ms, error)) {
         g_object_unref(service);
         return NULL;
     }
-    gchar *plain = NULL;
-    g_variant_get(reply, "(vo)", NULL, &plain);
-    g_variant_unref(reply);
-    g_object_set_data_full(G_OBJECT(service), "keepsake-plain-session", plain, g_free);
     return service;
 }
 
 void keepsake_service_set_timeout(SecretService *service, int timeout_ms) {
     g_dbus_proxy_set_default_timeout(G_DBUS_PROXY(service), timeout_ms);
-}
-
-gboolean keepsake_service_search(SecretService *service, unsigned count, const char *const *keys,
-                                 const char *const *values, GCancellable *cancellable,
-                                 gchar ***unlocked, gchar ***locked, GError **error) {
-    // One SearchItems call on the proxy, without libsecret's per-call main loop; the proxy's
-    // default timeout (the bound) ends it.
-    GVariantBuilder builder;
-    g_variant_builder_init(&builder, G_VARIANT_TYPE("a{ss}"));
-    for (unsigned i = 0; i < count; i++) g_variant_builder_add(&builder, "{ss}", keys[i], values[i]);
-    GVariant *reply = g_dbus_proxy_call_sync(G_DBUS_PROXY(service), "SearchItems",
-                                             g_variant_new("(a{ss})", &builder),
-                                             G_DBUS_CALL_FLAGS_NO_AUTO_START, -1, cancellable, error);
-    if (reply == NULL) return FALSE;
-    g_variant_get(reply, "(^ao^ao)", unlocked, locked);
-    g_variant_unref(reply);
-    return TRUE;
-}
-
-void keepsake_secret_list_free(KeepsakeSecretList *list);
-
-KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const char *const *paths,
-                                                 GCancellable *cancellable, GError **error) {
-    // One GetSecrets call on the proxy, without libsecret's per-call main loop, under the plain
-    // session opened beside libsecret's (see keepsake_service_open).
-    const gchar *session = g_object_get_data(G_OBJECT(service), "keepsake-plain-session");
-    if (session == NULL) {
-        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "no open session");
-        return NULL;
-    }
-    guint requested = 0;
-    while (paths[requested] != NULL) requested++;
-    GVariant *reply = g_dbus_proxy_call_sync(
-        G_DBUS_PROXY(service), "GetSecrets",
-        g_variant_new("(@ao&o)", g_variant_new_objv((const gchar *const *)paths, requested), session),
-        G_DBUS_CALL_FLAGS_NO_AUTO_START, -1, cancellable, error);
-    if (reply == NULL) return NULL;
-    GVariant *secrets = g_variant_get_child_value(reply, 0);
-    gsize count = g_variant_n_children(secrets);
-    KeepsakeSecretList *list = g_new0(KeepsakeSecretList, 1);
-    list->paths = g_new0(gchar *, count + 1);
-    list->values = g_new0(SecretValue *, count + 1);
-    for (gsize i = 0; i < count; i++) {
-        GVariant *entry = g_variant_get_child_value(secrets, i);
-        GVariant *path = g_variant_get_child_value(entry, 0);
-        GVariant *secret = g_variant_get_child_value(entry, 1);
-        /* Under our plain session: that path, no parameters. A daemon that restarted may have
-         * given the path to another client's encrypted session (KWallet numbers them from 1):
-         * its answer is ciphertext, refused here as a stale session, never taken as a secret. */
-        const gchar *under = NULL;
-        GVariant *parameters = NULL;
-        g_variant_get_child(secret, 0, "&o", &under);
-        parameters = g_variant_get_child_value(secret, 1);
-        gboolean stale = strcmp(under, session) != 0 || g_variant_n_children(parameters) != 0;
-        g_variant_unref(parameters);
-        if (stale) {
-            g_variant_unref(secret);
-            g_variant_unref(path);
-            g_variant_unref(entry);
-            g_variant_unref(secrets);
-            g_variant_unref(reply);
-            keepsake_secret_list_free(list);
-            g_set_error(error, SECRET_ERROR, SECRET_ERROR_NO_SUCH_OBJECT,
-                        "the secret came back under another session than %s (the daemon "
-                        "restarted): stale session",
-                        session);
-            return NULL;
-        }
-        GVariant *bytes = g_variant_get_child_value(secret, 2);
-        gsize length = 0;
-        const guchar *data = g_variant_get_fixed_array(bytes, &length, 1);
-        SecretValue *value = secret_value_new((const gchar *)(length ? data : (const guchar *)""), length,
-                                              "application/octet-stream");
-        g_variant_unref(bytes);
-        if (value != NULL) {
-            list->paths[list->count] = g_variant_dup_string(path, NULL);
-            list->values[list->count] = value;
-            list->count++;
-        }
-        g_variant_unref(secret);
-        g_variant_unref(path);
-        g_variant_unref(entry);
-    }
-    g_variant_unref(secrets);
-    g_variant_unref(reply);
-    return list;
-}
-
-void keepsake_secret_list_free(KeepsakeSecretList *list) {
-    if (list == NULL) return;
-    for (unsigned i = 0; i < list->count; i++) secret_value_unref(list->values[i]);
-    g_strfreev(list->paths);
-    g_free(list->values);
-    g_free(list);
 }
 
 /* Performs the prompt a method answered with ("/" means none), bounded by `cancellable`: some
@@ -323,24 +221,6 @@ gboolean keepsake_service_lock(SecretService *service, const char *path, gboolea
     GError *failure = NULL;
     *needs_prompt = !perform_prompt(service, prompt, NULL, NULL, cancellable, &failure);
     if (failure) g_error_free(failure);
-    g_variant_unref(reply);
-    return TRUE;
-}
-
-gboolean keepsake_collection_is_locked(SecretService *service, const char *path,
-                                       gboolean *locked, GCancellable *cancellable,
-                                       GError **error) {
-    GDBusProxy *proxy = G_DBUS_PROXY(service);
-    GVariant *reply = g_dbus_connection_call_sync(
-        g_dbus_proxy_get_connection(proxy), SECRETS_NAME, path, "org.freedesktop.DBus.Properties",
-        "Get", g_variant_new("(ss)", "org.freedesktop.Secret.Collection", "Locked"),
-        G_VARIANT_TYPE("(v)"), G_DBUS_CALL_FLAGS_NO_AUTO_START,
-        g_dbus_proxy_get_default_timeout(proxy), cancellable, error);
-    if (reply == NULL) return FALSE;
-    GVariant *value = NULL;
-    g_variant_get(reply, "(v)", &value);
-    *locked = g_variant_is_of_type(value, G_VARIANT_TYPE_BOOLEAN) && g_variant_get_boolean(value);
-    g_variant_unref(value);
     g_variant_unref(reply);
     return TRUE;
 }

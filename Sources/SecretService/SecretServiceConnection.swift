@@ -158,17 +158,17 @@ public final class SecretServiceConnection: Sendable {
     /// Runs one call; when the daemon went away and came back (its session is gone), reconnects
     /// once and retries.
     ///
-    /// `direct`: `body` is one GDBus method call of our own (no libsecret main loop, no prompt)
-    /// carrying the bound as its GDBus timeout (the proxy's default, set by
-    /// `keepsake_service_open`). That timeout fires on the calling thread's own
-    /// main context, whatever the provider or GDBus's worker thread does, so the call is bounded
-    /// without a worker thread of ours: it runs on the caller's thread, sparing two thread
-    /// wake-ups (a tenth of a hot read). Everything through libsecret goes to `bounded`.
+    /// `direct`: `body` is a read over the connection's libdbus connection (`reader.c`: no
+    /// libsecret, no prompt, no cancellable — it gets nil) carrying the bound as its libdbus
+    /// timeout, which ends the wait on the caller's own thread whatever the provider does, so
+    /// the call needs no worker thread of ours, and the I/O is done on the caller's thread too
+    /// (GDBus hands every call to its worker thread and back: ~60 µs of CPU more per round
+    /// trip). Everything through libsecret goes to `bounded`.
     private func call<R>(
         retrying: Bool = true, rejectedOnly: Bool = false, direct: Bool = false,
         _ body:
             @escaping (
-                UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>,
+                UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>?,
                 inout UnsafeMutablePointer<GError>?
             )
             -> R?
@@ -178,9 +178,8 @@ public final class SecretServiceConnection: Sendable {
         func dropConnection() { handle.withLock { if $0 === service { $0 = nil } } }
         let outcome: (result: R?, error: UnsafeMutablePointer<GError>?)?
         if direct {
-            let cancellable = Cancellable()
             var error: UnsafeMutablePointer<GError>?
-            let result = body(service.pointer, cancellable.pointer, &error)
+            let result = body(service.pointer, nil, &error)
             outcome = (result, error)
         } else {
             outcome = bounded({ cancellable, error in body(service.pointer, cancellable, &error) })
@@ -194,7 +193,7 @@ public final class SecretServiceConnection: Sendable {
         if let result { return result }
         let failure = takeError(error)
         if direct && failure.code == .timedOut {
-            // Ended by its GDBus timeout: the provider did not answer within the bound, as for
+            // Ended by its libdbus timeout: the provider did not answer within the bound, as for
             // an abandoned call.
             dropConnection()
             throw failure
@@ -232,13 +231,13 @@ public final class SecretServiceConnection: Sendable {
         try validate(attributes)
         let keys = Array(attributes.keys)
         let values = keys.map { attributes[$0]! }
-        return try call(direct: true) { service, cancellable, error -> SearchResult? in
+        return try call(direct: true) { service, _, error -> SearchResult? in
             var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
             var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
             let ok = withCStringArray(keys) { k in
                 withCStringArray(values) { v in
                     keepsake_service_search(
-                        service, UInt32(keys.count), k, v, cancellable, &unlocked, &locked, &error)
+                        service, UInt32(keys.count), k, v, &unlocked, &locked, &error)
                 }
             }
             guard ok != 0 else { return nil }
@@ -254,18 +253,26 @@ public final class SecretServiceConnection: Sendable {
     package func searchWithLockState(
         _ attributes: [String: String], in collection: CollectionPath = .default
     ) throws(SecretServiceError) -> (found: SearchResult, locked: Bool) {
-        let lockState = Mutex<Result<Bool, SecretServiceError>?>(nil)
-        let asked = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            // A direct call: it comes back within the bound.
-            let result = Result { () throws(SecretServiceError) in try self.isLocked(collection) }
-            lockState.withLock { $0 = result }
-            asked.signal()
+        try validate(attributes)
+        let keys = Array(attributes.keys)
+        let values = keys.map { attributes[$0]! }
+        return try call(direct: true) { service, _, error -> (SearchResult, Bool)? in
+            var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+            var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+            var collectionLocked: gboolean = 0
+            let ok = withCStringArray(keys) { k in
+                withCStringArray(values) { v in
+                    keepsake_service_search_with_lock_state(
+                        service, UInt32(keys.count), k, v, collection.rawValue, &unlocked,
+                        &locked, &collectionLocked, &error)
+                }
+            }
+            guard ok != 0 else { return nil }
+            let found = SearchResult(
+                unlocked: takeStringArray(unlocked).map(ItemPath.init),
+                locked: takeStringArray(locked).map(ItemPath.init))
+            return (found, collectionLocked != 0)
         }
-        let found = Result { () throws(SecretServiceError) in try search(attributes) }
-        asked.wait()
-        let locked = lockState.withLock { $0! }
-        return (try found.get(), try locked.get())
     }
 
     /// The secrets of many items in one `GetSecrets` round trip. Paths that no longer exist are
@@ -294,9 +301,9 @@ public final class SecretServiceConnection: Sendable {
     private func batchedSecrets(at paths: [ItemPath]) throws(SecretServiceError)
         -> [ItemPath: Data]
     {
-        try call(direct: true) { service, cancellable, error -> [ItemPath: Data]? in
+        try call(direct: true) { service, _, error -> [ItemPath: Data]? in
             let list = withCStringArray(paths.map(\.rawValue)) {
-                keepsake_service_get_secrets(service, $0, cancellable, &error)
+                keepsake_service_get_secrets(service, $0, &error)
             }
             guard let list else { return nil }
             defer { keepsake_secret_list_free(list) }
@@ -399,10 +406,10 @@ public final class SecretServiceConnection: Sendable {
     package func isLocked(_ collection: CollectionPath = .default) throws(SecretServiceError)
         -> Bool
     {
-        try call(direct: true) { service, cancellable, error -> Bool? in
+        try call(direct: true) { service, _, error -> Bool? in
             var locked: gboolean = 0
-            return keepsake_collection_is_locked(
-                service, collection.rawValue, &locked, cancellable, &error) != 0
+            return keepsake_collection_is_locked(service, collection.rawValue, &locked, &error)
+                != 0
                 ? locked != 0 : nil
         }
     }

@@ -36,7 +36,8 @@ struct ImpostorProviderTests {
                 try call()
                 Issue.record("\(method): a reply of the wrong type was taken")
             } catch let error as SecretServiceError {
-                // GDBus checks each reply against libsecret's interface description.
+                // The reads check their replies' types themselves (reader.c); GDBus checks
+                // libsecret's (Lock) against its interface description.
                 #expect(error.message.contains(method), "\(error)")
                 #expect(error.message.contains(type), "\(error)")
                 #expect(error.code == .failed, "\(error)")

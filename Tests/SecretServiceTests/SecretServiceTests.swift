@@ -122,7 +122,7 @@ struct SecretServiceTests {
     }
 
     @Test(
-        "a frozen daemon answers .timedOut within the bound: a search and a read (GetSecrets), each made on the caller's thread under GDBus's own timeout"
+        "a frozen daemon answers .timedOut within the bound: a search and a read (GetSecrets), each made on the caller's thread under libdbus's own timeout"
     )
     func frozenDaemon() throws {
         let connection = service.connection(timeout: .milliseconds(500))

@@ -12,22 +12,34 @@ SecretService *keepsake_service_open(const char *bus_address, int timeout_ms,
 /// Why: G_DBUS_PROXY is a macro; bounds every call libsecret makes through the proxy.
 void keepsake_service_set_timeout(SecretService *service, int timeout_ms);
 
-/// Why: one SearchItems round trip without libsecret's per-call main loop; its a{ss} built from
-/// two C arrays.
-gboolean keepsake_service_search(SecretService *service, unsigned count, const char *const *keys,
-                                 const char *const *values, GCancellable *cancellable,
-                                 gchar ***unlocked, gchar ***locked, GError **error);
+/// Why: the direct reads below run over a libdbus connection of our own (reader.c), opened with
+/// a plain session of its own and kept with `service`.
+gboolean keepsake_reader_attach(SecretService *service, const char *bus_address, int timeout_ms,
+                                GError **error);
 
-/// The secrets of one batched GetSecrets call, flattened out of a GHashTable.
+/// Why: one SearchItems round trip on the caller's thread; its a{ss} built from two C arrays.
+gboolean keepsake_service_search(SecretService *service, unsigned count, const char *const *keys,
+                                 const char *const *values, gchar ***unlocked, gchar ***locked,
+                                 GError **error);
+
+/// Why: SearchItems and the collection's Locked property with both calls in flight at once.
+gboolean keepsake_service_search_with_lock_state(SecretService *service, unsigned count,
+                                                 const char *const *keys,
+                                                 const char *const *values,
+                                                 const char *collection_path, gchar ***unlocked,
+                                                 gchar ***locked, gboolean *collection_locked,
+                                                 GError **error);
+
+/// The secrets of one batched GetSecrets call.
 typedef struct {
     unsigned count;
     gchar **paths;
     SecretValue **values;
 } KeepsakeSecretList;
 
-/// Why: one GetSecrets round trip without libsecret's per-call main loop, GVariant flattened.
+/// Why: one GetSecrets round trip on the caller's thread, the reply flattened.
 KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const char *const *paths,
-                                                 GCancellable *cancellable, GError **error);
+                                                 GError **error);
 void keepsake_secret_list_free(KeepsakeSecretList *list);
 
 /// Why: builds the properties GHashTable of GVariants (label, attributes) for CreateItem.
@@ -52,11 +64,10 @@ gchar *keepsake_service_create_collection_with_master_password(
     SecretService *service, const char *label, const void *password, size_t length,
     GCancellable *cancellable, GError **error);
 
-/// Why: Secret.Service.Lock returns (ao locked, o prompt); a prompt path means a prompt is needed.
-/* The collection's Locked property. */
+/// Why: the collection's Locked property, one round trip on the caller's thread.
 gboolean keepsake_collection_is_locked(SecretService *service, const char *path,
-                                       gboolean *locked, GCancellable *cancellable,
-                                       GError **error);
+                                       gboolean *locked, GError **error);
+/// Why: Secret.Service.Lock returns (ao locked, o prompt); a prompt path means a prompt is needed.
 gboolean keepsake_service_lock(SecretService *service, const char *path, gboolean *needs_prompt,
                                GCancellable *cancellable, GError **error);
 
