@@ -76,7 +76,7 @@ public final class Keychain: Sendable {
         // The Secret Service has no unique constraint: the device's processes add (and rename
         // onto a primary key) one at a time, so a search and the create after it see every other
         // Keepsake write whole. Should another program put a second item under one primary key,
-        // every reader still picks the same one (`createdFirst`), never by item path.
+        // every reader still picks the same one (`creationOrder`), never by item path.
         let lock = try primaryKeyLock()
         // A miss in a locked collection is refused here, before a create that some providers
         // (KeePassXC) would answer with an unlock prompt.
@@ -350,33 +350,35 @@ public final class Keychain: Sendable {
             else { continue }
             matches.append(Match(path: path, record: record))
         }
-        guard groups.count > 1 else { return matches.sorted(by: Self.createdFirst) }
-        let order = Dictionary(uniqueKeysWithValues: groups.enumerated().map { ($1, $0) })
-        return matches.sorted { a, b in
-            let (ga, gb) = (order[a.record.key.accessGroup]!, order[b.record.key.accessGroup]!)
-            return ga != gb ? ga < gb : Self.createdFirst(a, b)
+        // Sorted by key, through indices (comparing the matches themselves copied each one).
+        let groupOrder = Dictionary(uniqueKeysWithValues: groups.enumerated().map { ($1, $0) })
+        let keys = matches.map { match in
+            (
+                group: groups.count > 1 ? groupOrder[match.record.key.accessGroup]! : 0,
+                created: Self.creationOrder(match.record)
+            )
         }
+        return matches.indices.sorted { a, b in
+            let (ka, kb) = (keys[a], keys[b])
+            guard ka.group == kb.group else { return ka.group < kb.group }
+            return ka.created.date != kb.created.date
+                ? ka.created.date < kb.created.date : ka.created.id < kb.created.id
+        }.map { matches[$0] }
     }
 
     /// Creation order as every process and every provider sees it: the record's creation time
     /// (sealed with the item), then its random id. Not the object path: paths are in creation
     /// order on gnome-keyring and KWallet only (KeePassXC's are random UUIDs).
-    private static func createdFirst(_ a: Match, _ b: Match) -> Bool {
-        let (da, db) = (
-            a.record.attributes.creationDate ?? .distantPast,
-            b.record.attributes.creationDate ?? .distantPast
-        )
-        return da != db ? da < db : a.record.id < b.record.id
+    private static func creationOrder(_ record: StoredRecord) -> (date: Date, id: String) {
+        (record.attributes.creationDate ?? .distantPast, record.id)
     }
 
-    /// One item per primary key: the first created, in `createdFirst` order.
+    /// One item per primary key: the first created. `matches` is in `find`'s order, where the
+    /// items of one primary key (one access group) are in `creationOrder`, so the first of
+    /// each key is its winner.
     private static func winners(_ matches: [Match]) -> [Match] {
-        var best: [PrimaryKey: Match] = [:]
-        for match in matches
-        where best[match.record.key].map({ createdFirst(match, $0) }) ?? true {
-            best[match.record.key] = match
-        }
-        return matches.filter { best[$0.record.key]?.path == $0.path }
+        var seen = Set<PrimaryKey>(minimumCapacity: matches.count)
+        return matches.filter { seen.insert($0.record.key).inserted }
     }
 
     private static func isCacheable(_ query: GenericPasswordQuery) -> Bool {
