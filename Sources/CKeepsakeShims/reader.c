@@ -57,6 +57,16 @@ static void set_out_of_memory(GError **error) {
     g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "out of memory building a message");
 }
 
+/* Whether `reply` has exactly the method's type; nothing of a reply is read before this. */
+static gboolean check_reply(DBusMessage *reply, const char *method, const char *signature,
+                            GError **error) {
+    if (dbus_message_has_signature(reply, signature)) return TRUE;
+    g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                "%s: the reply has type (%s), expected (%s)", method,
+                dbus_message_get_signature(reply), signature);
+    return FALSE;
+}
+
 /* Sends `message` (consumed); its reply is waited for with reader_finish. */
 static DBusPendingCall *reader_send(Reader *reader, DBusMessage *message, GError **error) {
     dbus_message_set_auto_start(message, FALSE);
@@ -101,10 +111,7 @@ static DBusMessage *reader_finish(Reader *reader, DBusPendingCall *pending, gint
         dbus_message_unref(reply);
         return NULL;
     }
-    if (!dbus_message_has_signature(reply, signature)) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                    "%s: the reply has type (%s), expected (%s)", method,
-                    dbus_message_get_signature(reply), signature);
+    if (!check_reply(reply, method, signature, error)) {
         dbus_message_unref(reply);
         return NULL;
     }
@@ -130,6 +137,16 @@ static gboolean check_string(const char *string, GError **error) {
     if (string != NULL && dbus_validate_utf8(string, NULL)) return TRUE;
     g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, "not a UTF-8 string");
     return FALSE;
+}
+
+/* The session path of an OpenSession reply (of type vo, checked). */
+static gchar *read_session(DBusMessage *reply) {
+    DBusMessageIter fields;
+    dbus_message_iter_init(reply, &fields);
+    dbus_message_iter_next(&fields);
+    const char *session = NULL;
+    dbus_message_iter_get_basic(&fields, &session);
+    return g_strdup(session);
 }
 
 gboolean keepsake_reader_attach(SecretService *service, const char *bus_address, int timeout_ms,
@@ -187,12 +204,7 @@ gboolean keepsake_reader_attach(SecretService *service, const char *bus_address,
         reader_free(reader);
         return FALSE;
     }
-    DBusMessageIter fields;
-    dbus_message_iter_init(reply, &fields);
-    dbus_message_iter_next(&fields);
-    const char *session = NULL;
-    dbus_message_iter_get_basic(&fields, &session);
-    reader->session = g_strdup(session);
+    reader->session = read_session(reply);
     dbus_message_unref(reply);
     g_object_set_data_full(G_OBJECT(service), reader_key, reader, reader_free);
     return TRUE;
@@ -371,6 +383,8 @@ void keepsake_secret_list_free(KeepsakeSecretList *list) {
     g_free(list);
 }
 
+static KeepsakeSecretList *read_secrets(DBusMessage *reply, const char *session, GError **error);
+
 KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const char *const *paths,
                                                  GError **error) {
     Reader *reader = reader_of(service, error);
@@ -398,6 +412,14 @@ KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const c
     }
     DBusMessage *reply = reader_call(reader, message, "GetSecrets", "a{o(oayays)}", error);
     if (reply == NULL) return NULL;
+    KeepsakeSecretList *list = read_secrets(reply, reader->session, error);
+    dbus_message_unref(reply);
+    return list;
+}
+
+/* The secrets of a GetSecrets reply (of type a{o(oayays)}, checked), each of which must have
+ * come back under `session`. */
+static KeepsakeSecretList *read_secrets(DBusMessage *reply, const char *session, GError **error) {
     DBusMessageIter fields, entries;
     dbus_message_iter_init(reply, &fields);
     dbus_message_iter_recurse(&fields, &entries);
@@ -423,7 +445,7 @@ KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const c
         /* Under our plain session: that path, no parameters. A daemon that restarted may have
          * given the path to another client's encrypted session (KWallet numbers them from 1):
          * its answer is ciphertext, refused here as a stale session, never taken as a secret. */
-        if (strcmp(under, reader->session) != 0 || parameters_length != 0) {
+        if (strcmp(under, session) != 0 || parameters_length != 0) {
             stale = TRUE;
             break;
         }
@@ -435,7 +457,6 @@ KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const c
         }
         dbus_message_iter_next(&entries);
     }
-    dbus_message_unref(reply);
     KeepsakeSecretList *list = g_new0(KeepsakeSecretList, 1);
     list->count = values->len;
     g_ptr_array_add(found_paths, NULL);
@@ -447,7 +468,7 @@ KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const c
         g_set_error(error, SECRET_ERROR, SECRET_ERROR_NO_SUCH_OBJECT,
                     "the secret came back under another session than %s (the daemon "
                     "restarted): stale session",
-                    reader->session);
+                    session);
         return NULL;
     }
     return list;
