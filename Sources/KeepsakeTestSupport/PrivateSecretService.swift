@@ -597,7 +597,14 @@ final class Daemon: @unchecked Sendable {
 }
 
 extension PrivateSecretService {
-    private static let sharedInstance = Result { try PrivateSecretService.start() }
+    /// KeePassXC's shared instance saves its database at exit only: with its save after every
+    /// change, 2.7.4 segfaults now and then in that save's thread under bursts of writes from
+    /// many threads (its own race; kernel log `Thread (pooled)… segfault … libQt5Core`). The
+    /// tests that restart, kill or freeze their provider start their own, saving after every
+    /// change as users run it. (Only KeePassXC reads this setting.)
+    private static let sharedInstance = Result {
+        try PrivateSecretService.start(savesAfterEveryChange: false)
+    }
 
     private static let sharedCheck = Mutex(())
 
