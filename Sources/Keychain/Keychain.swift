@@ -335,11 +335,18 @@ public final class Keychain: Sendable {
         let (groups, attributes) = try index(query)
         let found = try unlockedItems(attributes)
         var read = try deviceCall { () throws(DeviceError) in try device.read(found) }
-        var matches: [Match] = []
+        var sealed: [(path: ItemPath, item: SealedItem)] = []
         for path in found {
             // Absent: deleted (or locked) between the search and the read.
             guard let bytes = read.secrets[path] else { continue }
-            let record = try open(bytes, keys: &read.classKeys)
+            let item = try SealedItem.parse(bytes)
+            try ensureKey(item.protectionClass, in: &read.classKeys)
+            sealed.append((path, item))
+        }
+        let opened = SealedItem.openAll(sealed.map(\.item), keys: read.classKeys)
+        var matches: [Match] = []
+        for (index, (path, _)) in sealed.enumerated() {
+            let record = try opened[index].get()
             // The index found it for these attributes: a record that says otherwise was moved
             // or edited.
             guard record.matchesIndex(attributes) else {
@@ -424,13 +431,20 @@ public final class Keychain: Sendable {
         -> StoredRecord
     {
         let sealed = try SealedItem.parse(bytes)
-        let protection = sealed.protectionClass
-        if keys[protection] == nil {
-            keys[protection] = try deviceCall { () throws(DeviceError) in
-                try device.classKey(protection)
-            }
+        try ensureKey(sealed.protectionClass, in: &keys)
+        return try sealed.open(key: keys[sealed.protectionClass]!)
+    }
+
+    /// Asks the Device for the key of `protection` when `keys` lacks it.
+    private func ensureKey(
+        _ protection: ProtectionClass, in keys: inout [ProtectionClass: SecureBytes]
+    )
+        throws(KeychainError)
+    {
+        guard keys[protection] == nil else { return }
+        keys[protection] = try deviceCall { () throws(DeviceError) in
+            try device.classKey(protection)
         }
-        return try sealed.open(key: keys[protection]!)
     }
 
     private func classKey(_ accessible: Accessibility) throws(KeychainError) -> SecureBytes {

@@ -1,4 +1,5 @@
 import Device
+import Dispatch
 import Foundation
 import Sealing
 
@@ -82,6 +83,30 @@ struct SealedItem: Equatable {
             envelope: Data(envelope))
     }
 
+    /// Opens each of `items` with its class key from `keys` (which must hold every one), in
+    /// order. Opening is pure CPU, a third of a read-all's own time: a batch of many is opened on
+    /// every core.
+    static func openAll(_ items: [SealedItem], keys: [ProtectionClass: SecureBytes])
+        -> [Result<StoredRecord, KeychainError>]
+    {
+        let results = OpenedRecords(count: items.count)
+        @Sendable func open(_ index: Int) {
+            let item = items[index]
+            results[index] = Result { () throws(KeychainError) in
+                try item.open(key: keys[item.protectionClass]!)
+            }
+        }
+        let lanes = min(ProcessInfo.processInfo.activeProcessorCount, items.count / 16)
+        if lanes > 1 {
+            DispatchQueue.concurrentPerform(iterations: lanes) { lane in
+                for index in stride(from: lane, to: items.count, by: lanes) { open(index) }
+            }
+        } else {
+            for index in items.indices { open(index) }
+        }
+        return results.all
+    }
+
     /// Opens the record; it must describe the same item as the clear header.
     func open(key classKey: SecureBytes) throws(KeychainError) -> StoredRecord {
         // The opened record is decoded at once and its buffer wiped; the item's data leaves as a
@@ -102,5 +127,30 @@ struct SealedItem: Equatable {
                 KeychainStatus.decode, "the sealed record does not match its header")
         }
         return record
+    }
+}
+
+/// One slot per item, each written by exactly one lane of `SealedItem.openAll` before it returns
+/// (so no two threads touch one slot, and every slot is written when `all` is read).
+private final class OpenedRecords: @unchecked Sendable {
+    private let count: Int
+    private let base: UnsafeMutablePointer<Result<StoredRecord, KeychainError>?>
+
+    init(count: Int) {
+        self.count = count
+        base = .allocate(capacity: max(count, 1))
+        base.initialize(repeating: nil, count: max(count, 1))
+    }
+
+    subscript(index: Int) -> Result<StoredRecord, KeychainError>? {
+        get { base[index] }
+        set { base[index] = newValue }
+    }
+
+    var all: [Result<StoredRecord, KeychainError>] { (0..<count).map { base[$0]! } }
+
+    deinit {
+        base.deinitialize(count: max(count, 1))
+        base.deallocate()
     }
 }
