@@ -102,9 +102,10 @@ struct KeychainBenchmark {
             return clock.now - start
         }
         // libsecret leaves work queued at the bus after its calls return (its item proxies' match
-        // rules removed as they go): each of its timed calls is followed by an untimed round trip
-        // on its connection, so that work is not charged to the Keepsake call timed next.
-        // Keepsake's calls leave nothing behind (each waits for its reply; no proxies per call).
+        // rules removed as they go), and the provider may still be busy with its calls after
+        // replying: each of its timed calls is followed by untimed round trips on its connection
+        // to both, so that work is not charged to the Keepsake call timed next. Keepsake's calls
+        // leave nothing behind at the bus (each waits for its reply; no proxies per call).
         func settled(_ libsecretCall: () throws -> Duration) throws -> Duration {
             let took = try libsecretCall()
             try LibsecretBaseline.settle()
