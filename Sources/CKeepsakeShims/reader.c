@@ -126,16 +126,18 @@ static DBusMessage *reader_call(Reader *reader, DBusMessage *message, const char
     return reader_finish(reader, pending, started, method, signature, error);
 }
 
+/* Refusals before sending carry D-Bus's own name for them (InvalidArgs), as a daemon's would. */
 static gboolean check_path(const char *path, GError **error) {
     if (path != NULL && dbus_validate_path(path, NULL)) return TRUE;
-    g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                        "not a D-Bus object path");
+    g_propagate_error(error, g_dbus_error_new_for_dbus_error(DBUS_ERROR_INVALID_ARGS,
+                                                             "not a D-Bus object path"));
     return FALSE;
 }
 
 static gboolean check_string(const char *string, GError **error) {
     if (string != NULL && dbus_validate_utf8(string, NULL)) return TRUE;
-    g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, "not a UTF-8 string");
+    g_propagate_error(error,
+                      g_dbus_error_new_for_dbus_error(DBUS_ERROR_INVALID_ARGS, "not a UTF-8 string"));
     return FALSE;
 }
 

@@ -254,6 +254,7 @@ public final class SecretServiceConnection: Sendable {
         _ attributes: [String: String], in collection: CollectionPath = .default
     ) throws(SecretServiceError) -> (found: SearchResult, locked: Bool) {
         try validate(attributes)
+        try validate(collection.rawValue)
         let keys = Array(attributes.keys)
         let values = keys.map { attributes[$0]! }
         return try call(direct: true) { service, _, error -> (SearchResult, Bool)? in
@@ -281,6 +282,7 @@ public final class SecretServiceConnection: Sendable {
     /// The returned `Data` values are copies in ordinary memory; the caller owns them.
     package func secrets(at paths: [ItemPath]) throws(SecretServiceError) -> [ItemPath: Data] {
         if paths.isEmpty { return [:] }
+        for path in paths { try validate(path.rawValue) }
         do {
             return try batchedSecrets(at: paths)
         } catch  where error.code == .noSuchObject {
@@ -406,7 +408,8 @@ public final class SecretServiceConnection: Sendable {
     package func isLocked(_ collection: CollectionPath = .default) throws(SecretServiceError)
         -> Bool
     {
-        try call(direct: true) { service, _, error -> Bool? in
+        try validate(collection.rawValue)
+        return try call(direct: true) { service, _, error -> Bool? in
             var locked: gboolean = 0
             return keepsake_collection_is_locked(service, collection.rawValue, &locked, &error)
                 != 0

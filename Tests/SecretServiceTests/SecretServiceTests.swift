@@ -145,6 +145,28 @@ struct SecretServiceTests {
         print("bound: a read of a frozen provider ended after \(took) (bound 500 ms)")
     }
 
+    @Test(
+        "an item or collection path that is not a D-Bus object path is refused with .invalidArgument before anything is sent (libdbus would abort the process on it); the connection goes on"
+    )
+    func invalidPaths() throws {
+        let connection = service.connection()
+        for bad in [
+            "", "no-slash", "/trailing/", "/double//slash", "/bad-char", "/ünïcode", "/a\u{0}b",
+        ] {
+            #expect(throws: SecretServiceError(.invalidArgument, message: "")) {
+                try connection.secrets(at: [ItemPath(bad)])
+            }
+            #expect(throws: SecretServiceError(.invalidArgument, message: "")) {
+                try connection.isLocked(CollectionPath(bad))
+            }
+            #expect(throws: SecretServiceError(.invalidArgument, message: "")) {
+                try connection.searchWithLockState(["k": "v"], in: CollectionPath(bad))
+            }
+        }
+        #expect(try connection.search(["k": "none"]).unlocked.isEmpty)
+        #expect(try connection.isLocked(.default) == false)
+    }
+
     @Test("no bus address answers .noBus; a bus without the service answers .serviceUnavailable")
     func noService() throws {
         #expect(throws: SecretServiceError(.noBus, message: "")) {
