@@ -163,3 +163,59 @@ void keepsake_rogue_stop(KeepsakeRogue *rogue) {
     g_thread_join(rogue->thread);
     rogue_free(rogue);
 }
+
+guint keepsake_rogue_flood(const char *bus_address, guint pid, guint count, gsize payload,
+                           GError **error) {
+    GDBusConnection *connection = g_dbus_connection_new_for_address_sync(
+        bus_address,
+        G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT |
+            G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION,
+        NULL, NULL, error);
+    if (connection == NULL) return 0;
+    g_dbus_connection_set_exit_on_close(connection, FALSE);
+    const gchar *own = g_dbus_connection_get_unique_name(connection);
+    GVariant *reply = g_dbus_connection_call_sync(
+        connection, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+        "ListNames", NULL, G_VARIANT_TYPE("(as)"), G_DBUS_CALL_FLAGS_NONE, 5000, NULL, error);
+    if (reply == NULL) {
+        g_object_unref(connection);
+        return 0;
+    }
+    GVariantIter *names = NULL;
+    g_variant_get(reply, "(as)", &names);
+    guchar *bytes = g_malloc0(payload ? payload : 1);
+    guint flooded = 0;
+    const gchar *name = NULL;
+    while (g_variant_iter_loop(names, "&s", &name)) {
+        if (name[0] != ':' || g_strcmp0(name, own) == 0) continue;
+        GVariant *owner = g_dbus_connection_call_sync(
+            connection, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+            "GetConnectionUnixProcessID", g_variant_new("(s)", name), G_VARIANT_TYPE("(u)"),
+            G_DBUS_CALL_FLAGS_NONE, 5000, NULL, NULL);
+        if (owner == NULL) continue;
+        guint owner_pid = 0;
+        g_variant_get(owner, "(u)", &owner_pid);
+        g_variant_unref(owner);
+        if (owner_pid != pid) continue;
+        for (guint i = 0; i < count; i++) {
+            GVariant *body = g_variant_new_fixed_array(G_VARIANT_TYPE_BYTE, bytes, payload, 1);
+            g_dbus_connection_emit_signal(connection, name, "/org/example/Flood",
+                                          "org.example.Flood", "Junk",
+                                          g_variant_new_tuple(&body, 1), NULL);
+            /* Keep GDBus's own queue short: the point is the receiver's. */
+            if (i % 1000 == 999) g_dbus_connection_flush_sync(connection, NULL, NULL);
+        }
+        flooded++;
+    }
+    g_dbus_connection_flush_sync(connection, NULL, NULL);
+    /* A round trip: the bus has routed every signal before this returns. */
+    GVariant *settled = g_dbus_connection_call_sync(
+        connection, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+        "GetId", NULL, G_VARIANT_TYPE("(s)"), G_DBUS_CALL_FLAGS_NONE, 30000, NULL, NULL);
+    if (settled != NULL) g_variant_unref(settled);
+    g_free(bytes);
+    g_variant_iter_free(names);
+    g_variant_unref(reply);
+    g_object_unref(connection);
+    return flooded;
+}

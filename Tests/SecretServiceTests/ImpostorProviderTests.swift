@@ -47,4 +47,45 @@ struct ImpostorProviderTests {
         #expect(try connection.isLocked(.default) == false)
         #expect(keepsake_rogue_calls(impostor) >= 5)
     }
+
+    @Test(
+        "signals flooded at Keepsake's connections are dropped unread: 80 MB in four bursts between reads leave every read answering; one burst past the reading connection's 64 MiB queue ends a read at its bound, and the next read answers on a new connection"
+    )
+    func signalFlood() throws {
+        let service = try PrivateSecretService.start()
+        defer { service.stop() }
+        let connection = service.connection(timeout: .seconds(2))
+        #expect(try connection.search(["k": "none"]).unlocked.isEmpty)
+        func flood(_ count: UInt32) throws -> UInt32 {
+            var failure: UnsafeMutablePointer<GError>?
+            let names = keepsake_rogue_flood(
+                service.busAddress, UInt32(getpid()), count, 4096, &failure)
+            if let failure {
+                let message = String(cString: failure.pointee.message)
+                g_error_free(failure)
+                throw HarnessError("flood: \(message)")
+            }
+            return names
+        }
+        // Four bursts of 20 MB: kept, they would fill the reading connection's queue (64 MiB)
+        // and stall the fourth read; dropped after each read, every read answers at once.
+        let clock = ContinuousClock()
+        for _ in 0..<4 {
+            #expect(try flood(5_000) >= 2)  // the GDBus connection (writes) and libdbus (reads)
+            let start = clock.now
+            #expect(try connection.search(["k": "none"]).unlocked.isEmpty)
+            #expect(clock.now - start < .seconds(2))
+        }
+        // One burst past the queue's cap: the read waits no longer than its bound, the queue
+        // goes with its connection, and the next read answers on a new one.
+        _ = try flood(25_000)
+        let start = clock.now
+        do { _ = try connection.search(["k": "none"]) } catch let error as SecretServiceError {
+            #expect(error.code == .timedOut, "\(error)")
+        }
+        let took = clock.now - start
+        #expect(took < .milliseconds(2_500), "\(took)")
+        print("flood: a read behind 100 MB of signals ended after \(took) (bound 2 s)")
+        #expect(try connection.search(["k": "none"]).unlocked.isEmpty)
+    }
 }

@@ -18,4 +18,10 @@ guint keepsake_rogue_calls(KeepsakeRogue *rogue);
 
 void keepsake_rogue_stop(KeepsakeRogue *rogue);
 
+/// Why: a hostile program on the bus flooding another's connections with signals (GDBus calls and
+/// variants). Sends `count` signals of `payload` bytes to every unique name of process `pid` on the
+/// bus, then waits until the bus has routed them; returns how many names it flooded.
+guint keepsake_rogue_flood(const char *bus_address, guint pid, guint count, gsize payload,
+                           GError **error);
+
 #endif
