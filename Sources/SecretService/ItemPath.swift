@@ -1,8 +1,10 @@
 /// The D-Bus object path of a Secret Service item.
 ///
-/// Ordered by creation where the daemon numbers items (gnome-keyring names them
-/// `…/collection/login/N` with N increasing), else lexically. The Keychain uses this order to pick
-/// one winner among concurrent adds of the same primary key; see `Keychain`'s duplicate handling.
+/// Ordered by number where the daemon numbers items (gnome-keyring names them
+/// `…/collection/login/N` with N increasing), else lexically: a stable order for listings. It is
+/// not creation order on every provider (KeePassXC's paths are random UUIDs), so nothing that must
+/// agree across processes relies on it; the Keychain orders duplicates by the creation time sealed
+/// in each record.
 package struct ItemPath: Hashable, Sendable, Comparable, CustomStringConvertible {
     package let rawValue: String
     package init(_ rawValue: String) { self.rawValue = rawValue }
