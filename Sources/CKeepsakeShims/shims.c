@@ -60,10 +60,6 @@ SecretService *keepsake_service_open(const char *bus_address, int timeout_ms,
     return service;
 }
 
-void keepsake_service_set_timeout(SecretService *service, int timeout_ms) {
-    g_dbus_proxy_set_default_timeout(G_DBUS_PROXY(service), timeout_ms);
-}
-
 /* Performs the prompt a method answered with ("/" means none), bounded by `cancellable`: some
  * providers answer with a prompt that completes on its own (KeePassXC's CreateItem), others with
  * one that needs a person. One that is cancelled (nobody answered within the bound) is dismissed

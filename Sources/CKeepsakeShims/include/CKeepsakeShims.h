@@ -9,9 +9,6 @@
 SecretService *keepsake_service_open(const char *bus_address, int timeout_ms,
                                      GCancellable *cancellable, GError **error);
 
-/// Why: G_DBUS_PROXY is a macro; bounds every call libsecret makes through the proxy.
-void keepsake_service_set_timeout(SecretService *service, int timeout_ms);
-
 /// Why: the direct reads below run over a libdbus connection of our own (reader.c), opened with
 /// a plain session of its own and kept with `service`.
 gboolean keepsake_reader_attach(SecretService *service, const char *bus_address, int timeout_ms,
