@@ -224,7 +224,9 @@ package final class PrivateWebDAV: @unchecked Sendable {
                 at: untrusted, withIntermediateDirectories: true)
             try? FileManager.default.copyItem(at: documentRoot, to: copy)
         }
-        // Its worker children exit once the parent is gone.
+        // Its worker children do not all exit with the parent (hundreds were found alive hours
+        // after the runs that started them, ~25 threads each): killed.
+        _ = Self.pkillWorkers(root)
         try? FileManager.default.removeItem(at: root)
     }
 
