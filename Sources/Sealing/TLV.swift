@@ -39,7 +39,7 @@ package struct TLV: Sendable {
     }
     package mutating func append(_ tag: UInt8, _ value: Bool) { append(tag, [value ? 1 : 0]) }
     package mutating func append(_ tag: UInt8, _ value: Int64) {
-        withUnsafeBytes(of: value.bigEndian) { append(tag, Array($0)) }
+        withUnsafeBytes(of: value.bigEndian) { append(tag, $0) }
     }
 
     /// The fields of a record, by tag.

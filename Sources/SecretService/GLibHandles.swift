@@ -102,6 +102,21 @@ func withCStringArray<R>(
     return try array.withUnsafeBufferPointer { try body($0.baseAddress!) }
 }
 
+/// `attributes` as the shims take them: a count and two NULL-terminated C arrays of keys and
+/// values, in matching order.
+func withAttributeArrays<R>(
+    _ attributes: [String: String],
+    _ body: (UInt32, UnsafePointer<UnsafePointer<CChar>?>, UnsafePointer<UnsafePointer<CChar>?>)
+        throws -> R
+) rethrows -> R {
+    let keys = Array(attributes.keys)
+    return try withCStringArray(keys) { k in
+        try withCStringArray(keys.map { attributes[$0]! }) { v in
+            try body(UInt32(keys.count), k, v)
+        }
+    }
+}
+
 /// A value handed between threads whose safety the code around it ensures.
 struct Unchecked<T>: @unchecked Sendable {
     let value: T

@@ -10,6 +10,18 @@ package struct SearchResult: Sendable, Equatable {
     package var locked: [ItemPath]
 }
 
+extension SearchResult {
+    /// Takes (and frees) the two path arrays a search shim returned.
+    fileprivate init(
+        taking unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?,
+        _ locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+    ) {
+        self.init(
+            unlocked: takeStringArray(unlocked).map(ItemPath.init),
+            locked: takeStringArray(locked).map(ItemPath.init))
+    }
+}
+
 /// A connection to the freedesktop Secret Service (`org.freedesktop.secrets`) through libsecret.
 ///
 /// Every call is bounded by `timeout`: a missing, hung (SIGSTOPped) or dying daemon yields a typed
@@ -229,21 +241,14 @@ public final class SecretServiceConnection: Sendable {
     /// `SearchItems` with exact attribute matches. Mirrors `secret_service_search_for_dbus_paths_sync`.
     package func search(_ attributes: [String: String]) throws(SecretServiceError) -> SearchResult {
         try validate(attributes)
-        let keys = Array(attributes.keys)
-        let values = keys.map { attributes[$0]! }
         return try call(direct: true) { service, _, error -> SearchResult? in
             var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
             var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
-            let ok = withCStringArray(keys) { k in
-                withCStringArray(values) { v in
-                    keepsake_service_search(
-                        service, UInt32(keys.count), k, v, &unlocked, &locked, &error)
-                }
+            let ok = withAttributeArrays(attributes) { count, k, v in
+                keepsake_service_search(service, count, k, v, &unlocked, &locked, &error)
             }
             guard ok != 0 else { return nil }
-            return SearchResult(
-                unlocked: takeStringArray(unlocked).map(ItemPath.init),
-                locked: takeStringArray(locked).map(ItemPath.init))
+            return SearchResult(taking: unlocked, locked)
         }
     }
 
@@ -255,24 +260,17 @@ public final class SecretServiceConnection: Sendable {
     ) throws(SecretServiceError) -> (found: SearchResult, locked: Bool) {
         try validate(attributes)
         try validate(collection.rawValue)
-        let keys = Array(attributes.keys)
-        let values = keys.map { attributes[$0]! }
         return try call(direct: true) { service, _, error -> (SearchResult, Bool)? in
             var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
             var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
             var collectionLocked: gboolean = 0
-            let ok = withCStringArray(keys) { k in
-                withCStringArray(values) { v in
-                    keepsake_service_search_with_lock_state(
-                        service, UInt32(keys.count), k, v, collection.rawValue, &unlocked,
-                        &locked, &collectionLocked, &error)
-                }
+            let ok = withAttributeArrays(attributes) { count, k, v in
+                keepsake_service_search_with_lock_state(
+                    service, count, k, v, collection.rawValue, &unlocked, &locked,
+                    &collectionLocked, &error)
             }
             guard ok != 0 else { return nil }
-            let found = SearchResult(
-                unlocked: takeStringArray(unlocked).map(ItemPath.init),
-                locked: takeStringArray(locked).map(ItemPath.init))
-            return (found, collectionLocked != 0)
+            return (SearchResult(taking: unlocked, locked), collectionLocked != 0)
         }
     }
 
@@ -329,18 +327,14 @@ public final class SecretServiceConnection: Sendable {
     ) throws(SecretServiceError) -> ItemPath {
         try validate(attributes)
         try validate(label)
-        let keys = Array(attributes.keys)
-        let values = keys.map { attributes[$0]! }
         // Retried only when rejected for a stale session: a create whose reply was lost may have
         // happened; the caller re-reads.
         return try call(rejectedOnly: true) { service, cancellable, error -> ItemPath? in
-            let path = withCStringArray(keys) { k in
-                withCStringArray(values) { v in
-                    secret.withUnsafeBytes { bytes in
-                        keepsake_service_create_item(
-                            service, collection.rawValue, label, UInt32(keys.count), k, v,
-                            bytes.baseAddress, bytes.count, replacing ? 1 : 0, cancellable, &error)
-                    }
+            let path = withAttributeArrays(attributes) { count, k, v in
+                secret.withUnsafeBytes { bytes in
+                    keepsake_service_create_item(
+                        service, collection.rawValue, label, count, k, v, bytes.baseAddress,
+                        bytes.count, replacing ? 1 : 0, cancellable, &error)
                 }
             }
             guard let path else { return nil }
@@ -359,15 +353,10 @@ public final class SecretServiceConnection: Sendable {
         if let attributes {
             try validate(attributes)
             try validate(label ?? "")
-            let keys = Array(attributes.keys)
-            let values = keys.map { attributes[$0]! }
             let _: Bool = try call(rejectedOnly: true) { service, cancellable, error -> Bool? in
-                withCStringArray(keys) { k in
-                    withCStringArray(values) { v in
-                        keepsake_item_set_attributes(
-                            service, path.rawValue, label ?? "", UInt32(keys.count), k, v,
-                            cancellable, &error)
-                    }
+                withAttributeArrays(attributes) { count, k, v in
+                    keepsake_item_set_attributes(
+                        service, path.rawValue, label ?? "", count, k, v, cancellable, &error)
                 } != 0 ? true : nil
             }
         }
