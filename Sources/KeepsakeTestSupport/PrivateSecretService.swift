@@ -371,9 +371,6 @@ package final class PrivateSecretService: @unchecked Sendable {
         return data
     }
 
-    /// The gnome-keyring daemon's process id (for signals in fault tests).
-    package var keyringPID: Int32? { state.withLock { $0.keyring?.pid } }
-
     /// Locks the default collection (`Secret.Service.Lock`, its prompt performed where the
     /// provider answers with one that completes on its own).
     package func lock() throws { try connection().lock(.default) }
@@ -407,12 +404,12 @@ package final class PrivateSecretService: @unchecked Sendable {
 
     /// Freezes gnome-keyring (SIGSTOP): calls reach it and never get an answer.
     package func freeze() {
-        if let pid = keyringPID { Foundation.kill(pid, SIGSTOP) }
+        state.withLock { $0.keyring }?.signal(SIGSTOP)
     }
 
     /// Thaws a frozen gnome-keyring (SIGCONT).
     package func thaw() {
-        if let pid = keyringPID { Foundation.kill(pid, SIGCONT) }
+        state.withLock { $0.keyring }?.signal(SIGCONT)
     }
 
     /// A reboot of the Secret Service: the daemon is killed, the runtime directory cleared (all
@@ -532,28 +529,41 @@ final class Registry: @unchecked Sendable {
 
 /// A daemon run under a `sh` guard that kills it when the process that started it is gone, so
 /// that a test process that dies (crash, SIGKILL, timeout) never leaves a daemon behind.
-final class Daemon: @unchecked Sendable {
-    // Sendable: immutable after init; `stop()` is idempotent (closing twice and SIGKILL of a dead
-    // pid are harmless).
-    let pid: Int32
+///
+/// The daemon's pid is only signalled while its guard runs. The daemon is the guard's child: its
+/// pid stays its own until the guard reaps it, and the guard ends within a second of that (its
+/// `kill -0` fails). A pid signalled later may belong to anyone — the pid space here is 32768 and
+/// the suites go through it in about six minutes — and once did: a SIGKILL meant for a daemon long
+/// dead is the likeliest way another test's gnome-keyring vanished mid-call.
+package final class Daemon: @unchecked Sendable {
+    // Sendable: immutable after init; `stop()` is idempotent.
+    package let pid: Int32
     private let guardProcess: Process
 
-    init(_ command: String, environment: [String: String]) throws {
+    package init(_ command: String, environment: [String: String]) throws {
         let shell = Process()
         shell.executableURL = URL(fileURLWithPath: "/bin/sh")
+        // A daemon that ends other than by SIGKILL or SIGTERM (what the harness sends) is said on
+        // standard error with its status (139: SIGSEGV), so that a provider gone under a test
+        // shows why.
         shell.arguments = [
             "-c",
             """
             \(command) >/dev/null 2>&1 & echo $!
             while kill -0 $PPID 2>/dev/null && kill -0 $! 2>/dev/null; do sleep 1; done
+            if kill -0 $PPID 2>/dev/null; then
+              wait $!; status=$?
+              case $status in 137|143) ;; *) echo "harness: pid $! ($0) ended, status $status" >&2;; esac
+            fi
             kill -9 $! 2>/dev/null; wait
             """,
+            command.split(separator: " ").first { $0.hasPrefix("/") }.map(String.init) ?? "daemon",
         ]
         shell.environment = environment
         let output = Pipe()
         shell.standardInput = FileHandle.nullDevice
         shell.standardOutput = output
-        shell.standardError = FileHandle.nullDevice
+        shell.standardError = FileHandle.standardError
         try shell.run()
         var line = Data()
         while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty,
@@ -568,26 +578,33 @@ final class Daemon: @unchecked Sendable {
         self.guardProcess = shell
     }
 
+    /// Sends `signal` to the daemon while its pid is still its own; false once it is gone.
+    @discardableResult
+    package func signal(_ signal: Int32) -> Bool {
+        guard guardProcess.isRunning else { return false }
+        return Foundation.kill(pid, signal) == 0
+    }
+
     /// SIGTERMs the daemon and waits up to five seconds for it to exit on its own.
     func terminate() {
-        Foundation.kill(pid, SIGTERM)
+        signal(SIGTERM)
         let deadline = Date().addingTimeInterval(5)
         while isAlive, Date() < deadline { usleep(10_000) }
     }
 
-    /// SIGKILLs the daemon and its guard, and waits until the daemon is gone.
-    func stop() {
-        Foundation.kill(pid, SIGCONT)
-        Foundation.kill(pid, SIGKILL)
+    /// SIGKILLs the daemon, waits until it is gone, then ends its guard.
+    package func stop() {
+        if signal(SIGCONT), signal(SIGKILL) {
+            let deadline = Date().addingTimeInterval(5)
+            while isAlive, Date() < deadline { usleep(5_000) }
+        }
         if guardProcess.isRunning { guardProcess.terminate() }
-        // A zombie waiting to be reaped is dead.
-        let deadline = Date().addingTimeInterval(5)
-        while isAlive, Date() < deadline { usleep(5_000) }
     }
 
-    /// True while the process exists and is not a zombie.
-    var isAlive: Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+    /// True while the process exists and is not a zombie (a zombie waiting to be reaped is dead).
+    package var isAlive: Bool {
+        guard guardProcess.isRunning,
+            let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
             let close = stat.lastIndex(of: ")")
         else { return false }
         return stat[stat.index(close, offsetBy: 2)] != "Z"

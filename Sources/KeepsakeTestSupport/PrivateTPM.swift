@@ -6,10 +6,10 @@ import TPM
 /// A private TPM 2.0 for one test device: `swtpm` on loopback ports of its own, its state in a
 /// throwaway directory, killed when this value goes (or at exit). Never the machine's TPM.
 package final class PrivateTPM: @unchecked Sendable {
-    // Sendable: `pid` is written once in init, read-only afterwards.
+    // Sendable: `process` is written once in init, read-only afterwards.
     package let directory: URL
     package let port: UInt16
-    private let pid: pid_t
+    private let process: Process
 
     /// The TCTI string tpm2-tss connects with.
     package var tcti: String { "swtpm:host=127.0.0.1,port=\(port)" }
@@ -20,7 +20,7 @@ package final class PrivateTPM: @unchecked Sendable {
     /// limit unless it asks for the TPM's.
     package init(maxTries: UInt32 = 1000, recoverySeconds: UInt32 = 1) throws {
         directory = Throwaway.directory("swtpm")
-        var started: (UInt16, pid_t)?
+        var started: (UInt16, Process)?
         for _ in 0..<20 {
             let port = UInt16.random(in: 20_000...60_000)
             guard Self.isFree(port), Self.isFree(port + 1) else { continue }
@@ -40,15 +40,15 @@ package final class PrivateTPM: @unchecked Sendable {
                     !process.isRunning || !Self.isFree(port)
                 }) != nil
             if ready && process.isRunning {
-                started = (port, process.processIdentifier)
+                started = (port, process)
                 break
             }
             if process.isRunning { process.terminate() }
         }
-        guard let (port, pid) = started else { throw HarnessError("swtpm did not start") }
+        guard let (port, process) = started else { throw HarnessError("swtpm did not start") }
         self.port = port
-        self.pid = pid
-        TPMRegistry.shared.add(pid)
+        self.process = process
+        TPMRegistry.shared.add(process)
         let context = try TPMContext(tcti: tcti)
         try context.setDictionaryAttack(
             maxTries: maxTries, recoveryTime: recoverySeconds, lockoutRecovery: recoverySeconds)
@@ -57,9 +57,8 @@ package final class PrivateTPM: @unchecked Sendable {
     deinit { stop() }
 
     package func stop() {
-        kill(pid, SIGKILL)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
+        TPMRegistry.kill(process)
+        process.waitUntilExit()
         try? FileManager.default.removeItem(at: directory)
     }
 
@@ -84,13 +83,19 @@ package final class PrivateTPM: @unchecked Sendable {
 
 /// Kills every swtpm still running at exit.
 final class TPMRegistry: @unchecked Sendable {
-    // Sendable: `pids` is guarded by `lock`.
+    // Sendable: `processes` is guarded by `lock`.
     static let shared = TPMRegistry()
     private let lock = NSLock()
-    private var pids: [pid_t] = []
+    private var processes: [Process] = []
     private init() { atexit { TPMRegistry.shared.killAll() } }
-    func add(_ pid: pid_t) { lock.withLock { pids.append(pid) } }
-    func killAll() { for pid in lock.withLock({ pids }) { kill(pid, SIGKILL) } }
+    func add(_ process: Process) { lock.withLock { processes.append(process) } }
+    func killAll() { lock.withLock { processes }.forEach(Self.kill) }
+
+    /// SIGKILL, only while Foundation has not reaped the process: once it has, its pid may be
+    /// another process's (the pid space here is 32768 and a full run goes round it).
+    static func kill(_ process: Process) {
+        if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+    }
 }
 
 /// The cloud's escrow for test cloud accounts: one private swtpm per cloud account directory,
