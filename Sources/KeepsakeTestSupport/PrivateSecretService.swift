@@ -532,32 +532,40 @@ final class Registry: @unchecked Sendable {
 ///
 /// The daemon's pid is only signalled while its guard runs. The daemon is the guard's child: its
 /// pid stays its own until the guard reaps it, and the guard ends within a second of that (its
-/// `kill -0` fails). A pid signalled later may belong to anyone — the pid space here is 32768 and
-/// the suites go through it in about six minutes — and once did: a SIGKILL meant for a daemon long
-/// dead is the likeliest way another test's gnome-keyring vanished mid-call.
+/// `kill -0` fails). A pid signalled later may belong to anyone: the pid space here is 32768 and
+/// the suites go through it in about six minutes.
+///
+/// The daemon's standard output and error go to a log file; a daemon that ends other than by the
+/// harness's SIGKILL or SIGTERM is said on standard error with its status (133: SIGTRAP, GLib's
+/// fatal error; 139: SIGSEGV) and the last lines it wrote, so that a provider gone under a test
+/// shows why.
 package final class Daemon: @unchecked Sendable {
     // Sendable: immutable after init; `stop()` is idempotent.
     package let pid: Int32
     private let guardProcess: Process
+    private let logDirectory: URL
 
     package init(_ command: String, environment: [String: String]) throws {
         let shell = Process()
         shell.executableURL = URL(fileURLWithPath: "/bin/sh")
-        // A daemon that ends other than by SIGKILL or SIGTERM (what the harness sends) is said on
-        // standard error with its status (139: SIGSEGV), so that a provider gone under a test
-        // shows why.
+        logDirectory = Throwaway.directory("daemon")
+        let log = logDirectory.appendingPathComponent("log")
         shell.arguments = [
             "-c",
             """
-            \(command) >/dev/null 2>&1 & echo $!
+            \(command) >"$1" 2>&1 & echo $!
             while kill -0 $PPID 2>/dev/null && kill -0 $! 2>/dev/null; do sleep 1; done
             if kill -0 $PPID 2>/dev/null; then
               wait $!; status=$?
-              case $status in 137|143) ;; *) echo "harness: pid $! ($0) ended, status $status" >&2;; esac
+              case $status in 137|143) ;; *)
+                echo "harness: pid $! ($0) ended, status $status; its last output:" >&2
+                tail -c 2000 "$1" >&2;;
+              esac
             fi
-            kill -9 $! 2>/dev/null; wait
+            kill -9 $! 2>/dev/null; wait; rm -rf "${1%/log}"
             """,
             command.split(separator: " ").first { $0.hasPrefix("/") }.map(String.init) ?? "daemon",
+            log.path,
         ]
         shell.environment = environment
         let output = Pipe()
@@ -599,6 +607,7 @@ package final class Daemon: @unchecked Sendable {
             while isAlive, Date() < deadline { usleep(5_000) }
         }
         if guardProcess.isRunning { guardProcess.terminate() }
+        try? FileManager.default.removeItem(at: logDirectory)
     }
 
     /// True while the process exists and is not a zombie (a zombie waiting to be reaped is dead).

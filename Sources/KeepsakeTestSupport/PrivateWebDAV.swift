@@ -95,6 +95,15 @@ package final class PrivateWebDAV: @unchecked Sendable {
         ServerRoot /usr/lib/apache2
         ServerName 127.0.0.1
         LoadModule mpm_event_module modules/mod_mpm_event.so
+        # Small: a test's few requests need few threads, and every thread takes a pid (32768 here,
+        # shared by every test running beside it). Apache's own default is 3 × 25.
+        StartServers 1
+        ServerLimit 2
+        ThreadsPerChild 8
+        ThreadLimit 8
+        MinSpareThreads 1
+        MaxSpareThreads 16
+        MaxRequestWorkers 16
         LoadModule authz_core_module modules/mod_authz_core.so
         LoadModule authn_core_module modules/mod_authn_core.so
         LoadModule authn_file_module modules/mod_authn_file.so
