@@ -27,7 +27,7 @@ typedef struct {
 
 static const char *const reader_key = "keepsake-reader";
 
-/* A call every provider answers without a session: the service's Collections property. */
+/* A call any provider answers without a session: the service's Collections property. */
 static DBusMessage *collections_call(void) {
     DBusMessage *message = dbus_message_new_method_call(
         SECRETS_NAME, SECRETS_PATH, "org.freedesktop.DBus.Properties", "Get");
@@ -101,11 +101,9 @@ static DBusPendingCall *reader_send(Reader *reader, DBusMessage *message, GError
 }
 
 /* Blocks until the reply of `pending` (consumed), an error or the bound (libdbus ends the wait
- * itself at the call's timeout); returns a reply of exactly `signature`. Other messages the bus
- * queued meanwhile (NameAcquired, a signal sent to us) are dropped unread, so nobody can fill
- * the queue. */
-static DBusMessage *reader_finish(Reader *reader, DBusPendingCall *pending, gint64 started,
-                                  const char *method, const char *signature, GError **error) {
+ * itself at the call's timeout). Other messages the bus queued meanwhile (NameAcquired, a signal
+ * sent to us) are dropped unread, so nobody can fill the queue. */
+static DBusMessage *reader_wait(Reader *reader, DBusPendingCall *pending, GError **error) {
     dbus_pending_call_block(pending);
     DBusMessage *reply = dbus_pending_call_steal_reply(pending);
     dbus_pending_call_unref(pending);
@@ -113,11 +111,17 @@ static DBusMessage *reader_finish(Reader *reader, DBusPendingCall *pending, gint
      * two in flight) and drops whatever else is queued: nothing is registered to handle it. */
     while (dbus_connection_dispatch(reader->connection) == DBUS_DISPATCH_DATA_REMAINS) {
     }
-    if (reply == NULL) {
+    if (reply == NULL)
         g_propagate_error(error, g_dbus_error_new_for_dbus_error(DBUS_ERROR_DISCONNECTED,
                                                                  "no reply: connection closed"));
-        return NULL;
-    }
+    return reply;
+}
+
+/* reader_wait, then a reply of exactly `signature` or the error the provider answered with. */
+static DBusMessage *reader_finish(Reader *reader, DBusPendingCall *pending, gint64 started,
+                                  const char *method, const char *signature, GError **error) {
+    DBusMessage *reply = reader_wait(reader, pending, error);
+    if (reply == NULL) return NULL;
     if (dbus_message_get_type(reply) == DBUS_MESSAGE_TYPE_ERROR) {
         DBusError failure;
         dbus_error_init(&failure);
@@ -140,6 +144,31 @@ static DBusMessage *reader_call(Reader *reader, DBusMessage *message, const char
     DBusPendingCall *pending = reader_send(reader, message, error);
     if (pending == NULL) return NULL;
     return reader_finish(reader, pending, started, method, signature, error);
+}
+
+/* Sends `message` (consumed) and waits for the provider to answer it, whatever the answer: a
+ * reply or an error of its own (one without the property). Nothing of the answer is read. Fails
+ * as a call would when no answer came from the provider: the bound, no owner, a closed bus. */
+static gboolean reader_await_answer(Reader *reader, DBusMessage *message, GError **error) {
+    gint64 started = g_get_monotonic_time();
+    DBusPendingCall *pending = reader_send(reader, message, error);
+    if (pending == NULL) return FALSE;
+    DBusMessage *reply = reader_wait(reader, pending, error);
+    if (reply == NULL) return FALSE;
+    gboolean answered = TRUE;
+    if (dbus_message_get_type(reply) == DBUS_MESSAGE_TYPE_ERROR) {
+        DBusError failure;
+        dbus_error_init(&failure);
+        dbus_set_error_from_message(&failure, reply);
+        answered = !dbus_error_has_name(&failure, DBUS_ERROR_NO_REPLY) &&
+                   !dbus_error_has_name(&failure, DBUS_ERROR_SERVICE_UNKNOWN) &&
+                   !dbus_error_has_name(&failure, DBUS_ERROR_NAME_HAS_NO_OWNER) &&
+                   !dbus_error_has_name(&failure, DBUS_ERROR_DISCONNECTED);
+        if (!answered) set_error_from_dbus(&failure, started, reader->timeout_ms, error);
+        dbus_error_free(&failure);
+    }
+    dbus_message_unref(reply);
+    return answered;
 }
 
 /* Refusals before sending carry D-Bus's own name for them (InvalidArgs), as a daemon's would. */
@@ -210,12 +239,10 @@ gboolean keepsake_reader_attach(SecretService *service, const char *bus_address,
         reader_free(reader);
         return FALSE;
     }
-    DBusMessage *answer = reader_call(reader, first, "Get", "v", error);
-    if (answer == NULL) {
+    if (!reader_await_answer(reader, first, error)) {
         reader_free(reader);
         return FALSE;
     }
-    dbus_message_unref(answer);
     DBusMessage *message =
         dbus_message_new_method_call(SECRETS_NAME, SECRETS_PATH, SERVICE_INTERFACE, "OpenSession");
     const char *algorithm = "plain";

@@ -274,7 +274,7 @@ package final class PrivateSecretService: @unchecked Sendable {
         let isNew = !FileManager.default.fileExists(atPath: wallet.path)
         try runKWalletRetrying()
         if isNew {
-            kill()
+            stopProvider()
             try runKWalletRetrying()
         }
         // One client unlock (Unlock, then its prompt, which KWallet completes on its own).
@@ -309,7 +309,7 @@ package final class PrivateSecretService: @unchecked Sendable {
         for _ in 0..<3 {
             do { return try runKWallet() } catch {
                 failure = error
-                kill()
+                stopProvider()
             }
         }
         throw failure
@@ -383,23 +383,45 @@ package final class PrivateSecretService: @unchecked Sendable {
         case .gnomeKeyring:
             try connection().unlock(.login, masterPassword: Data(masterPassword.utf8))
         case .keepassxc:
-            kill()
+            stopProvider()
             try startKeyring()
         case .kwallet:
             try startKWallet()
         }
     }
 
-    /// Kills gnome-keyring (SIGKILL): the bus stays, nothing owns `org.freedesktop.secrets`.
     /// Whether the provider's process is still there.
     package var isProviderAlive: Bool { state.withLock { $0.keyring?.isAlive ?? false } }
 
+    /// Kills the provider (SIGKILL): the bus stays, and once this returns nothing owns
+    /// `org.freedesktop.secrets` (the bus lets go of a dead daemon's names a moment after it
+    /// goes; a program taking the name at once was refused it now and then).
     package func kill() {
+        stopProvider()
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline, nameIsOwned { usleep(20_000) }
+    }
+
+    private func stopProvider() {
         let keyring = state.withLock { state -> Daemon? in
             defer { state.keyring = nil }
             return state.keyring
         }
         keyring?.stop()
+    }
+
+    /// Whether something owns `org.freedesktop.secrets` on the private bus.
+    private var nameIsOwned: Bool {
+        guard state.withLock({ $0.bus }) != nil,
+            let reply = try? run(
+                "gdbus",
+                [
+                    "call", "--session", "--timeout", "2", "--dest", "org.freedesktop.DBus",
+                    "--object-path", "/org/freedesktop/DBus", "--method",
+                    "org.freedesktop.DBus.NameHasOwner", "org.freedesktop.secrets",
+                ])
+        else { return false }
+        return String(decoding: reply, as: UTF8.self).contains("true")
     }
 
     /// Freezes gnome-keyring (SIGSTOP): calls reach it and never get an answer.
@@ -459,7 +481,7 @@ package final class PrivateSecretService: @unchecked Sendable {
         if !keepingRuntimeState, state.withLock({ $0.bus }) != nil {
             Device.forgetRuntimeState(on: connection(timeout: .seconds(2)))
         }
-        kill()
+        stopProvider()
         let bus = state.withLock { state -> Daemon? in
             defer { state.bus = nil }
             return state.bus
