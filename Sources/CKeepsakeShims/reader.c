@@ -39,7 +39,6 @@ static DBusMessage *collections_call(void) {
         dbus_message_unref(message);
         return NULL;
     }
-    if (message != NULL) dbus_message_set_auto_start(message, FALSE);
     return message;
 }
 

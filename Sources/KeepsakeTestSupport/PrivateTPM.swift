@@ -57,7 +57,7 @@ package final class PrivateTPM: @unchecked Sendable {
     deinit { stop() }
 
     package func stop() {
-        TPMRegistry.kill(process)
+        process.killWhileRunning()
         process.waitUntilExit()
         try? FileManager.default.removeItem(at: directory)
     }
@@ -89,12 +89,14 @@ final class TPMRegistry: @unchecked Sendable {
     private var processes: [Process] = []
     private init() { atexit { TPMRegistry.shared.killAll() } }
     func add(_ process: Process) { lock.withLock { processes.append(process) } }
-    func killAll() { lock.withLock { processes }.forEach(Self.kill) }
+    func killAll() { lock.withLock { processes }.forEach { $0.killWhileRunning() } }
+}
 
+extension Process {
     /// SIGKILL, only while Foundation has not reaped the process: once it has, its pid may be
     /// another process's (the pid space here is 32768 and a full run goes round it).
-    static func kill(_ process: Process) {
-        if process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+    package func killWhileRunning() {
+        if isRunning { kill(processIdentifier, SIGKILL) }
     }
 }
 

@@ -367,9 +367,8 @@ public final class Keychain: Sendable {
         }
         return matches.indices.sorted { a, b in
             let (ka, kb) = (keys[a], keys[b])
-            guard ka.group == kb.group else { return ka.group < kb.group }
-            return ka.created.date != kb.created.date
-                ? ka.created.date < kb.created.date : ka.created.id < kb.created.id
+            return (ka.group, ka.created.date, ka.created.id)
+                < (kb.group, kb.created.date, kb.created.id)
         }.map { matches[$0] }
     }
 

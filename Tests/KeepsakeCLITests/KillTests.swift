@@ -79,8 +79,7 @@ struct KillTests {
             // A write takes ~40–60 ms here, process start included: kill anywhere in it or just
             // after, so that some land, some die early and some die in the middle.
             usleep(UInt32.random(in: 0...80_000))
-            // Only while it runs: once reaped, its pid may be another process's.
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.killWhileRunning()
             process.waitUntilExit()
             if process.terminationReason == .uncaughtSignal { killedMidway += 1 }
             let read = try kind.read()

@@ -5,7 +5,7 @@ import Testing
 @Suite("The test harness's own daemons")
 struct HarnessTests {
     @Test(
-        "a daemon that ended on its own is never signalled again: its pid may be another process's by then (another test's provider, once)"
+        "a daemon that ended on its own is never signalled again: its pid may be another process's by then"
     )
     func endedDaemonIsNotSignalled() throws {
         let daemon = try Daemon("exec sleep 600", environment: ProcessInfo.processInfo.environment)
