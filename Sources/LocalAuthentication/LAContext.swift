@@ -157,3 +157,10 @@ public final class LAContext: @unchecked Sendable {
         }
     }
 }
+
+/// Equal only to itself, as an `NSObject` is by default (Apple's `LAContext` is one), and so
+/// Hashable: Apple code keeps a context in a `[String: AnyHashable]` query (Valet does).
+extension LAContext: Hashable {
+    public static func == (a: LAContext, b: LAContext) -> Bool { a === b }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+}

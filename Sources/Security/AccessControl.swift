@@ -36,6 +36,19 @@ public final class SecAccessControl: @unchecked Sendable {
 }
 public typealias SecAccessControlRef = SecAccessControl
 
+/// Equal as CoreFoundation compares two `SecAccessControl`s (`CFEqual`): the same protection
+/// class and constraints. Hashable, as every CF type is in Swift, so Apple code can keep one in a
+/// `[String: AnyHashable]` query (Valet does).
+extension SecAccessControl: Hashable {
+    public static func == (a: SecAccessControl, b: SecAccessControl) -> Bool {
+        a.accessible == b.accessible && a.flags == b.flags
+    }
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(accessible)
+        hasher.combine(flags)
+    }
+}
+
 /// Mirrors `SecAccessControlCreateWithFlags`: nil and an `errSecParam` error for a protection
 /// value Apple does not accept with access control (or flags it does not define).
 public func SecAccessControlCreateWithFlags(

@@ -55,3 +55,40 @@ public func CFErrorCopyUserInfo(_ error: CFError!) -> CFDictionary! {
 public func CFErrorCopyDescription(_ error: CFError!) -> CFString! {
     error.localizedDescription as NSString
 }
+
+// MARK: - Bundle keys
+
+// The Info.plist keys wrappers read their default service name with
+// (`Bundle.main.infoDictionary?[kCFBundleIdentifierKey as String]`).
+/// Mirrors `kCFBundleIdentifierKey`.
+nonisolated(unsafe) public let kCFBundleIdentifierKey: CFString! = "CFBundleIdentifier"
+/// Mirrors `kCFBundleNameKey`.
+nonisolated(unsafe) public let kCFBundleNameKey: CFString! = "CFBundleName"
+/// Mirrors `kCFBundleVersionKey`.
+nonisolated(unsafe) public let kCFBundleVersionKey: CFString! = "CFBundleVersion"
+
+// MARK: - Dictionary keys as NSCopying
+
+extension NSMutableDictionary {
+    /// Apple's `setObject(_:forKey:)` takes an `NSCopying` key (`forKey: kSecClass as!
+    /// NSCopying`); Foundation on Linux takes an `AnyHashable`. Every CF string key is both.
+    public func setObject(_ anObject: Any, forKey aKey: any NSCopying) {
+        guard let key = aKey as? AnyHashable else {
+            preconditionFailure("a dictionary key must be hashable: \(type(of: aKey))")
+        }
+        setObject(anObject, forKey: key)
+    }
+}
+
+extension NSMutableDictionary {
+    /// Apple's key-value coding write on a dictionary (`query.setValue(kCFBooleanTrue, forKey:
+    /// kSecReturnData as String)`): sets the object under `key`, or removes it for nil.
+    /// (Foundation on Linux has the read, `value(forKey:)`, but not this.)
+    public func setValue(_ value: Any?, forKey key: String) {
+        if let value {
+            setObject(value, forKey: key as NSString)
+        } else {
+            removeObject(forKey: key)
+        }
+    }
+}

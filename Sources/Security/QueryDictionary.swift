@@ -72,15 +72,22 @@ struct QueryDictionary {
             allowed.formUnion([kSecClass as String, kSecValueData as String] + returns)
         case .query:
             // kSecReturnRef: passwords have no item reference on iOS; asked for, none is
-            // returned (as iOS does) rather than failing the whole query.
+            // returned (as iOS does) rather than failing the whole query. kSecValueData in a
+            // query (code that reuses its add dictionary) is ignored, as on Apple platforms:
+            // items are never matched by their secret.
             allowed.formUnion(
                 [
-                    kSecClass as String, kSecMatchLimit as String,
+                    kSecClass as String, kSecMatchLimit as String, kSecValueData as String,
                     kSecValuePersistentRef as String, kSecReturnRef as String,
                 ] + returns)
         case .update, .delete:
-            allowed.formUnion([kSecClass as String, kSecValuePersistentRef as String])
-            if purpose == .delete { allowed.insert(kSecMatchLimit as String) }
+            allowed.formUnion(
+                [kSecClass as String, kSecValuePersistentRef as String, kSecValueData as String])
+            // A delete ignores return keys, as Apple's does (the "delete, then add the same
+            // dictionary" idiom passes them); an update refuses them (errSecParam, as Apple's).
+            if purpose == .delete {
+                allowed.formUnion([kSecMatchLimit as String, kSecReturnRef as String] + returns)
+            }
         case .changes:
             allowed.insert(kSecValueData as String)
             allowed.subtract(Self.acceptedKeys)

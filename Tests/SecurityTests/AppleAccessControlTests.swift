@@ -89,6 +89,60 @@ struct AppleAccessControlTests {
         }
     }
 
+    @Test(
+        "queries kept as [String: AnyHashable] (Valet's way): access control, context, Bool, Data and String values all read as given"
+    )
+    func anyHashableQueries() throws {
+        try withPinDevice { (device: Device) throws in
+            // Valet's SecureEnclave queries, as its Service and SecItem build them.
+            var base: [String: AnyHashable] = [
+                kSecClass as String: kSecClassGenericPassword as String,
+                kSecAttrService as String: "com.example.valet",
+                kSecAttrAccessControl as String: SecAccessControlCreateWithFlags(
+                    nil, kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly, .userPresence, nil),
+            ]
+            var add = base
+            add[kSecAttrAccount as String] = Data("key".utf8)
+            add[kSecValueData as String] = Data("valet secret".utf8)
+            #expect(SecItemAdd(add as CFDictionary, nil) == errSecSuccess)
+            #expect(SecItemAdd(add as CFDictionary, nil) == errSecDuplicateItem)
+
+            base.removeValue(forKey: kSecAttrAccessControl as String)
+            base[kSecAttrAccount as String] = "key"
+            base[kSecMatchLimit as String] = kSecMatchLimitOne as String
+            base[kSecReturnData as String] = true
+            var result: CFTypeRef?
+            #expect(
+                SecItemCopyMatching(base as CFDictionary, &result) == errSecInteractionNotAllowed)
+            let wrong = LAContext()
+            wrong.setDevicePasscode("1357")
+            base[kSecUseAuthenticationContext as String] = wrong
+            #expect(SecItemCopyMatching(base as CFDictionary, &result) == errSecAuthFailed)
+            #expect(try device.status().failedAttempts == 1)
+            let context = LAContext()
+            context.setDevicePasscode("2468")
+            base[kSecUseAuthenticationContext as String] = context
+            #expect(SecItemCopyMatching(base as CFDictionary, &result) == errSecSuccess)
+            #expect(result as? Data == Data("valet secret".utf8))
+
+            // Two access controls made alike are equal, as CFEqual finds them; contexts only to
+            // themselves.
+            #expect(
+                SecAccessControlCreateWithFlags(
+                    nil, kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly, .userPresence, nil)
+                    == SecAccessControlCreateWithFlags(
+                        nil, kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly, .userPresence, nil))
+            #expect(AnyHashable(context) != AnyHashable(LAContext()))
+
+            let delete: [String: AnyHashable] = [
+                kSecClass as String: kSecClassGenericPassword as String,
+                kSecAttrService as String: "com.example.valet",
+            ]
+            #expect(SecItemDelete(delete as CFDictionary) == errSecSuccess)
+            #expect(SecItemDelete(delete as CFDictionary) == errSecItemNotFound)
+        }
+    }
+
     @Test("kSecUseAuthenticationUISkip leaves protected items out of a search")
     func skip() throws {
         try withPinDevice { (_: Device) throws in

@@ -226,6 +226,75 @@ struct AppleCompatibilityTests {
     }
 
     @Test(
+        "one dictionary for everything (delete then add, update, read): kSecValueData in a query is ignored, return keys in a delete too"
+    )
+    func oneDictionaryForEverything() throws {
+        try withApp {
+            let service = "svc-\(UUID().uuidString)"
+            // The idiom: the add dictionary, return key and all, deletes what is there first.
+            var item: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
+                kSecAttrAccount as String: "alice", kSecValueData as String: Data("one".utf8),
+                kSecReturnData as String: true,
+            ]
+            #expect(SecItemDelete(item as CFDictionary) == errSecItemNotFound)
+            #expect(SecItemAdd(item as CFDictionary, nil) == errSecSuccess)
+            item[kSecValueData as String] = Data("two".utf8)
+            #expect(SecItemDelete(item as CFDictionary) == errSecSuccess)
+            #expect(SecItemAdd(item as CFDictionary, nil) == errSecSuccess)
+
+            // A read whose query carries other data still finds the item: never matched by secret.
+            var result: CFTypeRef?
+            item[kSecValueData as String] = Data("not what is stored".utf8)
+            #expect(SecItemCopyMatching(item as CFDictionary, &result) == errSecSuccess)
+            #expect(result as? Data == Data("two".utf8))
+
+            // Locksmith's update: the query is the new add dictionary, the changes the same minus
+            // the class.
+            var query = item
+            query.removeValue(forKey: kSecReturnData as String)
+            query[kSecValueData as String] = Data("three".utf8)
+            var changes = query
+            changes.removeValue(forKey: kSecClass as String)
+            #expect(SecItemUpdate(query as CFDictionary, changes as CFDictionary) == errSecSuccess)
+            #expect(SecItemCopyMatching(item as CFDictionary, &result) == errSecSuccess)
+            #expect(result as? Data == Data("three".utf8))
+            // Return keys still have no place in an update's query.
+            #expect(SecItemUpdate(item as CFDictionary, changes as CFDictionary) == errSecParam)
+        }
+    }
+
+    @Test(
+        "queries built Objective-C style: NSMutableDictionary, setObject(_:forKey: NSCopying), setValue(_:forKey:), CF keys"
+    )
+    func objectiveCStyleDictionaries() throws {
+        try withApp {
+            let service = "svc-\(UUID().uuidString)"
+            // Strongbox's way.
+            let add = NSMutableDictionary()
+            add.setObject(kSecClassGenericPassword, forKey: kSecClass as! NSCopying)
+            add.setObject(service, forKey: kSecAttrService as! NSCopying)
+            add.setObject(Data("boxed".utf8), forKey: kSecValueData as! NSCopying)
+            #expect(SecItemAdd(add, nil) == errSecSuccess)
+            // DAKeychain's way.
+            let query = NSMutableDictionary()
+            query.setValue(kSecClassGenericPassword, forKey: kSecClass as String)
+            query.setValue(service, forKey: kSecAttrService as String)
+            query.setValue(kCFBooleanTrue, forKey: kSecReturnData as String)
+            query.setValue(kCFBooleanTrue, forKey: kSecReturnAttributes as String)
+            var result: CFTypeRef?
+            #expect(SecItemCopyMatching(query, &result) == errSecSuccess)
+            let found = result as? NSDictionary
+            #expect(found?.value(forKey: kSecValueData as String) as? Data == Data("boxed".utf8))
+            query.setValue(nil, forKey: kSecReturnAttributes as String)
+            #expect(query.count == 3)
+            // Locksmith's default service comes from the bundle's identifier key.
+            #expect(String(kCFBundleIdentifierKey) == "CFBundleIdentifier")
+            #expect(SecItemDelete(query) == errSecSuccess)
+        }
+    }
+
+    @Test(
         "SecRandomCopyBytes fills with random bytes; LAContext reports no biometry and no system dialog"
     )
     func randomAndLocalAuthentication() {
