@@ -92,3 +92,13 @@ extension NSMutableDictionary {
         }
     }
 }
+
+// MARK: - CF string keys in [AnyHashable: Any]
+
+/// On Apple platforms an `NSString` (so a `CFString` constant such as `kSecAttrAccount`) in an
+/// `AnyHashable` is its `String`: `attributes[kSecAttrAccount]` finds the `"acct"` entry of an
+/// `[AnyHashable: Any]` result (SwiftKeychainWrapper's `allKeys` reads it so). Foundation on Linux
+/// keeps the `NSString`, equal to no `String`; this gives it Apple's behaviour.
+extension NSString: @retroactive _HasCustomAnyHashableRepresentation {
+    public func _toCustomAnyHashable() -> AnyHashable? { AnyHashable(self as String) }
+}

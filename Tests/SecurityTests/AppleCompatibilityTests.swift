@@ -265,7 +265,7 @@ struct AppleCompatibilityTests {
     }
 
     @Test(
-        "queries built Objective-C style: NSMutableDictionary, setObject(_:forKey: NSCopying), setValue(_:forKey:), CF keys"
+        "queries built Objective-C style: NSMutableDictionary, setObject(_:forKey: NSCopying), setValue(_:forKey:), results looked up by CF constants"
     )
     func objectiveCStyleDictionaries() throws {
         try withApp {
@@ -286,6 +286,15 @@ struct AppleCompatibilityTests {
             #expect(SecItemCopyMatching(query, &result) == errSecSuccess)
             let found = result as? NSDictionary
             #expect(found?.value(forKey: kSecValueData as String) as? Data == Data("boxed".utf8))
+            // SwiftKeychainWrapper's way of reading the results: [AnyHashable: Any], looked up
+            // with the CF constant itself.
+            query.setValue(kSecMatchLimitAll, forKey: kSecMatchLimit as String)
+            #expect(SecItemCopyMatching(query, &result) == errSecSuccess)
+            let all = result as? [[AnyHashable: Any]]
+            #expect(all?.count == 1 && all?[0][kSecAttrService] as? String == service)
+            #expect(all?[0][kSecAttrService as String] as? String == service)
+            #expect(AnyHashable(kSecAttrAccount) == AnyHashable(kSecAttrAccount as String))
+            query.setValue(nil, forKey: kSecMatchLimit as String)
             query.setValue(nil, forKey: kSecReturnAttributes as String)
             #expect(query.count == 3)
             // Locksmith's default service comes from the bundle's identifier key.
