@@ -8,16 +8,21 @@ import Sealing
 ///
 /// Format: magic `KSK2`, then `TLV` fields class (1), access group (2), service (3), account (4),
 /// synchronizable (5), envelope (6), and for an internet password server (7), port (8), path (9),
-/// protocol (10), authentication type (11), security domain (12). The envelope's associated data is `keepsake.keychain.v1`,
-/// NUL, and the canonical encoding of the fields but 6: a sealed value moved to another item (another
+/// protocol (10), authentication type (11), security domain (12), the envelope last. The
+/// envelope's associated data is `keepsake.keychain.v1`, NUL, and the clear header — the magic and
+/// every field but 6, in that canonical order: a sealed value moved to another item (another
 /// primary key, class or access group — which is the app's id by default) fails to open, and one
-/// whose clear header was edited fails too.
+/// whose clear header was edited, reordered or extended fails too. Opening authenticates the
+/// header exactly as stored (no re-encoding: that was a third of a read-all's opening time), and
+/// the opened record must then describe the same item as the parsed header.
 struct SealedItem: Equatable {
     static let magic = Data("KSK2".utf8)
 
     var accessible: Accessibility
     var key: PrimaryKey
     var envelope: Data
+    /// The header as stored: what the envelope was sealed with.
+    private var clearHeader: Data
 
     var protectionClass: ProtectionClass { accessible.protectionClass }
 
@@ -39,16 +44,21 @@ struct SealedItem: Equatable {
         return out
     }
 
-    private static func associatedData(_ accessible: Accessibility, _ key: PrimaryKey) -> Data {
-        Data("keepsake.keychain.v1\0".utf8) + header(accessible, key).bytes
+    private static let context = Data("keepsake.keychain.v1\0".utf8)
+
+    private static func associatedData(_ clearHeader: Data) -> Data {
+        var out = Data(capacity: context.count + clearHeader.count)
+        out.append(context)
+        out.append(clearHeader)
+        return out
     }
 
     /// Seals `record` under its class key.
     static func seal(_ record: StoredRecord, key classKey: SecureBytes) -> Data {
         let accessible = record.attributes.accessible
-        let envelope = Envelope.seal(
-            record.encoded(), key: classKey, associatedData: associatedData(accessible, record.key))
         var out = header(accessible, record.key)
+        let envelope = Envelope.seal(
+            record.encoded(), key: classKey, associatedData: associatedData(out.bytes))
         out.append(6, envelope)
         return out.bytes
     }
@@ -57,21 +67,26 @@ struct SealedItem: Equatable {
     static func parse(_ bytes: Data) throws(KeychainError) -> SealedItem {
         let fields = try KeychainTLV.fields(bytes, magic: magic, knownTags: 1...12)
         func string(_ tag: UInt8) throws(KeychainError) -> String {
-            guard let field = fields[tag], let value = String(data: field, encoding: .utf8) else {
+            guard let value = try? fields.string(tag) else {
                 throw KeychainTLV.malformed("missing or invalid header field")
             }
             return value
         }
         guard let accessible = Accessibility(rawValue: try string(1)),
-            let sync = fields[5], sync.count == 1, sync.first! <= 1, let envelope = fields[6]
+            let sync = try? fields.bool(5), let envelope = fields[6]
         else { throw KeychainTLV.malformed("bad sealed item header") }
+        // The envelope is the last field; everything before its tag and length is the header.
+        guard envelope.endIndex == bytes.endIndex else {
+            throw KeychainTLV.malformed("the envelope is not the last field")
+        }
+        let clearHeader = bytes[bytes.startIndex..<(envelope.startIndex - 5)]
         var internet: InternetLocation?
         if fields[7] != nil {
-            guard let port = fields[8], port.count == 8 else {
+            guard let port = try? fields.int64(8) else {
                 throw KeychainTLV.malformed("bad port in header")
             }
             internet = InternetLocation(
-                server: try string(7), port: Int(port.reduce(0) { $0 << 8 | Int64($1) }),
+                server: try string(7), port: Int(port),
                 path: try string(9), internetProtocol: try string(10),
                 authenticationType: try string(11), securityDomain: try string(12))
         }
@@ -79,8 +94,8 @@ struct SealedItem: Equatable {
             accessible: accessible,
             key: PrimaryKey(
                 accessGroup: try string(2), service: try string(3), account: try string(4),
-                synchronizable: sync.first! == 1, internet: internet),
-            envelope: Data(envelope))
+                synchronizable: sync, internet: internet),
+            envelope: Data(envelope), clearHeader: clearHeader)
     }
 
     /// Opens each of `items` with its class key from `keys` (which must hold every one), in
@@ -111,17 +126,20 @@ struct SealedItem: Equatable {
     func open(key classKey: SecureBytes) throws(KeychainError) -> StoredRecord {
         // The opened record is decoded at once and its buffer wiped; the item's data leaves as a
         // `Data` copy because the caller asked for it.
-        let opened: Result<StoredRecord, KeychainError>
+        var opened: Result<StoredRecord, KeychainError>?
         do {
-            opened = try Envelope.open(
-                envelope, key: classKey, associatedData: Self.associatedData(accessible, key)
-            ) { plaintext in
-                Result { () throws(KeychainError) in try StoredRecord.decode(Data(plaintext)) }
-            }
+            try Envelope.open(
+                envelope, key: classKey, associatedData: Self.associatedData(clearHeader),
+                decoding: { plaintext in
+                    opened = Result { () throws(KeychainError) in
+                        try StoredRecord.decode(Data(plaintext))
+                    }
+                    return true
+                })
         } catch {
             throw KeychainError(KeychainStatus.decode, "the item does not open (\(error.code))")
         }
-        let record = try opened.get()
+        let record = try opened!.get()
         guard record.key == key, record.attributes.accessible == accessible else {
             throw KeychainError(
                 KeychainStatus.decode, "the sealed record does not match its header")

@@ -195,35 +195,33 @@ struct StoredRecord: Sendable, Equatable {
         }
         let fields = ByTag(raw: raw)
         func string(_ tag: Tag) throws(KeychainError) -> String? {
-            guard let field = fields[tag] else { return nil }
-            guard let value = String(data: field, encoding: .utf8) else {
-                throw malformed("invalid UTF-8")
-            }
-            return value
+            do { return try raw.string(tag.rawValue) } catch { throw malformed("invalid UTF-8") }
         }
         func required(_ tag: Tag) throws(KeychainError) -> String {
             guard let value = try string(tag) else { throw malformed("missing field") }
             return value
         }
         func integer(_ tag: Tag) throws(KeychainError) -> Int64? {
-            guard let field = fields[tag] else { return nil }
-            guard field.count == 8 else { throw malformed("bad integer") }
-            return Int64(bitPattern: field.reduce(0) { $0 << 8 | UInt64($1) })
+            do { return try raw.int64(tag.rawValue) } catch { throw malformed("bad integer") }
         }
         func date(_ tag: Tag) throws(KeychainError) -> Date? {
             guard let milliseconds = try integer(tag) else { return nil }
             return Date(timeIntervalSince1970: Double(milliseconds) / 1000)
         }
-        guard let sync = fields[.synchronizable], sync.count == 1, sync.first! <= 1 else {
-            throw malformed("bad synchronizable")
-        }
+        let synchronizable: Bool
+        do {
+            guard let value = try raw.bool(Tag.synchronizable.rawValue) else {
+                throw malformed("bad synchronizable")
+            }
+            synchronizable = value
+        } catch { throw malformed("bad synchronizable") }
         guard let accessible = Accessibility(rawValue: try required(.accessible)) else {
             throw malformed("unknown class")
         }
         guard let data = fields[.data] else { throw malformed("missing data") }
         var attributes = GenericPasswordAttributes(
             service: try required(.service), account: try required(.account),
-            accessGroup: try required(.accessGroup), synchronizable: sync.first! == 1,
+            accessGroup: try required(.accessGroup), synchronizable: synchronizable,
             accessible: accessible, label: try string(.label), comment: try string(.comment),
             itemDescription: try string(.itemDescription),
             generic: fields[.generic].map { Data($0) })

@@ -116,43 +116,84 @@ package enum Envelope {
         _ envelope: some DataProtocol, key: SecureBytes, associatedData: some DataProtocol,
         _ body: (UnsafeRawBufferPointer) throws -> R
     ) throws(SealingError) -> R {
-        Sodium.initialize()
-        guard key.count == keyLength else { throw SealingError(.authentication) }
         let outcome: Result<R, SealingError> = withBytes(envelope) { bytes in
-            guard bytes.count >= overhead, bytes[0] == magic[0], bytes[1] == magic[1],
-                bytes[2] == magic[2]
-            else { return .failure(SealingError(.malformed)) }
-            guard bytes[3] == version else { return .failure(SealingError(.unknownVersion)) }
-            let base = bytes.bindMemory(to: UInt8.self).baseAddress!
-            let nonce = base + headerLength
-            let ciphertext = nonce + nonceLength
-            let plaintextLength = bytes.count - overhead
-            let plaintext = UnsafeMutableRawBufferPointer.allocate(
-                byteCount: max(plaintextLength, 1), alignment: 16)
-            defer {
-                sodium_memzero(plaintext.baseAddress, plaintext.count)
-                plaintext.deallocate()
-            }
-            let ok = withHeaderedAssociatedData(Array(bytes[0..<headerLength]), associatedData) {
-                ad in
-                key.withUnsafeBytes { k in
-                    var outLength: UInt64 = 0
-                    return crypto_aead_xchacha20poly1305_ietf_decrypt(
-                        plaintext.bindMemory(to: UInt8.self).baseAddress, &outLength, nil,
-                        ciphertext,
-                        UInt64(plaintextLength + tagLength),
-                        ad.bindMemory(to: UInt8.self).baseAddress, UInt64(ad.count), nonce,
-                        k.bindMemory(to: UInt8.self).baseAddress!) == 0
+            withBytes(associatedData) { ad in
+                var decoded: Result<R, SealingError> = .failure(SealingError(.malformed))
+                if let failure = open(
+                    bytes, key: key, associatedData: ad,
+                    { plaintext in
+                        do { decoded = .success(try body(plaintext)) } catch { return false }
+                        return true
+                    })
+                {
+                    return .failure(failure)
                 }
-            }
-            guard ok else { return .failure(SealingError(.authentication)) }
-            do {
-                return .success(
-                    try body(UnsafeRawBufferPointer(rebasing: plaintext[0..<plaintextLength])))
-            } catch {
-                return .failure(SealingError(.malformed, "the opened value did not decode"))
+                return decoded
             }
         }
         return try outcome.get()
+    }
+
+    /// `open(_:key:associatedData:_:)` for `Data`, without generics: `body` decodes the
+    /// plaintext into the caller's own variable and says whether it could. A read-all opens
+    /// thousands of envelopes, and the generic form looked up the metadata of its result type on
+    /// every one of them, under a lock the opening lanes then waited on.
+    package static func open(
+        _ envelope: Data, key: SecureBytes, associatedData: Data,
+        decoding body: (UnsafeRawBufferPointer) -> Bool
+    ) throws(SealingError) {
+        let failure = envelope.withUnsafeBytes { bytes in
+            associatedData.withUnsafeBytes { ad in
+                open(bytes, key: key, associatedData: ad, body)
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    /// The one opening: checks the header, authenticates and decrypts with the header and
+    /// `associatedData`, and hands the plaintext to `body` in a buffer wiped when it returns.
+    /// nil when opened and decoded.
+    private static func open(
+        _ bytes: UnsafeRawBufferPointer, key: SecureBytes, associatedData: UnsafeRawBufferPointer,
+        _ body: (UnsafeRawBufferPointer) -> Bool
+    ) -> SealingError? {
+        Sodium.initialize()
+        guard key.count == keyLength else { return SealingError(.authentication) }
+        guard bytes.count >= overhead, bytes[0] == magic[0], bytes[1] == magic[1],
+            bytes[2] == magic[2]
+        else { return SealingError(.malformed) }
+        guard bytes[3] == version else { return SealingError(.unknownVersion) }
+        let base = bytes.bindMemory(to: UInt8.self).baseAddress!
+        let nonce = base + headerLength
+        let ciphertext = nonce + nonceLength
+        let plaintextLength = bytes.count - overhead
+        // The envelope's header, then the caller's associated data, in one buffer.
+        let ad = UnsafeMutableRawBufferPointer.allocate(
+            byteCount: headerLength + associatedData.count, alignment: 16)
+        defer { ad.deallocate() }
+        ad.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[0..<headerLength]))
+        if associatedData.count > 0 {
+            UnsafeMutableRawBufferPointer(rebasing: ad[headerLength...]).copyMemory(
+                from: associatedData)
+        }
+        let plaintext = UnsafeMutableRawBufferPointer.allocate(
+            byteCount: max(plaintextLength, 1), alignment: 16)
+        defer {
+            sodium_memzero(plaintext.baseAddress, plaintext.count)
+            plaintext.deallocate()
+        }
+        let ok = key.withUnsafeBytes { k in
+            var outLength: UInt64 = 0
+            return crypto_aead_xchacha20poly1305_ietf_decrypt(
+                plaintext.bindMemory(to: UInt8.self).baseAddress, &outLength, nil,
+                ciphertext, UInt64(plaintextLength + tagLength),
+                ad.bindMemory(to: UInt8.self).baseAddress, UInt64(ad.count), nonce,
+                k.bindMemory(to: UInt8.self).baseAddress!) == 0
+        }
+        guard ok else { return SealingError(.authentication) }
+        guard body(UnsafeRawBufferPointer(rebasing: plaintext[0..<plaintextLength])) else {
+            return SealingError(.malformed, "the opened value did not decode")
+        }
+        return nil
     }
 }

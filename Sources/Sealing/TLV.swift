@@ -42,19 +42,45 @@ package struct TLV: Sendable {
         withUnsafeBytes(of: value.bigEndian) { append(tag, $0) }
     }
 
-    /// The fields of a record, by tag.
+    /// The fields of a record, by tag: where each value lies in the parsed bytes (kept inline, no
+    /// allocation per record: a read-all parses two records per item). Values are read straight
+    /// from the bytes; `subscript` hands one out as a `Data` slice of them.
     package struct Fields: Sendable {
-        private var values = [Data?](repeating: nil, count: 32)
+        private let bytes: Data
+        /// Per tag, the value's offset from `bytes.startIndex` (high 32 bits) and length (low 32),
+        /// or -1 when the tag is absent.
+        private var spans = InlineArray<32, Int64>(repeating: -1)
+
+        fileprivate init(_ bytes: Data) { self.bytes = bytes }
+
+        fileprivate func has(_ tag: UInt8) -> Bool { spans[Int(tag)] >= 0 }
+
+        fileprivate mutating func set(_ tag: UInt8, offset: Int, length: Int) {
+            spans[Int(tag)] = Int64(offset) << 32 | Int64(length)
+        }
+
+        private func range(_ tag: UInt8) -> Range<Int>? {
+            let span = spans[Int(tag)]
+            guard span >= 0 else { return nil }
+            let offset = Int(span >> 32)
+            return offset..<(offset + Int(span & 0xFFFF_FFFF))
+        }
+
+        /// `body` over the value's bytes, or nil when the tag is absent.
+        private func withValue<R>(_ tag: UInt8, _ body: (UnsafeRawBufferPointer) -> R) -> R? {
+            guard let range = range(tag) else { return nil }
+            return bytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[range])) }
+        }
+
         package subscript(tag: UInt8) -> Data? {
-            get { values[Int(tag)] }
-            set { values[Int(tag)] = newValue }
+            range(tag).map {
+                bytes[(bytes.startIndex + $0.lowerBound)..<(bytes.startIndex + $0.upperBound)]
+            }
         }
 
         package func string(_ tag: UInt8) throws(SealingError) -> String? {
-            guard let field = self[tag] else { return nil }
-            guard let value = String(data: field, encoding: .utf8) else {
-                throw SealingError(.malformed, "invalid UTF-8")
-            }
+            guard let value = withValue(tag, TLV.utf8) else { return nil }
+            guard let value else { throw SealingError(.malformed, "invalid UTF-8") }
             return value
         }
 
@@ -73,18 +99,38 @@ package struct TLV: Sendable {
         }
 
         package func bool(_ tag: UInt8) throws(SealingError) -> Bool? {
-            guard let field = self[tag] else { return nil }
-            guard field.count == 1, field.first! <= 1 else {
-                throw SealingError(.malformed, "bad boolean")
+            guard let byte = withValue(tag, { $0.count == 1 && $0[0] <= 1 ? $0[0] : nil }) else {
+                return nil
             }
-            return field.first! == 1
+            guard let byte else { throw SealingError(.malformed, "bad boolean") }
+            return byte == 1
         }
 
         package func int64(_ tag: UInt8) throws(SealingError) -> Int64? {
-            guard let field = self[tag] else { return nil }
-            guard field.count == 8 else { throw SealingError(.malformed, "bad integer") }
-            return Int64(bitPattern: field.reduce(0) { $0 << 8 | UInt64($1) })
+            let read = withValue(tag) { value -> Int64? in
+                guard value.count == 8 else { return nil }
+                return Int64(bitPattern: value.reduce(0) { $0 << 8 | UInt64($1) })
+            }
+            guard let read else { return nil }
+            guard let read else { throw SealingError(.malformed, "bad integer") }
+            return read
         }
+    }
+
+    /// `bytes` as a string, or nil when they are not valid UTF-8: decoded (invalid sequences
+    /// repaired to U+FFFD, which is valid and so never equal to what it replaced), then kept only if
+    /// its UTF-8 is the same bytes. (`String(validating:as:)` looked up generic metadata on every
+    /// call, under a lock: a tenth of a read-all's opening time, and the lanes waited on each
+    /// other.)
+    private static func utf8(_ bytes: UnsafeRawBufferPointer) -> String? {
+        let units = bytes.assumingMemoryBound(to: UInt8.self)
+        var decoded = String(decoding: units, as: UTF8.self)
+        let same = decoded.withUTF8 { utf8 in
+            utf8.count == units.count
+                && (units.isEmpty
+                    || memcmp(utf8.baseAddress!, units.baseAddress!, units.count) == 0)
+        }
+        return same ? decoded : nil
     }
 
     /// Parses `bytes`; only tags in `known` are allowed. Reads the layout through one raw buffer
@@ -93,7 +139,8 @@ package struct TLV: Sendable {
         throws(SealingError)
         -> Fields
     {
-        var fields = Fields()
+        guard bytes.count <= Int(Int32.max) else { throw SealingError(.malformed, "too large") }
+        var fields = Fields(bytes)
         let failure: SealingError? = bytes.withUnsafeBytes { raw in
             guard raw.count >= magic.count, raw.prefix(magic.count).elementsEqual(magic) else {
                 return SealingError(.malformed, "unknown header")
@@ -111,9 +158,8 @@ package struct TLV: Sendable {
                 guard length <= raw.count - start else {
                     return SealingError(.malformed, "truncated field")
                 }
-                guard fields[tag] == nil else { return SealingError(.malformed, "repeated field") }
-                let first = bytes.startIndex + start
-                fields[tag] = bytes[first..<(first + length)]
+                guard !fields.has(tag) else { return SealingError(.malformed, "repeated field") }
+                fields.set(tag, offset: start, length: length)
                 offset = start + length
             }
             return nil
