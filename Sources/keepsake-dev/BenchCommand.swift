@@ -42,7 +42,8 @@ struct KeychainBenchmark {
     let rounds: Int
     var provider: PrivateSecretService.Provider = .gnomeKeyring
 
-    /// The exit status of an attempt whose provider died under it.
+    /// The exit status of an attempt whose provider died under it (or dropped libsecret's
+    /// session): the next attempt starts over on a new provider.
     static let providerDied: Int32 = 75
 
     /// Runs each attempt in a process of its own (libsecret's calls keep the session bus they
@@ -65,7 +66,7 @@ struct KeychainBenchmark {
                 )
             }
             print(
-                "  \(provider.rawValue) died under attempt \(attempt) of \(attempts): starting over on a new one"
+                "  \(provider.rawValue) failed attempt \(attempt) of \(attempts) (above): starting over on a new one"
             )
             fflush(nil)
         }
@@ -82,6 +83,16 @@ struct KeychainBenchmark {
         do { try measure(service) } catch {
             guard service.isProviderAlive else {
                 print("keepsake bench keychain: \(provider.rawValue) died under the run: \(error)")
+                exit(Self.providerDied)
+            }
+            // kwalletd5 5.103 now and then answers libsecret's own calls with "Can't find
+            // session" for the session libsecret opened at its first call (once in four runs of
+            // 300 items here; Keepsake's calls open a new session and go again, libsecret's do
+            // not): the baseline can go no further, so the attempt starts over.
+            if "\(error)".contains("libsecret: Can't find session") {
+                print(
+                    "keepsake bench keychain: \(provider.rawValue) dropped libsecret's session: \(error)"
+                )
                 exit(Self.providerDied)
             }
             throw error

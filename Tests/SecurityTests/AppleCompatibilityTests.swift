@@ -265,6 +265,44 @@ struct AppleCompatibilityTests {
     }
 
     @Test(
+        "dictionaries keyed by the CF constants themselves ([CFString: Any] literals) and [String: any Sendable] ones"
+    )
+    func otherDictionaryTypes() throws {
+        try withApp {
+            let service = "svc-\(UUID().uuidString)"
+            let add =
+                [
+                    kSecValueData: Data("token".utf8), kSecClass: kSecClassGenericPassword,
+                    kSecAttrService: service, kSecAttrAccount: "github",
+                ] as CFDictionary
+            #expect(SecItemAdd(add, nil) == errSecSuccess)
+            #expect(SecItemAdd(add, nil) == errSecDuplicateItem)
+            let read =
+                [
+                    kSecAttrService: service, kSecAttrAccount: "github",
+                    kSecClass: kSecClassGenericPassword, kSecReturnData: true,
+                ] as CFDictionary
+            var result: AnyObject?
+            #expect(SecItemCopyMatching(read, &result) == errSecSuccess)
+            #expect(result as? Data == Data("token".utf8))
+            let sendable: [String: any Sendable] = [
+                kSecClass as String: kSecClassGenericPassword as String,
+                kSecAttrService as String: service, kSecAttrAccount as String: "github",
+                kSecReturnAttributes as String: true,
+                kSecMatchLimit as String: kSecMatchLimitAll as String,
+            ]
+            var all: CFTypeRef?
+            #expect(SecItemCopyMatching(sendable as CFDictionary, &all) == errSecSuccess)
+            #expect(
+                (all as? [[String: Any]])?.first?[kSecAttrAccount as String] as? String == "github")
+            let base: [CFString: Any] = [
+                kSecClass: kSecClassGenericPassword, kSecAttrService: service,
+            ]
+            #expect(SecItemDelete(base as CFDictionary) == errSecSuccess)
+        }
+    }
+
+    @Test(
         "queries built Objective-C style: NSMutableDictionary, setObject(_:forKey: NSCopying), setValue(_:forKey:), results looked up by CF constants"
     )
     func objectiveCStyleDictionaries() throws {
