@@ -137,7 +137,7 @@ package enum Envelope {
     /// `open(_:key:associatedData:_:)` for `Data`, without generics: `body` decodes the
     /// plaintext into the caller's own variable and says whether it could. A read-all opens
     /// thousands of envelopes, and the generic form looked up the metadata of its result type on
-    /// every one of them, under a lock the opening lanes then waited on.
+    /// every one of them, under a runtime lock.
     package static func open(
         _ envelope: Data, key: SecureBytes, associatedData: Data,
         decoding body: (UnsafeRawBufferPointer) -> Bool

@@ -120,8 +120,7 @@ package struct TLV: Sendable {
     /// `bytes` as a string, or nil when they are not valid UTF-8: decoded (invalid sequences
     /// repaired to U+FFFD, which is valid and so never equal to what it replaced), then kept only if
     /// its UTF-8 is the same bytes. (`String(validating:as:)` looked up generic metadata on every
-    /// call, under a lock: a tenth of a read-all's opening time, and the lanes waited on each
-    /// other.)
+    /// call, under a runtime lock: a tenth of a read-all's opening time.)
     private static func utf8(_ bytes: UnsafeRawBufferPointer) -> String? {
         let units = bytes.assumingMemoryBound(to: UInt8.self)
         var decoded = String(decoding: units, as: UTF8.self)
