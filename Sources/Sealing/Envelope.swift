@@ -79,9 +79,9 @@ package enum Envelope {
         try withWipedContiguousBytes(bytes, body)
     }
 
-    /// `header ‖ associatedData` in one temporary buffer.
+    /// `header ‖ associatedData` in one temporary buffer: what sealing and opening authenticate.
     static func withHeaderedAssociatedData<R>(
-        _ header: [UInt8], _ associatedData: some DataProtocol,
+        _ header: some DataProtocol, _ associatedData: some DataProtocol,
         _ body: (UnsafeRawBufferPointer) throws -> R
     ) rethrows -> R {
         try withBytes(associatedData) { ad in
@@ -167,28 +167,22 @@ package enum Envelope {
         let nonce = base + headerLength
         let ciphertext = nonce + nonceLength
         let plaintextLength = bytes.count - overhead
-        // The envelope's header, then the caller's associated data, in one buffer.
-        let ad = UnsafeMutableRawBufferPointer.allocate(
-            byteCount: headerLength + associatedData.count, alignment: 16)
-        defer { ad.deallocate() }
-        ad.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[0..<headerLength]))
-        if associatedData.count > 0 {
-            UnsafeMutableRawBufferPointer(rebasing: ad[headerLength...]).copyMemory(
-                from: associatedData)
-        }
         let plaintext = UnsafeMutableRawBufferPointer.allocate(
             byteCount: max(plaintextLength, 1), alignment: 16)
         defer {
             sodium_memzero(plaintext.baseAddress, plaintext.count)
             plaintext.deallocate()
         }
-        let ok = key.withUnsafeBytes { k in
-            var outLength: UInt64 = 0
-            return crypto_aead_xchacha20poly1305_ietf_decrypt(
-                plaintext.bindMemory(to: UInt8.self).baseAddress, &outLength, nil,
-                ciphertext, UInt64(plaintextLength + tagLength),
-                ad.bindMemory(to: UInt8.self).baseAddress, UInt64(ad.count), nonce,
-                k.bindMemory(to: UInt8.self).baseAddress!) == 0
+        let header = UnsafeRawBufferPointer(rebasing: bytes[0..<headerLength])
+        let ok = withHeaderedAssociatedData(header, associatedData) { ad in
+            key.withUnsafeBytes { k in
+                var outLength: UInt64 = 0
+                return crypto_aead_xchacha20poly1305_ietf_decrypt(
+                    plaintext.bindMemory(to: UInt8.self).baseAddress, &outLength, nil,
+                    ciphertext, UInt64(plaintextLength + tagLength),
+                    ad.bindMemory(to: UInt8.self).baseAddress, UInt64(ad.count), nonce,
+                    k.bindMemory(to: UInt8.self).baseAddress!) == 0
+            }
         }
         guard ok else { return SealingError(.authentication) }
         guard body(UnsafeRawBufferPointer(rebasing: plaintext[0..<plaintextLength])) else {
