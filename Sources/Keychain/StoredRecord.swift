@@ -208,13 +208,10 @@ struct StoredRecord: Sendable, Equatable {
             guard let milliseconds = try integer(tag) else { return nil }
             return Date(timeIntervalSince1970: Double(milliseconds) / 1000)
         }
-        let synchronizable: Bool
-        do {
-            guard let value = try raw.bool(Tag.synchronizable.rawValue) else {
-                throw malformed("bad synchronizable")
-            }
-            synchronizable = value
-        } catch { throw malformed("bad synchronizable") }
+        // Missing or not one byte 0/1 alike.
+        guard let synchronizable = try? raw.bool(Tag.synchronizable.rawValue) else {
+            throw malformed("bad synchronizable")
+        }
         guard let accessible = Accessibility(rawValue: try required(.accessible)) else {
             throw malformed("unknown class")
         }

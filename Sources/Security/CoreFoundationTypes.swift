@@ -67,7 +67,7 @@ nonisolated(unsafe) public let kCFBundleNameKey: CFString! = "CFBundleName"
 /// Mirrors `kCFBundleVersionKey`.
 nonisolated(unsafe) public let kCFBundleVersionKey: CFString! = "CFBundleVersion"
 
-// MARK: - Dictionary keys as NSCopying
+// MARK: - NSMutableDictionary as Apple declares it
 
 extension NSMutableDictionary {
     /// Apple's `setObject(_:forKey:)` takes an `NSCopying` key (`forKey: kSecClass as!
@@ -78,9 +78,7 @@ extension NSMutableDictionary {
         }
         setObject(anObject, forKey: key)
     }
-}
 
-extension NSMutableDictionary {
     /// Apple's key-value coding write on a dictionary (`query.setValue(kCFBooleanTrue, forKey:
     /// kSecReturnData as String)`): sets the object under `key`, or removes it for nil.
     /// (Foundation on Linux has the read, `value(forKey:)`, but not this.)
