@@ -361,18 +361,16 @@ struct SealedItemTamperTests {
         // The clear header is authenticated as stored: its fields reordered (the same values), or
         // the envelope moved before them, do not open either.
         let fields = try TLV.fields(sealed, magic: SealedItem.magic, known: 1...12)
-        func field(_ tag: UInt8) -> Data {
-            var out = Data([tag])
-            withUnsafeBytes(of: UInt32(fields[tag]!.count).bigEndian) { out.append(contentsOf: $0) }
-            return out + fields[tag]!
+        func sealedItem(inOrder tags: [UInt8]) -> Data {
+            var out = TLV(magic: SealedItem.magic)
+            for tag in tags { out.append(tag, fields[tag]!) }
+            return out.bytes
         }
-        expectRefused(SealedItem.magic + [2, 1, 3, 4, 5, 6].map(field).reduce(Data(), +))
-        expectRefused(SealedItem.magic + [6, 1, 2, 3, 4, 5].map(field).reduce(Data(), +))
+        expectRefused(sealedItem(inOrder: [2, 1, 3, 4, 5, 6]))
+        expectRefused(sealedItem(inOrder: [6, 1, 2, 3, 4, 5]))
         #expect(
-            try SealedItem.parse(
-                SealedItem.magic + [1, 2, 3, 4, 5, 6].map(field).reduce(Data(), +)
-            )
-            .open(key: classKey) == record)
+            try SealedItem.parse(sealedItem(inOrder: [1, 2, 3, 4, 5, 6])).open(key: classKey)
+                == record)
         #expect(refused == cases)
         print("tamper: sealed Keychain item (\(accessible)), \(refused) of \(cases) cases refused")
     }
