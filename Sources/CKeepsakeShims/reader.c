@@ -15,6 +15,7 @@
 #define SECRETS_NAME "org.freedesktop.secrets"
 #define SECRETS_PATH "/org/freedesktop/secrets"
 #define SERVICE_INTERFACE "org.freedesktop.Secret.Service"
+#define COLLECTION_INTERFACE "org.freedesktop.Secret.Collection"
 /* The largest reply read: a GetSecrets of ~50,000 items. A larger one ends the connection
  * (libdbus refuses it), which the caller rebuilds. */
 #define MAX_MESSAGE_BYTES (32 * 1024 * 1024)
@@ -294,12 +295,17 @@ static gchar **read_paths(DBusMessageIter *iterator) {
     return (gchar **)g_ptr_array_free(paths, FALSE);
 }
 
-static DBusMessage *search_message(unsigned count, const char *const *keys,
-                                   const char *const *values, GError **error) {
+/* Collection.SearchItems, not Service.SearchItems: the Service's search may ask a person first
+ * (KeePassXC, by default, opens an unlock dialog and waits in it when every database is locked);
+ * a collection's search never does. */
+static DBusMessage *search_message(const char *collection_path, unsigned count,
+                                   const char *const *keys, const char *const *values,
+                                   GError **error) {
+    if (!check_path(collection_path, error)) return NULL;
     for (unsigned i = 0; i < count; i++)
         if (!check_string(keys[i], error) || !check_string(values[i], error)) return NULL;
-    DBusMessage *message =
-        dbus_message_new_method_call(SECRETS_NAME, SECRETS_PATH, SERVICE_INTERFACE, "SearchItems");
+    DBusMessage *message = dbus_message_new_method_call(SECRETS_NAME, collection_path,
+                                                        COLLECTION_INTERFACE, "SearchItems");
     if (message == NULL) {
         set_out_of_memory(error);
         return NULL;
@@ -322,33 +328,18 @@ static DBusMessage *search_message(unsigned count, const char *const *keys,
     return message;
 }
 
-static void read_search(DBusMessage *reply, gchar ***unlocked, gchar ***locked) {
+/* The paths of a Collection.SearchItems reply (of type ao, checked). */
+static gchar **read_search(DBusMessage *reply) {
     DBusMessageIter fields;
     dbus_message_iter_init(reply, &fields);
-    *unlocked = read_paths(&fields);
-    dbus_message_iter_next(&fields);
-    *locked = read_paths(&fields);
-}
-
-gboolean keepsake_service_search(SecretService *service, unsigned count, const char *const *keys,
-                                 const char *const *values, gchar ***unlocked, gchar ***locked,
-                                 GError **error) {
-    Reader *reader = reader_of(service, error);
-    if (reader == NULL) return FALSE;
-    DBusMessage *message = search_message(count, keys, values, error);
-    if (message == NULL) return FALSE;
-    DBusMessage *reply = reader_call(reader, message, "SearchItems", "aoao", error);
-    if (reply == NULL) return FALSE;
-    read_search(reply, unlocked, locked);
-    dbus_message_unref(reply);
-    return TRUE;
+    return read_paths(&fields);
 }
 
 static DBusMessage *locked_message(const char *path, GError **error) {
     if (!check_path(path, error)) return NULL;
     DBusMessage *message = dbus_message_new_method_call(SECRETS_NAME, path,
                                                         DBUS_INTERFACE_PROPERTIES, "Get");
-    const char *interface = "org.freedesktop.Secret.Collection";
+    const char *interface = COLLECTION_INTERFACE;
     const char *property = "Locked";
     if (message == NULL ||
         !dbus_message_append_args(message, DBUS_TYPE_STRING, &interface, DBUS_TYPE_STRING,
@@ -389,15 +380,13 @@ gboolean keepsake_collection_is_locked(SecretService *service, const char *path,
     return ok;
 }
 
-gboolean keepsake_service_search_with_lock_state(SecretService *service, unsigned count,
-                                                 const char *const *keys,
-                                                 const char *const *values,
-                                                 const char *collection_path, gchar ***unlocked,
-                                                 gchar ***locked, gboolean *collection_locked,
-                                                 GError **error) {
+gboolean keepsake_collection_search(SecretService *service, const char *collection_path,
+                                    unsigned count, const char *const *keys,
+                                    const char *const *values, gchar ***paths,
+                                    gboolean *collection_locked, GError **error) {
     Reader *reader = reader_of(service, error);
     if (reader == NULL) return FALSE;
-    DBusMessage *search = search_message(count, keys, values, error);
+    DBusMessage *search = search_message(collection_path, count, keys, values, error);
     if (search == NULL) return FALSE;
     DBusMessage *lock_state = locked_message(collection_path, error);
     if (lock_state == NULL) {
@@ -416,23 +405,21 @@ gboolean keepsake_service_search_with_lock_state(SecretService *service, unsigne
         dbus_pending_call_unref(searching);
         return FALSE;
     }
-    GError *search_error = NULL;
-    DBusMessage *found = reader_finish(reader, searching, started, "SearchItems", "aoao",
-                                       &search_error);
+    DBusMessage *found = reader_finish(reader, searching, started, "SearchItems", "ao", error);
+    if (found == NULL) {
+        /* Failed (at the bound, maybe): the other answer is not waited for. */
+        dbus_pending_call_cancel(asking);
+        dbus_pending_call_unref(asking);
+        return FALSE;
+    }
     DBusMessage *answer = reader_finish(reader, asking, started, "Get Locked", "v", error);
-    if (found == NULL || answer == NULL) {
-        /* The search's error first: it is the one the caller asked for. */
-        if (found == NULL) {
-            g_clear_error(error);
-            g_propagate_error(error, search_error);
-        }
-        if (found != NULL) dbus_message_unref(found);
-        if (answer != NULL) dbus_message_unref(answer);
+    if (answer == NULL) {
+        dbus_message_unref(found);
         return FALSE;
     }
     gboolean ok = read_locked(answer, collection_locked, error);
     dbus_message_unref(answer);
-    if (ok) read_search(found, unlocked, locked);
+    if (ok) *paths = read_search(found);
     dbus_message_unref(found);
     return ok;
 }

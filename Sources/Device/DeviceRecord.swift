@@ -100,7 +100,9 @@ struct DeviceRecordStore: Sendable {
             let found = try call { () throws(SecretServiceError) in
                 try secretService.search(Self.attributes)
             }
-            if !found.locked.isEmpty {
+            // Locked: KeePassXC finds nothing in a locked database, and a record made then would
+            // be a second one (and its create an unlock dialog).
+            if found.collectionLocked {
                 throw DeviceError(.interactionNotAllowed, "the Secret Service collection is locked")
             }
             if let first = found.unlocked.min() {

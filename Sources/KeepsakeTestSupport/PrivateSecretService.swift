@@ -24,6 +24,30 @@ package final class PrivateSecretService: @unchecked Sendable {
     /// the pooled thread of such a save now and then (the kernel log says so); the benchmark,
     /// which times the calls and not the saves after them, runs it without.
     package let savesAfterEveryChange: Bool
+    /// What KeePassXC asks a person (the harness's KeePassXC only).
+    package let keepassxcConfirmations: KeePassXCConfirmations
+
+    /// What KeePassXC's Secret Service integration asks a person before it answers a client.
+    package enum KeePassXCConfirmations: Sendable {
+        /// Nothing: every confirmation and notification off (headless use).
+        case off
+        /// KeePassXC's own defaults: a client's first access to each item it did not make is
+        /// confirmed by a person, a search while the database is locked opens an unlock dialog
+        /// and waits in it, deletes are confirmed, uses are notified.
+        case asInstalled
+        /// Its defaults with the access confirmation off, as the README asks of a user.
+        case accessUnconfirmed
+
+        var settings: String {
+            switch self {
+            case .off:
+                "ShowNotification=false\nConfirmAccessItem=false\nConfirmDeleteItem=false\n"
+                    + "UnlockBeforeSearch=false"
+            case .asInstalled: ""
+            case .accessUnconfirmed: "ConfirmAccessItem=false"
+            }
+        }
+    }
 
     private struct State {
         /// Runs at stop, while the daemons still answer (test devices drop their runtime keys).
@@ -90,21 +114,26 @@ package final class PrivateSecretService: @unchecked Sendable {
     /// with its Secret Service integration on a database of its own).
     package static func start(
         masterPassword: String = "keepsake-test", provider: Provider = defaultProvider,
-        savesAfterEveryChange: Bool = true
+        savesAfterEveryChange: Bool = true, keepassxcConfirmations: KeePassXCConfirmations = .off
     ) throws -> PrivateSecretService {
         _ = SuiteSweep.begin
         let service = try PrivateSecretService(
             masterPassword: masterPassword, provider: provider,
-            savesAfterEveryChange: savesAfterEveryChange)
+            savesAfterEveryChange: savesAfterEveryChange,
+            keepassxcConfirmations: keepassxcConfirmations)
         try service.startBus()
         try service.startKeyring()
         Registry.shared.add(service)
         return service
     }
 
-    private init(masterPassword: String, provider: Provider, savesAfterEveryChange: Bool) throws {
+    private init(
+        masterPassword: String, provider: Provider, savesAfterEveryChange: Bool,
+        keepassxcConfirmations: KeePassXCConfirmations
+    ) throws {
         self.provider = provider
         self.savesAfterEveryChange = savesAfterEveryChange
+        self.keepassxcConfirmations = keepassxcConfirmations
         let base = FileManager.default.temporaryDirectory
             .appendingPathComponent("keepsake-ss-\(UUID().uuidString.prefix(8))")
         _ = Registry.shared
@@ -178,7 +207,7 @@ package final class PrivateSecretService: @unchecked Sendable {
 
     /// KeePassXC headless (PROVIDERS.md): a database whose one exposed group is the Secret
     /// Service's collection, made once with `keepassxc-cli import` from KeePass XML (the only way
-    /// to set `FDO_SECRETS_EXPOSED_GROUP`), integration on, every confirmation off.
+    /// to set `FDO_SECRETS_EXPOSED_GROUP`), integration on, its confirmations as asked.
     private func startKeePassXC() throws {
         let database = root.appendingPathComponent("keepsake.kdbx")
         let config = root.appendingPathComponent("keepassxc.ini")
@@ -209,10 +238,7 @@ package final class PrivateSecretService: @unchecked Sendable {
             Enabled=false
             [FdoSecrets]
             Enabled=true
-            ShowNotification=false
-            ConfirmAccessItem=false
-            ConfirmDeleteItem=false
-            UnlockBeforeSearch=false
+            \(keepassxcConfirmations.settings)
             [Security]
             LockDatabaseIdle=false
             LockDatabaseScreenLock=false
@@ -340,9 +366,16 @@ package final class PrivateSecretService: @unchecked Sendable {
                     bytes, "0",
                 ])) != nil
         }
-        let probe = connection(timeout: .seconds(2))
+        // The Service answering (its collections): a new wallet is no collection yet.
         try Self.wait("KWallet to own org.freedesktop.secrets", seconds: 30) {
-            (try? probe.search(["keepsake-probe": "1"])) != nil
+            (try? run(
+                "gdbus",
+                [
+                    "call", "--session", "--timeout", "2", "--dest", "org.freedesktop.secrets",
+                    "--object-path", "/org/freedesktop/secrets", "--method",
+                    "org.freedesktop.DBus.Properties.Get", "org.freedesktop.Secret.Service",
+                    "Collections",
+                ])) != nil
         }
     }
 

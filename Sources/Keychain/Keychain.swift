@@ -80,7 +80,7 @@ public final class Keychain: Sendable {
         let lock = try primaryKeyLock()
         // A miss in a locked collection is refused here, before a create that some providers
         // (KeePassXC) would answer with an unlock prompt.
-        if !(try unlockedItems(keyAttributes, expectingNone: true)).isEmpty {
+        if !(try unlockedItems(keyAttributes)).isEmpty {
             throw Self.duplicate
         }
 
@@ -212,7 +212,7 @@ public final class Keychain: Sendable {
             let existing = try secretServiceCall { () throws(SecretServiceError) in
                 try secretService.search(new.key.searchAttributes)
             }
-            if !existing.locked.isEmpty { throw Self.locked }
+            if existing.collectionLocked { throw Self.locked }
             if existing.unlocked.contains(where: { !matchedPaths.contains($0) }) {
                 throw Self.duplicate
             }
@@ -300,32 +300,14 @@ public final class Keychain: Sendable {
         return try unlockedItems(attributes)
     }
 
-    /// The unlocked items matching `attributes`. A locked match, or no match in a locked
-    /// collection (KeePassXC hides a locked database's items instead of listing them as locked),
-    /// is `errSecInteractionNotAllowed`: headless, nobody can unlock it.
-    ///
-    /// `expectingNone` (an add): the collection's lock state is asked together with the search,
-    /// not after it.
-    private func unlockedItems(_ attributes: [String: String], expectingNone: Bool = false)
-        throws(KeychainError) -> [ItemPath]
-    {
-        let (found, lockedAlongside) = try secretServiceCall {
-            () throws(SecretServiceError) -> (SearchResult, Bool?) in
-            if expectingNone { return try secretService.searchWithLockState(attributes) }
-            return (try secretService.search(attributes), nil)
+    /// The items matching `attributes`. A locked collection is `errSecInteractionNotAllowed`,
+    /// whether the provider lists its items as locked or hides them (KeePassXC): headless, nobody
+    /// can unlock it.
+    private func unlockedItems(_ attributes: [String: String]) throws(KeychainError) -> [ItemPath] {
+        let found = try secretServiceCall { () throws(SecretServiceError) in
+            try secretService.search(attributes)
         }
-        if !found.locked.isEmpty { throw Self.locked }
-        if found.unlocked.isEmpty {
-            let locked: Bool
-            if let lockedAlongside {
-                locked = lockedAlongside
-            } else {
-                locked = try secretServiceCall { () throws(SecretServiceError) in
-                    try secretService.isLocked()
-                }
-            }
-            if locked { throw Self.locked }
-        }
+        if found.collectionLocked { throw Self.locked }
         return found.unlocked
     }
 

@@ -59,7 +59,7 @@ public struct KeychainSync: Sendable {
             } catch {
                 throw KeychainError(error)
             }
-            if !found.locked.isEmpty { throw Keychain.locked }
+            if found.collectionLocked { throw Keychain.locked }
             unlocked += found.unlocked
         }
         var read: Device.KeyedRead

@@ -4,21 +4,20 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// Paths found by one `SearchItems` call.
+/// The paths one search of a collection found, and whether the collection was locked.
 package struct SearchResult: Sendable, Equatable {
+    /// The paths found in an unlocked collection.
     package var unlocked: [ItemPath]
+    /// The paths found in a locked collection (whose secrets cannot be read). Some providers
+    /// (KeePassXC) find nothing at all in a locked collection.
     package var locked: [ItemPath]
-}
+    /// The collection's `Locked` property, asked with the search.
+    package var collectionLocked: Bool
 
-extension SearchResult {
-    /// Takes (and frees) the two path arrays a search shim returned.
-    fileprivate init(
-        taking unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?,
-        _ locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
-    ) {
-        self.init(
-            unlocked: takeStringArray(unlocked).map(ItemPath.init),
-            locked: takeStringArray(locked).map(ItemPath.init))
+    init(_ paths: [ItemPath], collectionLocked: Bool) {
+        unlocked = collectionLocked ? [] : paths
+        locked = collectionLocked ? paths : []
+        self.collectionLocked = collectionLocked
     }
 }
 
@@ -238,39 +237,26 @@ public final class SecretServiceConnection: Sendable {
 
     // MARK: - Items
 
-    /// `SearchItems` with exact attribute matches. Mirrors `secret_service_search_for_dbus_paths_sync`.
-    package func search(_ attributes: [String: String]) throws(SecretServiceError) -> SearchResult {
-        try validate(attributes)
-        return try call(direct: true) { service, _, error -> SearchResult? in
-            var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
-            var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
-            let ok = withAttributeArrays(attributes) { count, k, v in
-                keepsake_service_search(service, count, k, v, &unlocked, &locked, &error)
-            }
-            guard ok != 0 else { return nil }
-            return SearchResult(taking: unlocked, locked)
-        }
-    }
-
-    /// `search` and the collection's `Locked` property (`isLocked`) with both calls in flight at
-    /// once: the time of one round trip where a search that finds nothing must then ask whether
-    /// the collection is locked (an add, where finding nothing is the rule).
-    package func searchWithLockState(
-        _ attributes: [String: String], in collection: CollectionPath = .default
-    ) throws(SecretServiceError) -> (found: SearchResult, locked: Bool) {
+    /// The items of `collection` whose attributes include `attributes` exactly, and whether the
+    /// collection is locked: its `SearchItems` and its `Locked` property, both in flight at once
+    /// (one round trip). The collection's search, never the Service's: KeePassXC answers the
+    /// Service's `SearchItems`, by default, with an unlock dialog when its database is locked and
+    /// waits in it for a person; a collection's search asks nobody on any provider.
+    package func search(_ attributes: [String: String], in collection: CollectionPath = .default)
+        throws(SecretServiceError) -> SearchResult
+    {
         try validate(attributes)
         try validate(collection.rawValue)
-        return try call(direct: true) { service, _, error -> (SearchResult, Bool)? in
-            var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
-            var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+        return try call(direct: true) { service, _, error -> SearchResult? in
+            var paths: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
             var collectionLocked: gboolean = 0
             let ok = withAttributeArrays(attributes) { count, k, v in
-                keepsake_service_search_with_lock_state(
-                    service, count, k, v, collection.rawValue, &unlocked, &locked,
-                    &collectionLocked, &error)
+                keepsake_collection_search(
+                    service, collection.rawValue, count, k, v, &paths, &collectionLocked, &error)
             }
             guard ok != 0 else { return nil }
-            return (SearchResult(taking: unlocked, locked), collectionLocked != 0)
+            return SearchResult(
+                takeStringArray(paths).map(ItemPath.init), collectionLocked: collectionLocked != 0)
         }
     }
 
@@ -391,9 +377,7 @@ public final class SecretServiceConnection: Sendable {
         }
     }
 
-    /// Whether `collection` is locked (its `Locked` property). Some providers (KeePassXC) hide a
-    /// locked collection's items from `SearchItems` instead of listing them as locked: a search
-    /// that finds nothing asks this before it answers "no such item".
+    /// Whether `collection` is locked (its `Locked` property; `search` asks it too).
     package func isLocked(_ collection: CollectionPath = .default) throws(SecretServiceError)
         -> Bool
     {

@@ -24,7 +24,7 @@ struct ImpostorProviderTests {
         defer { keepsake_rogue_stop(impostor) }
         let connection = service.connection(timeout: .seconds(2))
         let calls: [(method: String, type: String, call: () throws -> Void)] = [
-            ("SearchItems", "(aoao)", { _ = try connection.search(["service": "s"]) }),
+            ("SearchItems", "(ao)", { _ = try connection.search(["service": "s"]) }),
             (
                 "GetSecrets", "(a{o(oayays)})",
                 { _ = try connection.secrets(at: [ItemPath("/org/freedesktop/secrets/item/1")]) }

@@ -181,7 +181,7 @@ struct SecretServiceTests {
                 try connection.isLocked(CollectionPath(bad))
             }
             #expect(throws: SecretServiceError(.invalidArgument, message: "")) {
-                try connection.searchWithLockState(["k": "v"], in: CollectionPath(bad))
+                try connection.search(["k": "v"], in: CollectionPath(bad))
             }
         }
         #expect(try connection.search(["k": "none"]).unlocked.isEmpty)

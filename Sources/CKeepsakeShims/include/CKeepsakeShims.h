@@ -14,18 +14,12 @@ SecretService *keepsake_service_open(const char *bus_address, int timeout_ms,
 gboolean keepsake_reader_attach(SecretService *service, const char *bus_address, int timeout_ms,
                                 GError **error);
 
-/// Why: one SearchItems round trip on the caller's thread; its a{ss} built from two C arrays.
-gboolean keepsake_service_search(SecretService *service, unsigned count, const char *const *keys,
-                                 const char *const *values, gchar ***unlocked, gchar ***locked,
-                                 GError **error);
-
-/// Why: SearchItems and the collection's Locked property with both calls in flight at once.
-gboolean keepsake_service_search_with_lock_state(SecretService *service, unsigned count,
-                                                 const char *const *keys,
-                                                 const char *const *values,
-                                                 const char *collection_path, gchar ***unlocked,
-                                                 gchar ***locked, gboolean *collection_locked,
-                                                 GError **error);
+/// Why: a collection's SearchItems (its a{ss} built from two C arrays) and its Locked property,
+/// both in flight at once, on the caller's thread.
+gboolean keepsake_collection_search(SecretService *service, const char *collection_path,
+                                    unsigned count, const char *const *keys,
+                                    const char *const *values, gchar ***paths,
+                                    gboolean *collection_locked, GError **error);
 
 /// The secrets of one batched GetSecrets call.
 typedef struct {

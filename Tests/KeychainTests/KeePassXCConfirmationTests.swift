@@ -1,0 +1,149 @@
+import Device
+import Foundation
+import KeepsakeTestSupport
+import Keychain
+import SecretService
+import Testing
+
+/// KeePassXC as its users run it, not as the harness does: its Secret Service integration asks a
+/// person before some answers unless told not to. Keepsake must ask nobody, and answer at once.
+@Suite(
+    "KeePassXC with its own confirmations on",
+    .enabled(if: PrivateSecretService.defaultProvider == .gnomeKeyring))
+struct KeePassXCConfirmationTests {
+    /// Runs `body`, which must fail with `status`, and returns how long it took.
+    private func refused(
+        _ status: KeychainStatus, _ what: String, _ body: () throws -> Void
+    ) -> Duration {
+        let clock = ContinuousClock()
+        let start = clock.now
+        do {
+            try body()
+            Issue.record("\(what): succeeded")
+        } catch let error as KeychainError {
+            #expect(error.status == status, "\(what): \(error)")
+        } catch {
+            Issue.record("\(what): \(error)")
+        }
+        return clock.now - start
+    }
+
+    @Test(
+        "as the README asks (its defaults, access confirmation off): add, read, update and delete work with deletes confirmed and an unlock dialog before searches; a locked database answers errSecInteractionNotAllowed at once, where the Service's search waits in that dialog for a person"
+    )
+    func accessUnconfirmed() throws {
+        let service = try PrivateSecretService.start(
+            provider: .keepassxc, keepassxcConfirmations: .accessUnconfirmed)
+        defer { service.stop() }
+        let app = try ThrowawayApp.make()
+        let device = Device(
+            secretService: service.connection(), directory: Throwaway.directory("kpx-defaults"),
+            tuning: .fast)
+        let keychain = Keychain(app: app, device: device)
+        let alice = GenericPasswordQuery(service: "defaults", account: "alice")
+        try keychain.add(
+            GenericPasswordAttributes(service: "defaults", account: "alice"),
+            data: Data("one".utf8))
+        #expect(try keychain.data(matching: alice) == Data("one".utf8))
+        try keychain.update(matching: alice, with: GenericPasswordChanges(data: Data("two".utf8)))
+        #expect(try keychain.data(matching: alice) == Data("two".utf8))
+        try keychain.delete(matching: alice)
+        _ = refused(.itemNotFound, "read after delete") { _ = try keychain.data(matching: alice) }
+        let bob = GenericPasswordQuery(service: "defaults", account: "bob")
+        try keychain.add(
+            GenericPasswordAttributes(service: "defaults", account: "bob"), data: Data("b".utf8))
+
+        try service.lock()
+        let other = Keychain(app: app, device: device)  // no path cached: it must search
+        var slowest = Duration.zero
+        for (what, call) in [
+            ("read", { _ = try other.data(matching: bob) }),
+            (
+                "list",
+                {
+                    _ = try other.items(
+                        matching: GenericPasswordQuery(service: "defaults"), limit: .all)
+                }
+            ),
+            (
+                "add",
+                {
+                    try other.add(
+                        GenericPasswordAttributes(service: "defaults", account: "carol"),
+                        data: Data("c".utf8))
+                }
+            ),
+            ("delete", { try other.delete(matching: bob) }),
+        ] as [(String, () throws -> Void)] {
+            slowest = max(slowest, refused(.interactionNotAllowed, what, call))
+        }
+        // The bound is 5 s; a search that reached KeePassXC's dialog would take all of it.
+        #expect(slowest < .seconds(1), "\(slowest)")
+
+        // The trap avoided: the Service's own SearchItems (libsecret's) gets no answer while the
+        // database is locked, KeePassXC waiting in its unlock dialog.
+        let serviceSearch = Process()
+        serviceSearch.executableURL = URL(fileURLWithPath: "/usr/bin/gdbus")
+        serviceSearch.arguments = [
+            "call", "--session", "--timeout", "2", "--dest", "org.freedesktop.secrets",
+            "--object-path", "/org/freedesktop/secrets", "--method",
+            "org.freedesktop.Secret.Service.SearchItems", "{'service': 'defaults'}",
+        ]
+        serviceSearch.environment = service.environment
+        serviceSearch.standardOutput = FileHandle.nullDevice
+        serviceSearch.standardError = FileHandle.nullDevice
+        try serviceSearch.run()
+        serviceSearch.waitUntilExit()
+        #expect(serviceSearch.terminationStatus != 0, "the Service's search answered")
+
+        // Unlocked again (KeePassXC started on its database, as at a login), everything is there.
+        try service.unlock()
+        #expect(try keychain.data(matching: bob) == Data("b".utf8))
+    }
+
+    @Test(
+        "as installed (a person confirms each client's first access to each item; KeePassXC counts each D-Bus connection as a client): every call answers errSecInteractionNotAllowed at once and opens no dialog, and KeePassXC keeps answering"
+    )
+    func asInstalled() throws {
+        let service = try PrivateSecretService.start(
+            provider: .keepassxc, keepassxcConfirmations: .asInstalled)
+        defer { service.stop() }
+        let app = try ThrowawayApp.make()
+        let keychain = Keychain(
+            app: app,
+            device: Device(
+                secretService: service.connection(),
+                directory: Throwaway.directory("kpx-as-installed"), tuning: .fast))
+        var slowest = Duration.zero
+        for (what, call) in [
+            (
+                "add",
+                {
+                    try keychain.add(
+                        GenericPasswordAttributes(service: "installed", account: "a"),
+                        data: Data("a".utf8))
+                }
+            ),
+            (
+                "read",
+                { _ = try keychain.data(matching: GenericPasswordQuery(service: "installed")) }
+            ),
+            (
+                "a second add",
+                {
+                    try keychain.add(
+                        GenericPasswordAttributes(service: "installed", account: "b"),
+                        data: Data("b".utf8))
+                }
+            ),
+        ] as [(String, () throws -> Void)] {
+            slowest = max(slowest, refused(.interactionNotAllowed, what, call))
+        }
+        #expect(slowest < .seconds(1), "\(slowest)")
+        // No dialog holds KeePassXC: it answers another client at once.
+        let clock = ContinuousClock()
+        let start = clock.now
+        #expect(try service.connection(timeout: .seconds(2)).isLocked(.default) == false)
+        #expect(clock.now - start < .seconds(1))
+    }
+}
