@@ -316,7 +316,8 @@ public final class Keychain: Sendable {
     private func find(_ query: GenericPasswordQuery) throws(KeychainError) -> [Match] {
         let (groups, attributes) = try index(query)
         let found = try unlockedItems(attributes)
-        var read = try deviceCall { () throws(DeviceError) in try device.read(found) }
+        // The class keys the items need are read as they come up (one each, usually one).
+        var read = try deviceCall { () throws(DeviceError) in try device.read(found, classes: []) }
         var sealed: [(path: ItemPath, item: SealedItem)] = []
         for path in found {
             // Absent: deleted (or locked) between the search and the read.

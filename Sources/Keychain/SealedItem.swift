@@ -98,6 +98,10 @@ struct SealedItem: Equatable {
             envelope: Data(envelope), clearHeader: clearHeader)
     }
 
+    /// The cores `openAll` spreads over, asked once (`activeProcessorCount` reads the CPU
+    /// affinity at every call).
+    private static let processors = ProcessInfo.processInfo.activeProcessorCount
+
     /// Opens each of `items` with its class key from `keys` (which must hold every one), in
     /// order. Opening is pure CPU, a third of a read-all's own time: a batch of many is opened on
     /// every core.
@@ -111,7 +115,7 @@ struct SealedItem: Equatable {
                 try item.open(key: keys[item.protectionClass]!)
             }
         }
-        let lanes = min(ProcessInfo.processInfo.activeProcessorCount, items.count / 16)
+        let lanes = min(processors, items.count / 16)
         if lanes > 1 {
             DispatchQueue.concurrentPerform(iterations: lanes) { lane in
                 for index in stride(from: lane, to: items.count, by: lanes) { open(index) }
