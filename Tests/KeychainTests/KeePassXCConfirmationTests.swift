@@ -77,8 +77,10 @@ struct KeePassXCConfirmationTests {
         ] as [(String, () throws -> Void)] {
             slowest = max(slowest, refused(.interactionNotAllowed, what, call))
         }
-        // The bound is 5 s; a search that reached KeePassXC's dialog would take all of it.
-        #expect(slowest < .seconds(1), "\(slowest)")
+        // The bound is 5 s; a search that reached KeePassXC's dialog would take all of it (half of
+        // it, on a loaded machine, is still far from there; here each takes a few milliseconds).
+        #expect(slowest < .milliseconds(2_500), "\(slowest)")
+        print("KeePassXC, database locked: the slowest refusal took \(slowest) (bound 5 s)")
 
         // The trap avoided: the Service's own SearchItems (libsecret's) gets no answer while the
         // database is locked, KeePassXC waiting in its unlock dialog.
@@ -139,11 +141,12 @@ struct KeePassXCConfirmationTests {
         ] as [(String, () throws -> Void)] {
             slowest = max(slowest, refused(.interactionNotAllowed, what, call))
         }
-        #expect(slowest < .seconds(1), "\(slowest)")
+        #expect(slowest < .milliseconds(2_500), "\(slowest)")  // the bound is 5 s
+        print("KeePassXC as installed: the slowest refusal took \(slowest) (bound 5 s)")
         // No dialog holds KeePassXC: it answers another client at once.
         let clock = ContinuousClock()
         let start = clock.now
         #expect(try service.connection(timeout: .seconds(2)).isLocked(.default) == false)
-        #expect(clock.now - start < .seconds(1))
+        #expect(clock.now - start < .milliseconds(2_500))
     }
 }
