@@ -6,19 +6,15 @@ import Synchronization
 
 /// The paths one search of a collection found, and whether the collection was locked.
 package struct SearchResult: Sendable, Equatable {
-    /// The paths found in an unlocked collection.
-    package var unlocked: [ItemPath]
-    /// The paths found in a locked collection (whose secrets cannot be read). Some providers
-    /// (KeePassXC) find nothing at all in a locked collection.
-    package var locked: [ItemPath]
+    package var paths: [ItemPath]
     /// The collection's `Locked` property, asked with the search.
     package var collectionLocked: Bool
 
-    init(_ paths: [ItemPath], collectionLocked: Bool) {
-        unlocked = collectionLocked ? [] : paths
-        locked = collectionLocked ? paths : []
-        self.collectionLocked = collectionLocked
-    }
+    /// The paths found in an unlocked collection.
+    package var unlocked: [ItemPath] { collectionLocked ? [] : paths }
+    /// The paths found in a locked collection (whose secrets cannot be read). Some providers
+    /// (KeePassXC) find nothing at all in a locked collection.
+    package var locked: [ItemPath] { collectionLocked ? paths : [] }
 }
 
 /// A connection to the freedesktop Secret Service (`org.freedesktop.secrets`) through libsecret.
@@ -256,7 +252,8 @@ public final class SecretServiceConnection: Sendable {
             }
             guard ok != 0 else { return nil }
             return SearchResult(
-                takeStringArray(paths).map(ItemPath.init), collectionLocked: collectionLocked != 0)
+                paths: takeStringArray(paths).map(ItemPath.init),
+                collectionLocked: collectionLocked != 0)
         }
     }
 
