@@ -209,8 +209,11 @@ public final class Keychain: Sendable {
             planned.contains(where: { $0.1.key != $0.0.record.key }) ? try primaryKeyLock() : nil
         defer { withExtendedLifetime(lock) {} }
         for (old, new) in planned where new.key != old.record.key {
-            let existing = try unlockedItems(new.key.searchAttributes)
-            if existing.contains(where: { !matchedPaths.contains($0) }) {
+            let existing = try secretServiceCall { () throws(SecretServiceError) in
+                try secretService.search(new.key.searchAttributes)
+            }
+            if existing.collectionLocked { throw Self.locked }
+            if existing.unlocked.contains(where: { !matchedPaths.contains($0) }) {
                 throw Self.duplicate
             }
         }

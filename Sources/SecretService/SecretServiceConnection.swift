@@ -6,15 +6,19 @@ import Synchronization
 
 /// The paths one search of a collection found, and whether the collection was locked.
 package struct SearchResult: Sendable, Equatable {
-    package var paths: [ItemPath]
+    /// The paths found in an unlocked collection.
+    package var unlocked: [ItemPath]
+    /// The paths found in a locked collection (whose secrets cannot be read). Some providers
+    /// (KeePassXC) find nothing at all in a locked collection.
+    package var locked: [ItemPath]
     /// The collection's `Locked` property, asked with the search.
     package var collectionLocked: Bool
 
-    /// The paths found in an unlocked collection.
-    package var unlocked: [ItemPath] { collectionLocked ? [] : paths }
-    /// The paths found in a locked collection (whose secrets cannot be read). Some providers
-    /// (KeePassXC) find nothing at all in a locked collection.
-    package var locked: [ItemPath] { collectionLocked ? paths : [] }
+    init(_ paths: [ItemPath], collectionLocked: Bool) {
+        unlocked = collectionLocked ? [] : paths
+        locked = collectionLocked ? paths : []
+        self.collectionLocked = collectionLocked
+    }
 }
 
 /// A connection to the freedesktop Secret Service (`org.freedesktop.secrets`) through libsecret.
@@ -252,8 +256,7 @@ public final class SecretServiceConnection: Sendable {
             }
             guard ok != 0 else { return nil }
             return SearchResult(
-                paths: takeStringArray(paths).map(ItemPath.init),
-                collectionLocked: collectionLocked != 0)
+                takeStringArray(paths).map(ItemPath.init), collectionLocked: collectionLocked != 0)
         }
     }
 
