@@ -13,7 +13,9 @@ import TPM
 /// keyring), so a reboot forgets them; `WhenUnlocked…` keys are dropped at lock. Changing the
 /// passcode rewraps the class keys; no item is re-encrypted.
 extension Device {
-    var guessLimit: GuessLimit { GuessLimit(directory: directory, policy: retryPolicy) }
+    var guessLimit: GuessLimit {
+        GuessLimit(directory: directory, policy: retryPolicy, clock: tuning.clock)
+    }
 
     public func lockScreenKind() throws(DeviceError) -> LockScreenKind {
         try records.load().record.kind

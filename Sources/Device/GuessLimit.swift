@@ -25,10 +25,12 @@ struct GuessLimit {
 
     let lockFile: URL
     let policy: RetryPolicy
+    let clock: GuessClock
 
-    init(directory: URL, policy: RetryPolicy) {
+    init(directory: URL, policy: RetryPolicy, clock: GuessClock) {
         lockFile = directory.appendingPathComponent("lockscreen.lock")
         self.policy = policy
+        self.clock = clock
     }
 
     /// Runs `body` holding the device's guess lock (every process of the user takes the same).
@@ -43,23 +45,22 @@ struct GuessLimit {
 
     /// Sits out the delay earned by earlier wrong passcodes, or refuses at once when it is long.
     func admit(_ record: DeviceRecord) throws(DeviceError) {
-        let now = Self.milliseconds()
+        let now = clock.now()
         guard record.notBefore > now else { return }
         if Duration.milliseconds(record.notBefore - now) > policy.longestWait {
             throw DeviceError(
                 .authFailed, "too many wrong passcodes; try again in \(record.notBefore - now) ms")
         }
-        Thread.sleep(forTimeInterval: Double(record.notBefore - now) / 1000)
+        clock.sleep(record.notBefore - now)
     }
 
     /// Counts one attempt as failed (before it is checked): the next one waits longer.
     func countAttempt(_ record: inout DeviceRecord) {
         record.failures += 1
         record.notBefore =
-            Self.milliseconds() + Self.milliseconds(policy.delay(afterFailures: record.failures))
+            clock.now() + Self.milliseconds(policy.delay(afterFailures: record.failures))
     }
 
-    static func milliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
     static func milliseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1000
             + duration.components.attoseconds / 1_000_000_000_000_000

@@ -40,6 +40,24 @@ package final class PrivateWebDAV: @unchecked Sendable {
     /// looks at).
     package var documentRoot: URL { root.appendingPathComponent("htdocs") }
 
+    /// Every request the server has answered so far, as "METHOD STATUS" (its access log).
+    package var answered: [String] {
+        let log = try? String(
+            contentsOf: root.appendingPathComponent("access.log"), encoding: .utf8)
+        return log?.split(separator: "\n").map(String.init) ?? []
+    }
+
+    /// Waits until the server has answered a request as `line` ("METHOD STATUS") at least
+    /// `count` times, or `seconds` passed; says whether it had.
+    package func waitUntilAnswered(_ line: String, count: Int = 1, seconds: Double = 30) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while answered.filter({ $0 == line }).count < count {
+            guard ContinuousClock.now < deadline else { return false }
+            usleep(10_000)
+        }
+        return true
+    }
+
     /// Starts one (a few tries, each on another random port: one may be taken).
     package static func start(
         tls: Bool = false, swept: Bool = true, passwordHash: PasswordHash = .bcrypt
@@ -115,6 +133,8 @@ package final class PrivateWebDAV: @unchecked Sendable {
         Listen 127.0.0.1:\(port)
         PidFile \(root.path)/httpd.pid
         ErrorLog \(root.path)/error.log
+        LogFormat "%m %>s" method-and-status
+        CustomLog \(root.path)/access.log method-and-status
         User www-data
         Group www-data
         DocumentRoot \(documentRoot.path)

@@ -5,17 +5,20 @@ extension PrivateSecretService {
     /// A device for tests on this Secret Service: its directory `name` under the service's
     /// throwaway root (never the user's `$XDG_DATA_HOME`) — or, during the suite-wide sweep, kept
     /// for it, since everything Keepsake writes there is sealed — the cheapest Argon2id cost, and
-    /// the given cloud account, call timeout and retry delays. The same name gives the same
-    /// directory.
+    /// the given cloud account, call timeout and retry delays, and its delays sat out on `clock`
+    /// (a `ManualClock` of its own unless given: they advance it instead of sleeping). The same
+    /// name gives the same directory.
     package func device(
         _ name: String = "device", cloud: URL? = nil, timeout: Duration = .seconds(5),
-        retryPolicy: RetryPolicy = RetryPolicy(), tpm: PrivateTPM? = nil
+        retryPolicy: RetryPolicy = RetryPolicy(), tpm: PrivateTPM? = nil,
+        clock: ManualClock = ManualClock()
     ) -> Device {
         let device = Device(
             secretService: connection(timeout: timeout), directory: deviceDirectory(name),
             cloud: cloud.map(CloudDirectory.init), tpm: tpm?.configuration,
             escrow: cloud.flatMap { try? PrivateEscrow.of($0).configuration },
-            tuning: DeviceTuning(passcodeCost: .minimum, retryPolicy: retryPolicy))
+            tuning: DeviceTuning(
+                passcodeCost: .minimum, retryPolicy: retryPolicy, clock: clock.guessClock))
         // Its runtime keys are kernel state that outlives the test: a reboot at the end.
         atStop { try? device.reboot() }
         return device
@@ -35,7 +38,13 @@ extension RetryPolicy {
 }
 
 extension DeviceTuning {
-    /// The cheapest Argon2id cost and `RetryPolicy.fast`: for test devices and the development
-    /// tool's CLI runs. The shipped `keepsake` never uses it.
-    package static let fast = DeviceTuning(passcodeCost: .minimum, retryPolicy: .fast)
+    /// The cheapest Argon2id cost and `RetryPolicy.fast` on a `ManualClock` of its own (delays
+    /// advance it instead of sleeping): for test devices. The shipped `keepsake` never uses it.
+    package static var fast: DeviceTuning {
+        DeviceTuning(passcodeCost: .minimum, retryPolicy: .fast, clock: ManualClock().guessClock)
+    }
+
+    /// `fast` on the wall clock: the development tool's CLI runs, each a process of its own, whose
+    /// delays must really pass between processes. The shipped `keepsake` never uses it.
+    package static let fastOnWallClock = DeviceTuning(passcodeCost: .minimum, retryPolicy: .fast)
 }

@@ -9,7 +9,7 @@ import KeepsakeTestSupport
 // `scripts/demo` / `scripts/bench` run it; users install and run `keepsake`.
 exit(
     KeepsakeCLI.main(
-        tuning: .fast,
+        tuning: .fastOnWallClock,
         extraCommands: [
             "demo": { _, context in try DemoCommand.run(context) },
             "bench": { verb, context in try BenchCommand.run(verb, context) },

@@ -18,9 +18,12 @@ private func passcodeCases() throws -> [PasscodeCase] {
 }
 
 /// A device on its own private Secret Service, fast Argon2id and short retry delays.
-func makeDevice(_ service: PrivateSecretService, retryBase: Duration = .milliseconds(300)) -> Device
-{
-    service.device(retryPolicy: RetryPolicy(base: retryBase, longestWait: .seconds(5)))
+func makeDevice(
+    _ service: PrivateSecretService, retryBase: Duration = .milliseconds(300),
+    clock: ManualClock = ManualClock()
+) -> Device {
+    service.device(
+        retryPolicy: RetryPolicy(base: retryBase, longestWait: .seconds(5)), clock: clock)
 }
 
 /// Like `code`, but any other error reads as `.notAvailable`.
@@ -142,19 +145,19 @@ struct LockScreenTests {
     @Test("a wrong passcode answers authFailed, and the next attempt waits, across processes")
     func wrongPasscodeIsRateLimited() throws {
         let service = try PrivateSecretService.start()
-        let device = makeDevice(service, retryBase: .milliseconds(400))
+        let clock = ManualClock()
+        let device = makeDevice(service, retryBase: .milliseconds(400), clock: clock)
         try device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         try device.reboot()
         #expect(codeOrUnavailable { try device.unlock(passcode: "9999") } == .authFailed)
+        #expect(clock.slept == .zero)
         // Another "process" (a fresh Device on a fresh connection) sees the same delay.
-        let other = makeDevice(service, retryBase: .milliseconds(400))
-        let start = ContinuousClock.now
+        let other = makeDevice(service, retryBase: .milliseconds(400), clock: clock)
         #expect(codeOrUnavailable { try other.unlock(passcode: "8888") } == .authFailed)
-        #expect(ContinuousClock.now - start >= .milliseconds(350))
+        #expect(clock.slept == .milliseconds(400))
         // The delay grows: the second failure doubles it.
-        let again = ContinuousClock.now
         try other.unlock(passcode: "1234")
-        #expect(ContinuousClock.now - again >= .milliseconds(700))
+        #expect(clock.slept == .milliseconds(400 + 800))
         #expect(try device.state() == .unlocked)
     }
 
@@ -171,8 +174,7 @@ struct LockScreenTests {
         try device.setLockScreen(.pattern, passcode: "1-5-9-6", currentPasscode: "1234")
         try device.reboot()
         #expect(codeOrUnavailable { try device.unlock(passcode: "1234") } == .authFailed)
-        Thread.sleep(forTimeInterval: 0.35)
-        try device.unlock(passcode: "1-5-9-6")
+        try device.unlock(passcode: "1-5-9-6")  // sits out the delay on its test clock
         #expect(try ProtectionClass.allCases.map { try device.classKey($0) } == keys)
     }
 
@@ -238,7 +240,7 @@ struct EscrowRecordTests {
         let newcomer = other.device("newcomer", cloud: cloud)
         let start = ContinuousClock.now
         #expect(codeOrUnavailable { try newcomer.join(passcode: "1234") } == .corrupt)
-        #expect(ContinuousClock.now - start < .seconds(1))
+        #expect(ContinuousClock.now - start < Pace.scaled(.seconds(1)))  // refused before deriving
     }
 }
 

@@ -60,7 +60,8 @@ struct WebDAVTests {
             taken.withLock { $0 = true }
         }
         other.start()
-        Thread.sleep(forTimeInterval: 0.5)
+        // The other taker has been refused at least twice (it waits and asks again).
+        #expect(server.waitUntilAnswered("LOCK 423", count: 2))
         #expect(taken.withLock { $0 } == false)
         first = nil
         _ = first
@@ -151,8 +152,12 @@ struct WebDAVFaultTests {
         // `first` is stale now: its write loses, the object keeps the other writer's bytes.
         #expect(try !cloud.write("account", Data("three".utf8), ifVersion: first.version))
         #expect(try cloud.read("account") == Data("two".utf8))
-        // Once the tag is strong, If-Match carries the swap.
-        Thread.sleep(forTimeInterval: 1.2)
+        // Once the tag is strong (the file older than a second: aged on the server's disk
+        // rather than waited for), If-Match carries the swap.
+        let file = server.documentRoot.appendingPathComponent(cloud.url.path)
+            .appendingPathComponent("account")
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date(timeIntervalSinceNow: -10)], ofItemAtPath: file.path)
         let settled = try #require(try cloud.readVersioned("account"))
         #expect(settled.version.tag.map { !$0.hasPrefix("W/") } == true)
         #expect(try cloud.write("account", Data("four".utf8), ifVersion: settled.version))
@@ -261,12 +266,12 @@ struct WebDAVFaultTests {
         let failing = try FaultyHTTPServer { _ in .respond(status: 500, headers: [:], body: Data())
         }
         defer { failing.stop() }
-        let start = Date()
+        let start = ContinuousClock.now
         #expect(throws: CloudError.self) {
             try WebDAVCloud(url: failing.url, timeout: 2, attempts: 3).read("account")
         }
         #expect(failing.requests.count == 3)
-        #expect(Date().timeIntervalSince(start) < 5)
+        #expect(ContinuousClock.now - start < Pace.scaled(.seconds(5)))
     }
 
     @Test(
@@ -277,22 +282,22 @@ struct WebDAVFaultTests {
             .after(seconds: 30, .respond(status: 200, headers: [:], body: Data()))
         }
         defer { stalled.stop() }
-        var start = Date()
+        var start = ContinuousClock.now
         #expect(throws: CloudError.self) {
             try WebDAVCloud(url: stalled.url, timeout: 1, attempts: 1).read("account")
         }
-        #expect(Date().timeIntervalSince(start) < 3)
+        #expect(ContinuousClock.now - start < Pace.allowance(bound: .seconds(1), slack: .seconds(2)))
 
         let gibibyte = 1 << 30
         for announced in [gibibyte, nil] as [Int?] {
             let huge = try FaultyHTTPServer { _ in .stream(announced: announced, sent: gibibyte) }
             defer { huge.stop() }
-            start = Date()
+            start = ContinuousClock.now
             #expect(throws: CloudError.self) {
                 try WebDAVCloud(url: huge.url, timeout: 20, attempts: 3).read("account")
             }
             // Refused at the object's cap, not after a gibibyte (and never tried again).
-            #expect(Date().timeIntervalSince(start) < 5)
+            #expect(ContinuousClock.now - start < Pace.scaled(.seconds(5)))
             #expect(huge.requests.count == 1)
         }
 

@@ -60,12 +60,11 @@ struct LockScreenAttackTests {
         }
         #expect(changed.withLock { $0 } == 0)
         #expect(try keepsake(["device", "reboot"], service: service).status == 0)
-        Thread.sleep(forTimeInterval: 2.5)  // sit out the delays the wrong guesses earned
+        // Each unlock sits out the delay the wrong guesses earned (under its 5 s longest wait).
         let old = try keepsake(
             ["lockscreen", "unlock"], input: Data("1111\n".utf8), service: service)
         #expect(old.status == 1)
         #expect(old.stderr.contains("errSecAuthFailed"))
-        Thread.sleep(forTimeInterval: 2.5)
         let new = try keepsake(
             ["lockscreen", "unlock"], input: Data("2222\n".utf8), service: service)
         #expect(new.status == 0, "\(new.stderr)")

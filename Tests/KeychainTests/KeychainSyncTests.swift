@@ -111,7 +111,7 @@ struct KeychainSyncTests {
         try one.keychain.update(
             matching: GenericPasswordQuery(service: "s", account: "a", synchronizable: .yes),
             with: GenericPasswordChanges(data: Data("from one".utf8)))
-        Thread.sleep(forTimeInterval: 0.01)
+        waitForTheNextMillisecond()
         try two.keychain.update(
             matching: GenericPasswordQuery(service: "s", account: "a", synchronizable: .yes),
             with: GenericPasswordChanges(data: Data("from two".utf8)))

@@ -88,7 +88,7 @@ struct FrozenServiceTests {
             }
             let elapsed = ContinuousClock.now - start
             slowest = max(slowest, elapsed)
-            #expect(elapsed < .milliseconds(2500), "\(name) took \(elapsed)")
+            #expect(elapsed < Pace.scaled(.milliseconds(2500)), "\(name) took \(elapsed)")
         }
         let facade = RecoveryHints(
             service: try? RecoveryHintService.make(
@@ -97,7 +97,7 @@ struct FrozenServiceTests {
         let start = ContinuousClock.now
         #expect(facade.get() == .empty)
         facade.set(lastWallet: testWallet("w"))
-        #expect(ContinuousClock.now - start < .seconds(5))
+        #expect(ContinuousClock.now - start < Pace.scaled(.seconds(5)))
         #expect(!logged.withLock { $0.isEmpty })
         phone.service.thaw()
 
