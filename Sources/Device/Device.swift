@@ -70,7 +70,7 @@ public final class Device: Sendable {
         self.cloud = cloud
         self.tuning = tuning
         self.tpm = tpm
-        records = DeviceRecordStore(secretService: secretService)
+        records = DeviceRecordStore(secretService: secretService, directory: self.directory)
     }
 
     package var passcodeCost: Argon2Cost { tuning.passcodeCost }

@@ -80,14 +80,30 @@ struct DeviceRecord: Codable, Sendable {
             let record = try? JSONDecoder().decode(DeviceRecord.self, from: bytes.dropFirst(4)),
             (1...2).contains(record.version), record.deviceSecret.count == 32,
             record.cost?.isWithinBounds ?? true
-        else { throw DeviceError(.corrupt, "the device state does not decode") }
+        else {
+            throw DeviceError(
+                .corrupt,
+                "the device state does not decode (damaged, or written by something else): erasing the device (device wipe) starts it anew; items sealed under it are lost"
+            )
+        }
         return record
     }
 }
 
 /// Reads and writes the device record in the Secret Service's persistent collection.
+///
+/// A provider killed before it saved can come back with the record's item but not its secret
+/// (kwalletd5 writes a wallet to disk when it closes it; its item list reaches the disk before the
+/// secrets do). That state is gone for good: the record is made anew in the same item, its
+/// predecessor's runtime keys are dropped (its device ID is kept, public, in the device directory),
+/// and the one call that found it says so — every later call works on the new, empty device.
 struct DeviceRecordStore: Sendable {
     let secretService: SecretServiceConnection
+    /// The device directory: `device-id` there names the record's device (not secret).
+    let directory: URL
+
+    /// Where the current record's device ID is noted.
+    private var idFile: URL { directory.appendingPathComponent("device-id") }
 
     static let collection = CollectionPath.default
     static let attributes = ["xdg:schema": "org.keepsake.Device", "keepsake-device": "state"]
@@ -112,28 +128,61 @@ struct DeviceRecordStore: Sendable {
                 if let bytes = try call({ () throws(SecretServiceError) in
                     try secretService.secrets(at: [first])
                 })[first] {
-                    return (first, try DeviceRecord.decode(bytes))
+                    if bytes.isEmpty { try startOverAfterLoss(at: first) }
+                    let record = try DeviceRecord.decode(bytes)
+                    noteDeviceID(record.deviceID)
+                    return (first, record)
                 }
                 continue
             }
-            _ = try store(DeviceRecord.fresh(), replacing: nil)
+            noteDeviceID(try store(DeviceRecord.fresh(), replacing: nil).record.deviceID)
         }
         throw DeviceError(.notAvailable, "the device state could not be read")
     }
 
+    /// The record's item came back empty: makes the record anew in it, drops the lost device's
+    /// runtime keys, and throws what happened and what to do.
+    private func startOverAfterLoss(at path: ItemPath) throws(DeviceError) -> Never {
+        if let data = try? Data(contentsOf: idFile), data.count == 32,
+            let lost = String(data: data, encoding: .utf8), lost.allSatisfy(\.isHexDigit)
+        {
+            RuntimeKeys(deviceID: lost).forgetAll()
+        }
+        let fresh = DeviceRecord.fresh()
+        try store(fresh, replacing: path)
+        noteDeviceID(fresh.deviceID)
+        throw DeviceError(
+            .corrupt,
+            "the Secret Service lost the device state (it kept the item but not its contents: the provider stopped before it saved). The device starts anew without a lock screen: set it again (lockscreen set); items written before cannot be opened any more (delete and add them again); this call was not made: make it again"
+        )
+    }
+
+    /// Notes `id` in the device directory when it is not there yet (best effort: only a lost
+    /// state's clean-up reads it).
+    private func noteDeviceID(_ id: String) {
+        guard (try? Data(contentsOf: idFile)) != Data(id.utf8) else { return }
+        try? FileManager.default.createDirectory(
+            at: directory, withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
+        try? Data(id.utf8).write(to: idFile, options: .atomic)
+    }
+
     /// Writes `record` (in place when `path` is given).
     @discardableResult
-    func store(_ record: DeviceRecord, replacing path: ItemPath?) throws(DeviceError) -> ItemPath {
+    func store(_ record: DeviceRecord, replacing path: ItemPath?) throws(DeviceError) -> (
+        path: ItemPath, record: DeviceRecord
+    ) {
         let bytes = record.encoded()
         return try call { () throws(SecretServiceError) in
             if let path {
                 // In place (Item.SetSecret): no provider asks the user for that.
                 try secretService.replaceItem(at: path, secret: bytes)
-                return path
+                return (path, record)
             }
-            return try secretService.createItem(
+            let path = try secretService.createItem(
                 label: "Keepsake device state", attributes: Self.attributes, secret: bytes,
                 in: Self.collection)
+            return (path, record)
         }
     }
 

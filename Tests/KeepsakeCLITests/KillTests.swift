@@ -66,6 +66,10 @@ struct KillTests {
         // recent writes that ran to the end (a first few measured unkilled), so that on a quiet
         // machine and a loaded one alike some land, some die early and some die in the middle.
         var recent = [[TimeInterval]](repeating: [], count: kinds.count)
+        func typical(_ index: Int) -> TimeInterval {
+            let sorted = recent[index].sorted()
+            return sorted.isEmpty ? 0.05 : sorted[sorted.count / 2]
+        }
         func run(_ index: Int, value: Int, killAfter fraction: Double?) throws -> Process {
             let (arguments, input) = kinds[index].write(value)
             let process = Process()
@@ -83,12 +87,13 @@ struct KillTests {
             stdin.fileHandleForWriting.write(input)
             try stdin.fileHandleForWriting.close()
             if let fraction {
-                let typical = recent[index].sorted()[recent[index].count / 2]
-                usleep(UInt32(typical * fraction * 1_000_000))
+                usleep(UInt32(typical(index) * fraction * 1_000_000))
                 process.killWhileRunning()
             }
             process.waitUntilExit()
-            if process.terminationReason == .exit, let end = exited.instant {
+            if process.terminationReason == .exit {
+                // The handler may not have run yet when waitUntilExit returns: then now is close.
+                let end = exited.instant ?? ContinuousClock.now
                 recent[index] = (recent[index] + [(end - start) / .seconds(1)]).suffix(7)
             }
             return process
@@ -119,11 +124,9 @@ struct KillTests {
                 #expect(try service.connection().search(["service": "kill"]).unlocked.count == 1)
             }
         }
-        let typical = recent.enumerated().map {
-            "\(kinds[$0.offset].name) \(Int(($0.element.sorted()[$0.element.count / 2]) * 1000)) ms"
-        }
+        let measured = kinds.indices.map { "\(kinds[$0].name) \(Int(typical($0) * 1000)) ms" }
         print(
-            "kill: \(trial) trials over 4 stores (kill points drawn from the writes' measured times: \(typical.joined(separator: ", "))), \(killedMidway) killed before finishing; new value landed: \(landed.sorted { $0.key < $1.key })"
+            "kill: \(trial) trials over 4 stores (kill points drawn from the writes' measured times: \(measured.joined(separator: ", "))), \(killedMidway) killed before finishing; new value landed: \(landed.sorted { $0.key < $1.key })"
         )
         #expect(killedMidway > 20)
         #expect(landed.values.reduce(0, +) > 10, "too few writes landed to tell anything")
@@ -294,6 +297,7 @@ struct ProviderLostWritesTests {
         let service = try PrivateSecretService.start()
         let app = ["--app-id", "com.example.crash"] + deviceDirectory(of: service)
         let item = ["--service", "crash", "--account", "a"] + app
+        var lost = 0
         for round in 0..<3 {
             // Writes of every kind the device makes: the record, a lock screen, an unlock, an item.
             let set = try keepsake(
@@ -304,9 +308,18 @@ struct ProviderLostWritesTests {
                 input: Data("value \(round)".utf8), service: service)
             service.kill()  // SIGKILL: no wallet closed, no database saved
             try service.restart()
-            // Whatever the provider kept, the device answers: locked, unlocked, or made anew.
-            let status = try keepsake(["lockscreen", "status"] + app, service: service)
-            #expect(status.status == 0, "round \(round) (set \(set.status), add \(add.status)): \(status.stderr)")
+            // Whatever the provider kept, the device answers: as it was, or (the first call after
+            // a loss) saying exactly what was lost and what to do, and then made anew.
+            var status = try keepsake(["lockscreen", "status"] + app, service: service)
+            if status.status != 0 {
+                #expect(
+                    status.stderr.contains("lost the device state")
+                        && status.stderr.contains("lockscreen set"),
+                    "round \(round) (set \(set.status), add \(add.status)): \(status.stderr)")
+                lost += 1
+                status = try keepsake(["lockscreen", "status"] + app, service: service)
+            }
+            #expect(status.status == 0, "round \(round): \(status.stderr)")
             let unlock = try keepsake(
                 ["lockscreen", "unlock"] + app, input: Data("1234\n".utf8), service: service)
             #expect(!unlock.stderr.contains("errSecDecode"), "round \(round): \(unlock.stderr)")
@@ -318,6 +331,9 @@ struct ProviderLostWritesTests {
             let again = try keepsake(["lockscreen", "status"] + app, service: service)
             #expect(again.status == 0, "round \(round): \(again.stderr)")
         }
+        print(
+            "fault: \(service.provider.rawValue) killed before saving, 3 rounds: the device state lost \(lost) times, the device usable after each"
+        )
     }
 }
 

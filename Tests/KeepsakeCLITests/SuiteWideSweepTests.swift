@@ -11,11 +11,14 @@ struct SuiteWideSweep {
     func sweep() throws {
         let secrets = try SuiteSweep.recorded(.secrets)
         let sealedOrSecret = try SuiteSweep.recorded(.sealed).union(secrets)
-        // A device directory's one clear file is the device's settings (backup on, Block Store
-        // available): no secret, and JSON whose punctuation matches sealed JSON by chance.
+        // A device directory's clear files are the device's settings (backup on, Block Store
+        // available: no secret, and JSON whose punctuation matches sealed JSON by chance) and its
+        // public device ID (which sealed device lists name on purpose).
         let files =
             SuiteSweep.untrustedFiles()
-            + SuiteSweep.atRestFiles().filter { $0.lastPathComponent != "settings.json" }
+            + SuiteSweep.atRestFiles().filter {
+                !["settings.json", "device-id"].contains($0.lastPathComponent)
+            }
         let logs = SuiteSweep.keptStandardError()
         // Not vacuous: the suite sealed plenty, gave the CLI secrets and left plenty behind.
         #expect(

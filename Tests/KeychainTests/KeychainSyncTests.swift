@@ -81,7 +81,6 @@ struct KeychainSyncTests {
         try new.device.setLockScreen(.pin, passcode: "5555", currentPasscode: nil)
         #expect(try new.sync().skipped != nil)  // not joined yet
         #expect(throws: DeviceError.self) { try new.device.join(passcode: "0000") }
-        Thread.sleep(forTimeInterval: 1.05)
         try new.device.join(passcode: "1234")
         #expect(try new.sync().downloaded == 1)
         #expect(new.read("synced") == "travels")
