@@ -143,7 +143,7 @@ struct DeviceRecordStore: Sendable {
     /// The record's item came back empty: makes the record anew in it, drops the lost device's
     /// runtime keys, and throws what happened and what to do.
     private func startOverAfterLoss(at path: ItemPath) throws(DeviceError) -> Never {
-        if let data = try? Data(contentsOf: idFile), data.count == 32,
+        if let data = try? Files.read(idFile, limit: 64), data.count == 32,
             let lost = String(data: data, encoding: .utf8), lost.allSatisfy(\.isHexDigit)
         {
             RuntimeKeys(deviceID: lost).forgetAll()
@@ -160,11 +160,9 @@ struct DeviceRecordStore: Sendable {
     /// Notes `id` in the device directory when it is not there yet (best effort: only a lost
     /// state's clean-up reads it).
     private func noteDeviceID(_ id: String) {
-        guard (try? Data(contentsOf: idFile)) != Data(id.utf8) else { return }
-        try? FileManager.default.createDirectory(
-            at: directory, withIntermediateDirectories: true,
-            attributes: [.posixPermissions: 0o700])
-        try? Data(id.utf8).write(to: idFile, options: .atomic)
+        guard (try? Files.read(idFile, limit: 64)) != Data(id.utf8) else { return }
+        try? Files.ensureDirectory(directory)
+        try? Files.writeAtomically(Data(id.utf8), to: idFile)
     }
 
     /// Writes `record` (in place when `path` is given).

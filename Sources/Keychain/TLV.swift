@@ -7,6 +7,13 @@ enum KeychainTLV {
         throws(KeychainError)
         -> TLV.Fields
     {
+        // A provider stopped before it saved can keep an item without its secret (kwalletd5).
+        guard !bytes.isEmpty else {
+            throw KeychainError(
+                KeychainStatus.decode,
+                "the Secret Service holds this item without its contents (lost when the provider stopped before it saved it): delete the item and add it again"
+            )
+        }
         do {
             return try TLV.fields(bytes, magic: magic, known: knownTags)
         } catch {
