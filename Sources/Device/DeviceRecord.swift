@@ -135,6 +135,9 @@ struct DeviceRecordStore: Sendable {
                 }
                 continue
             }
+            // None (yet, or no more: a provider that lost the item itself). A device noted here
+            // before has no state left: its runtime keys go with it.
+            forgetNotedDevice()
             noteDeviceID(try store(DeviceRecord.fresh(), replacing: nil).record.deviceID)
         }
         throw DeviceError(.notAvailable, "the device state could not be read")
@@ -143,11 +146,7 @@ struct DeviceRecordStore: Sendable {
     /// The record's item came back empty: makes the record anew in it, drops the lost device's
     /// runtime keys, and throws what happened and what to do.
     private func startOverAfterLoss(at path: ItemPath) throws(DeviceError) -> Never {
-        if let data = try? Files.read(idFile, limit: 64), data.count == 32,
-            let lost = String(data: data, encoding: .utf8), lost.allSatisfy(\.isHexDigit)
-        {
-            RuntimeKeys(deviceID: lost).forgetAll()
-        }
+        forgetNotedDevice()
         let fresh = DeviceRecord.fresh()
         try store(fresh, replacing: path)
         noteDeviceID(fresh.deviceID)
@@ -155,6 +154,15 @@ struct DeviceRecordStore: Sendable {
             .corrupt,
             "the Secret Service lost the device state (it kept the item but not its contents: the provider stopped before it saved). The device starts anew without a lock screen: set it again (lockscreen set); items written before cannot be opened any more (delete and add them again); this call was not made: make it again"
         )
+    }
+
+    /// Drops the runtime keys of the device noted in the device directory.
+    private func forgetNotedDevice() {
+        if let data = try? Files.read(idFile, limit: 64), data.count == 32,
+            let noted = String(data: data, encoding: .utf8), noted.allSatisfy(\.isHexDigit)
+        {
+            RuntimeKeys(deviceID: noted).forgetAll()
+        }
     }
 
     /// Notes `id` in the device directory when it is not there yet (best effort: only a lost
