@@ -82,7 +82,8 @@ public struct BlockStoreSync: Sendable {
     public func join(passcode: SecureBytes) throws(BlockStoreError) -> Int {
         do { try device.join(passcode: passcode) } catch {
             let code: BlockStoreError.Code =
-                error.code == .authFailed ? .internalError : .networkError
+                error.code == .authFailed || error.code == .invalidPasscode
+                ? .internalError : .networkError
             throw BlockStoreError(code, error.message, underlying: error)
         }
         return try restore()

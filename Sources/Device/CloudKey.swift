@@ -57,7 +57,7 @@ extension Device {
                 "joining with a passcode needs the cloud's escrow (--escrow TCTI); join by approval of an existing device (device join --approval) or with the recovery key (device join --recovery-key)"
             )
         }
-        _ = try LockScreenKind.scalarCount(passcode)
+        try LockScreenKind.checkGuess(passcode)  // never a claim: refused before the escrow
         guard let found = try cloudCall({ try cloud.readVersioned(AccountObjects.escrow) }) else {
             throw DeviceError(
                 .notAvailable,

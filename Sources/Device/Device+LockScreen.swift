@@ -161,13 +161,20 @@ extension Device {
     public func unlock(passcode: SecureBytes) throws(DeviceError) -> SecureBytes? {
         guard try lockScreenKind().hasKnowledgeFactor else { return nil }
         var createdRecoveryKey: SecureBytes?
-        _ = try LockScreenKind.scalarCount(passcode)  // not UTF-8: refused, not counted
+        try LockScreenKind.checkGuess(passcode)  // never a guess: refused, not counted
         try guessLimit.exclusively { () throws(DeviceError) in
             let proof = try prove(passcode)
             var (path, record) = (proof.path, proof.record)
             let keys = try PasscodeKeys.unwrap(record.wrappedKeys, kek: proof.kek)
             try runtime().store(keys)
             let presence = try PasscodeKeys.unwrapPresence(record.wrappedKeys, kek: proof.kek)
+            let checks = PasscodeKeys.checks(
+                keys, deviceSecret: SecureBytes(copying: record.deviceSecret))
+            if record.keyChecks != checks {
+                // Written before checks existed (or the keys changed since): kept from now on.
+                record.keyChecks = checks
+                path = try records.store(record, replacing: path).path
+            }
             if record.version < 2 || (record.cost.map { $0.isBelow(passcodeCost) } ?? true) {
                 let oldSlot = record.tpm
                 var upgraded = record
@@ -298,7 +305,7 @@ extension Device {
     /// Checks `passcode`, counted first: the failure is stored before the slow derivation and
     /// cleared only after the passcode proved right. Call inside `guessLimit.exclusively`.
     func prove(_ passcode: SecureBytes) throws(DeviceError) -> Proof {
-        _ = try LockScreenKind.scalarCount(passcode)
+        try LockScreenKind.checkGuess(passcode)
         var (path, record) = try records.load()
         let limit = guessLimit
         try limit.admit(record)
@@ -398,6 +405,7 @@ extension Device {
             kek = PasscodeKeys.deviceKEK(deviceSecret)
         }
         record.wrappedKeys = PasscodeKeys.wrap(keys, kek: kek)
+        record.keyChecks = PasscodeKeys.checks(keys, deviceSecret: deviceSecret)
         record.presencePublicKey = nil
         if let presence, passcode != nil { record.setPresence(presence, kek: kek) }
         record.version = 2

@@ -101,7 +101,17 @@ public final class Device: Sendable {
 
     package func runtime() throws(DeviceError) -> RuntimeKeys {
         if let known = runtimeCache.withLock({ $0 }) { return known }
-        let keys = RuntimeKeys(deviceID: try records.load().record.deviceID)
+        let record = try records.load().record
+        let keys = RuntimeKeys(
+            deviceID: record.deviceID,
+            checks: record.keyChecks.map { stored in
+                stored.reduce(into: [:]) { checks, entry in
+                    if let protection = ProtectionClass(rawValue: entry.key) {
+                        checks[protection] = entry.value
+                    }
+                }
+            },
+            deviceSecret: SecureBytes(copying: record.deviceSecret))
         runtimeCache.withLock { $0 = keys }
         return keys
     }
@@ -110,7 +120,19 @@ public final class Device: Sendable {
 
     private var settingsFile: URL { directory.appendingPathComponent("settings.json") }
 
+    /// Refuses a device directory (or its `file`) that is not the user's alone
+    /// (`Files.checkOwnedByUser`).
+    func checkOwnDirectory(_ file: URL? = nil) throws(DeviceError) {
+        do {
+            try Files.checkOwnedByUser(directory)
+            if let file { try Files.checkOwnedByUser(file) }
+        } catch {
+            throw DeviceError(.notAvailable, "the device directory: \(error.localizedDescription)", underlying: error)
+        }
+    }
+
     public func settings() throws(DeviceError) -> DeviceSettings {
+        try checkOwnDirectory(settingsFile)
         do {
             guard let bytes = try Files.read(settingsFile) else {
                 return DeviceSettings()

@@ -23,6 +23,10 @@ struct DeviceRecord: Codable, Sendable {
     /// TPM path: where the TPM keeps this device's passcode-released secret and guess counter.
     var tpm: TPMSlot?
     var wrappedKeys: [String: Data]
+    /// Each class key's check value (`PasscodeKeys.check`), by class: a key in the kernel keyring
+    /// that does not match is not the device's and is never used. nil in records written before
+    /// checks existed (then runtime keys are taken unchecked until the next unlock writes them).
+    var keyChecks: [String: Data]?
     /// The cloud account's key, sealed under the AfterFirstUnlock class key.
     var wrappedCloudKey: Data?
     /// Wrong passcodes in a row, and the time before which no attempt is taken (ms since epoch).
@@ -70,6 +74,7 @@ struct DeviceRecord: Codable, Sendable {
             keys[protection] = SecureBytes(randomCount: Envelope.keyLength)
         }
         record.wrappedKeys = PasscodeKeys.wrap(keys, kek: PasscodeKeys.deviceKEK(secret))
+        record.keyChecks = PasscodeKeys.checks(keys, deviceSecret: secret)
         return record
     }
 
@@ -168,7 +173,9 @@ struct DeviceRecordStore: Sendable {
     /// Notes `id` in the device directory when it is not there yet (best effort: only a lost
     /// state's clean-up reads it).
     private func noteDeviceID(_ id: String) {
-        guard (try? Files.read(idFile, limit: 64)) != Data(id.utf8) else { return }
+        guard (try? Files.checkOwnedByUser(directory)) != nil,
+            (try? Files.read(idFile, limit: 64)) != Data(id.utf8)
+        else { return }
         try? Files.ensureDirectory(directory)
         try? Files.writeAtomically(Data(id.utf8), to: idFile)
     }

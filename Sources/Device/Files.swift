@@ -18,6 +18,30 @@ package enum Files {
             at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     }
 
+    /// Refuses a place the user does not hold alone: a directory or file (when it exists) that is
+    /// a symlink, owned by another user, or writable by the group or others. What Keepsake keeps
+    /// in a device directory (the guess lock, the settings, the device ID) guards the device, so a
+    /// directory another user controls is never used (OpenSSH's StrictModes). A missing one is
+    /// fine: Keepsake makes it 0700.
+    package static func checkOwnedByUser(_ url: URL) throws {
+        var status = stat()
+        guard lstat(url.path, &status) == 0 else {
+            if errno == ENOENT { return }
+            throw posixError("lstat")
+        }
+        if status.st_mode & S_IFMT == S_IFLNK {
+            throw refusal("\(url.path) is a symlink: refusing to use it")
+        }
+        if status.st_uid != geteuid() {
+            throw refusal(
+                "\(url.path) belongs to another user (uid \(status.st_uid)): refusing to use it; use a directory of your own")
+        }
+        if status.st_mode & 0o022 != 0 {
+            throw refusal(
+                "\(url.path) is writable by other users (mode \(String(status.st_mode & 0o777, radix: 8))): refusing to use it; chmod go-w it")
+        }
+    }
+
     package static func writeAtomically(_ data: Data, to url: URL) throws {
         let directory = url.deletingLastPathComponent()
         try ensureDirectory(directory)

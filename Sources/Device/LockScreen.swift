@@ -62,6 +62,22 @@ public enum LockScreenKind: String, Sendable, Hashable, CaseIterable, Codable {
         }
     }
 
+    /// Refuses, before anything is counted, what can never be a passcode of any kind: bytes that
+    /// are not UTF-8 (two such strings would both read as U+FFFD and unlock each other), or fewer
+    /// than 4 characters (the shortest pin, pattern or password). Every guess — an unlock, a
+    /// lock-screen change or a protected item proving the current passcode, a join through the
+    /// escrow — passes here first, so an empty or malformed input never spends one of the limited
+    /// attempts.
+    ///
+    /// - Throws: `.invalidPasscode` (errSecParam).
+    static func checkGuess(_ passcode: SecureBytes) throws(DeviceError) {
+        guard try scalarCount(passcode) >= 4 else {
+            throw DeviceError(
+                .invalidPasscode,
+                "a passcode is at least 4 characters: nothing shorter is tried or counted")
+        }
+    }
+
     /// The number of Unicode scalars in `bytes`, decoded in place.
     ///
     /// - Throws: `.invalidPasscode` when the bytes are not valid UTF-8 (two byte strings that are

@@ -70,6 +70,28 @@ package enum PasscodeKeys {
         KeyDerivation.keyedHash(key: deviceSecret, context: "keepsake.kek.device.v1")
     }
 
+    /// A class key's check value: BLAKE2b keyed by the device secret over the class and the key.
+    /// Kept in the device record beside the wrapped keys, so that a key found in the kernel
+    /// keyring is used only when it is this device's own (`RuntimeKeys`).
+    package static func check(
+        _ key: UnsafeRawBufferPointer, _ protection: ProtectionClass, deviceSecret: SecureBytes
+    ) -> Data {
+        KeyDerivation.keyedHash(
+            key: deviceSecret, context: "keepsake.runtime-key.check.v1\0\(protection.rawValue)", key
+        ).unsafeData()
+    }
+
+    /// The check values of `keys`, as the device record keeps them.
+    package static func checks(_ keys: [ProtectionClass: SecureBytes], deviceSecret: SecureBytes)
+        -> [String: Data]
+    {
+        keys.reduce(into: [:]) { checks, entry in
+            checks[entry.key.rawValue] = entry.value.withUnsafeBytes {
+                check($0, entry.key, deviceSecret: deviceSecret)
+            }
+        }
+    }
+
     private static func associatedData(_ protection: ProtectionClass) -> Data {
         Data("keepsake.classkey.v1\0\(protection.rawValue)".utf8)
     }

@@ -12,6 +12,11 @@ import Synchronization
 /// works the same on every provider. Lock invalidates the `WhenUnlocked…` keys; ``forgetAll()`` is a
 /// reboot (the test harness and `device reboot` use it).
 ///
+/// Any process of the user can write that keyring, so a key found there is used only after it
+/// matched the device record's check value for its class (`PasscodeKeys.check`, keyed by the
+/// device secret): a planted or replaced key reads as absent — the class locked — and is never
+/// sealed or opened with.
+///
 /// Thread-safe.
 package final class RuntimeKeys: Sendable {
     package let deviceID: String
@@ -24,7 +29,28 @@ package final class RuntimeKeys: Sendable {
     private let serials = Mutex<(ring: key_serial_t?, keys: [ProtectionClass: key_serial_t])>(
         (nil, [:]))
 
-    package init(deviceID: String) { self.deviceID = deviceID }
+    /// The check values a key read from the kernel must match (nil: a record from before checks,
+    /// whose keys are taken unchecked), and the device secret they are keyed by.
+    private let checks: Mutex<[ProtectionClass: Data]?>
+    private let deviceSecret: SecureBytes?
+
+    /// Runtime keys of `deviceID`; with `checks`, only keys matching them are ever returned.
+    package init(
+        deviceID: String, checks: [ProtectionClass: Data]? = nil, deviceSecret: SecureBytes? = nil
+    ) {
+        self.deviceID = deviceID
+        self.checks = Mutex(checks)
+        self.deviceSecret = deviceSecret
+    }
+
+    /// Whether `bytes`, read from the kernel as the key of `protection`, is the device's own.
+    private func isGenuine(_ bytes: UnsafeRawBufferPointer, _ protection: ProtectionClass) -> Bool
+    {
+        guard let checks = checks.withLock({ $0 }), let deviceSecret else { return true }
+        guard let expected = checks[protection] else { return false }
+        return constantTimeEquals(
+            PasscodeKeys.check(bytes, protection, deviceSecret: deviceSecret), expected)
+    }
 
     private var keyringName: String { "keepsake:device:\(deviceID)" }
     private func keyName(_ protection: ProtectionClass) -> String {
@@ -61,6 +87,18 @@ package final class RuntimeKeys: Sendable {
         // process's reboot may have unlinked the one this process knew.
         serials.withLock { $0 = (nil, [:]) }
         guard !keys.isEmpty, let ring = try keyring(create: true) else { return }
+        // Keys stored here come from the record (unwrapped): their checks hold from now on.
+        if let deviceSecret {
+            let stored = PasscodeKeys.checks(keys, deviceSecret: deviceSecret)
+            checks.withLock { checks in
+                guard checks != nil else { return }
+                for (name, value) in stored {
+                    if let protection = ProtectionClass(rawValue: name) {
+                        checks![protection] = value
+                    }
+                }
+            }
+        }
         for (protection, key) in keys {
             let serial = key.withUnsafeBytes { bytes in
                 add_key("user", keyName(protection), bytes.baseAddress, bytes.count, ring)
@@ -120,6 +158,8 @@ package final class RuntimeKeys: Sendable {
             {
                 return known
             }
+            // New bytes: used only when they are the device's own key (`recent` holds only such).
+            guard isGenuine(bytes, protection) else { return nil }
             let key = SecureBytes(copying: bytes)
             recent[protection] = key
             return key

@@ -21,8 +21,11 @@ struct Failure {
         case let error as DeviceError:
             (statusName, message, exitCode) = (KeychainError(error).statusName, error.message, 1)
         case let error as BlockStoreError:
-            // A wrong passcode at join is the device's errSecAuthFailed; the rest are Google's.
-            if let device = error.underlying as? DeviceError, device.code == .authFailed {
+            // A wrong (or impossible) passcode at join is the device's errSecAuthFailed
+            // (errSecParam); the rest are Google's.
+            if let device = error.underlying as? DeviceError,
+                device.code == .authFailed || device.code == .invalidPasscode
+            {
                 statusName = KeychainError(device).statusName
             } else {
                 statusName = error.code.description

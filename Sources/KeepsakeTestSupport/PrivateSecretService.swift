@@ -405,8 +405,16 @@ package final class PrivateSecretService: @unchecked Sendable {
     }
 
     /// Locks the default collection (`Secret.Service.Lock`, its prompt performed where the
-    /// provider answers with one that completes on its own).
-    package func lock() throws { try connection().lock(.default) }
+    /// provider answers with one that completes on its own), and returns once the collection says
+    /// it is locked: KeePassXC answers the call before its database has locked, which on a busy
+    /// machine left the next calls of a test reading an unlocked one.
+    package func lock() throws {
+        let connection = connection()
+        try connection.lock(.default)
+        try Self.wait("the default collection to lock", seconds: 30) {
+            (try? connection.isLocked(.default)) == true
+        }
+    }
 
     /// Unlocks the default collection with the master password, without a prompt: gnome-keyring
     /// through its own interface; KeePassXC, which unlocks only through a dialog, by starting it

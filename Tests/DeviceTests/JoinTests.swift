@@ -155,6 +155,36 @@ struct JoinTests {
     }
 
     @Test(
+        "an empty, too short or non-UTF-8 passcode is never a guess: unlock, a lock-screen change and a join through the escrow each answer invalidPasscode before anything is counted"
+    )
+    func impossiblePasscodesAreNeverGuesses() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        try phone.reboot()
+        let (tabletService, tablet) = try member(cloud)
+        defer { withExtendedLifetime(tabletService) {} }
+        let impossible = [Data(), Data("1".utf8), Data("471".utf8), Data([0x34, 0xFF, 0x37, 0x31])]
+        // More than the escrow's 10 claims and the device's limit, had any been counted.
+        for _ in 0..<3 {
+            for bytes in impossible {
+                let guess = SecureBytes(copying: bytes)
+                #expect(code { try tablet.join(passcode: guess) } == .invalidPasscode)
+                #expect(code { try phone.unlock(passcode: guess) } == .invalidPasscode)
+                #expect(
+                    code {
+                        try phone.setLockScreen(.pin, passcode: "1357", currentPasscode: guess)
+                    } == .invalidPasscode)
+            }
+        }
+        #expect(try phone.status().failedAttempts == 0)
+        #expect(try CloudDirectory(cloud).read("account-escrow") != nil)
+        try tablet.join(passcode: "4711")
+        try phone.unlock(passcode: "4711")
+    }
+
+    @Test(
         "without an escrow, joining with a passcode answers a clear error naming the other two ways"
     )
     func noEscrow() throws {

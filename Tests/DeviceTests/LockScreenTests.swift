@@ -142,6 +142,77 @@ struct LockScreenTests {
         #expect(try device.state() == .unlocked)
     }
 
+    @Test(
+        "a device directory (or its lock file) of another user, or writable by others, is refused with a clear error and never used",
+        arguments: ["other-user", "group-writable", "world-writable", "lock-file-of-other-user"])
+    func directoryNotTheUsers(_ case_: String) throws {
+        let service = try PrivateSecretService.start()
+        let device = makeDevice(service)
+        try device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try device.reboot()
+        let directory = service.deviceDirectory()
+        let lock = directory.appendingPathComponent("lockscreen.lock")
+        switch case_ {
+        case "other-user": #expect(chown(directory.path, 65534, 65534) == 0)
+        case "group-writable": #expect(chmod(directory.path, 0o770) == 0)
+        case "world-writable": #expect(chmod(directory.path, 0o703) == 0)
+        default: #expect(chown(lock.path, 65534, 65534) == 0)
+        }
+        var message = ""
+        #expect(
+            codeOrUnavailable {
+                do { try device.unlock(passcode: "1234") } catch let error as DeviceError {
+                    message = error.message
+                    throw error
+                }
+            } == .notAvailable)
+        #expect(
+            message.contains("another user") || message.contains("writable by other users"),
+            "\(message)")
+        if case_ != "lock-file-of-other-user" {  // the settings never take the guess lock
+            #expect(codeOrUnavailable { _ = try device.settings() } == .notAvailable)
+        }
+        // Made the user's own again, it works: nothing was counted meanwhile.
+        #expect(chown(directory.path, geteuid(), getegid()) == 0)
+        #expect(chown(lock.path, geteuid(), getegid()) == 0)
+        #expect(chmod(directory.path, 0o700) == 0)
+        try device.unlock(passcode: "1234")
+        #expect(try device.status().failedAttempts == 0)
+    }
+
+    @Test(
+        "a class key planted in (or replaced in) the kernel keyring by another process is refused: the device reads as locked, nothing is sealed or opened with it, and the real unlock works"
+    )
+    func plantedRuntimeKeyIsRefused() throws {
+        let service = try PrivateSecretService.start()
+        let device = makeDevice(service)
+        try device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        let genuine = try device.classKey(.whenUnlocked)
+        let id = try device.runtime().deviceID
+        try device.lock()
+        #expect(try device.state() == .locked)
+        // Another process of the user plants its own WhenUnlocked key beside the device's others.
+        let ring = try keyctl(["search", "@u", "keyring", "keepsake:device:\(id)"]).output
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let planted = Data((0..<32).map { _ in UInt8.random(in: 0...255) })
+        try keyctl(["padd", "user", "keepsake:\(id):\(ProtectionClass.whenUnlocked.rawValue)", ring],
+            input: planted)
+        // A fresh "process" (a new Device on a new connection) sees no WhenUnlocked key.
+        let other = makeDevice(service)
+        #expect(try other.state() == .locked)
+        #expect(codeOrUnavailable { _ = try other.classKey(.whenUnlocked) } == .interactionNotAllowed)
+        // Replacing the AfterFirstUnlock key (while it is there) is refused the same way.
+        try keyctl(["padd", "user", "keepsake:\(id):\(ProtectionClass.afterFirstUnlock.rawValue)", ring],
+            input: planted)
+        let third = makeDevice(service)
+        #expect(codeOrUnavailable { _ = try third.classKey(.afterFirstUnlock) } == .interactionNotAllowed)
+        // The real unlock puts the genuine keys back.
+        try third.unlock(passcode: "1234")
+        #expect(try third.state() == .unlocked)
+        #expect(try third.classKey(.whenUnlocked) == genuine)
+        #expect(try makeDevice(service).classKey(.whenUnlocked) == genuine)
+    }
+
     @Test("a wrong passcode answers authFailed, and the next attempt waits, across processes")
     func wrongPasscodeIsRateLimited() throws {
         let service = try PrivateSecretService.start()
@@ -245,14 +316,21 @@ struct EscrowRecordTests {
 }
 
 /// Runs the `keyctl` tool (keyutils) and returns its exit status and standard output.
-func keyctl(_ arguments: [String]) throws -> (status: Int32, output: String) {
+@discardableResult
+func keyctl(_ arguments: [String], input: Data? = nil) throws -> (status: Int32, output: String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/keyctl")
     process.arguments = arguments
     let out = Pipe()
     process.standardOutput = out
     process.standardError = FileHandle.nullDevice
+    let stdin = Pipe()
+    if input != nil { process.standardInput = stdin }
     try process.run()
+    if let input {
+        stdin.fileHandleForWriting.write(input)
+        try stdin.fileHandleForWriting.close()
+    }
     let data = out.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
