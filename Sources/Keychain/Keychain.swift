@@ -78,6 +78,9 @@ public final class Keychain: Sendable {
         // Keepsake write whole. Should another program put a second item under one primary key,
         // every reader still picks the same one (`creationOrder`), never by item path.
         let lock = try primaryKeyLock()
+        // Held to the end of the add: an unused binding may otherwise be released (and the flock
+        // dropped) right after it is made.
+        defer { withExtendedLifetime(lock) {} }
         // A miss in a locked collection is refused here, before a create that some providers
         // (KeePassXC) would answer with an unlock prompt.
         if !(try unlockedItems(keyAttributes)).isEmpty {
