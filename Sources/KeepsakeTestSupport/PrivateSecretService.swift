@@ -112,9 +112,15 @@ package final class PrivateSecretService: @unchecked Sendable {
 
     /// Starts a bus and an unlocked provider (gnome-keyring's secrets component, or KeePassXC
     /// with its Secret Service integration on a database of its own).
+    ///
+    /// KeePassXC saves its database at exit (a restart is a clean exit), and after every change
+    /// only with `savesAfterEveryChange`: with that save, 2.7.4 segfaults now and then in the
+    /// save's thread under bursts of writes on a busy machine (its own race; kernel log
+    /// `Thread (pooled)… segfault … libQt5Core`), so tests ask for it only where they read its
+    /// file. (Only KeePassXC reads this setting.)
     package static func start(
         masterPassword: String = "keepsake-test", provider: Provider = defaultProvider,
-        savesAfterEveryChange: Bool = true, keepassxcConfirmations: KeePassXCConfirmations = .off
+        savesAfterEveryChange: Bool = false, keepassxcConfirmations: KeePassXCConfirmations = .off
     ) throws -> PrivateSecretService {
         _ = SuiteSweep.begin
         let service = try PrivateSecretService(
@@ -686,11 +692,8 @@ package final class Daemon: @unchecked Sendable {
 }
 
 extension PrivateSecretService {
-    /// KeePassXC's shared instance saves its database at exit only: with its save after every
-    /// change, 2.7.4 segfaults now and then in that save's thread under bursts of writes from
-    /// many threads (its own race; kernel log `Thread (pooled)… segfault … libQt5Core`). The
-    /// tests that restart, kill or freeze their provider start their own, saving after every
-    /// change as users run it. (Only KeePassXC reads this setting.)
+    /// The shared instance, like every KeePassXC the harness starts unless asked, saves its
+    /// database at exit only (see `start`).
     private static let sharedInstance = Result {
         try PrivateSecretService.start(savesAfterEveryChange: false)
     }

@@ -15,7 +15,8 @@ private struct Phone {
     let clock = ManualClock()
 
     init(app: App? = nil) throws {
-        service = try PrivateSecretService.start()
+        // Saving after every change, as users run KeePassXC: its file on disk is read below.
+        service = try PrivateSecretService.start(savesAfterEveryChange: true)
         device = service.device(retryPolicy: .fast, clock: clock)
         keychain = Keychain(app: try app ?? ThrowawayApp.make(), device: device)
     }
