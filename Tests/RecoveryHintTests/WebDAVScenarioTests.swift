@@ -122,10 +122,13 @@ struct WebDAVScenarioTests {
         }
         group.wait()
         #expect(failures.withLock { $0 } == [])
-        for device in [phone, tablet] {
+        let all = Set(["phone", "tablet"].flatMap { name in (0..<rounds).map { "\(name)-\($0)" } })
+        for (name, device) in [("phone", phone), ("tablet", tablet)] {
             _ = try BlockStoreSync(device: device.device).restore()
             let entries = try BlockStoreClient(app: device.app, device: device.device).entries()
-            #expect(entries.count == 2 * rounds)
+            #expect(
+                entries.count == 2 * rounds,
+                "\(name) lacks \(all.subtracting(entries.map(\.key)).sorted())")
         }
     }
 }
