@@ -113,14 +113,15 @@ package final class PrivateSecretService: @unchecked Sendable {
     /// Starts a bus and an unlocked provider (gnome-keyring's secrets component, or KeePassXC
     /// with its Secret Service integration on a database of its own).
     ///
-    /// KeePassXC saves its database at exit (a restart is a clean exit), and after every change
-    /// only with `savesAfterEveryChange`: with that save, 2.7.4 segfaults now and then in the
-    /// save's thread under bursts of writes on a busy machine (its own race; kernel log
-    /// `Thread (pooled)… segfault … libQt5Core`), so tests ask for it only where they read its
-    /// file. (Only KeePassXC reads this setting.)
+    /// KeePassXC saves its database after every change, as users run it, unless
+    /// `savesAfterEveryChange` is false (then at exit only, which a restart's SIGTERM does not
+    /// reliably reach: tests that restart keep the default). With that save, 2.7.4 segfaults now
+    /// and then in the save's thread under bursts of writes on a busy machine (its own race;
+    /// kernel log `Thread (pooled)… segfault … libQt5Core`): the shared instance and the
+    /// write-heavy tests that never restart turn it off. (Only KeePassXC reads this setting.)
     package static func start(
         masterPassword: String = "keepsake-test", provider: Provider = defaultProvider,
-        savesAfterEveryChange: Bool = false, keepassxcConfirmations: KeePassXCConfirmations = .off
+        savesAfterEveryChange: Bool = true, keepassxcConfirmations: KeePassXCConfirmations = .off
     ) throws -> PrivateSecretService {
         _ = SuiteSweep.begin
         let service = try PrivateSecretService(
@@ -692,8 +693,8 @@ package final class Daemon: @unchecked Sendable {
 }
 
 extension PrivateSecretService {
-    /// The shared instance, like every KeePassXC the harness starts unless asked, saves its
-    /// database at exit only (see `start`).
+    /// The shared instance saves its database at exit only (see `start`): many tests write to it
+    /// from many threads, and none restarts it.
     private static let sharedInstance = Result {
         try PrivateSecretService.start(savesAfterEveryChange: false)
     }

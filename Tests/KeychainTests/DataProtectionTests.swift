@@ -15,8 +15,7 @@ private struct Phone {
     let clock = ManualClock()
 
     init(app: App? = nil) throws {
-        // Saving after every change, as users run KeePassXC: its file on disk is read below.
-        service = try PrivateSecretService.start(savesAfterEveryChange: true)
+        service = try PrivateSecretService.start()
         device = service.device(retryPolicy: .fast, clock: clock)
         keychain = Keychain(app: try app ?? ThrowawayApp.make(), device: device)
     }
