@@ -130,7 +130,7 @@ extension Device {
             let runtime = try runtime()
             try runtime.store(keys)
             do throws(DeviceError) {
-                path = try records.store(updated, replacing: path).path
+                path = try records.store(updated, replacing: path)
             } catch {
                 if let slot = updated.tpm, slot != oldSlot { destroySlot(slot) }
                 throw error
@@ -173,7 +173,7 @@ extension Device {
             if record.keyChecks != checks {
                 // Written before checks existed (or the keys changed since): kept from now on.
                 record.keyChecks = checks
-                path = try records.store(record, replacing: path).path
+                path = try records.store(record, replacing: path)
             }
             if record.version < 2 || (record.cost.map { $0.isBelow(passcodeCost) } ?? true) {
                 let oldSlot = record.tpm
@@ -181,13 +181,13 @@ extension Device {
                 try seal(
                     keys, presence: presence ?? SecureBytes(randomCount: 32), passcode: passcode,
                     into: &upgraded)
-                path = try records.store(upgraded, replacing: path).path
+                path = try records.store(upgraded, replacing: path)
                 if let oldSlot, oldSlot != upgraded.tpm { destroySlot(oldSlot) }
                 record = upgraded
             } else if presence == nil {
                 // A passcode set before presence keys existed: made at this unlock.
                 record.setPresence(SecureBytes(randomCount: 32), kek: proof.kek)
-                path = try records.store(record, replacing: path).path
+                path = try records.store(record, replacing: path)
             }
             if cloud != nil, let kept = try? maintainCloudKey(&record, passcode: passcode) {
                 if kept.changed { try records.store(record, replacing: path) }
@@ -310,12 +310,12 @@ extension Device {
         let limit = guessLimit
         try limit.admit(record)
         limit.countAttempt(&record)
-        path = try records.store(record, replacing: path).path
+        path = try records.store(record, replacing: path)
         let slotBefore = record.tpm
         let kek = try keyEncryptionKey(passcode, &record)
         record.failures = 0
         record.notBefore = 0
-        path = try records.store(record, replacing: path).path
+        path = try records.store(record, replacing: path)
         // A right passcode rebased the TPM slot: the old one goes once the new one is stored.
         if let slotBefore, slotBefore != record.tpm { destroySlot(slotBefore) }
         return Proof(path: path, record: record, kek: kek)

@@ -120,19 +120,8 @@ public final class Device: Sendable {
 
     private var settingsFile: URL { directory.appendingPathComponent("settings.json") }
 
-    /// Refuses a device directory (or its `file`) that is not the user's alone
-    /// (`Files.checkOwnedByUser`).
-    func checkOwnDirectory(_ file: URL? = nil) throws(DeviceError) {
-        do {
-            try Files.checkOwnedByUser(directory)
-            if let file { try Files.checkOwnedByUser(file) }
-        } catch {
-            throw DeviceError(.notAvailable, "the device directory: \(error.localizedDescription)", underlying: error)
-        }
-    }
-
     public func settings() throws(DeviceError) -> DeviceSettings {
-        try checkOwnDirectory(settingsFile)
+        try DeviceError.checkOwnedByUser([directory, settingsFile])
         do {
             guard let bytes = try Files.read(settingsFile) else {
                 return DeviceSettings()

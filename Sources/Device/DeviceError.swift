@@ -1,3 +1,4 @@
+import Foundation
 import SecretService
 
 /// The one error type of the Device module. Compares by code; never carries a passcode or key.
@@ -54,4 +55,18 @@ public struct DeviceError: Error, Sendable, Hashable, CustomStringConvertible {
     public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
     public func hash(into h: inout Hasher) { h.combine(code) }
     public var description: String { "\(code): \(message)" }
+}
+
+extension DeviceError {
+    /// `Files.checkOwnedByUser` for each of `places` (a device directory and a file in it), its
+    /// refusal as `.notAvailable`.
+    static func checkOwnedByUser(_ places: [URL]) throws(DeviceError) {
+        do {
+            for place in places { try Files.checkOwnedByUser(place) }
+        } catch {
+            throw DeviceError(
+                .notAvailable, "the device directory: \(error.localizedDescription)",
+                underlying: error)
+        }
+    }
 }

@@ -143,7 +143,9 @@ struct DeviceRecordStore: Sendable {
             // None (yet, or no more: a provider that lost the item itself). A device noted here
             // before has no state left: its runtime keys go with it.
             forgetNotedDevice()
-            noteDeviceID(try store(DeviceRecord.fresh(), replacing: nil).record.deviceID)
+            let fresh = DeviceRecord.fresh()
+            try store(fresh, replacing: nil)
+            noteDeviceID(fresh.deviceID)
         }
         throw DeviceError(.notAvailable, "the device state could not be read")
     }
@@ -182,20 +184,17 @@ struct DeviceRecordStore: Sendable {
 
     /// Writes `record` (in place when `path` is given).
     @discardableResult
-    func store(_ record: DeviceRecord, replacing path: ItemPath?) throws(DeviceError) -> (
-        path: ItemPath, record: DeviceRecord
-    ) {
+    func store(_ record: DeviceRecord, replacing path: ItemPath?) throws(DeviceError) -> ItemPath {
         let bytes = record.encoded()
         return try call { () throws(SecretServiceError) in
             if let path {
                 // In place (Item.SetSecret): no provider asks the user for that.
                 try secretService.replaceItem(at: path, secret: bytes)
-                return (path, record)
+                return path
             }
-            let path = try secretService.createItem(
+            return try secretService.createItem(
                 label: "Keepsake device state", attributes: Self.attributes, secret: bytes,
                 in: Self.collection)
-            return (path, record)
         }
     }
 
