@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "Preferences", targets: ["Preferences"]),
         .library(name: "RecoveryHint", targets: ["RecoveryHint"]),
         .executable(name: "keepsake", targets: ["keepsake"]),
+        .executable(name: "keepsake-escrow", targets: ["keepsake-escrow"]),
     ],
     targets: [
         // C stays below this line: one system library per C library, one small shim target.
@@ -53,11 +54,16 @@ let package = Package(
         .target(name: "Sealing", dependencies: ["CSodium"]),
         // Knows tpm2-tss ESAPI, nothing about keychains: passcode slots under a guess counter.
         .target(name: "TPM", dependencies: ["CKeepsakeTPMShims", "Sealing"]),
+        // The escrow's protocol, both sides: an OPRF on ristretto255, a count kept by the escrow,
+        // proofs of the passcode that tell a listener nothing. Knows libsodium (via Sealing) only.
+        .target(name: "Escrow", dependencies: ["Sealing"]),
         // The "operating system" the apps run on: app identity, container, directories, the lock
         // screen and its guess limit, class keys, runtime keys (kernel keyring), the cloud key.
         .target(
             name: "Device",
-            dependencies: ["SecretService", "Sealing", "TPM", "CKeyutils", "CKeepsakeHTTP"]),
+            dependencies: [
+                "SecretService", "Sealing", "TPM", "Escrow", "CKeyutils", "CKeepsakeHTTP",
+            ]),
         // Apple's generic-password semantics, Swift-native API.
         .target(name: "Keychain", dependencies: ["SecretService", "Device", "Sealing"]),
         // Google's Block Store: entries sealed in the device directory, cloud copies under E2EE.
@@ -81,7 +87,7 @@ let package = Package(
         // The private Secret Service harness and throwaway devices (tests, demo, benchmarks).
         .target(
             name: "KeepsakeTestSupport",
-            dependencies: ["SecretService", "Device", "Sealing", "TPM", "CSecret", "CSodium"]),
+            dependencies: ["SecretService", "Device", "Sealing", "TPM", "Escrow", "CSecret", "CSodium"]),
         // The command line's commands, shared by the shipped `keepsake` and `keepsake-dev`.
         // Knows the library modules, never the test harness.
         .target(
@@ -92,6 +98,9 @@ let package = Package(
             ]),
         // The shipped command line: the product alone.
         .executableTarget(name: "keepsake", dependencies: ["KeepsakeCLI"]),
+        // The escrow service a cloud account's devices join through with a passcode: it owns
+        // its state (slots, counts) and answers only `EscrowProtocol`.
+        .executableTarget(name: "keepsake-escrow", dependencies: ["Escrow", "Device"]),
         // The development tool, not a product: the command line at test speed plus demo, bench
         // and the load-test worker on the private harness. Never shipped.
         .executableTarget(
@@ -127,7 +136,9 @@ let package = Package(
             dependencies: ["Keychain", "KeepsakeTestSupport", "SecretService", "Device", "Sealing"]),
         .testTarget(
             name: "DeviceTests",
-            dependencies: ["Device", "KeepsakeTestSupport", "SecretService", "Sealing", "TPM"]),
+            dependencies: [
+                "Device", "KeepsakeTestSupport", "SecretService", "Sealing", "TPM", "Escrow",
+            ]),
         .testTarget(
             name: "SecurityTests",
             dependencies: [

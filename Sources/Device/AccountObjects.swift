@@ -6,14 +6,14 @@ import TPM
 
 /// The cloud account's own objects. None holds anything a passcode guess can be tested against:
 /// the account key is in the cloud only sealed under a random recovery key (160 bits), sealed to a
-/// device's X25519 key (an approval), or inside the escrow TPM (released to a passcode claim under
-/// the escrow's own guess limit).
+/// device's X25519 key (an approval), or at the escrow service (released to a passcode claim under
+/// the escrow's own count).
 enum AccountObjects {
     /// `account`: the account's public description (a check value of its key).
     static let account = "account"
     /// `account-recovery`: the account key sealed under a key derived from the recovery key.
     static let recovery = "account-recovery"
-    /// `account-escrow`: where the escrow TPM keeps the account key (public values only).
+    /// `account-escrow`: the account key's slot at the escrow service (its ID only).
     static let escrow = "account-escrow"
     /// `join-<id>`: a new device's join request; `join-<id>-approval`: its approval.
     static func joinRequest(_ id: String) -> String { "join-\(id)" }
@@ -54,21 +54,17 @@ struct AccountRecord: Codable, Equatable {
     }
 }
 
-/// `account-escrow`: the escrow TPM's slot for the account key and the passcode claim's
-/// derivation (salt, cost). The TPM releases the key only to the right claim, at most 10 wrong
-/// claims in a row from all devices together.
+/// `account-escrow`: the account key's slot at the escrow service (`EscrowConfiguration`). The
+/// escrow keeps the passcode key's salt and cost and the count; the cloud only names the slot.
 struct EscrowRecord: Codable, Equatable {
-    var version = 1
-    var slot: TPMSlot
-    var salt: Data
-    var cost: Argon2Cost
+    var version = 2
+    var slot: Data
 
-    func encoded() -> Data { Data("KES1".utf8) + (try! JSONEncoder().encode(self)) }
+    func encoded() -> Data { Data("KES2".utf8) + (try! JSONEncoder().encode(self)) }
     static func parse(_ bytes: Data) -> EscrowRecord? {
-        guard bytes.starts(with: Data("KES1".utf8)),
+        guard bytes.starts(with: Data("KES2".utf8)),
             let record = try? JSONDecoder().decode(EscrowRecord.self, from: bytes.dropFirst(4)),
-            record.version == 1, record.salt.count == KeyDerivation.saltLength,
-            record.cost.isWithinBounds, record.slot.limit <= 10, record.slot.isPlausible
+            record.version == 2, record.slot.count == 16
         else { return nil }
         return record
     }

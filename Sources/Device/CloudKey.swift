@@ -1,6 +1,6 @@
 import Foundation
 import Sealing
-import TPM
+import Escrow
 
 /// The cloud account's key on this device, and the three ways a device gets it.
 ///
@@ -8,7 +8,7 @@ import TPM
 /// an E2EE-capable lock screen, held on each device sealed under its AfterFirstUnlock class key,
 /// and in the cloud never under anything a guess can be tested against (`AccountObjects`). A new
 /// device joins by approval of an existing unlocked device, with the recovery key, or with an
-/// existing device's passcode through the escrow TPM.
+/// existing device's passcode through the account's escrow service.
 extension Device {
     /// The account key as this device holds it, with the device record it came from, without
     /// asking the cloud whether it is still the account's (`cloudKey` follows rotations): nil
@@ -43,63 +43,47 @@ extension Device {
 
     // MARK: - Joining
 
-    /// Joins with an existing device's passcode, through the escrow TPM (`escrow`): it releases the
-    /// account key only to the right passcode claim, at most 10 wrong claims in a row from all
-    /// devices together; then the escrow record is destroyed for good.
+    /// Joins with an existing device's passcode, through the account's escrow service
+    /// (`escrow`): it counts every claim before it answers and releases the account key only to
+    /// the right passcode, at most 10 claims in a row without it from all devices and clients
+    /// together; then it destroys the record for good.
     ///
-    /// - Throws: `.authFailed` for a wrong passcode; `.notAvailable` without an escrow (join by
-    ///   approval or with the recovery key instead) or when the escrow record is gone.
+    /// - Throws: `.invalidPasscode` for input that is not a passcode (never a claim);
+    ///   `.authFailed` for a wrong passcode (counted); `.notAvailable` without an escrow (join by
+    ///   approval or with the recovery key instead), when the record is gone or the escrow
+    ///   unreachable.
     public func join(passcode: SecureBytes) throws(DeviceError) {
         let cloud = try signedIn()
         guard let escrow else {
             throw DeviceError(
                 .notAvailable,
-                "joining with a passcode needs the cloud's escrow (--escrow TCTI); join by approval of an existing device (device join --approval) or with the recovery key (device join --recovery-key)"
+                "joining with a passcode needs the account's escrow (--escrow URL); join by approval of an existing device (device join --approval) or with the recovery key (device join --recovery-key)"
             )
         }
         try LockScreenKind.checkGuess(passcode)  // never a claim: refused before the escrow
-        guard let found = try cloudCall({ try cloud.readVersioned(AccountObjects.escrow) }) else {
+        guard let found = try cloudCall({ try cloud.read(AccountObjects.escrow) }) else {
             throw DeviceError(
                 .notAvailable,
                 "the cloud account has no escrow record (none registered, or destroyed after 10 wrong passcodes): join by approval or with the recovery key"
             )
         }
-        // Refused before any guess is spent: a cost out of bounds, a limit above 10, not a record.
-        let bytes = found.data
-        guard let record = EscrowRecord.parse(bytes) else {
+        guard let record = EscrowRecord.parse(found) else {
             throw DeviceError(.corrupt, "the cloud account's escrow record does not decode")
         }
-        let passcodeKey = try PasscodeKeys.passcodeKey(
-            passcode, salt: record.salt, cost: record.cost)
-        let context = try tpmCall { () throws(TPMError) in try escrow.context() }
-        let released: (secret: SecureBytes, rebased: TPMSlot)
-        do throws(TPMError) {
-            released = try TPMPasscodeSlot.attempt(
-                context, slot: record.slot,
-                authorization: PasscodeKeys.tpmAuthorization(passcodeKey: passcodeKey))
-        } catch  where error.code == .authFailed {
-            throw DeviceError(
-                .authFailed, "wrong passcode for the cloud account", underlying: error)
-        } catch  where error.code == .limitReached {
-            // Destroyed for good: the slot and its record.
-            TPMPasscodeSlot.destroy(context, slot: record.slot)
-            try? cloud.delete(AccountObjects.escrow)
-            throw DeviceError(
-                .notAvailable,
-                "10 wrong passcodes: the escrow record is destroyed; join by approval or with the recovery key",
-                underlying: error)
-        } catch {
-            throw DeviceError(.notAvailable, "the escrow: \(error)", underlying: error)
+        let client = escrow.client()
+        // The salt and cost come from the escrow (the cloud cannot swap them), bounded before
+        // any Argon2id runs; no claim is spent on reading them.
+        let slot = try escrowCall { () throws(EscrowError) in try client.status(of: record.slot) }
+        let passcodeKey = try PasscodeKeys.passcodeKey(passcode, salt: slot.salt, cost: slot.cost)
+        let accountKey = try escrowCall { () throws(EscrowError) in
+            do throws(EscrowError) {
+                return try client.claim(record.slot, passcodeKey: passcodeKey)
+            } catch where error.code == .destroyed {
+                try? cloud.delete(AccountObjects.escrow)  // names nothing any more
+                throw error
+            }
         }
-        var rebased = record
-        rebased.slot = released.rebased
-        // Compare-and-swap: another device that rebased or replaced the record meanwhile keeps
-        // its record; then this join's new slot is the one that goes.
-        let swapped = try cloudCall {
-            try cloud.write(AccountObjects.escrow, rebased.encoded(), ifVersion: found.version)
-        }
-        TPMPasscodeSlot.destroy(context, slot: swapped ? record.slot : released.rebased)
-        try adopt(released.secret)
+        try adopt(accountKey)
     }
 
     /// Joins with the recovery key shown when the account was created (or last replaced).
@@ -336,44 +320,55 @@ extension Device {
     /// unreachable, another device's record won the race) is tried again at the next unlock and
     /// never undoes what was done before it — an account just made, a rotation just switched.
     func registerOrRetry(
-        _ accountKey: SecureBytes, passcode: SecureBytes, escrow: TPMConfiguration,
-        cloud: any CloudStorage, _ record: inout DeviceRecord
+        _ accountKey: SecureBytes, passcode: SecureBytes, escrow: EscrowConfiguration,
+        cloud: any CloudStorage, previousKey: SecureBytes? = nil, _ record: inout DeviceRecord
     ) -> Bool {
-        guard (try? register(accountKey, passcode: passcode, escrow: escrow, cloud: cloud)) != nil
+        guard
+            (try? register(
+                accountKey, passcode: passcode, escrow: escrow, cloud: cloud,
+                previousKey: previousKey)) != nil
         else { return false }
         record.escrowGeneration = record.generation
         return true
     }
 
-    /// Puts `accountKey` in the escrow under `passcode`'s claim (a new slot; the old one goes).
-    /// Needs the account's lock held by the caller or no other writer (escrow record).
+    /// Puts `accountKey` in a new escrow slot under `passcode`, names it in the cloud, and
+    /// removes the slot named before (its owner key derives from the account key it held:
+    /// `previousKey` after a rotation, else `accountKey`). Needs the account's lock held by the
+    /// caller or no other writer (escrow record).
     func register(
-        _ accountKey: SecureBytes, passcode: SecureBytes, escrow: TPMConfiguration,
-        cloud: any CloudStorage
+        _ accountKey: SecureBytes, passcode: SecureBytes, escrow: EscrowConfiguration,
+        cloud: any CloudStorage, previousKey: SecureBytes? = nil
     ) throws(DeviceError) {
         let found = try cloudCall { try cloud.readVersioned(AccountObjects.escrow) }
         let old = found.flatMap { EscrowRecord.parse($0.data) }
         let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
         let passcodeKey = try PasscodeKeys.passcodeKey(passcode, salt: salt, cost: passcodeCost)
-        let context = try tpmCall { () throws(TPMError) in try escrow.context() }
-        let slot = try tpmCall { () throws(TPMError) in
-            try TPMPasscodeSlot.create(
-                context, counter: old?.slot.counterIndex,
-                authorization: PasscodeKeys.tpmAuthorization(passcodeKey: passcodeKey),
-                secret: accountKey, limit: GuessLimit.tpmLimit)
+        let client = escrow.client()
+        let slot = try escrowCall { () throws(EscrowError) in
+            try client.register(
+                accountKey, passcodeKey: passcodeKey, salt: salt, cost: passcodeCost,
+                owner: Self.escrowOwner(accountKey), limit: Int(GuessLimit.tpmLimit))
         }
-        let record = EscrowRecord(slot: slot, salt: salt, cost: passcodeCost)
         // Compare-and-swap: when another device registered meanwhile, its record stands and
         // this one's slot goes; this device registers again at its next unlock.
         let swapped = try cloudCall {
-            try cloud.write(AccountObjects.escrow, record.encoded(), ifVersion: found?.version)
+            try cloud.write(
+                AccountObjects.escrow, EscrowRecord(slot: slot).encoded(),
+                ifVersion: found?.version)
         }
         guard swapped else {
-            TPMPasscodeSlot.destroy(context, slot: slot)
+            try? client.remove(slot, owner: Self.escrowOwner(accountKey))
             throw DeviceError(
                 .notAvailable, "the escrow record changed meanwhile: registered at the next unlock")
         }
-        if let old { TPMPasscodeSlot.destroy(context, slot: old.slot) }
+        if let old { try? client.remove(old.slot, owner: Self.escrowOwner(previousKey ?? accountKey)) }
+    }
+
+    /// The seed of the key that may remove the account key's escrow slot: whoever holds the
+    /// account key (never the cloud, never the escrow).
+    static func escrowOwner(_ accountKey: SecureBytes) -> SecureBytes {
+        KeyDerivation.keyedHash(key: accountKey, context: "keepsake escrow owner")
     }
 
     /// `account-recovery`: the account key sealed to the recovery key's public key — so any

@@ -26,9 +26,9 @@ public final class Device: Sendable {
     package let tuning: DeviceTuning
     /// The TPM that counts passcode guesses, when the device has one.
     package let tpm: TPMConfiguration?
-    /// The cloud's escrow (a TPM the account's devices reach), when the account uses one: it
-    /// holds the account key for joining with a passcode.
-    package let escrow: TPMConfiguration?
+    /// The cloud account's escrow service, when the account uses one: it holds the account key
+    /// for joining with a passcode, and counts the claims.
+    package let escrow: EscrowConfiguration?
 
     let records: DeviceRecordStore
     private let runtimeCache = Mutex<RuntimeKeys?>(nil)
@@ -46,15 +46,14 @@ public final class Device: Sendable {
     }
 
     /// A device with the TPM reached through `tpm` (a TCTI such as `device:/dev/tpmrm0`), or
-    /// none (`nil`: the software guess limit).
+    /// none (`nil`: the software guess limit), and the cloud account's escrow service, if any.
     public convenience init(
         secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
-        cloud: (any CloudStorage)? = nil, tpm: String?, escrow: String? = nil
+        cloud: (any CloudStorage)? = nil, tpm: String?, escrow: EscrowConfiguration? = nil
     ) {
         self.init(
             secretService: secretService, directory: directory, cloud: cloud,
-            tpm: tpm.map(TPMConfiguration.init(tcti:)),
-            escrow: escrow.map(TPMConfiguration.init(tcti:)), tuning: .real)
+            tpm: tpm.map(TPMConfiguration.init(tcti:)), escrow: escrow, tuning: .real)
     }
 
     /// A device at another cost and delays: for the test support target and the development
@@ -62,7 +61,7 @@ public final class Device: Sendable {
     package init(
         secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
         cloud: (any CloudStorage)? = nil, tpm: TPMConfiguration? = nil,
-        escrow: TPMConfiguration? = nil, tuning: DeviceTuning
+        escrow: EscrowConfiguration? = nil, tuning: DeviceTuning
     ) {
         self.escrow = escrow
         self.secretService = secretService

@@ -161,12 +161,11 @@ extension Device {
         if let escrow {
             if let passcode {
                 _ = registerOrRetry(
-                    newKey, passcode: passcode, escrow: escrow, cloud: cloud, &record)
+                    newKey, passcode: passcode, escrow: escrow, cloud: cloud, previousKey: oldKey,
+                    &record)
             } else {
-                if let old = try? cloud.read(AccountObjects.escrow).flatMap(EscrowRecord.parse),
-                    let context = try? escrow.context()
-                {
-                    TPMPasscodeSlot.destroy(context, slot: old.slot)
+                if let old = try? cloud.read(AccountObjects.escrow).flatMap(EscrowRecord.parse) {
+                    try? escrow.client().remove(old.slot, owner: Self.escrowOwner(oldKey))
                 }
                 try? cloud.delete(AccountObjects.escrow)
                 record.escrowGeneration = nil

@@ -18,8 +18,8 @@ package struct Context {
     package let homeDirectory: URL
     /// The TPM that counts passcode guesses, or nil (the software guess limit).
     package let tpm: TPMConfiguration?
-    /// The cloud account's escrow, or nil.
-    package let escrow: TPMConfiguration?
+    /// The cloud account's escrow service, or nil.
+    package let escrow: EscrowConfiguration?
     /// The device's Argon2id cost and retry delays: the real ones in the shipped `keepsake`.
     package let tuning: DeviceTuning
 
@@ -51,8 +51,18 @@ package struct Context {
         cloudCA = arguments.value("cloud-ca")
         // `--tpm TCTI`; without it the machine's TPM (`/dev/tpmrm0`) when there is one.
         tpm = arguments.value("tpm").map(TPMConfiguration.init(tcti:)) ?? .machine
-        // `--escrow TCTI`: the cloud's escrow TPM, for joining with a passcode.
-        escrow = arguments.value("escrow").map(TPMConfiguration.init(tcti:))
+        // `--escrow URL`: the account's escrow service, for joining with a passcode (its TLS
+        // checked against `--cloud-ca` too: both are the account's servers).
+        if let text = arguments.value("escrow") {
+            guard let url = URL(string: text), let escrow = EscrowConfiguration(url: url, caFile: cloudCA)
+            else {
+                throw CommandError.param(
+                    "--escrow takes the escrow's address: https://… (plain http on loopback only)")
+            }
+            self.escrow = escrow
+        } else {
+            escrow = nil
+        }
     }
 
     /// The Secret Service on `DBUS_SESSION_BUS_ADDRESS`.

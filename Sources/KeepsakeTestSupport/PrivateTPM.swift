@@ -2,6 +2,7 @@ import Device
 import Foundation
 import Synchronization
 import TPM
+import Escrow
 
 /// A private TPM 2.0 for one test device: `swtpm` on loopback ports of its own, its state in a
 /// throwaway directory, killed when this value goes (or at exit). Never the machine's TPM.
@@ -100,20 +101,79 @@ extension Process {
     }
 }
 
-/// The cloud's escrow for test cloud accounts: one private swtpm per cloud account directory,
-/// started on first use and shared by every test device signed in to that account (as the
-/// account's devices share the cloud's HSM). Killed at exit.
-package enum PrivateEscrow {
-    private static let escrows = Mutex<[String: PrivateTPM]>([:])
+/// The escrow service for test cloud accounts: one private `keepsake-escrow` per cloud account
+/// directory (built beside the running binary), listening on a loopback port of its own, its
+/// state in a throwaway directory, started on first use and shared by every test device signed in
+/// to that account. Killed at exit.
+package final class PrivateEscrow: @unchecked Sendable {
+    // Sendable: every property is written once in init.
+    private static let escrows = Mutex<[String: PrivateEscrow]>([:])
+
+    package let url: URL
+    package let stateDirectory: URL
+    private let process: Process
+
+    package var configuration: EscrowConfiguration { EscrowConfiguration(url: url)! }
 
     /// The escrow of the cloud account at `cloud`.
-    package static func of(_ cloud: URL) throws -> PrivateTPM {
+    package static func of(_ cloud: URL) throws -> PrivateEscrow {
         let key = cloud.standardizedFileURL.path
         return try escrows.withLock { escrows in
-            if let known = escrows[key] { return known }
-            let tpm = try PrivateTPM()
-            escrows[key] = tpm
-            return tpm
+            if let known = escrows[key], known.process.isRunning { return known }
+            let escrow = try PrivateEscrow()
+            escrows[key] = escrow
+            return escrow
         }
     }
+
+    /// The built `keepsake-escrow`: beside the running executable (the test bundle,
+    /// `keepsake-dev`).
+    package static var executable: URL {
+        let running = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            ?? CommandLine.arguments[0]
+        return URL(fileURLWithPath: running).deletingLastPathComponent()
+            .appendingPathComponent("keepsake-escrow")
+    }
+
+    /// Starts a new escrow (on `stateDirectory` when given: a restart over the same state).
+    package init(stateDirectory: URL? = nil) throws {
+        self.stateDirectory = stateDirectory ?? Throwaway.directory("escrow")
+        let process = Process()
+        process.executableURL = Self.executable
+        process.arguments = ["--state", self.stateDirectory.path, "--listen", "127.0.0.1:0"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        TPMRegistry.shared.add(process)
+        // Its first line says where it listens.
+        let reader = output.fileHandleForReading
+        var line = Data()
+        let deadline = Date() + TimeInterval(Pace.scaled(.seconds(10)).components.seconds)
+        while !line.contains(UInt8(ascii: "\n")) && Date() < deadline && process.isRunning {
+            let chunk = reader.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        try? reader.close()
+        let text = String(decoding: line, as: UTF8.self)
+        guard let start = text.range(of: "http://"), let end = text.range(of: "/ ", range: start.upperBound..<text.endIndex),
+            let url = URL(string: String(text[start.lowerBound..<end.upperBound].dropLast()))
+        else {
+            process.killWhileRunning()
+            throw HarnessError("keepsake-escrow did not start (\(Self.executable.path)): \(text)")
+        }
+        self.url = url
+        self.process = process
+    }
+
+    deinit { stop() }
+
+    /// Kills it (SIGKILL: as in a crash); its state stays for a restart.
+    package func stop() {
+        process.killWhileRunning()
+        process.waitUntilExit()
+    }
+
+    package var isRunning: Bool { process.isRunning }
 }

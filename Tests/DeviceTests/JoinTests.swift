@@ -1,3 +1,4 @@
+import Escrow
 import Foundation
 import KeepsakeTestSupport
 import Sealing
@@ -26,10 +27,11 @@ struct JoinTests {
         #expect(names == ["account", "account-escrow", "account-manifest", "account-recovery"])
         let escrowBytes = try #require(try CloudDirectory(cloud).read("account-escrow"))
         let escrow = try #require(EscrowRecord.parse(escrowBytes))
-        // What a guess would have to be checked against: Argon2id of the passcode, and the TPM
-        // authorization derived from it. Neither is anywhere in the cloud, and neither opens
-        // the recovery object.
-        let passcodeKey = try PasscodeKeys.passcodeKey("4711", salt: escrow.salt, cost: escrow.cost)
+        // What a guess would have to be checked against: Argon2id of the passcode (salted as the
+        // escrow keeps it), and the TPM authorization derived from it. Neither is anywhere in the
+        // cloud, and neither opens the recovery object.
+        let slot = try PrivateEscrow.of(cloud).configuration.client().status(of: escrow.slot)
+        let passcodeKey = try PasscodeKeys.passcodeKey("4711", salt: slot.salt, cost: slot.cost)
         let derived = [
             passcodeKey.unsafeData(),
             PasscodeKeys.tpmAuthorization(passcodeKey: passcodeKey).unsafeData(),
@@ -144,9 +146,10 @@ struct JoinTests {
         defer { withExtendedLifetime(twoService) {} }
         for guess in 0..<10 {
             let device = guess.isMultiple(of: 2) ? one : two
+            // The 10th wrong claim destroys the slot at once (its key erased): it says so.
             #expect(
                 code { try device.join(passcode: SecureBytes(copying: Data("000\(guess)".utf8))) }
-                    == .authFailed)
+                    == (guess < 9 ? .authFailed : .notAvailable))
         }
         #expect(code { try one.join(passcode: "4711") } == .notAvailable)
         #expect(try CloudDirectory(cloud).read("account-escrow") == nil)
@@ -204,5 +207,34 @@ struct JoinTests {
             #expect(error.code == .notAvailable)
             #expect(error.message.contains("approval") && error.message.contains("recovery key"))
         }
+    }
+}
+
+@Suite("The cloud account's escrow record")
+struct EscrowRecordTests {
+    @Test(
+        "the cloud only names the escrow slot: a record that does not decode is refused as corrupt, one naming a slot the escrow does not hold answers notAvailable; neither spends a claim",
+        arguments: ["garbage", "other-slot"])
+    func hostileRecord(_ kind: String) throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let service = try PrivateSecretService.start()
+        let owner = service.device("owner", cloud: cloud)
+        try owner.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        let file = cloud.appendingPathComponent("account-escrow")
+        let real = try #require(EscrowRecord.parse(try Data(contentsOf: file)))
+        // Whoever holds the cloud directory rewrites the record.
+        let hostile =
+            kind == "garbage"
+            ? Data("KES2{\"version\":2,\"slot\":\"AAAA\"}".utf8)
+            : EscrowRecord(slot: Data(repeating: 7, count: 16)).encoded()
+        try hostile.write(to: file)
+        let other = try PrivateSecretService.start()
+        let newcomer = other.device("newcomer", cloud: cloud)
+        #expect(
+            codeOrUnavailable { try newcomer.join(passcode: "1234") }
+                == (kind == "garbage" ? .corrupt : .notAvailable))
+        // The real slot's count is untouched.
+        let client = try PrivateEscrow.of(cloud).configuration.client()
+        #expect(try client.status(of: real.slot).failures == 0)
     }
 }

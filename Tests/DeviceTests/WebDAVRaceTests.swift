@@ -120,7 +120,7 @@ struct WebDAVRaceTests {
         // Not swept: the other writer's bytes are plain test text on the server.
         let server = try PrivateWebDAV.start(swept: false)
         defer { server.stop() }
-        let escrow = try PrivateTPM()
+        let escrow = try PrivateEscrow()
         let real = try server.cloud()
         let theirs = Data("another device's escrow record".utf8)
         let cloud = InterferedCloud(real, before: AccountObjects.escrow, writing: theirs)

@@ -11,7 +11,7 @@ struct BlockStoreCLITests {
         let cloud = Throwaway.untrusted("cloud")
         let one = try PrivateSecretService.start()
         let two = try PrivateSecretService.start()
-        let escrow = try PrivateEscrow.of(cloud).tcti
+        let escrow = try PrivateEscrow.of(cloud).url.absoluteString
         let device1 =
             deviceDirectory(of: one) + [
                 "--cloud", cloud.path, "--escrow", escrow,

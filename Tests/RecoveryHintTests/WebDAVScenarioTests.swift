@@ -8,13 +8,13 @@ import Synchronization
 import Testing
 
 /// A device of its own (private Secret Service, kernel keyring) on a WebDAV account, with the
-/// account's escrow TPM.
+/// account's escrow service.
 private struct WebDAVPhone {
     let service: PrivateSecretService
     let device: Device
     let app: App
 
-    init(cloud: WebDAVCloud, escrow: PrivateTPM) throws {
+    init(cloud: WebDAVCloud, escrow: PrivateEscrow) throws {
         service = try PrivateSecretService.start()
         device = Device(
             secretService: service.connection(timeout: .seconds(20)),
@@ -45,7 +45,7 @@ struct WebDAVScenarioTests {
     func everyJoinPath() throws {
         let server = try PrivateWebDAV.start(tls: true)
         defer { server.stop() }
-        let escrow = try PrivateTPM()
+        let escrow = try PrivateEscrow()
         let phone = try WebDAVPhone(cloud: try server.cloud(), escrow: escrow)
         let recoveryKey = try #require(
             try phone.device.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
@@ -90,7 +90,7 @@ struct WebDAVScenarioTests {
     func concurrentSyncs() throws {
         let server = try PrivateWebDAV.start()
         defer { server.stop() }
-        let escrow = try PrivateTPM()
+        let escrow = try PrivateEscrow()
         let phone = try WebDAVPhone(cloud: try server.cloud(), escrow: escrow)
         let recoveryKey = try #require(
             try phone.device.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)

@@ -1,0 +1,68 @@
+import Escrow
+import Foundation
+import Sealing
+
+/// The cloud account's escrow: a `keepsake-escrow` service (README, "Running an escrow") that
+/// holds the account key for joining with a passcode and counts every claim itself. A device
+/// reaches it only through its protocol (`EscrowProtocol`), never its counter.
+public struct EscrowConfiguration: Sendable, Hashable {
+    /// The escrow's address: `https://escrow.example/` (or `http://` on loopback).
+    public let url: URL
+    /// A CA certificate file to verify the escrow's TLS certificate with (nil: the system's).
+    public let caFile: String?
+
+    /// nil for an address that is not `https://…` (or plain `http://` on loopback).
+    public init?(url: URL, caFile: String? = nil) {
+        guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased(),
+            scheme == "https"
+                || (scheme == "http" && ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host))
+        else { return nil }
+        self.url = url
+        self.caFile = caFile
+    }
+
+    /// The protocol's client over HTTP (one libcurl handle, 10 s per request).
+    package func client() -> EscrowClient {
+        let http = HTTP.Client()
+        let base = url
+        let caFile = caFile
+        return EscrowClient { (method, path, body) throws(EscrowError) in
+            let target = base.appendingPathComponent(String(path.dropFirst()))
+            do {
+                let response = try HTTP.exchange(
+                    method, target, on: http, credentials: nil,
+                    headers: ["Content-Type": "application/octet-stream"],
+                    body: method == "GET" ? nil : body, limit: EscrowProtocol.maximumMessage,
+                    timeout: 10, caFile: caFile)
+                return (Int(response.status), response.body)
+            } catch let failure as HTTP.Failure {
+                throw EscrowError(.unavailable, "the escrow at \(base.absoluteString): \(failure.message)")
+            } catch {
+                throw EscrowError(.unavailable, "the escrow at \(base.absoluteString): \(error)")
+            }
+        }
+    }
+}
+
+/// Runs an escrow call: its failures become the device's errors (a wrong passcode
+/// `.authFailed`; a destroyed slot or an unreachable escrow `.notAvailable`).
+func escrowCall<R>(_ body: () throws(EscrowError) -> R) throws(DeviceError) -> R {
+    do { return try body() } catch {
+        switch error.code {
+        case .authFailed:
+            throw DeviceError(.authFailed, "wrong passcode for the cloud account", underlying: error)
+        case .destroyed:
+            throw DeviceError(
+                .notAvailable,
+                "\(EscrowProtocol.maximumLimit) wrong passcodes: the escrow record is destroyed; join by approval or with the recovery key",
+                underlying: error)
+        case .notFound:
+            throw DeviceError(
+                .notAvailable,
+                "the escrow holds no record for this account (none registered, or removed): join by approval or with the recovery key",
+                underlying: error)
+        default:
+            throw DeviceError(.notAvailable, "\(error.message)", underlying: error)
+        }
+    }
+}

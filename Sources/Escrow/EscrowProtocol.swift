@@ -1,0 +1,208 @@
+import Foundation
+import Sealing
+
+/// The escrow's wire protocol: every request and answer is one TLV record (`TLV`, magic `KEP1`)
+/// in an HTTP POST body, at most `maximumMessage` bytes. What crosses it, and why none of it lets
+/// anyone test a passcode guess without the escrow counting it:
+///
+/// 1. **Register** (`/v1/register`, then `/v1/register/finish`): the device blinds its passcode
+///    key `x` (Argon2id of the passcode, salted) and the escrow evaluates it under a new slot's key
+///    `k` (`OPRF`); the device derives `rwd = F(k, x)` and sends a verifier (an Ed25519 public key
+///    whose seed derives from `rwd`), the secret sealed under another key derived from `rwd` (the
+///    envelope), the owner's public key (derived from the secret itself: only holders of the
+///    account key may remove the slot), the salt and cost, and the limit.
+/// 2. **Claim** (`/v1/claim`, then `/v1/claim/finish`): the escrow **counts the claim durably,
+///    then** evaluates the blinded guess and hands out a one-time challenge; the device signs the
+///    challenge and its fresh X25519 key with the verifier's key derived from its `rwd`. A valid
+///    signature resets the count and releases the envelope sealed to that X25519 key; an invalid
+///    one (a wrong passcode) leaves the count where it is. Once `limit` claims were counted
+///    without a valid proof, the slot's key is erased for good.
+/// 3. **Remove** (`/v1/challenge`, then `/v1/remove`): a signature of the owner key over a fresh
+///    challenge.
+///
+/// The escrow never sees `x`, the passcode or the secret; a recording of every byte holds blinded
+/// elements (uniformly random), the escrow's evaluations of them (useless without the blind),
+/// signatures, and the envelope sealed to a key that exists only in the claiming process.
+package enum EscrowProtocol {
+    package static let magic = Data("KEP1".utf8)
+    /// Every request and answer body is at most this long.
+    package static let maximumMessage = 4096
+    /// The largest envelope (a 64-byte secret sealed, with room).
+    package static let maximumEnvelope = 256
+    /// The most claims an escrow counts for a slot before it destroys it.
+    package static let maximumLimit: Int64 = 10
+    package static let slotIDLength = 16
+    package static let challengeLength = 32
+    /// How long a challenge or a half-done registration stays valid.
+    package static let challengeLifetime: TimeInterval = 120
+
+    /// OPRF context (domain separation of every derivation).
+    static let context = "keepsake-escrow v1"
+
+    /// The fields of a message.
+    package enum Tag: UInt8 {
+        case slot = 1, blinded, evaluated, challenge, verifier, owner, envelope, limit, failures
+        case boxKey, signature, sealed, message, counter, salt, operations, memory, slots
+    }
+    static let knownTags: ClosedRange<UInt8> = 1...18
+
+    /// The paths of the protocol's requests.
+    package enum Path: String, CaseIterable, Sendable {
+        case register = "/v1/register"
+        case finishRegistration = "/v1/register/finish"
+        case claim = "/v1/claim"
+        case finishClaim = "/v1/claim/finish"
+        case challenge = "/v1/challenge"
+        case remove = "/v1/remove"
+        case slot = "/v1/slot"
+        case status = "/v1/status"
+    }
+
+    /// What a proof of the passcode signs: the slot, the escrow's challenge and the key the
+    /// secret is to be sealed to (so a relay cannot swap in its own).
+    static func claimProof(slot: Data, challenge: Data, boxKey: Data) -> Data {
+        Data("keepsake-escrow claim v1\0".utf8) + slot + challenge + boxKey
+    }
+
+    /// What the owner signs to remove a slot.
+    static func removalProof(slot: Data, challenge: Data) -> Data {
+        Data("keepsake-escrow remove v1\0".utf8) + slot + challenge
+    }
+
+    /// The envelope's associated data: it opens only as this slot's.
+    static func envelopeBinding(slot: Data) -> Data {
+        Data("keepsake-escrow envelope v1\0".utf8) + slot
+    }
+
+    static func message(_ fields: [(Tag, Data)]) -> Data {
+        var record = TLV(magic: magic)
+        for (tag, value) in fields { record.append(tag.rawValue, value) }
+        return record.bytes
+    }
+
+    static func integer(_ value: Int64) -> Data {
+        withUnsafeBytes(of: value.bigEndian) { Data($0) }
+    }
+
+    /// Parses a message, refusing anything over the size bound or with unknown fields.
+    static func fields(_ body: Data) throws(EscrowError) -> TLV.Fields {
+        guard body.count <= maximumMessage else {
+            throw EscrowError(.malformed, "a message is at most \(maximumMessage) bytes")
+        }
+        do { return try TLV.fields(body, magic: magic, known: knownTags) } catch {
+            throw EscrowError(.malformed, "not an escrow message: \(error)")
+        }
+    }
+}
+
+extension TLV.Fields {
+    /// A field of exactly `length` bytes.
+    func exactly(_ tag: EscrowProtocol.Tag, _ length: Int) throws(EscrowError) -> Data {
+        guard let value = self[tag.rawValue], value.count == length else {
+            throw EscrowError(.malformed, "field \(tag) missing or not \(length) bytes")
+        }
+        return Data(value)
+    }
+
+    /// A field of at most `length` bytes.
+    func atMost(_ tag: EscrowProtocol.Tag, _ length: Int) throws(EscrowError) -> Data {
+        guard let value = self[tag.rawValue], value.count <= length else {
+            throw EscrowError(.malformed, "field \(tag) missing or over \(length) bytes")
+        }
+        return Data(value)
+    }
+
+    /// An integer field within `range`.
+    func integer(_ tag: EscrowProtocol.Tag, in range: ClosedRange<Int64>) throws(EscrowError)
+        -> Int64
+    {
+        guard let value = try? int64(tag.rawValue), range.contains(value) else {
+            throw EscrowError(.malformed, "field \(tag) missing or out of \(range)")
+        }
+        return value
+    }
+
+    /// A string field (at most 256 bytes).
+    func text(_ tag: EscrowProtocol.Tag) -> String? {
+        guard let value = try? string(tag.rawValue), value.utf8.count <= 256 else {
+            return nil
+        }
+        return value
+    }
+}
+
+/// The one error type of the Escrow module. Compares by code.
+package struct EscrowError: Error, Sendable, Hashable, CustomStringConvertible {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Value: Hashable, Sendable {
+            case malformed, authFailed, destroyed, notFound, unavailable, busy, stale
+        }
+        private let value: Value
+        private init(_ value: Value) { self.value = value }
+        /// A message (request or answer) that does not parse or is out of bounds.
+        package static let malformed = Code(.malformed)
+        /// The proof did not verify: a wrong passcode (or owner key). The claim stays counted.
+        package static let authFailed = Code(.authFailed)
+        /// The slot was destroyed: `limit` claims were counted without a right one.
+        package static let destroyed = Code(.destroyed)
+        /// No such slot.
+        package static let notFound = Code(.notFound)
+        /// The escrow did not answer, or answered with a failure of its own.
+        package static let unavailable = Code(.unavailable)
+        /// Too many half-done registrations: try again later.
+        package static let busy = Code(.busy)
+        /// The challenge was used, replaced or expired.
+        package static let stale = Code(.stale)
+        package var description: String {
+            switch value {
+            case .malformed: "malformed"
+            case .authFailed: "proof refused"
+            case .destroyed: "slot destroyed"
+            case .notFound: "no such slot"
+            case .unavailable: "escrow unavailable"
+            case .busy: "escrow busy"
+            case .stale: "stale challenge"
+            }
+        }
+    }
+
+    package let code: Code
+    package let message: String
+
+    package init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// The HTTP status an escrow answers with for this error.
+    var status: Int {
+        switch code {
+        case .malformed: 400
+        case .authFailed: 403
+        case .notFound: 404
+        case .stale: 409
+        case .destroyed: 410
+        case .busy: 503
+        default: 500
+        }
+    }
+
+    /// The error an HTTP status stands for (the client's side of `status`).
+    init(status: Int, message: String) {
+        let code: Code =
+            switch status {
+            case 400: .malformed
+            case 403: .authFailed
+            case 404: .notFound
+            case 409: .stale
+            case 410: .destroyed
+            case 503: .busy
+            default: .unavailable
+            }
+        self.init(code, message)
+    }
+
+    package static func == (l: Self, r: Self) -> Bool { l.code == r.code }
+    package func hash(into h: inout Hasher) { h.combine(code) }
+    package var description: String { "\(code): \(message)" }
+}

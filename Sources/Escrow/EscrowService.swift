@@ -1,0 +1,285 @@
+import Foundation
+import Sealing
+import Synchronization
+
+/// Where an escrow keeps its slots: one record per slot, each write durable (on disk, synced)
+/// before it returns — the count of a claim is on disk before the claim is answered.
+package protocol SlotStorage: Sendable {
+    func load(_ slot: Data) throws -> Data?
+    func save(_ slot: Data, _ record: Data) throws
+    func count() -> Int
+}
+
+/// The escrow's side of `EscrowProtocol`: slots, their counts, challenges. One request at a time
+/// (state changes are serialized under one lock; each is a few microseconds plus one synced write).
+package final class EscrowService: Sendable {
+    /// What `status` reports the count is kept in (`file`: the escrow's own state directory).
+    package let counter: String
+    private let storage: any SlotStorage
+    private let maximumSlots: Int
+    private let now: @Sendable () -> Date
+    private let state = Mutex(Volatile())
+
+    /// Half-done registrations and outstanding challenges: in memory only (a restart voids them,
+    /// which costs a retry, never a count).
+    private struct Volatile {
+        var pending: [Data: (key: SecureBytes, expires: Date)] = [:]
+        var claims: [Data: (challenge: Data, expires: Date)] = [:]
+        var removals: [Data: (challenge: Data, expires: Date)] = [:]
+    }
+
+    package init(
+        storage: any SlotStorage, counter: String, maximumSlots: Int = 100_000,
+        now: @escaping @Sendable () -> Date = Date.init
+    ) {
+        self.storage = storage
+        self.counter = counter
+        self.maximumSlots = maximumSlots
+        self.now = now
+    }
+
+    /// Answers one request: the HTTP status and body. Never throws; every failure is an answer
+    /// that names it (without anything secret: the escrow holds nothing a message may echo).
+    package func answer(method: String, path: String, body: Data) -> (status: Int, body: Data) {
+        do throws(EscrowError) {
+            guard let route = EscrowProtocol.Path(rawValue: path) else {
+                throw EscrowError(.notFound, "no such request: \(path.prefix(64))")
+            }
+            guard method == (route == .status ? "GET" : "POST") else {
+                throw EscrowError(.malformed, "\(route.rawValue) takes \(route == .status ? "GET" : "POST")")
+            }
+            let fields = try route == .status ? nil : EscrowProtocol.fields(body)
+            let reply: [(EscrowProtocol.Tag, Data)]
+            switch route {
+            case .register: reply = try register(fields!)
+            case .finishRegistration: reply = try finishRegistration(fields!)
+            case .claim: reply = try claim(fields!)
+            case .finishClaim: reply = try finishClaim(fields!)
+            case .challenge: reply = try challenge(fields!)
+            case .remove: reply = try remove(fields!)
+            case .slot: reply = try slotStatus(fields!)
+            case .status:
+                reply = [
+                    (.counter, Data(counter.utf8)),
+                    (.slots, EscrowProtocol.integer(Int64(storage.count()))),
+                ]
+            }
+            return (200, EscrowProtocol.message(reply))
+        } catch {
+            return (error.status, EscrowProtocol.message([(.message, Data(error.message.utf8))]))
+        }
+    }
+
+    // MARK: - Requests
+
+    private func register(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)] {
+        let blinded = try fields.exactly(.blinded, OPRF.elementLength)
+        let key = OPRF.newKey()
+        let evaluated = try evaluate(blinded, key)
+        let slot = KeyDerivation.randomBytes(EscrowProtocol.slotIDLength)
+        try state.withLock { (state) throws(EscrowError) in
+            let now = now()
+            state.pending = state.pending.filter { $0.value.expires > now }
+            guard state.pending.count < 1024, storage.count() < maximumSlots else {
+                throw EscrowError(.busy, "too many slots or registrations under way: try again later")
+            }
+            state.pending[slot] = (key, now + EscrowProtocol.challengeLifetime)
+        }
+        return [(.slot, slot), (.evaluated, evaluated)]
+    }
+
+    private func finishRegistration(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)] {
+        let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
+        var record = SlotRecord(
+            key: OPRF.newKey(),  // replaced below by the pending key
+            verifier: try fields.exactly(.verifier, Signature.publicKeyLength),
+            owner: try fields.exactly(.owner, Signature.publicKeyLength),
+            envelope: try fields.atMost(.envelope, EscrowProtocol.maximumEnvelope),
+            salt: try fields.exactly(.salt, KeyDerivation.saltLength),
+            operations: try fields.integer(.operations, in: 1...64),
+            memory: try fields.integer(.memory, in: 8192...(4 << 30)),
+            limit: try fields.integer(.limit, in: 1...EscrowProtocol.maximumLimit), failures: 0)
+        try state.withLock { (state) throws(EscrowError) in
+            guard let pending = state.pending.removeValue(forKey: slot), pending.expires > now()
+            else { throw EscrowError(.stale, "no registration under way for this slot (expired?)") }
+            record.key = pending.key
+            try save(slot, record)
+        }
+        return []
+    }
+
+    private func claim(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)] {
+        let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
+        let blinded = try fields.exactly(.blinded, OPRF.elementLength)
+        return try state.withLock { (state) throws(EscrowError) in
+            var record = try load(slot)
+            guard record.failures < record.limit else {
+                try destroy(slot, &state)
+                throw EscrowError(.destroyed, "\(record.limit) claims without the right passcode: the slot is destroyed")
+            }
+            // Counted, durably, before anything that depends on the key is computed or sent.
+            record.failures += 1
+            try save(slot, record)
+            let evaluated = try evaluate(blinded, record.key)
+            let challenge = KeyDerivation.randomBytes(EscrowProtocol.challengeLength)
+            state.claims[slot] = (challenge, now() + EscrowProtocol.challengeLifetime)
+            return [
+                (.evaluated, evaluated), (.challenge, challenge),
+                (.failures, EscrowProtocol.integer(record.failures)),
+                (.limit, EscrowProtocol.integer(record.limit)),
+            ]
+        }
+    }
+
+    private func finishClaim(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)] {
+        let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
+        let challenge = try fields.exactly(.challenge, EscrowProtocol.challengeLength)
+        let boxKey = try fields.exactly(.boxKey, SealedBox.publicKeyLength)
+        let signature = try fields.exactly(.signature, Signature.length)
+        return try state.withLock { (state) throws(EscrowError) in
+            var record = try load(slot)
+            // One proof per counted claim: the challenge goes whatever the proof says.
+            guard let issued = state.claims.removeValue(forKey: slot), issued.expires > now(),
+                constantTimeEquals(issued.challenge, challenge)
+            else { throw EscrowError(.stale, "no claim under way with this challenge: claim again") }
+            let proof = EscrowProtocol.claimProof(slot: slot, challenge: challenge, boxKey: boxKey)
+            guard Signature.verify(signature, of: proof, publicKey: record.verifier) else {
+                if record.failures >= record.limit {
+                    try destroy(slot, &state)
+                    throw EscrowError(.destroyed, "\(record.limit) claims without the right passcode: the slot is destroyed")
+                }
+                throw EscrowError(.authFailed, "wrong passcode (\(record.failures) of \(record.limit) claims counted)")
+            }
+            record.failures = 0
+            try save(slot, record)
+            let sealed: Data
+            do { sealed = try SealedBox.seal(SecureBytes(copying: record.envelope), to: boxKey) } catch {
+                throw EscrowError(.malformed, "the claim's key: \(error)")
+            }
+            return [(.sealed, sealed)]
+        }
+    }
+
+    private func challenge(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)] {
+        let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
+        return try state.withLock { (state) throws(EscrowError) in
+            _ = try load(slot)
+            let challenge = KeyDerivation.randomBytes(EscrowProtocol.challengeLength)
+            state.removals[slot] = (challenge, now() + EscrowProtocol.challengeLifetime)
+            return [(.challenge, challenge)]
+        }
+    }
+
+    private func remove(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)] {
+        let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
+        let challenge = try fields.exactly(.challenge, EscrowProtocol.challengeLength)
+        let signature = try fields.exactly(.signature, Signature.length)
+        try state.withLock { (state) throws(EscrowError) in
+            let record = try load(slot)
+            guard let issued = state.removals.removeValue(forKey: slot), issued.expires > now(),
+                constantTimeEquals(issued.challenge, challenge)
+            else { throw EscrowError(.stale, "no removal under way with this challenge") }
+            let proof = EscrowProtocol.removalProof(slot: slot, challenge: challenge)
+            guard Signature.verify(signature, of: proof, publicKey: record.owner) else {
+                throw EscrowError(.authFailed, "not signed by the slot's owner")
+            }
+            try destroy(slot, &state)
+        }
+        return []
+    }
+
+    private func slotStatus(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)] {
+        let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
+        let record = try state.withLock { _ throws(EscrowError) in try load(slot) }
+        return [
+            (.salt, record.salt), (.operations, EscrowProtocol.integer(record.operations)),
+            (.memory, EscrowProtocol.integer(record.memory)),
+            (.failures, EscrowProtocol.integer(record.failures)),
+            (.limit, EscrowProtocol.integer(record.limit)), (.counter, Data(counter.utf8)),
+        ]
+    }
+
+    // MARK: - Slots
+
+    private func evaluate(_ blinded: Data, _ key: SecureBytes) throws(EscrowError) -> Data {
+        do { return try OPRF.evaluate(blinded, key: key) } catch {
+            throw EscrowError(.malformed, "the blinded element: \(error)")
+        }
+    }
+
+    private func load(_ slot: Data) throws(EscrowError) -> SlotRecord {
+        let bytes: Data?
+        do { bytes = try storage.load(slot) } catch {
+            throw EscrowError(.unavailable, "the escrow's state: \(error.localizedDescription)")
+        }
+        guard let bytes else { throw EscrowError(.notFound, "no such slot") }
+        if bytes == SlotRecord.tombstone {
+            throw EscrowError(.destroyed, "the slot is destroyed")
+        }
+        guard let record = SlotRecord.parse(bytes) else {
+            throw EscrowError(.unavailable, "the escrow's record of this slot does not decode")
+        }
+        return record
+    }
+
+    private func save(_ slot: Data, _ record: SlotRecord) throws(EscrowError) {
+        do { try storage.save(slot, record.encoded()) } catch {
+            throw EscrowError(.unavailable, "the escrow could not record the count: \(error.localizedDescription)")
+        }
+    }
+
+    /// Erases the slot's key for good: a tombstone takes its record's place.
+    private func destroy(_ slot: Data, _ state: inout Volatile) throws(EscrowError) {
+        state.claims[slot] = nil
+        state.removals[slot] = nil
+        do { try storage.save(slot, SlotRecord.tombstone) } catch {
+            throw EscrowError(.unavailable, "the escrow could not destroy the slot: \(error.localizedDescription)")
+        }
+    }
+}
+
+/// One slot as the escrow keeps it.
+struct SlotRecord {
+    var key: SecureBytes
+    var verifier: Data
+    var owner: Data
+    var envelope: Data
+    var salt: Data
+    var operations: Int64
+    var memory: Int64
+    var limit: Int64
+    var failures: Int64
+
+    static let magic = Data("KESS".utf8)
+    /// What a destroyed slot's record becomes: no key.
+    static let tombstone = Data("KESD".utf8)
+
+    func encoded() -> Data {
+        var record = TLV(magic: Self.magic)
+        key.withUnsafeBytes { record.append(1, UnsafeRawBufferPointer($0).bindMemory(to: UInt8.self)) }
+        record.append(2, verifier)
+        record.append(3, owner)
+        record.append(4, envelope)
+        record.append(5, salt)
+        record.append(6, operations)
+        record.append(7, memory)
+        record.append(8, limit)
+        record.append(9, failures)
+        return record.bytes
+    }
+
+    static func parse(_ bytes: Data) -> SlotRecord? {
+        guard let fields = try? TLV.fields(bytes, magic: magic, known: 1...9),
+            let key = fields[1], key.count == OPRF.scalarLength,
+            let verifier = fields[2], let owner = fields[3], let envelope = fields[4],
+            let salt = fields[5], let operations = try? fields.int64(6),
+            let memory = try? fields.int64(7),
+            let limit = try? fields.int64(8),
+            let failures = try? fields.int64(9)
+        else { return nil }
+        return SlotRecord(
+            key: SecureBytes(copying: key), verifier: Data(verifier), owner: Data(owner),
+            envelope: Data(envelope), salt: Data(salt), operations: operations, memory: memory,
+            limit: limit, failures: failures)
+    }
+}

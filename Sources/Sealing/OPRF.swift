@@ -1,0 +1,194 @@
+internal import CSodium
+import Foundation
+
+/// An oblivious pseudorandom function on ristretto255 (2HashDH, as in OPAQUE and RFC 9497's
+/// base mode): the output `F(k, x) = H(x, k · H₁(x))` is computed between a client that holds `x`
+/// and a server that holds `k`, and neither learns the other's input. The client sends
+/// `r · H₁(x)` for a fresh random scalar `r` — a uniformly random group element whatever `x` is —
+/// the server answers `k · (r · H₁(x))`, and the client removes `r`. Without `k` nobody (the server's
+/// network, the cloud, a recording relay) can test a guess of `x` against anything it saw; the
+/// server answers each guess once and can count it.
+package enum OPRF {
+    package static let elementLength = Int(crypto_core_ristretto255_BYTES)
+    package static let scalarLength = Int(crypto_core_ristretto255_SCALARBYTES)
+
+    /// A new server key: a random non-zero scalar.
+    package static func newKey() -> SecureBytes {
+        Sodium.initialize()
+        return SecureBytes(count: scalarLength) {
+            crypto_core_ristretto255_scalar_random($0.bindMemory(to: UInt8.self).baseAddress!)
+        }
+    }
+
+    /// The client's first step: the blind `r` (kept) and `r · H₁(input)` (sent).
+    package static func blind(_ input: SecureBytes, context: String) -> (
+        blind: SecureBytes, blinded: Data
+    ) {
+        Sodium.initialize()
+        let point = hashToGroup(input, context: context)
+        let blind = newKey()
+        var blinded = Data(count: elementLength)
+        blinded.withUnsafeMutableBytes { out in
+            blind.withUnsafeBytes { r in
+                point.withUnsafeBytes { p in
+                    // A random scalar times a valid non-identity point: never the identity.
+                    _ = crypto_scalarmult_ristretto255(
+                        out.bindMemory(to: UInt8.self).baseAddress!,
+                        r.bindMemory(to: UInt8.self).baseAddress!,
+                        p.bindMemory(to: UInt8.self).baseAddress!)
+                }
+            }
+        }
+        return (blind, blinded)
+    }
+
+    /// The server's step: `key · blinded`.
+    ///
+    /// - Throws: `.malformed` for bytes that are not a canonical ristretto255 element, or the
+    ///   identity (checked before the key touches them).
+    package static func evaluate(_ blinded: Data, key: SecureBytes) throws(SealingError) -> Data {
+        var out = Data(count: elementLength)
+        var failure: SealingError?
+        out.withUnsafeMutableBytes { o in
+            do throws(SealingError) { try multiply(blinded, by: key, into: o) } catch {
+                failure = error
+            }
+        }
+        if let failure { throw failure }
+        return out
+    }
+
+    /// The client's last step: the function's output, `H(input ‖ r⁻¹ · evaluated)`.
+    ///
+    /// - Throws: `.malformed` when `evaluated` is not a valid non-identity element.
+    package static func finalize(
+        _ input: SecureBytes, blind: SecureBytes, evaluated: Data, context: String
+    ) throws(SealingError) -> SecureBytes {
+        Sodium.initialize()
+        let inverse = SecureBytes(count: scalarLength) { out in
+            blind.withUnsafeBytes { r in
+                _ = crypto_core_ristretto255_scalar_invert(
+                    out.bindMemory(to: UInt8.self).baseAddress!,
+                    r.bindMemory(to: UInt8.self).baseAddress!)
+            }
+        }
+        var failure: SealingError?
+        let unblinded = SecureBytes(count: elementLength) { out in
+            do throws(SealingError) { try multiply(evaluated, by: inverse, into: out) } catch {
+                failure = error
+            }
+        }
+        if let failure { throw failure }
+        // H(x, N): the input keyed by the unblinded element, both only in owned memory.
+        let inputHash = KeyDerivation.keyedHash(key: input, context: context + " input")
+        return inputHash.withUnsafeBytes { x in
+            KeyDerivation.keyedHash(
+                key: unblinded, context: context + " output",
+                UnsafeRawBufferPointer(x).bindMemory(to: UInt8.self))
+        }
+    }
+
+    /// `H₁`: the input hashed to a group element (64 bytes of BLAKE2b, then Elligator).
+    static func hashToGroup(_ input: SecureBytes, context: String) -> SecureBytes {
+        let wide = SecureBytes(count: 64) { out in
+            input.withUnsafeBytes { x in
+                var label = Array((context + " hash-to-group").utf8) + [0]
+                let size = crypto_generichash_statebytes()
+                let state = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 64)
+                defer {
+                    sodium_memzero(state, size)
+                    state.deallocate()
+                }
+                let typed = OpaquePointer(state)
+                _ = crypto_generichash_init(typed, nil, 0, 64)
+                _ = crypto_generichash_update(typed, &label, UInt64(label.count))
+                _ = crypto_generichash_update(
+                    typed, x.bindMemory(to: UInt8.self).baseAddress, UInt64(x.count))
+                _ = crypto_generichash_final(typed, out.bindMemory(to: UInt8.self).baseAddress!, 64)
+            }
+        }
+        return SecureBytes(count: elementLength) { out in
+            wide.withUnsafeBytes { h in
+                _ = crypto_core_ristretto255_from_hash(
+                    out.bindMemory(to: UInt8.self).baseAddress!,
+                    h.bindMemory(to: UInt8.self).baseAddress!)
+            }
+        }
+    }
+
+    private static func multiply(
+        _ element: Data, by scalar: SecureBytes, into out: UnsafeMutableRawBufferPointer
+    ) throws(SealingError) {
+        Sodium.initialize()
+        guard element.count == elementLength,
+            element.withUnsafeBytes({
+                crypto_core_ristretto255_is_valid_point($0.bindMemory(to: UInt8.self).baseAddress!)
+            }) == 1
+        else { throw SealingError(.malformed, "not a ristretto255 element") }
+        let rc = element.withUnsafeBytes { e in
+                scalar.withUnsafeBytes { s in
+                crypto_scalarmult_ristretto255(
+                    out.bindMemory(to: UInt8.self).baseAddress!,
+                    s.bindMemory(to: UInt8.self).baseAddress!,
+                    e.bindMemory(to: UInt8.self).baseAddress!)
+            }
+        }
+        // Non-zero: the result is the identity (the input was, or the scalar is zero).
+        guard rc == 0 else { throw SealingError(.malformed, "the identity element") }
+    }
+}
+
+/// Ed25519 signatures (`crypto_sign_detached`): a key pair from a 32-byte seed, so that a key
+/// derived from a secret (an OPRF output, the account key) signs without being stored.
+package enum Signature {
+    package static let publicKeyLength = Int(crypto_sign_PUBLICKEYBYTES)
+    package static let length = Int(crypto_sign_BYTES)
+
+    package static func keyPair(seed: SecureBytes) -> (publicKey: Data, secretKey: SecureBytes) {
+        Sodium.initialize()
+        precondition(seed.count == Int(crypto_sign_SEEDBYTES), "a signing seed is 32 bytes")
+        var publicKey = Data(count: publicKeyLength)
+        let secretKey = SecureBytes(count: Int(crypto_sign_SECRETKEYBYTES)) { sk in
+            publicKey.withUnsafeMutableBytes { pk in
+                seed.withUnsafeBytes { s in
+                    _ = crypto_sign_seed_keypair(
+                        pk.bindMemory(to: UInt8.self).baseAddress!,
+                        sk.bindMemory(to: UInt8.self).baseAddress!,
+                        s.bindMemory(to: UInt8.self).baseAddress!)
+                }
+            }
+        }
+        return (publicKey, secretKey)
+    }
+
+    package static func sign(_ message: Data, secretKey: SecureBytes) -> Data {
+        Sodium.initialize()
+        var signature = Data(count: length)
+        signature.withUnsafeMutableBytes { sig in
+            message.withUnsafeBytes { m in
+                secretKey.withUnsafeBytes { sk in
+                    _ = crypto_sign_detached(
+                        sig.bindMemory(to: UInt8.self).baseAddress!, nil,
+                        m.bindMemory(to: UInt8.self).baseAddress, UInt64(m.count),
+                        sk.bindMemory(to: UInt8.self).baseAddress!)
+                }
+            }
+        }
+        return signature
+    }
+
+    package static func verify(_ signature: Data, of message: Data, publicKey: Data) -> Bool {
+        Sodium.initialize()
+        guard signature.count == length, publicKey.count == publicKeyLength else { return false }
+        return signature.withUnsafeBytes { sig in
+            message.withUnsafeBytes { m in
+                publicKey.withUnsafeBytes { pk in
+                    crypto_sign_verify_detached(
+                        sig.bindMemory(to: UInt8.self).baseAddress!,
+                        m.bindMemory(to: UInt8.self).baseAddress, UInt64(m.count),
+                        pk.bindMemory(to: UInt8.self).baseAddress!) == 0
+                }
+            }
+        }
+    }
+}

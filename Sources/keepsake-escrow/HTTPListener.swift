@@ -1,0 +1,158 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A small HTTP/1.1 listener for the escrow: one request per connection (`Connection: close`),
+/// everything bounded — a request head of at most 8 KiB, a body of at most `maximumBody` bytes
+/// (Content-Length only), 5 s to send it, at most 32 connections at once (more are closed at
+/// once). Each request is handed to `handle` on the connection's own thread.
+final class HTTPListener: @unchecked Sendable {
+    // Sendable: `listener` is written once in init; the slot count is a semaphore.
+    typealias Handler = @Sendable (_ method: String, _ path: String, _ body: Data) -> (
+        status: Int, body: Data
+    )
+
+    let port: UInt16
+    private let listener: Int32
+    private let maximumBody: Int
+    private let handle: Handler
+    private let slots = DispatchSemaphore(value: 32)
+
+    init(host: String, port: UInt16, maximumBody: Int, handle: @escaping Handler) throws {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
+            throw ListenerError("--listen: \(host) is not an IPv4 address")
+        }
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw ListenerError("no socket: \(String(cString: strerror(errno)))") }
+        var yes: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0, listen(fd, 64) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw ListenerError("cannot listen on \(host):\(port): \(reason)")
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        self.listener = fd
+        self.port = UInt16(bigEndian: address.sin_port)
+        self.maximumBody = maximumBody
+        self.handle = handle
+    }
+
+    /// Accepts connections until the process ends.
+    func run() -> Never {
+        while true {
+            let connection = accept(listener, nil, nil)
+            guard connection >= 0 else { continue }
+            _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
+            guard slots.wait(timeout: .now()) == .success else {
+                close(connection)
+                continue
+            }
+            let thread = Thread { [self] in
+                serve(connection)
+                close(connection)
+                slots.signal()
+            }
+            thread.stackSize = 512 * 1024
+            thread.start()
+        }
+    }
+
+    private func serve(_ connection: Int32) {
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let deadline = Date() + 5
+        var buffer = Data()
+        var headEnd: Range<Data.Index>?
+        while headEnd == nil {
+            guard buffer.count < 8192, Date() < deadline, receive(connection, into: &buffer) else {
+                return reply(connection, 400, Data("a request head of at most 8 KiB, in 5 s".utf8))
+            }
+            headEnd = buffer.range(of: Data("\r\n\r\n".utf8))
+        }
+        let head = String(decoding: buffer[..<headEnd!.lowerBound], as: UTF8.self)
+        var lines = head.split(separator: "\r\n", omittingEmptySubsequences: false)
+        let requestLine = lines.removeFirst().split(separator: " ")
+        guard requestLine.count == 3, requestLine[2].hasPrefix("HTTP/1.") else {
+            return reply(connection, 400, Data("not an HTTP/1.x request".utf8))
+        }
+        var length = 0
+        for line in lines {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2 else { continue }
+            let name = parts[0].trimmingCharacters(in: .whitespaces).lowercased()
+            let value = parts[1].trimmingCharacters(in: .whitespaces)
+            if name == "transfer-encoding" {
+                return reply(connection, 411, Data("a body with Content-Length only".utf8))
+            }
+            if name == "content-length" {
+                guard let parsed = Int(value), parsed >= 0, parsed <= maximumBody else {
+                    return reply(connection, 413, Data("a body of at most \(maximumBody) bytes".utf8))
+                }
+                length = parsed
+            }
+        }
+        var body = Data(buffer[headEnd!.upperBound...])
+        while body.count < length {
+            guard Date() < deadline, receive(connection, into: &body) else {
+                return reply(connection, 400, Data("the body did not arrive in 5 s".utf8))
+            }
+        }
+        guard body.count == length else {
+            return reply(connection, 400, Data("more bytes than Content-Length".utf8))
+        }
+        let answer = handle(String(requestLine[0]), String(requestLine[1]), body)
+        reply(connection, answer.status, answer.body)
+    }
+
+    /// Reads what arrived; false at end of stream, an error or the receive timeout.
+    private func receive(_ connection: Int32, into buffer: inout Data) -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let got = recv(connection, &chunk, chunk.count, 0)
+            if got < 0 && errno == EINTR { continue }
+            guard got > 0 else { return false }
+            buffer.append(contentsOf: chunk[0..<got])
+            return true
+        }
+    }
+
+    private func reply(_ connection: Int32, _ status: Int, _ body: Data) {
+        let reason =
+            [200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 409: "Conflict",
+             410: "Gone", 411: "Length Required", 413: "Content Too Large",
+             503: "Service Unavailable"][status] ?? "Error"
+        var message = Data(
+            ("HTTP/1.1 \(status) \(reason)\r\nContent-Type: application/octet-stream\r\n"
+                + "Content-Length: \(body.count)\r\nConnection: close\r\n\r\n").utf8)
+        message.append(body)
+        message.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let sent = send(connection, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                if sent < 0 && errno == EINTR { continue }
+                guard sent > 0 else { return }
+                offset += sent
+            }
+        }
+    }
+}
+
+struct ListenerError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
