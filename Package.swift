@@ -146,6 +146,9 @@ let package = Package(
             ]),
         .testTarget(
             name: "KeepsakeCLITests", dependencies: ["KeepsakeTestSupport"]),
+        .testTarget(
+            name: "EscrowTests",
+            dependencies: ["Escrow", "Device", "Sealing", "SecretService", "KeepsakeTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

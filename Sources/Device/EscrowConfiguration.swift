@@ -22,11 +22,15 @@ public struct EscrowConfiguration: Sendable, Hashable {
     }
 
     /// The protocol's client over HTTP (one libcurl handle, 10 s per request).
-    package func client() -> EscrowClient {
+    package func client() -> EscrowClient { EscrowClient(transport: transport()) }
+
+    /// One request to the escrow and its answer, over HTTP: what `client()` sends through (and a
+    /// test that speaks the protocol the way an attacker would).
+    package func transport() -> EscrowClient.Transport {
         let http = HTTP.Client()
         let base = url
         let caFile = caFile
-        return EscrowClient { (method, path, body) throws(EscrowError) in
+        return { (method, path, body) throws(EscrowError) in
             let target = base.appendingPathComponent(String(path.dropFirst()))
             do {
                 let response = try HTTP.exchange(

@@ -111,6 +111,9 @@ package final class EscrowService: Sendable {
     private func claim(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)] {
         let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
         let blinded = try fields.exactly(.blinded, OPRF.elementLength)
+        do { try OPRF.validate(blinded) } catch {  // bad input is never a claim
+            throw EscrowError(.malformed, "the blinded element: \(error)")
+        }
         return try state.withLock { (state) throws(EscrowError) in
             var record = try load(slot)
             guard record.failures < record.limit else {

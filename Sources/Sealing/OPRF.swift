@@ -116,15 +116,22 @@ package enum OPRF {
         }
     }
 
-    private static func multiply(
-        _ element: Data, by scalar: SecureBytes, into out: UnsafeMutableRawBufferPointer
-    ) throws(SealingError) {
+    /// Checks that `element` is a canonical ristretto255 encoding of a point other than the
+    /// identity: what `evaluate` accepts (a server checks before it counts).
+    package static func validate(_ element: Data) throws(SealingError) {
         Sodium.initialize()
         guard element.count == elementLength,
+            element.contains(where: { $0 != 0 }),  // the identity encodes as zeros
             element.withUnsafeBytes({
                 crypto_core_ristretto255_is_valid_point($0.bindMemory(to: UInt8.self).baseAddress!)
             }) == 1
-        else { throw SealingError(.malformed, "not a ristretto255 element") }
+        else { throw SealingError(.malformed, "not a ristretto255 element other than the identity") }
+    }
+
+    private static func multiply(
+        _ element: Data, by scalar: SecureBytes, into out: UnsafeMutableRawBufferPointer
+    ) throws(SealingError) {
+        try validate(element)
         let rc = element.withUnsafeBytes { e in
                 scalar.withUnsafeBytes { s in
                 crypto_scalarmult_ristretto255(
