@@ -1,6 +1,5 @@
 import Foundation
 import Sealing
-import TPM
 
 // Device-free, so the decoders build alone for the fuzzer (`scripts/fuzz`, target account-objects).
 

@@ -10,9 +10,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         precondition(record.check.count == 32 && AccountRecord.parse(record.encoded()) == record)
     }
     if let escrow = EscrowRecord.parse(bytes) {
-        // Accepted records have a usable salt, a bounded cost and limit, and survive re-encoding.
-        precondition(escrow.salt.count == KeyDerivation.saltLength && escrow.cost.isWithinBounds)
-        precondition(escrow.slot.limit <= 10 && EscrowRecord.parse(escrow.encoded()) == escrow)
+        // Accepted records name a slot of the escrow's length and survive re-encoding.
+        precondition(escrow.slot.count == 16 && EscrowRecord.parse(escrow.encoded()) == escrow)
     }
     if let request = JoinRequestRecord.parse(bytes) {
         precondition(request.code.count == 6 && JoinRequestRecord.parse(request.encoded()) == request)
