@@ -339,8 +339,8 @@ extension Device {
     }
 
     /// Puts `accountKey` in a new escrow slot under `passcode`, names it in the cloud, and
-    /// removes the slot named before (its owner key derives from the account key it held:
-    /// `previousKey` after a rotation, else `accountKey`). Needs the account's lock held by the
+    /// removes the slot named before (removing takes the account key it held: `previousKey`
+    /// after a rotation, else `accountKey`). Needs the account's lock held by the
     /// caller or no other writer (escrow record).
     func register(
         _ accountKey: SecureBytes, passcode: SecureBytes, escrow: EscrowConfiguration,
@@ -354,7 +354,7 @@ extension Device {
         let slot = try escrowCall { () throws(EscrowError) in
             try client.register(
                 accountKey, passcodeKey: passcodeKey, salt: salt, cost: passcodeCost,
-                owner: Self.escrowOwner(accountKey), limit: Int(GuessLimit.tpmLimit))
+                limit: Int(GuessLimit.tpmLimit))
         }
         // Compare-and-swap: when another device registered meanwhile, its record stands and
         // this one's slot goes; this device registers again at its next unlock.
@@ -364,17 +364,11 @@ extension Device {
                 ifVersion: found?.version)
         }
         guard swapped else {
-            try? client.remove(slot, owner: Self.escrowOwner(accountKey))
+            try? client.remove(slot, secret: accountKey)
             throw DeviceError(
                 .notAvailable, "the escrow record changed meanwhile: registered at the next unlock")
         }
-        if let old { try? client.remove(old.slot, owner: Self.escrowOwner(previousKey ?? accountKey)) }
-    }
-
-    /// The seed of the key that may remove the account key's escrow slot: whoever holds the
-    /// account key (never the cloud, never the escrow).
-    static func escrowOwner(_ accountKey: SecureBytes) -> SecureBytes {
-        KeyDerivation.keyedHash(key: accountKey, context: "keepsake escrow owner")
+        if let old { try? client.remove(old.slot, secret: previousKey ?? accountKey) }
     }
 
     /// `account-recovery`: the account key sealed to the recovery key's public key — so any

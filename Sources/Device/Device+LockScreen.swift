@@ -1,6 +1,7 @@
 import Foundation
 import Sealing
 import SecretService
+import Escrow
 import TPM
 
 /// The lock screen, the lock states and the class keys.
@@ -39,8 +40,12 @@ extension Device {
         public var kind: LockScreenKind
         public var state: LockState
         public var isEndToEndEncryptionCapable: Bool
-        /// `tpm` when the TPM counts the guesses (hard limit), else `software`.
+        /// `service` when a guess counter service counts the guesses (hard limit, `countedIn`
+        /// says where it keeps the count), `tpm` when the TPM does, else `software`.
         public var guessLimit: String
+        /// Where the guess counter service keeps its count, as it says (`file`: its own state
+        /// directory); nil on the other paths.
+        public var countedIn: String?
         /// Wrong passcodes in a row since the last right one.
         public var failedAttempts: Int
     }
@@ -48,7 +53,14 @@ extension Device {
     public func status() throws(DeviceError) -> LockScreenStatus {
         let record = try records.load().record
         var failed = record.failures
-        if let slot = record.tpm, let tpm {
+        var countedIn: String?
+        if let slot = record.counterSlot, let counter {
+            let status = try escrowCall { () throws(EscrowError) in
+                try counter.client().status(of: slot)
+            }
+            failed = status.failures
+            countedIn = status.counter
+        } else if let slot = record.tpm, let tpm {
             failed = Int(
                 try tpmCall { () throws(TPMError) in
                     try TPMPasscodeSlot.failures(try tpm.context(), slot: slot)
@@ -57,7 +69,8 @@ extension Device {
         return LockScreenStatus(
             kind: record.kind, state: try state(of: record.kind),
             isEndToEndEncryptionCapable: record.kind.hasKnowledgeFactor,
-            guessLimit: record.tpm != nil ? "tpm" : "software", failedAttempts: failed)
+            guessLimit: record.counterSlot != nil ? "service" : record.tpm != nil ? "tpm" : "software",
+            countedIn: countedIn, failedAttempts: failed)
     }
 
     /// What changing the lock screen did.
@@ -93,12 +106,14 @@ extension Device {
             var keys: [ProtectionClass: SecureBytes]
             // Kept through a passcode change, like the class keys; gone with the passcode.
             var presence: SecureBytes?
+            var proofCounterSecret: SecureBytes?
             if hadKnowledgeFactor {
                 guard let currentPasscode else {
                     throw DeviceError(.authFailed, "the current passcode is required")
                 }
                 let proof = try prove(currentPasscode)
                 (path, record) = (proof.path, proof.record)
+                proofCounterSecret = proof.counterSecret
                 keys = try PasscodeKeys.unwrap(record.wrappedKeys, kek: proof.kek)
                 presence = try PasscodeKeys.unwrapPresence(record.wrappedKeys, kek: proof.kek)
             } else {
@@ -118,7 +133,8 @@ extension Device {
             var updated = record
             updated.kind = kind
             let oldSlot = record.tpm
-            try seal(
+            let oldCounterSlot = record.counterSlot
+            let newCounterSecret = try seal(
                 keys, presence: newPasscode == nil ? nil : presence, passcode: newPasscode,
                 into: &updated)
             if newPasscode == nil { updated.wrappedCloudKey = nil }  // no E2EE: the cloud key goes
@@ -133,9 +149,11 @@ extension Device {
                 path = try records.store(updated, replacing: path)
             } catch {
                 if let slot = updated.tpm, slot != oldSlot { destroySlot(slot) }
+                removeCounterSlot(updated.counterSlot, secret: newCounterSecret)
                 throw error
             }
             if let oldSlot, oldSlot != updated.tpm { destroySlot(oldSlot) }
+            removeCounterSlot(oldCounterSlot, secret: proofCounterSecret)
             if newPasscode == nil { runtime.forget([.whenPasscodeSetThisDeviceOnly]) }
             // The lock screen is changed by now: a cloud that cannot be read or written (down,
             // hostile) does not undo that; the account key is looked after at the next unlock.
@@ -178,11 +196,19 @@ extension Device {
             if record.version < 2 || (record.cost.map { $0.isBelow(passcodeCost) } ?? true) {
                 let oldSlot = record.tpm
                 var upgraded = record
-                try seal(
+                let newCounterSecret = try seal(
                     keys, presence: presence ?? SecureBytes(randomCount: 32), passcode: passcode,
                     into: &upgraded)
-                path = try records.store(upgraded, replacing: path)
+                do throws(DeviceError) {
+                    path = try records.store(upgraded, replacing: path)
+                } catch {
+                    removeCounterSlot(upgraded.counterSlot, secret: newCounterSecret)
+                    throw error
+                }
                 if let oldSlot, oldSlot != upgraded.tpm { destroySlot(oldSlot) }
+                if record.counterSlot != upgraded.counterSlot {
+                    removeCounterSlot(record.counterSlot, secret: proof.counterSecret)
+                }
                 record = upgraded
             } else if presence == nil {
                 // A passcode set before presence keys existed: made at this unlock.
@@ -300,6 +326,8 @@ extension Device {
         /// The record with its failures cleared (as stored).
         var record: DeviceRecord
         var kek: SecureBytes
+        /// On the counted path, the secret the counter released (what removing its slot takes).
+        var counterSecret: SecureBytes?
     }
 
     /// Checks `passcode`, counted first: the failure is stored before the slow derivation and
@@ -312,25 +340,66 @@ extension Device {
         limit.countAttempt(&record)
         path = try records.store(record, replacing: path)
         let slotBefore = record.tpm
-        let kek = try keyEncryptionKey(passcode, &record)
+        let (kek, counterSecret) = try keyEncryptionKey(passcode, &record)
         record.failures = 0
         record.notBefore = 0
         path = try records.store(record, replacing: path)
         // A right passcode rebased the TPM slot: the old one goes once the new one is stored.
         if let slotBefore, slotBefore != record.tpm { destroySlot(slotBefore) }
-        return Proof(path: path, record: record, kek: kek)
+        return Proof(path: path, record: record, kek: kek, counterSecret: counterSecret)
     }
 
-    /// The key-encryption key for `passcode`, or `.authFailed` when it is wrong. On the TPM path
-    /// a right passcode rebases the record's slot (its count starts again).
+    /// The key-encryption key for `passcode` (and on the counted path the secret the counter
+    /// released), or `.authFailed` when it is wrong. On the TPM path a right passcode rebases the
+    /// record's slot (its count starts again).
     private func keyEncryptionKey(_ passcode: SecureBytes, _ record: inout DeviceRecord)
-        throws(DeviceError) -> SecureBytes
+        throws(DeviceError) -> (kek: SecureBytes, counterSecret: SecureBytes?)
     {
+        let deviceSecret = SecureBytes(copying: record.deviceSecret)
+        if let slot = record.counterSlot {
+            guard let counter else {
+                throw DeviceError(
+                    .notAvailable,
+                    "this device's passcode is held by a guess counter service, and none is configured (--counter URL)")
+            }
+            let client = counter.client()
+            do throws(DeviceError) {
+                // The salt and cost as the counter keeps them (a process that rewrites the record
+                // cannot make the right passcode fail), bounded before Argon2id runs.
+                let status = try escrowCall { () throws(EscrowError) in try client.status(of: slot) }
+                let passcodeKey = try PasscodeKeys.passcodeKey(
+                    passcode, salt: status.salt, cost: status.cost)
+                let secret = try escrowCall { () throws(EscrowError) in
+                    try client.claim(slot, passcodeKey: passcodeKey)
+                }
+                return (
+                    PasscodeKeys.tpmKEK(
+                        passcodeKey: passcodeKey, tpmSecret: secret, deviceSecret: deviceSecret),
+                    secret
+                )
+            } catch {
+                if (error.underlying as? EscrowError)?.code == .destroyed {
+                    throw DeviceError(
+                        .disabled,
+                        "\(GuessLimit.tpmLimit) wrong passcodes in a row: the guess counter destroyed this device's slot; the device is disabled (erase it: `Device.wipe`, `keepsake device wipe`)",
+                        underlying: error.underlying)
+                }
+                if error.code == .authFailed {
+                    throw DeviceError(.authFailed, "wrong passcode", underlying: error.underlying)
+                }
+                if (error.underlying as? EscrowError)?.code == .notFound {
+                    throw DeviceError(
+                        .notAvailable,
+                        "the guess counter at \(counter.url.absoluteString) holds no slot for this device (another counter, or its state was lost): the passcode cannot be checked",
+                        underlying: error.underlying)
+                }
+                throw error
+            }
+        }
         guard let salt = record.salt, let cost = record.cost else {
             throw DeviceError(.corrupt, "no passcode parameters")
         }
         let passcodeKey = try PasscodeKeys.passcodeKey(passcode, salt: salt, cost: cost)
-        let deviceSecret = SecureBytes(copying: record.deviceSecret)
         if let slot = record.tpm {
             guard let tpm else {
                 throw DeviceError(
@@ -353,8 +422,11 @@ extension Device {
             } catch {
                 throw DeviceError(.notAvailable, "the TPM: \(error)", underlying: error)
             }
-            return PasscodeKeys.tpmKEK(
-                passcodeKey: passcodeKey, tpmSecret: tpmSecret, deviceSecret: deviceSecret)
+            return (
+                PasscodeKeys.tpmKEK(
+                    passcodeKey: passcodeKey, tpmSecret: tpmSecret, deviceSecret: deviceSecret),
+                nil
+            )
         }
         let expected =
             record.version < 2
@@ -363,23 +435,40 @@ extension Device {
         guard let verifier = record.verifier, constantTimeEquals(expected, verifier) else {
             throw DeviceError(.authFailed, "wrong passcode")
         }
-        return PasscodeKeys.softwareKEK(passcodeKey: passcodeKey, deviceSecret: deviceSecret)
+        return (PasscodeKeys.softwareKEK(passcodeKey: passcodeKey, deviceSecret: deviceSecret), nil)
     }
 
     /// Wraps `keys` for `passcode` (nil: no knowledge factor) at this device's cost: a new salt,
-    /// and on a TPM device a new TPM slot (the old one stays until the record is stored).
+    /// and on a counted or TPM device a new slot (the old one stays until the record is stored).
+    /// Returns the new counter slot's secret (what removing it takes), on the counted path.
+    @discardableResult
     private func seal(
         _ keys: [ProtectionClass: SecureBytes], presence: SecureBytes? = nil,
         passcode: SecureBytes?, into record: inout DeviceRecord
-    ) throws(DeviceError) {
+    ) throws(DeviceError) -> SecureBytes? {
         let deviceSecret = SecureBytes(copying: record.deviceSecret)
         let kek: SecureBytes
+        var counterSecret: SecureBytes?
+        record.counterSlot = nil
         if let passcode {
             let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
             let passcodeKey = try PasscodeKeys.passcodeKey(passcode, salt: salt, cost: passcodeCost)
             record.salt = salt
             record.cost = passcodeCost
-            if let tpm {
+            if let counter {
+                let secret = SecureBytes(randomCount: 32)
+                let cost = passcodeCost
+                record.counterSlot = try escrowCall { () throws(EscrowError) in
+                    try counter.client().register(
+                        secret, passcodeKey: passcodeKey, salt: salt, cost: cost,
+                        limit: Int(GuessLimit.tpmLimit))
+                }
+                counterSecret = secret
+                record.tpm = nil
+                record.verifier = nil
+                kek = PasscodeKeys.tpmKEK(
+                    passcodeKey: passcodeKey, tpmSecret: secret, deviceSecret: deviceSecret)
+            } else if let tpm {
                 let tpmSecret = SecureBytes(randomCount: 32)
                 let slot = try tpmCall { () throws(TPMError) in
                     try TPMPasscodeSlot.create(
@@ -412,6 +501,14 @@ extension Device {
         record.failures = 0
         record.notBefore = 0
         record.generation = (record.generation ?? 0) + 1
+        return counterSecret
+    }
+
+    /// Removes a counter slot this device no longer names (best effort: one left behind holds a
+    /// secret nothing uses, still counted).
+    private func removeCounterSlot(_ slot: Data?, secret: SecureBytes?) {
+        guard let slot, let secret, let counter else { return }
+        try? counter.client().remove(slot, secret: secret)
     }
 
     private func destroySlot(_ slot: TPMSlot) {

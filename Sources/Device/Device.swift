@@ -29,6 +29,10 @@ public final class Device: Sendable {
     /// The cloud account's escrow service, when the account uses one: it holds the account key
     /// for joining with a passcode, and counts the claims.
     package let escrow: EscrowConfiguration?
+    /// The guess counter that holds this device's passcode slot, when the device uses one: a
+    /// `keepsake-escrow` service that owns its state (run as a user of its own), so no process of
+    /// the device's user can reset, skip or rewrite its count.
+    package let counter: EscrowConfiguration?
 
     let records: DeviceRecordStore
     private let runtimeCache = Mutex<RuntimeKeys?>(nil)
@@ -46,14 +50,18 @@ public final class Device: Sendable {
     }
 
     /// A device with the TPM reached through `tpm` (a TCTI such as `device:/dev/tpmrm0`), or
-    /// none (`nil`: the software guess limit), and the cloud account's escrow service, if any.
+    /// none (`nil`: the software guess limit); the cloud account's escrow service, if any; and the
+    /// guess counter that holds its passcode slot (`counter`, a `keepsake-escrow` service of its
+    /// own user: then it counts every guess, and the TPM is not used).
     public convenience init(
         secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
-        cloud: (any CloudStorage)? = nil, tpm: String?, escrow: EscrowConfiguration? = nil
+        cloud: (any CloudStorage)? = nil, tpm: String?, escrow: EscrowConfiguration? = nil,
+        counter: EscrowConfiguration? = nil
     ) {
         self.init(
             secretService: secretService, directory: directory, cloud: cloud,
-            tpm: tpm.map(TPMConfiguration.init(tcti:)), escrow: escrow, tuning: .real)
+            tpm: tpm.map(TPMConfiguration.init(tcti:)), escrow: escrow, counter: counter,
+            tuning: .real)
     }
 
     /// A device at another cost and delays: for the test support target and the development
@@ -61,9 +69,11 @@ public final class Device: Sendable {
     package init(
         secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
         cloud: (any CloudStorage)? = nil, tpm: TPMConfiguration? = nil,
-        escrow: EscrowConfiguration? = nil, tuning: DeviceTuning
+        escrow: EscrowConfiguration? = nil, counter: EscrowConfiguration? = nil,
+        tuning: DeviceTuning
     ) {
         self.escrow = escrow
+        self.counter = counter
         self.secretService = secretService
         self.directory = directory ?? Self.defaultDirectory
         self.cloud = cloud

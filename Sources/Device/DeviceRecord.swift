@@ -22,6 +22,10 @@ struct DeviceRecord: Codable, Sendable {
     var verifier: Data?
     /// TPM path: where the TPM keeps this device's passcode-released secret and guess counter.
     var tpm: TPMSlot?
+    /// Counted path: this device's slot at its guess counter (`Device.counter`, a
+    /// `keepsake-escrow` service): it releases the secret the KEK needs only to a proof of the
+    /// passcode, and counts every claim before it answers.
+    var counterSlot: Data?
     var wrappedKeys: [String: Data]
     /// Each class key's check value (`PasscodeKeys.check`), by class: a key in the kernel keyring
     /// that does not match is not the device's and is never used. nil in records written before

@@ -165,7 +165,7 @@ extension Device {
                     &record)
             } else {
                 if let old = try? cloud.read(AccountObjects.escrow).flatMap(EscrowRecord.parse) {
-                    try? escrow.client().remove(old.slot, owner: Self.escrowOwner(oldKey))
+                    try? escrow.client().remove(old.slot, secret: oldKey)
                 }
                 try? cloud.delete(AccountObjects.escrow)
                 record.escrowGeneration = nil

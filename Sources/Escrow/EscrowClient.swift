@@ -26,11 +26,11 @@ package struct EscrowClient: Sendable {
 
     /// Puts `secret` (32 or 64 bytes) in a new slot, released to the passcode whose key is
     /// `passcodeKey` (derived with `salt` and `cost`, which the escrow keeps for claimers), at
-    /// most `limit` claims without it in a row. `owner` (32 bytes, e.g. derived from the secret)
-    /// is what removing the slot later needs. Returns the slot's ID.
+    /// most `limit` claims without it in a row. Removing the slot later takes the secret itself
+    /// (`remove`): whoever registered it, or claimed it with the right passcode. Returns the
+    /// slot's ID.
     package func register(
-        _ secret: SecureBytes, passcodeKey: SecureBytes, salt: Data, cost: Argon2Cost,
-        owner: SecureBytes, limit: Int
+        _ secret: SecureBytes, passcodeKey: SecureBytes, salt: Data, cost: Argon2Cost, limit: Int
     ) throws(EscrowError) -> Data {
         let (blind, blinded) = OPRF.blind(passcodeKey, context: EscrowProtocol.context)
         let answer = try send(.register, [(.blinded, blinded)])
@@ -46,7 +46,7 @@ package struct EscrowClient: Sendable {
             .finishRegistration,
             [
                 (.slot, slot), (.verifier, keys.verifier.publicKey),
-                (.owner, Signature.keyPair(seed: owner).publicKey), (.envelope, envelope),
+                (.owner, Self.owner(secret).publicKey), (.envelope, envelope),
                 (.salt, salt), (.operations, EscrowProtocol.integer(Int64(cost.operations))),
                 (.memory, EscrowProtocol.integer(Int64(cost.memoryBytes))),
                 (.limit, EscrowProtocol.integer(Int64(limit))),
@@ -101,8 +101,9 @@ package struct EscrowClient: Sendable {
         }
     }
 
-    /// Removes a slot; `owner` is the seed given at registration.
-    package func remove(_ slot: Data, owner: SecureBytes) throws(EscrowError) {
+    /// Removes a slot, proving it knows the slot's secret (nothing else removes one: not the
+    /// cloud that names the slot, not a process that reads the record naming it).
+    package func remove(_ slot: Data, secret: SecureBytes) throws(EscrowError) {
         let challenge = try send(.challenge, [(.slot, slot)])
             .exactly(.challenge, EscrowProtocol.challengeLength)
         let proof = EscrowProtocol.removalProof(slot: slot, challenge: challenge)
@@ -110,8 +111,13 @@ package struct EscrowClient: Sendable {
             .remove,
             [
                 (.slot, slot), (.challenge, challenge),
-                (.signature, Signature.sign(proof, secretKey: Signature.keyPair(seed: owner).secretKey)),
+                (.signature, Signature.sign(proof, secretKey: Self.owner(secret).secretKey)),
             ])
+    }
+
+    /// The slot owner's signing key: derived from the secret the slot holds.
+    static func owner(_ secret: SecureBytes) -> (publicKey: Data, secretKey: SecureBytes) {
+        Signature.keyPair(seed: KeyDerivation.keyedHash(key: secret, context: "keepsake-escrow owner"))
     }
 
     /// Where the escrow keeps its count, as it says.

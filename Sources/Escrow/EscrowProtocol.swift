@@ -9,8 +9,8 @@ import Sealing
 ///    key `x` (Argon2id of the passcode, salted) and the escrow evaluates it under a new slot's key
 ///    `k` (`OPRF`); the device derives `rwd = F(k, x)` and sends a verifier (an Ed25519 public key
 ///    whose seed derives from `rwd`), the secret sealed under another key derived from `rwd` (the
-///    envelope), the owner's public key (derived from the secret itself: only holders of the
-///    account key may remove the slot), the salt and cost, and the limit.
+///    envelope), the owner's public key (derived from the secret itself: only whoever holds the
+///    secret may remove the slot), the salt and cost, and the limit.
 /// 2. **Claim** (`/v1/claim`, then `/v1/claim/finish`): the escrow **counts the claim durably,
 ///    then** evaluates the blinded guess and hands out a one-time challenge; the device signs the
 ///    challenge and its fresh X25519 key with the verifier's key derived from its `rwd`. A valid

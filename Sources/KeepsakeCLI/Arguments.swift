@@ -88,7 +88,7 @@ package struct Arguments {
         }
         let global: Set<String> = [
             "app-id", "container", "device-dir", "cloud", "cloud-ca", "entitled-group", "tpm",
-            "escrow",
+            "escrow", "counter",
         ]
         for name in Set(options.keys).union(flags)
         where !names.contains(name) && !global.contains(name) {

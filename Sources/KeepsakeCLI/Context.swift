@@ -20,6 +20,8 @@ package struct Context {
     package let tpm: TPMConfiguration?
     /// The cloud account's escrow service, or nil.
     package let escrow: EscrowConfiguration?
+    /// The guess counter service that holds the device's passcode slot, or nil.
+    package let counter: EscrowConfiguration?
     /// The device's Argon2id cost and retry delays: the real ones in the shipped `keepsake`.
     package let tuning: DeviceTuning
 
@@ -63,6 +65,17 @@ package struct Context {
         } else {
             escrow = nil
         }
+        // `--counter URL`: the guess counter service (a `keepsake-escrow` of its own user) that
+        // counts this device's passcode guesses.
+        if let text = arguments.value("counter") {
+            guard let url = URL(string: text), let counter = EscrowConfiguration(url: url) else {
+                throw CommandError.param(
+                    "--counter takes the guess counter's address: http://127.0.0.1:PORT/ (or https://…)")
+            }
+            self.counter = counter
+        } else {
+            counter = nil
+        }
     }
 
     /// The Secret Service on `DBUS_SESSION_BUS_ADDRESS`.
@@ -78,7 +91,7 @@ package struct Context {
         Device(
             secretService: secretService, directory: deviceDirectory,
             cloud: try cloud(secretService: secretService), tpm: tpm, escrow: escrow,
-            tuning: tuning)
+            counter: counter, tuning: tuning)
     }
 
     /// The device without a cloud account (for what never touches it).
@@ -87,6 +100,7 @@ package struct Context {
     private func localDevice(secretService: SecretServiceConnection) -> Device {
         Device(
             secretService: secretService, directory: deviceDirectory, tpm: tpm, escrow: escrow,
+            counter: counter,
             tuning: tuning)
     }
 

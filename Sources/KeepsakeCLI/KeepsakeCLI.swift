@@ -58,7 +58,7 @@ package enum KeepsakeCLI {
 }
 
 let usage = """
-    usage: keepsake [--app-id ID] [--container DIR] [--device-dir DIR] [--cloud DIR|URL] [--cloud-ca FILE] [--tpm TCTI] [--escrow URL] COMMAND
+    usage: keepsake [--app-id ID] [--container DIR] [--device-dir DIR] [--cloud DIR|URL] [--cloud-ca FILE] [--tpm TCTI] [--counter URL] [--escrow URL] COMMAND
       keychain add|get|update|delete|list --service S [--account A] [--sync yes|no|any]
                                           [--accessible CLASS] [--label L] [--access-group G]
       keychain sync                       (synchronizable items with --cloud, now)

@@ -41,11 +41,13 @@ enum LockScreenCommand {
         case "status":
             try context.arguments.allowOnly([])
             let status = try device.status()
-            Output.json([
+            var fields: [String: Any] = [
                 "kind": status.kind.rawValue, "state": status.state.rawValue,
                 "e2eeCapable": status.isEndToEndEncryptionCapable,
                 "guessLimit": status.guessLimit, "failedAttempts": status.failedAttempts,
-            ])
+            ]
+            if let countedIn = status.countedIn { fields["countedIn"] = countedIn }
+            Output.json(fields)
         default:
             throw CommandError.usage("lockscreen set|unlock|lock|status")
         }

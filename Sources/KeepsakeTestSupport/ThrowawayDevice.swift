@@ -6,17 +6,18 @@ extension PrivateSecretService {
     /// throwaway root (never the user's `$XDG_DATA_HOME`) — or, during the suite-wide sweep, kept
     /// for it, since everything Keepsake writes there is sealed — the cheapest Argon2id cost, and
     /// the given cloud account, call timeout and retry delays, and its delays sat out on `clock`
-    /// (a `ManualClock` of its own unless given: they advance it instead of sleeping). The same
-    /// name gives the same directory.
+    /// (a `ManualClock` of its own unless given: they advance it instead of sleeping), and its
+    /// passcode guesses counted by `counter` when given. The same name gives the same directory.
     package func device(
         _ name: String = "device", cloud: URL? = nil, timeout: Duration = .seconds(5),
         retryPolicy: RetryPolicy = RetryPolicy(), tpm: PrivateTPM? = nil,
-        clock: ManualClock = ManualClock()
+        counter: PrivateEscrow? = nil, clock: ManualClock = ManualClock()
     ) -> Device {
         let device = Device(
             secretService: connection(timeout: timeout), directory: deviceDirectory(name),
             cloud: cloud.map(CloudDirectory.init), tpm: tpm?.configuration,
             escrow: cloud.flatMap { try? PrivateEscrow.of($0).configuration },
+            counter: counter?.configuration,
             tuning: DeviceTuning(
                 passcodeCost: .minimum, retryPolicy: retryPolicy, clock: clock.guessClock))
         // Its runtime keys are kernel state that outlives the test: a reboot at the end.

@@ -138,7 +138,7 @@ struct EscrowServiceTests {
     }
 
     @Test(
-        "removing a slot needs the owner's signature (a key derived from the account key): the cloud, a client or a replayed removal cannot"
+        "removing a slot needs the owner's signature (a key derived from the secret it holds, here the account key): the cloud, a client or a replayed removal cannot"
     )
     func removal() throws {
         let account = try Account()
@@ -167,8 +167,7 @@ struct EscrowServiceTests {
         try newcomer.join(passcode: "4711")
         #expect(try newcomer.cloudKey(forUpload: false) == account.accountKey)
         // The owner removes it.
-        try account.escrow.configuration.client().remove(
-            account.slot, owner: Device.escrowOwner(account.accountKey))
+        try account.escrow.configuration.client().remove(account.slot, secret: account.accountKey)
         #expect(throws: EscrowError.self) { try account.failures }
     }
 
@@ -276,7 +275,7 @@ struct EscrowServiceTests {
         let secrets: [(String, Data)] = [
             ("account key", accountKey.unsafeData()), ("passcode key", passcodeKey.unsafeData()),
             ("passcode", Data("271828".utf8)), ("wrong passcode", Data("314159".utf8)),
-            ("owner seed", Device.escrowOwner(accountKey).unsafeData()),
+            ("owner key (its seed half)", EscrowClient.owner(accountKey).secretKey.unsafeData().prefix(32)),
         ]
         for (name, value) in secrets {
             let window = min(8, value.count)

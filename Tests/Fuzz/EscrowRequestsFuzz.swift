@@ -22,8 +22,7 @@ let slot: Data = {
     }
     return try! client.register(
         SecureBytes(randomCount: 32), passcodeKey: SecureBytes(randomCount: 32),
-        salt: Data(count: KeyDerivation.saltLength), cost: .minimum,
-        owner: SecureBytes(randomCount: 32), limit: 10)
+        salt: Data(count: KeyDerivation.saltLength), cost: .minimum, limit: 10)
 }()
 
 @_cdecl("LLVMFuzzerTestOneInput")
