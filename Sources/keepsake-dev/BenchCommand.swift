@@ -454,7 +454,7 @@ struct BlockStoreBenchmark {
             restored = try BlockStoreSync(device: newDevice).join(passcode: "123456")
         }
         print(
-            "join + restore of \(restored) entries, passcode (Argon2id moderate, escrow swtpm) \(ms(join))"
+            "join + restore of \(restored) entries, passcode (Argon2id moderate, escrow service) \(ms(join))"
         )
         // The two joins with nothing to guess against: by approval and with the recovery key.
         func fresh(_ name: String) throws -> (PrivateSecretService, Device) {

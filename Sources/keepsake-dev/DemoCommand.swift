@@ -71,6 +71,10 @@ enum DemoCommand {
         let recoveryKey = try phone.device.setLockScreen(
             .pin, passcode: "4711", currentPasscode: nil
         ).recoveryKey
+        let lockScreen = try phone.device.status()
+        say(
+            "   The pin is counted by the phone's guess counter (keepsake-escrow, \(lockScreen.guessLimit), "
+                + "count kept in \(lockScreen.countedIn ?? "?")): 10 wrong pins disable the phone.")
         try FileManager.default.createDirectory(
             at: phone.app.container, withIntermediateDirectories: true)
         try Data("{\"onboarded\":true}".utf8).write(
@@ -111,7 +115,10 @@ enum DemoCommand {
             "5. A new device joins the cloud account with the phone's pin, which only the account's"
         )
         say(
-            "   escrow (a TPM that counts claims: 10 wrong ones destroy it) can check — nothing in the"
+            "   escrow service (keepsake-escrow: it counts claims, 10 wrong ones destroy it) can check, and"
+        )
+        say(
+            "   only by an exchange (OPRF) that shows neither side the pin or the key — nothing in the"
         )
         say(
             "   cloud lets anyone guess it. Then the two other ways (approval by the phone, the recovery"
@@ -227,6 +234,8 @@ enum DemoCommand {
         let device: Device
         let app: App
         let hints: RecoveryHints
+        /// The device's guess counter: a private keepsake-escrow of its own.
+        let counter: PrivateEscrow
 
         init(
             provider: PrivateSecretService.Provider, name: String, cloud: DemoCloud?,
@@ -234,11 +243,13 @@ enum DemoCommand {
         ) throws {
             service = try PrivateSecretService.start(
                 masterPassword: "\(name)-login-password", provider: provider)
+            counter = try PrivateEscrow()
             device = Device(
                 secretService: service.connection(),
                 directory: service.root.appendingPathComponent("device"),
                 cloud: cloud?.storage,
                 escrow: try cloud.map { try PrivateEscrow.of($0.escrowKey).configuration },
+                counter: counter.configuration,
                 tuning: DeviceTuning(passcodeCost: .interactive, retryPolicy: RetryPolicy()))
             if !blockStore { try device.updateSettings { $0.blockStoreAvailable = false } }
             app = try App(

@@ -153,4 +153,41 @@ struct LockScreenAttackTests {
         #expect(unlocked.status == 0, "\(unlocked.stderr)")
         #expect(try status(service, option)["state"] as? String == "unlocked")
     }
+
+    @Test(
+        "with --counter the shipped keepsake's guesses are counted by the service: status says service and countedIn file, wrong pins are counted there, the right one unlocks"
+    )
+    func counterThroughTheShippedCommandLine() throws {
+        let counter = try PrivateEscrow()
+        let service = try PrivateSecretService.start()
+        let option = ["--counter", counter.url.absoluteString]
+        let set = try keepsake(
+            ["lockscreen", "set", "--kind", "pin"] + option + deviceDirectory(of: service),
+            input: Data("6060\n".utf8), service: service, executable: shippedKeepsakeExecutable)
+        #expect(set.status == 0, "\(set.stderr)")
+        func status() throws -> [String: Any] {
+            let run = try keepsake(
+                ["lockscreen", "status"] + option + deviceDirectory(of: service), service: service,
+                executable: shippedKeepsakeExecutable)
+            return try #require(try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any])
+        }
+        #expect(try status()["guessLimit"] as? String == "service")
+        #expect(try status()["countedIn"] as? String == "file")
+        _ = try keepsake(
+            ["device", "reboot"] + option + deviceDirectory(of: service), service: service,
+            executable: shippedKeepsakeExecutable)
+        let wrong = try keepsake(
+            ["lockscreen", "unlock"] + option + deviceDirectory(of: service),
+            input: Data("1111\n".utf8), service: service, executable: shippedKeepsakeExecutable)
+        #expect(wrong.status == 1 && wrong.stderr.contains("errSecAuthFailed"))
+        #expect(try status()["failedAttempts"] as? Int == 1)
+        // The shipped binary's first wrong-passcode delay is a second: wait it out.
+        usleep(1_100_000)
+        let right = try keepsake(
+            ["lockscreen", "unlock"] + option + deviceDirectory(of: service),
+            input: Data("6060\n".utf8), service: service, executable: shippedKeepsakeExecutable)
+        #expect(right.status == 0, "\(right.stderr)")
+        #expect(try status()["state"] as? String == "unlocked")
+        #expect(try status()["failedAttempts"] as? Int == 0)
+    }
 }
