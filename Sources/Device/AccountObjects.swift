@@ -14,9 +14,16 @@ enum AccountObjects {
     static let recovery = "account-recovery"
     /// `account-escrow`: the account key's slot at the escrow service (its ID only).
     static let escrow = "account-escrow"
-    /// `join-<id>`: a new device's join request; `join-<id>-approval`: its approval.
+    /// `join-<id>`: a new device's join request; `-challenge`: the approving device's answer;
+    /// `-reveal`: the new device's nonce; `-approval`: the account key, boxed to the new device.
     static func joinRequest(_ id: String) -> String { "join-\(id)" }
+    static func joinChallenge(_ id: String) -> String { "join-\(id)-challenge" }
+    static func joinReveal(_ id: String) -> String { "join-\(id)-reveal" }
     static func joinApproval(_ id: String) -> String { "join-\(id)-approval" }
+    /// Every object of one join.
+    static func joinObjects(_ id: String) -> [String] {
+        [joinRequest(id), joinChallenge(id), joinReveal(id), joinApproval(id)]
+    }
     /// `rekey-<device id>-<epoch>`: the key of `epoch`, sealed to the device's X25519 key, in an
     /// envelope under the key of the epoch before.
     static func rekey(_ deviceID: String, epoch: Int) -> String { "rekey-\(deviceID)-\(epoch)" }
@@ -69,36 +76,114 @@ struct EscrowRecord: Codable, Equatable {
     }
 }
 
-/// `join-<id>`: a new device's X25519 public key. Both devices show the short code derived from
-/// it, so the user approves the request of the device in their hand, not one the cloud planted.
+/// `join-<id>`: a new device's X25519 public key and a commitment to a nonce it reveals only
+/// after the approving device answered (`join-<id>-challenge`) — so the six-digit code both
+/// devices show depends on randomness from both, fixed before either side saw the other's, and a
+/// cloud in the middle cannot grind keys to a matching code (it wins with one chance in 10⁶ per
+/// join, and a mismatch is noticed).
 struct JoinRequestRecord: Codable, Equatable {
-    var version = 1
+    var version = 2
     var publicKey: Data
+    var commitment: Data
 
-    var code: String { JoinCode.of(publicKey) }
-
-    func encoded() -> Data { Data("KJR1".utf8) + (try! JSONEncoder().encode(self)) }
+    func encoded() -> Data { Data("KJR2".utf8) + (try! JSONEncoder().encode(self)) }
     static func parse(_ bytes: Data) -> JoinRequestRecord? {
-        guard bytes.starts(with: Data("KJR1".utf8)),
+        guard bytes.starts(with: Data("KJR2".utf8)),
             let record = try? JSONDecoder().decode(
                 JoinRequestRecord.self, from: bytes.dropFirst(4)),
-            record.version == 1, record.publicKey.count == SealedBox.publicKeyLength
+            record.version == 2, record.publicKey.count == SealedBox.publicKeyLength,
+            record.commitment.count == 32
+        else { return nil }
+        return record
+    }
+}
+
+/// `join-<id>-challenge`: the approving device's X25519 public key for this join and its nonce.
+struct JoinChallengeRecord: Codable, Equatable {
+    var version = 1
+    var publicKey: Data
+    var nonce: Data
+
+    func encoded() -> Data { Data("KJC1".utf8) + (try! JSONEncoder().encode(self)) }
+    static func parse(_ bytes: Data) -> JoinChallengeRecord? {
+        guard bytes.starts(with: Data("KJC1".utf8)),
+            let record = try? JSONDecoder().decode(
+                JoinChallengeRecord.self, from: bytes.dropFirst(4)),
+            record.version == 1, record.publicKey.count == SealedBox.publicKeyLength,
+            record.nonce.count == 32
+        else { return nil }
+        return record
+    }
+}
+
+/// `join-<id>-reveal`: the new device's nonce, revealed once the challenge is there.
+struct JoinRevealRecord: Codable, Equatable {
+    var version = 1
+    var nonce: Data
+
+    func encoded() -> Data { Data("KJV1".utf8) + (try! JSONEncoder().encode(self)) }
+    static func parse(_ bytes: Data) -> JoinRevealRecord? {
+        guard bytes.starts(with: Data("KJV1".utf8)),
+            let record = try? JSONDecoder().decode(JoinRevealRecord.self, from: bytes.dropFirst(4)),
+            record.version == 1, record.nonce.count == 32
         else { return nil }
         return record
     }
 }
 
 enum JoinCode {
-    /// Six digits from a keyed hash of the public key.
-    static func of(_ publicKey: Data) -> String {
+    /// What the new device commits to: its nonce, bound to its key.
+    static func commitment(publicKey: Data, nonce: Data) -> Data {
+        KeyDerivation.keyedHash(
+            key: SecureBytes(copying: Data(repeating: 0x4B, count: 32)),
+            context: "keepsake.join.commitment.v2", publicKey + nonce
+        ).unsafeData()
+    }
+
+    /// Six digits from both devices' keys and nonces.
+    static func of(
+        joiner: Data, joinerNonce: Data, approver: Data, approverNonce: Data
+    ) -> String {
         let digest = KeyDerivation.keyedHash(
             key: SecureBytes(copying: Data(repeating: 0x4A, count: 32)),
-            context: "keepsake.join.code.v1",
-            publicKey
+            context: "keepsake.join.code.v2", joiner + joinerNonce + approver + approverNonce
         ).unsafeData()
-        let number = digest.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) } % 1_000_000
+        let number = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % 1_000_000
         let text = String(number)
         return String(repeating: "0", count: 6 - text.count) + text
+    }
+}
+
+/// What an approval carries to the new device, boxed from the approver's key for this join to the
+/// new device's: the account key and the account state the approving device vouches for (so a
+/// cloud that shows the new device an older state is refused).
+struct JoinApproval {
+    var accountKey: SecureBytes
+    var epoch: Int
+    var manifestVersion: UInt64
+
+    static let length = 32 + 16
+
+    func encoded() -> SecureBytes {
+        SecureBytes(count: Self.length) { out in
+            accountKey.withUnsafeBytes { out.copyMemory(from: $0) }
+            var tail = Data()
+            withUnsafeBytes(of: Int64(epoch).bigEndian) { tail.append(contentsOf: $0) }
+            withUnsafeBytes(of: manifestVersion.bigEndian) { tail.append(contentsOf: $0) }
+            UnsafeMutableRawBufferPointer(rebasing: out[32...]).copyBytes(from: tail)
+        }
+    }
+
+    static func parse(_ bytes: SecureBytes) -> JoinApproval? {
+        guard bytes.count == length else { return nil }
+        return bytes.withUnsafeBytes { raw in
+            let epoch = raw[32..<40].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            let version = raw[40..<48].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            guard epoch <= UInt64(Int32.max) else { return nil }
+            return JoinApproval(
+                accountKey: SecureBytes(count: 32) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[0..<32])) },
+                epoch: Int(epoch), manifestVersion: version)
+        }
     }
 }
 

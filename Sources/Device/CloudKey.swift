@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Sealing
 import Escrow
 
@@ -118,48 +119,124 @@ extension Device {
         try adopt(accountKey)
     }
 
-    /// A join request this device posted: its code (shown on both devices) and what it needs to
-    /// open the approval.
-    public struct JoinTicket: Sendable {
+    /// A join request this device posted, and what it needs to show its code and open the
+    /// approval: its X25519 key pair, its nonce (revealed once the approving device answered), and
+    /// the approving device's key its code was computed with.
+    public final class JoinTicket: Sendable {
         public let id: String
-        public let code: String
         let publicKey: Data
         let secretKey: SecureBytes
+        let nonce: Data
+        /// The approving device's key and nonce, as this device saw them when it showed its code.
+        let answered = Mutex<JoinChallengeRecord?>(nil)
+
+        init(id: String, publicKey: Data, secretKey: SecureBytes, nonce: Data) {
+            self.id = id
+            self.publicKey = publicKey
+            self.secretKey = secretKey
+            self.nonce = nonce
+        }
     }
 
-    /// Posts a join request: a new X25519 key pair whose public key goes to the cloud; the code
-    /// derived from it is shown here and on the approving device.
+    /// Posts a join request: a new X25519 key pair and a commitment to a random nonce. The code
+    /// to show comes once an existing device answered (`awaitCode`).
     public func requestJoin() throws(DeviceError) -> JoinTicket {
         let cloud = try signedIn()
         let (publicKey, secretKey) = SealedBox.keyPair()
+        let nonce = KeyDerivation.randomBytes(32)
         let id = KeyDerivation.randomBytes(8).hexString
-        let request = JoinRequestRecord(publicKey: publicKey)
+        let request = JoinRequestRecord(
+            publicKey: publicKey,
+            commitment: JoinCode.commitment(publicKey: publicKey, nonce: nonce))
         // A new name (64 random bits), made only where there is none.
         try swap(
             AccountObjects.joinRequest(id), request.encoded(), ifVersion: nil, on: cloud,
             conflict: "post the join request again")
-        return JoinTicket(id: id, code: request.code, publicKey: publicKey, secretKey: secretKey)
+        return JoinTicket(id: id, publicKey: publicKey, secretKey: secretKey, nonce: nonce)
     }
 
-    /// Waits up to `timeout` for an approval of `ticket`; true once joined.
+    /// Waits up to `timeout` for an existing device to answer `ticket` (`joinRequests` or
+    /// `approveJoin` there), then reveals this device's nonce and returns the six-digit code to
+    /// show: the user types it on the approving device. nil when no device answered in time.
+    public func awaitCode(of ticket: JoinTicket, timeout: Duration) throws(DeviceError) -> String? {
+        let cloud = try signedIn()
+        let deadline = ContinuousClock.now + timeout
+        if let known = ticket.answered.withLock({ $0 }) { return code(ticket, known) }
+        while true {
+            if let bytes = try cloudCall({ try cloud.read(AccountObjects.joinChallenge(ticket.id)) }) {
+                guard let challenge = JoinChallengeRecord.parse(bytes) else {
+                    throw DeviceError(.corrupt, "the answer to this join request does not decode")
+                }
+                ticket.answered.withLock { $0 = challenge }
+                _ = try cloudCall {
+                    try cloud.write(
+                        AccountObjects.joinReveal(ticket.id),
+                        JoinRevealRecord(nonce: ticket.nonce).encoded(), ifVersion: nil)
+                }
+                return code(ticket, challenge)
+            }
+            if ContinuousClock.now >= deadline { return nil }
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+    }
+
+    private func code(_ ticket: JoinTicket, _ challenge: JoinChallengeRecord) -> String {
+        JoinCode.of(
+            joiner: ticket.publicKey, joinerNonce: ticket.nonce, approver: challenge.publicKey,
+            approverNonce: challenge.nonce)
+    }
+
+    /// Waits up to `timeout` for an approval of `ticket` (after `awaitCode`); true once joined.
+    /// The approval must come from the key the code was computed with; it vouches for the
+    /// account's state, so a cloud that shows this device an older one is refused from then on.
+    ///
+    /// - Throws: `.authFailed` when the approving device withdrew the request (the codes did not
+    ///   match: a device in the middle, or a typo); `.corrupt` for an approval that does not open
+    ///   as the approving device's.
     public func awaitApproval(of ticket: JoinTicket, timeout: Duration) throws(DeviceError) -> Bool
     {
         let cloud = try signedIn()
         let deadline = ContinuousClock.now + timeout
+        guard let challenge = ticket.answered.withLock({ $0 }) else {
+            throw DeviceError(
+                .interactionNotAllowed, "no code was shown yet for this join request (awaitCode)")
+        }
         while true {
-            if let sealed = try cloudCall({ try cloud.read(AccountObjects.joinApproval(ticket.id)) }
-            ) {
-                let accountKey: SecureBytes
+            if let boxed = try cloudCall({ try cloud.read(AccountObjects.joinApproval(ticket.id)) }) {
+                let approval: JoinApproval
                 do {
-                    accountKey = try SealedBox.open(
-                        sealed, publicKey: ticket.publicKey, secretKey: ticket.secretKey)
+                    let opened = try SealedBox.unbox(
+                        boxed, from: challenge.publicKey, secretKey: ticket.secretKey)
+                    guard let parsed = JoinApproval.parse(opened) else {
+                        throw SealingError(.malformed, "not an approval")
+                    }
+                    approval = parsed
                 } catch {
-                    throw DeviceError(.corrupt, "the approval does not open", underlying: error)
+                    throw DeviceError(
+                        .corrupt,
+                        "the approval does not open as from the device that answered this request: nothing joined",
+                        underlying: error)
                 }
-                try adopt(accountKey)
-                try? cloud.delete(AccountObjects.joinApproval(ticket.id))
-                try? cloud.delete(AccountObjects.joinRequest(ticket.id))
+                try adopt(approval.accountKey)
+                // The state the approving device vouched for: an older one is refused from now on.
+                let seen = seenManifest
+                let account = SeenManifest.account(approval.accountKey)
+                if let highest = seen.read(account: account),
+                    highest.epoch > approval.epoch
+                        || (highest.epoch == approval.epoch
+                            && highest.version >= approval.manifestVersion)
+                {
+                } else {
+                    try seen.write(
+                        account: account, epoch: approval.epoch, version: approval.manifestVersion)
+                }
+                for name in AccountObjects.joinObjects(ticket.id) { try? cloud.delete(name) }
                 return true
+            }
+            if try cloudCall({ try cloud.read(AccountObjects.joinRequest(ticket.id)) }) == nil {
+                throw DeviceError(
+                    .authFailed,
+                    "the approving device withdrew this join request: the code typed there did not match this device's (a device in the middle, or a typo); nothing joined — start again")
             }
             if ContinuousClock.now >= deadline { return false }
             Thread.sleep(forTimeInterval: 0.2)
@@ -169,53 +246,132 @@ extension Device {
     /// A pending join request, as an approving device shows it.
     public struct JoinRequest: Sendable, Hashable {
         public let id: String
-        public let code: String
+        /// The code this device computes for it, once the new device revealed its nonce; nil
+        /// while it has not (or when its reveal does not match its commitment, or another device
+        /// answered it).
+        public let code: String?
     }
 
-    /// The join requests waiting in the cloud (malformed ones are skipped).
+    /// The join requests waiting in the cloud (malformed ones skipped), answered by this device
+    /// where no device has answered yet — so the new device can show its code.
     public func joinRequests() throws(DeviceError) -> [JoinRequest] {
         let cloud = try signedIn()
+        let record = try records.load().record
         var requests: [JoinRequest] = []
-        for name in try cloudCall({ try cloud.list() })
-        where name.hasPrefix("join-") && !name.hasSuffix("-approval") {
-            guard let bytes = try? cloud.read(name), let request = JoinRequestRecord.parse(bytes)
+        for name in try cloudCall({ try cloud.list() }) {
+            let id = String(name.dropFirst(5))
+            guard name.hasPrefix("join-"), id.count == 16, id.allSatisfy(\.isHexDigit),
+                let bytes = try? cloud.read(name), let request = JoinRequestRecord.parse(bytes)
             else { continue }
-            requests.append(JoinRequest(id: String(name.dropFirst(5)), code: request.code))
+            requests.append(
+                JoinRequest(id: id, code: try answer(request, id: id, record: record, on: cloud)))
         }
         return requests.sorted { $0.id < $1.id }
     }
 
-    /// Approves the join request showing `code` (or the only one pending when `code` is nil):
-    /// seals the account key to its public key. Needs this device unlocked and holding the key.
+    /// This device's key pair for answering join request `id`: derived from the device secret,
+    /// so nothing needs keeping between answering and approving.
+    private static func approverKeyPair(_ record: DeviceRecord, request id: String) -> (
+        publicKey: Data, secretKey: SecureBytes
+    ) {
+        SealedBox.keyPair(
+            seed: KeyDerivation.keyedHash(
+                key: SecureBytes(copying: record.deviceSecret), context: "keepsake.join.approver.v2",
+                Data(id.utf8)))
+    }
+
+    /// Answers `request` when nobody has; its code once the new device revealed a nonce that
+    /// matches its commitment (nil otherwise, or when another device answered).
+    private func answer(
+        _ request: JoinRequestRecord, id: String, record: DeviceRecord, on cloud: any CloudStorage
+    ) throws(DeviceError) -> String? {
+        let mine = Self.approverKeyPair(record, request: id)
+        var challenge = try cloudCall { try cloud.read(AccountObjects.joinChallenge(id)) }
+            .flatMap(JoinChallengeRecord.parse)
+        if challenge == nil {
+            let made = JoinChallengeRecord(
+                publicKey: mine.publicKey, nonce: KeyDerivation.randomBytes(32))
+            _ = try cloudCall {
+                try cloud.write(AccountObjects.joinChallenge(id), made.encoded(), ifVersion: nil)
+            }
+            challenge = try cloudCall { try cloud.read(AccountObjects.joinChallenge(id)) }
+                .flatMap(JoinChallengeRecord.parse)
+        }
+        guard let challenge, challenge.publicKey == mine.publicKey,
+            let reveal = try cloudCall({ try cloud.read(AccountObjects.joinReveal(id)) })
+                .flatMap(JoinRevealRecord.parse),
+            constantTimeEquals(
+                JoinCode.commitment(publicKey: request.publicKey, nonce: reveal.nonce),
+                request.commitment)
+        else { return nil }
+        return JoinCode.of(
+            joiner: request.publicKey, joinerNonce: reveal.nonce, approver: challenge.publicKey,
+            approverNonce: challenge.nonce)
+    }
+
+    /// Approves the join request whose code is `code` — the code the new device shows, typed by
+    /// the user: the account key and the account's state, boxed from this device's key for the
+    /// join to the new device's. Needs this device unlocked and holding the key. A code that
+    /// matches no request withdraws the requests it was meant for (both sides stop: a device in
+    /// the middle wins with one chance in a million, and is noticed when it loses).
     ///
-    /// - Throws: `.interactionNotAllowed` when locked; `.invalidPasscode` when no request shows
-    ///   that code, or several are pending and no code was given.
+    /// - Throws: `.interactionNotAllowed` when locked; `.invalidPasscode` without a code, or when
+    ///   no request shows one yet; `.authFailed` when the code matches no request (withdrawn).
     public func approveJoin(code: String?) throws(DeviceError) {
         let cloud = try signedIn()
+        guard let code, code.count == 6, code.allSatisfy(\.isASCII), code.allSatisfy(\.isNumber)
+        else {
+            throw DeviceError(
+                .invalidPasscode, "type the six-digit code the new device shows (--code C)")
+        }
         guard try state() == .unlocked, let accountKey = try cloudKey() else {
             throw DeviceError(
                 .interactionNotAllowed, "approving needs this device unlocked and in the account")
         }
         let pending = try joinRequests()
-        let chosen = code.map { code in pending.filter { $0.code == code } } ?? pending
-        guard chosen.count == 1, let request = chosen.first else {
+        guard pending.count <= 8 else {
             throw DeviceError(
                 .invalidPasscode,
-                code == nil
-                    ? "\(pending.count) join requests are pending: give the code the new device shows"
-                    : "no pending join request shows that code")
+                "\(pending.count) join requests are pending (more than 8: some are not the user's); nothing approved")
         }
+        let shown = pending.filter { $0.code != nil }
+        let chosen = shown.filter { $0.code == code }
+        guard chosen.count == 1, let request = chosen.first else {
+            if shown.isEmpty {
+                throw DeviceError(
+                    .invalidPasscode,
+                    "no join request shows a code yet: the new device shows it once this device has answered (now): type it then")
+            }
+            // The code the user saw is on no request here: whatever this device was shown is not
+            // the device in the user's hand. Withdrawn, so both sides stop.
+            for request in shown {
+                for name in AccountObjects.joinObjects(request.id) { try? cloud.delete(name) }
+            }
+            throw DeviceError(
+                .authFailed,
+                "the code matches no join request: nothing approved, and the pending requests are withdrawn (a device in the middle, or a typo): start the join again")
+        }
+        let record = try records.load().record
         guard let bytes = try cloudCall({ try cloud.read(AccountObjects.joinRequest(request.id)) }),
-            let record = JoinRequestRecord.parse(bytes), record.code == request.code
-        else { throw DeviceError(.corrupt, "the join request changed") }
-        let sealed: Data
-        do { sealed = try SealedBox.seal(accountKey, to: record.publicKey) } catch {
+            let joiner = JoinRequestRecord.parse(bytes),
+            try answer(joiner, id: request.id, record: record, on: cloud) == code
+        else { throw DeviceError(.corrupt, "the join request changed meanwhile: nothing approved") }
+        let account = try readAccount()
+        let seen = seenManifest.read(account: SeenManifest.account(accountKey))
+        let approval = JoinApproval(
+            accountKey: accountKey, epoch: account?.epoch ?? 0,
+            manifestVersion: seen?.version ?? 0)
+        let boxed: Data
+        do {
+            boxed = try SealedBox.box(
+                approval.encoded(), to: joiner.publicKey,
+                from: Self.approverKeyPair(record, request: request.id).secretKey)
+        } catch {
             throw DeviceError(.corrupt, "\(error)", underlying: error)
         }
-        // Made only where there is none: when another device approved the same request at once,
-        // its approval stands (either opens to the account key).
+        // Made only where there is none.
         _ = try cloudCall {
-            try cloud.write(AccountObjects.joinApproval(request.id), sealed, ifVersion: nil)
+            try cloud.write(AccountObjects.joinApproval(request.id), boxed, ifVersion: nil)
         }
     }
 

@@ -66,7 +66,7 @@ let usage = """
       lockscreen unlock | lock | status
       device reboot | wipe | transfer --out FILE | --in FILE | settings [--block-store yes|no] [--device-backup yes|no]
       device join --approval [--timeout S] | --recovery-key | --passcode   (stdin: the key or passcode)
-      device requests | approve [--code C] | recovery-key | devices | remove --id ID
+      device requests | approve --code C | recovery-key | devices | remove --id ID
       blockstore store --key K [--backup] | retrieve [--key K ...|--all] | delete [--key K ...|--all] | e2ee | sync
       kv set|get|remove|synchronize --key K
       hint get | set [--authenticator-id X] [--wallet W] [--login-at MS] | clear [--profile linux|apple|android]

@@ -78,14 +78,21 @@ enum DeviceCommand {
             case "approval":
                 let timeout = try context.arguments.count("timeout", default: 300, in: 1...3600)
                 let ticket = try device.requestJoin()
-                // The code goes out first, so the user can compare it on the approving device.
-                Output.json(["code": ticket.code])
-                guard try device.awaitApproval(of: ticket, timeout: .seconds(timeout)) else {
+                let deadline = ContinuousClock.now + .seconds(timeout)
+                // Posted: an existing device answers it (`device requests` or `device approve`
+                // there); then this device shows its code, which the user types there.
+                Output.json(["request": ticket.id, "waiting": "run `keepsake device requests` on an unlocked device of the account"])
+                guard let code = try device.awaitCode(of: ticket, timeout: .seconds(timeout)) else {
                     throw CommandError(
                         statusName: "errSecUserCanceled (-128)",
-                        message:
-                            "no approval within \(timeout) s (device approve --code \(ticket.code))"
-                    )
+                        message: "no device of the account answered within \(timeout) s")
+                }
+                Output.json(["code": code])
+                let left = max(deadline - ContinuousClock.now, .seconds(1))
+                guard try device.awaitApproval(of: ticket, timeout: left) else {
+                    throw CommandError(
+                        statusName: "errSecUserCanceled (-128)",
+                        message: "no approval within \(timeout) s (device approve --code \(code) there)")
                 }
             case "recovery-key":
                 try device.join(
@@ -97,7 +104,10 @@ enum DeviceCommand {
             Output.json(["restored": restored])
         case "requests":
             try context.arguments.allowOnly([])
-            Output.json(try device.joinRequests().map { ["id": $0.id, "code": $0.code] })
+            // Answers each new request (so the new device can show its code); a code appears
+            // here once the new device has shown it.
+            Output.json(
+                try device.joinRequests().map { ["id": $0.id, "code": $0.code as Any? ?? NSNull()] })
         case "approve":
             try context.arguments.allowOnly(["code"])
             try device.approveJoin(code: context.arguments.value("code"))
@@ -160,7 +170,7 @@ enum DeviceCommand {
             ])
         default:
             throw CommandError.usage(
-                "device reboot | wipe | join --approval|--recovery-key|--passcode | requests | approve [--code C] | recovery-key | transfer --out FILE|--in FILE | settings"
+                "device reboot | wipe | join --approval|--recovery-key|--passcode | requests | approve --code C | recovery-key | transfer --out FILE|--in FILE | settings"
             )
         }
     }

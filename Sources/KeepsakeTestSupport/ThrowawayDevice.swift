@@ -49,3 +49,22 @@ extension DeviceTuning {
     /// delays must really pass between processes. The shipped `keepsake` never uses it.
     package static let fastOnWallClock = DeviceTuning(passcodeCost: .minimum, retryPolicy: .fast)
 }
+
+extension Device {
+    /// A whole approval join, as a user does it between two devices: `joiner` posts a request,
+    /// this device answers it, `joiner` shows its code, the user types it here, and `joiner`
+    /// takes the approval. Returns the code.
+    @discardableResult
+    package func approve(_ joiner: Device, timeout: Duration = .seconds(10)) throws -> String {
+        let ticket = try joiner.requestJoin()
+        _ = try joinRequests()
+        guard let code = try joiner.awaitCode(of: ticket, timeout: timeout) else {
+            throw HarnessError("the joining device saw no answer within \(timeout)")
+        }
+        try approveJoin(code: code)
+        guard try joiner.awaitApproval(of: ticket, timeout: timeout) else {
+            throw HarnessError("the joining device saw no approval within \(timeout)")
+        }
+        return code
+    }
+}

@@ -470,9 +470,7 @@ struct BlockStoreBenchmark {
         let (approvedService, approved) = try fresh("approved")
         defer { approvedService.stop() }
         let approval = try time {
-            let ticket = try approved.requestJoin()
-            try device.approveJoin(code: ticket.code)
-            _ = try approved.awaitApproval(of: ticket, timeout: .seconds(10))
+            try device.approve(approved)
             restored = try BlockStoreSync(device: approved).restore()
         }
         print(

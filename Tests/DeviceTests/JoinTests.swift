@@ -56,7 +56,7 @@ struct JoinTests {
     }
 
     @Test(
-        "by approval: the new device posts a request, both show its code, an unlocked device approves, the new device holds the key"
+        "by approval: the new device posts a request, an existing device answers, the new device shows a code from both, the user types it on the unlocked device, the new device holds the key"
     )
     func approval() throws {
         let cloud = Throwaway.untrusted("cloud")
@@ -67,16 +67,20 @@ struct JoinTests {
         defer { withExtendedLifetime(tabletService) {} }
         try tablet.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
         let ticket = try tablet.requestJoin()
-        #expect(ticket.code.count == 6)
-        #expect(try phone.joinRequests().map(\.code) == [ticket.code])
-        // A wrong code approves nothing; a locked phone approves nothing.
-        let wrongCode = ticket.code == "000000" ? "000001" : "000000"
-        #expect(code { try phone.approveJoin(code: wrongCode) } == .invalidPasscode)
+        // No code before an existing device answered; then one from both devices' nonces.
+        #expect(try tablet.awaitCode(of: ticket, timeout: .milliseconds(300)) == nil)
+        let listed = try phone.joinRequests()
+        #expect(listed.map(\.id) == [ticket.id] && listed.first?.code == nil)
+        let shown = try #require(try tablet.awaitCode(of: ticket, timeout: .seconds(5)))
+        #expect(shown.count == 6 && shown.allSatisfy(\.isNumber))
+        #expect(try phone.joinRequests().map(\.code) == [shown])
+        // No code approves nothing; a locked phone approves nothing.
+        #expect(code { try phone.approveJoin(code: nil) } == .invalidPasscode)
         try phone.lock()
-        #expect(code { try phone.approveJoin(code: ticket.code) } == .interactionNotAllowed)
+        #expect(code { try phone.approveJoin(code: shown) } == .interactionNotAllowed)
         #expect(try tablet.awaitApproval(of: ticket, timeout: .milliseconds(300)) == false)
         try phone.unlock(passcode: "4711")
-        try phone.approveJoin(code: ticket.code)
+        try phone.approveJoin(code: shown)
         #expect(try tablet.awaitApproval(of: ticket, timeout: .seconds(5)))
         let phoneKey = try #require(try phone.cloudKey())
         let tabletKey = try #require(try tablet.cloudKey())

@@ -103,11 +103,13 @@ struct WebDAVRaceTests {
             cloud: try server.cloud(), tuning: .fast)
         try laptop.setLockScreen(.pin, passcode: "2468", currentPasscode: nil)
         let ticket = try laptop.requestJoin()
-        try phone.approveJoin(code: ticket.code)
+        _ = try phone.joinRequests()
+        let shown = try #require(try laptop.awaitCode(of: ticket, timeout: .seconds(5)))
+        try phone.approveJoin(code: shown)
         let first = try #require(try real.read(AccountObjects.joinApproval(ticket.id)))
-        // A second approving device (here the same one again, while the request still shows):
-        // its sealed copy (another random ephemeral key) does not replace the first.
-        try phone.approveJoin(code: ticket.code)
+        // A second approval (here the same device again, while the request still shows): its
+        // box (another random nonce) does not replace the first.
+        try phone.approveJoin(code: shown)
         #expect(try real.read(AccountObjects.joinApproval(ticket.id)) == first)
         #expect(try laptop.awaitApproval(of: ticket, timeout: .seconds(5)))
         #expect(try laptop.cloudKey(forUpload: false) == phone.cloudKey(forUpload: false))

@@ -28,6 +28,7 @@ let slot: Data = {
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard size > 0 else { return 0 }
+    let slot = slot  // initialized (registered through the service) outside the storage's lock
     let paths = EscrowProtocol.Path.allCases
     let path = paths[Int(data[0]) % paths.count]
     var body = Data(bytes: data + 1, count: size - 1)

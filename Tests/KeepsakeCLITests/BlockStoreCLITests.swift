@@ -149,7 +149,7 @@ struct BlockStoreCLITests {
 @Suite("keepsake device join, requests, approve and recovery-key")
 struct JoinCLITests {
     @Test(
-        "a new device joins by approval through the command line: it shows a code, the approving device sees it, the new device restores"
+        "a new device joins by approval through the command line: the existing device answers, the new device shows a code, the same code typed there approves, the new device restores"
     )
     func approvalThroughTheCommandLine() throws {
         let cloud = Throwaway.untrusted("cloud")
@@ -178,7 +178,7 @@ struct JoinCLITests {
         #expect(
             noEscrow.status == 1 && noEscrow.stderr.contains("--approval")
                 && noEscrow.stderr.contains("--recovery-key"))
-        // The new device posts its request and waits; its first line is the code.
+        // The new device posts its request and waits for an answer.
         let process = Process()
         process.executableURL = keepsakeExecutable
         process.arguments = ["device", "join", "--approval", "--timeout", "30"] + device2
@@ -188,27 +188,36 @@ struct JoinCLITests {
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        var code = ""
-        for _ in 0..<100 {
+        // The existing device lists (and so answers) the request once it is there.
+        var listed: [[String: Any]] = []
+        for _ in 0..<100 where listed.isEmpty {
             let requests = try keepsake(["device", "requests"] + device1, service: one)
-            if let list = try? JSONSerialization.jsonObject(with: requests.stdout)
-                as? [[String: String]],
-                let first = list.first?["code"]
-            {
-                code = first
-                break
-            }
-            usleep(100_000)
+            listed = (try? JSONSerialization.jsonObject(with: requests.stdout) as? [[String: Any]]) ?? []
+            if listed.isEmpty { usleep(100_000) }
         }
-        #expect(code.count == 6)
+        #expect(listed.count == 1 && listed.first?["code"] is NSNull)
+        // Then the new device shows its code: what the user reads there.
+        var lines = ""
+        let reader = output.fileHandleForReading
+        while !lines.contains("\"code\"") {
+            let chunk = reader.availableData
+            if chunk.isEmpty { break }
+            lines += String(decoding: chunk, as: UTF8.self)
+        }
+        let code = try #require(
+            lines.firstMatch(of: /"code":"([0-9]{6})"/).map { String($0.output.1) })
+        // The existing device computes the same code; the user types it there.
+        let again = try keepsake(["device", "requests"] + device1, service: one)
+        #expect(again.text.contains("\"code\":\"\(code)\""), "\(again.text)")
         let approved = try keepsake(["device", "approve", "--code", code] + device1, service: one)
         #expect(approved.status == 0, "\(approved.stderr)")
-        let lines = String(
-            decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        lines += String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
-        #expect(
-            lines.contains("\"code\":\"\(code)\"") && lines.contains("\"restored\":1"), "\(lines)")
+        #expect(lines.contains("\"restored\":1"), "\(lines)")
+        // Approving without a code is refused.
+        let blind = try keepsake(["device", "approve"] + device1, service: one)
+        #expect(blind.status != 0 && blind.stderr.contains("code"))
         let restored = try keepsake(
             ["blockstore", "retrieve", "--key", "hint"] + device2, service: two)
         #expect(restored.text.contains(Data("welcome".utf8).base64EncodedString()))

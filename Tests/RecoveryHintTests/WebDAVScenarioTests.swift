@@ -63,9 +63,7 @@ struct WebDAVScenarioTests {
             switch path {
             case "passcode": try tablet.device.join(passcode: "4711")
             case "approval":
-                let ticket = try tablet.device.requestJoin()
-                try phone.device.approveJoin(code: ticket.code)
-                _ = try tablet.device.awaitApproval(of: ticket, timeout: .seconds(20))
+                try phone.device.approve(tablet.device, timeout: .seconds(20))
             default: try tablet.device.join(recoveryKey: recoveryKey)
             }
             _ = try BlockStoreSync(device: tablet.device).restore()
