@@ -60,11 +60,14 @@ func keepsake(
     process.standardOutput = stdout
     process.standardError = stderr
     try process.run()
+    // Read beside the child, and never past its exit for a grandchild's sake (`ChildOutput`).
+    let outReader = ChildOutput(stdout.fileHandleForReading)
+    let errReader = ChildOutput(stderr.fileHandleForReading)
     stdin.fileHandleForWriting.write(input)
     try stdin.fileHandleForWriting.close()
-    let out = stdout.fileHandleForReading.readDataToEndOfFile()
-    let err = stderr.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
+    let out = outReader.finish()
+    let err = errReader.finish()
     SuiteSweep.keepStandardError(err)
     return Run(
         status: process.terminationStatus, stdout: out, stderr: String(decoding: err, as: UTF8.self)
