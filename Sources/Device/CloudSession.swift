@@ -107,7 +107,11 @@ package final class CloudSession {
     private var written: [Data: Data] = [:]
     /// The manifest's copy as read (nil: there was none), for the compare-and-swap at commit.
     private var manifestVersion: CloudObjectVersion?
-    /// Store objects in the cloud that the manifest does not list, as found when opened.
+    /// Store objects in the cloud that the manifest does not list and that were already there
+    /// `StrayObjects.age` ago: what `commit()` removes. (A younger one may be another session's
+    /// upload that its manifest does not list yet: WebDAV servers' locks are not always
+    /// exclusive — Apache's mod_dav_fs granted overlapping exclusive locks to concurrent LOCKs —
+    /// so removing it at once could delete what the other session is about to list.)
     private let strays: Set<String>
 
     init(
@@ -256,6 +260,38 @@ package final class CloudSession {
     }
 }
 
+/// When this device first saw each object the account's manifest does not list (its directory's
+/// `cloud-strays`: `<name> <ms since 1970>` per line): a stray is removed only once it has been
+/// one for `age` — longer than any session holds the account's lock — so an upload another
+/// session has not listed yet is never removed, whatever the server's lock did.
+struct StrayObjects {
+    static let age: TimeInterval = 2 * WebDAVCloud.lockLifetime
+    let file: URL
+
+    init(directory: URL) { file = directory.appendingPathComponent("cloud-strays") }
+
+    /// Those of `strays` first seen at least `age` ago; remembers the others from now (and
+    /// forgets names that are no longer strays).
+    func old(among strays: Set<String>, now: Date = Date()) -> Set<String> {
+        var firstSeen: [String: Int64] = [:]
+        if let bytes = (try? Files.read(file, limit: 4 << 20)) ?? nil {
+            for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+                let parts = line.split(separator: " ")
+                if parts.count == 2, let ms = Int64(parts[1]) { firstSeen[String(parts[0])] = ms }
+            }
+        }
+        let nowMs = Int64(now.timeIntervalSince1970 * 1000)
+        var kept: [String: Int64] = [:]
+        for name in strays { kept[name] = firstSeen[name] ?? nowMs }
+        if kept != firstSeen.filter({ strays.contains($0.key) }) || kept.count != firstSeen.count {
+            let text = kept.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)\n" }.joined()
+            try? Files.writeAtomically(Data(text.utf8), to: file)
+        }
+        let cutoff = nowMs - Int64(Self.age * 1000)
+        return Set(kept.filter { $0.value <= cutoff }.keys)
+    }
+}
+
 extension Device {
     /// The highest manifest version this device has seen, in its directory.
     var seenManifest: SeenManifest {
@@ -297,7 +333,7 @@ extension Device {
         let listed = Set(try cloudCall { try cloud.list() }).filter {
             CloudObjects.kind(ofObjectNamed: $0) != nil
         }
-        let strays = listed.subtracting(manifest.names)
+        var strays = listed.subtracting(manifest.names)
         if !forUpload {
             if !strays.isEmpty {
                 throw DeviceError(
@@ -313,6 +349,7 @@ extension Device {
                 )
             }
         } else {
+            strays = StrayObjects(directory: directory).old(among: strays)
             let (id, publicKey) = try deviceBoxPublicKey()
             if manifest.devices[id] != publicKey {
                 manifest.devices[id] = publicKey
