@@ -20,6 +20,8 @@ enum AccountObjects {
     static func joinChallenge(_ id: String) -> String { "join-\(id)-challenge" }
     static func joinReveal(_ id: String) -> String { "join-\(id)-reveal" }
     static func joinApproval(_ id: String) -> String { "join-\(id)-approval" }
+    /// `creating-<device>`: a device's intent to make the account (its time, ms), while it does.
+    static func creating(_ deviceID: String) -> String { "creating-\(deviceID)" }
     /// Every object of one join.
     static func joinObjects(_ id: String) -> [String] {
         [joinRequest(id), joinChallenge(id), joinReveal(id), joinApproval(id)]

@@ -124,7 +124,13 @@ enum CloudObjectName {
 
 public struct CloudError: Error, CustomStringConvertible, Sendable {
     public let description: String
-    public init(_ description: String) { self.description = description }
+    /// Whether trying again later can help (unreachable, a timeout, a 5xx); false when the server
+    /// refused what it will keep refusing (the credentials, a capability it lacks).
+    public let isTemporary: Bool
+    public init(_ description: String, isTemporary: Bool = true) {
+        self.description = description
+        self.isTemporary = isTemporary
+    }
 }
 
 /// How large a cloud object of each kind may be: its store's own limit, sealed, with room to

@@ -384,6 +384,35 @@ extension Device {
 
     // MARK: - Keeping the account
 
+    /// Makes this device the one creator of the account, on any WebDAV server: it posts an
+    /// intent of its own (`creating-<device>`, a name no other device writes), then lists the
+    /// account; when another creator's live intent is there too, it withdraws and tries again
+    /// after a random pause. Of two creators at most one sees only itself (whoever lists last
+    /// sees the other's intent), so at most one goes on; the other finds the account made.
+    /// An intent older than two minutes (a creator that died) is not counted.
+    func claimAccountCreation(_ deviceID: String, on cloud: any CloudStorage) throws(DeviceError) {
+        let mine = AccountObjects.creating(deviceID)
+        for attempt in 0..<40 {
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            try cloudCall { try cloud.write(mine, Data(String(now).utf8)) }
+            let others = try cloudCall { try cloud.list() }.filter {
+                $0.hasPrefix("creating-") && $0 != mine
+            }
+            let live = others.filter { name in
+                guard let bytes = try? cloud.read(name), bytes.count <= 32,
+                    let stamp = Int64(String(decoding: bytes, as: UTF8.self))
+                else { return false }
+                return abs(now - stamp) < 120_000
+            }
+            if live.isEmpty { return }
+            try? cloud.delete(mine)
+            if try readAccount() != nil { return }  // made meanwhile: the caller sees it
+            Thread.sleep(forTimeInterval: Double.random(in: 0.02...0.1) * Double(min(attempt + 1, 10)))
+        }
+        throw DeviceError(
+            .notAvailable, "another device keeps making the cloud account: try again")
+    }
+
     /// With the passcode at hand (set or unlock): creates the account when neither this device
     /// nor the cloud has one (returning the recovery key to show once), and registers the account
     /// key with the escrow under this passcode when an escrow is configured and this device's
@@ -406,6 +435,10 @@ extension Device {
             // devices signing in at once make one account, never one over the other.
             let lock = try cloudCall { try cloud.lock() }
             defer { withExtendedLifetime(lock) {} }
+            // The lock is not always exclusive (Apache's mod_dav_fs grants overlapping ones),
+            // nor a conditional PUT atomic there: one creator at a time by intents of their own.
+            try claimAccountCreation(record.deviceID, on: cloud)
+            defer { try? cloud.delete(AccountObjects.creating(record.deviceID)) }
             guard try readAccount() == nil else {
                 throw DeviceError(
                     .notAvailable,

@@ -80,6 +80,10 @@ extension Device {
         public var knowledgeFactorRemoved: Bool
         /// This change created the cloud account: its recovery key, to show the user once.
         public var recoveryKey: SecureBytes?
+        /// Signed in, but the cloud account could not be made, joined or kept up to date (the
+        /// server unreachable, or refusing what it needs): why. The lock screen is changed all
+        /// the same; the account is tried again at the next unlock.
+        public var cloudAccountProblem: String?
     }
 
     /// Sets, changes or removes the lock screen. With a knowledge factor set, `currentPasscode`
@@ -158,16 +162,20 @@ extension Device {
             // The lock screen is changed by now: a cloud that cannot be read or written (down,
             // hostile) does not undo that; the account key is looked after at the next unlock.
             var recoveryKey: SecureBytes?
-            if let newPasscode,
-                let kept = try? maintainCloudKey(
-                    &updated, passcode: newPasscode, passcodeChanged: hadKnowledgeFactor)
-            {
-                recoveryKey = kept.recoveryKey
-                if kept.changed { try records.store(updated, replacing: path) }
+            var cloudAccountProblem: String?
+            if let newPasscode {
+                do throws(DeviceError) {
+                    let kept = try maintainCloudKey(
+                        &updated, passcode: newPasscode, passcodeChanged: hadKnowledgeFactor)
+                    recoveryKey = kept.recoveryKey
+                    if kept.changed { try records.store(updated, replacing: path) }
+                } catch {
+                    cloudAccountProblem = error.message
+                }
             }
             return LockScreenChange(
                 knowledgeFactorRemoved: hadKnowledgeFactor && newPasscode == nil,
-                recoveryKey: recoveryKey)
+                recoveryKey: recoveryKey, cloudAccountProblem: cloudAccountProblem)
         }
     }
 

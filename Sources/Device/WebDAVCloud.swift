@@ -277,6 +277,7 @@ public struct WebDAVCloud: CloudStorage {
         let body = Data(
             #"<?xml version="1.0" encoding="utf-8"?><lockinfo xmlns="DAV:"><lockscope><exclusive/></lockscope><locktype><write/></locktype><owner>keepsake</owner></lockinfo>"#
                 .utf8)
+        var madeCollection = false
         while true {
             let response = try send(
                 "LOCK", lockURL, body: body,
@@ -284,10 +285,21 @@ public struct WebDAVCloud: CloudStorage {
                     "Content-Type": "application/xml", "Depth": "0",
                     "Timeout": "Second-\(Int(Self.lockLifetime))",
                 ])
-            if response.status == 409 {
-                // The account's collection does not exist yet.
+            if response.status == 409 || (response.status == 500 && !madeCollection) {
+                // The account's collection does not exist yet (rclone answers 500): made once.
+                guard !madeCollection else {
+                    throw CloudError(
+                        "the WebDAV server answers LOCK with HTTP 409 even after the account's collection was made: it cannot lock the account",
+                        isTemporary: false)
+                }
                 try makeCollection()
+                madeCollection = true
                 continue
+            }
+            if [405, 501].contains(response.status) {
+                throw CloudError(
+                    "the WebDAV server does not support LOCK (HTTP \(response.status)): Keepsake needs a class 2 WebDAV server, whose locks keep two devices from syncing over each other (nginx: dav_ext_lock; Apache: DavLockDB)",
+                    isTemporary: false)
             }
             if (200..<300).contains(response.status), let token = response.lockToken {
                 return Lock(cloud: self, url: lockURL, token: token)
@@ -353,8 +365,10 @@ public struct WebDAVCloud: CloudStorage {
                         "\(method) \(target.lastPathComponent): redirected (HTTP \(response.status)), not followed"
                     )
                 }
-                if response.status == 401 {
-                    throw CloudError("the WebDAV server refused the credentials (HTTP 401)")
+                if response.status == 401 || response.status == 403 {
+                    throw CloudError(
+                        "the WebDAV server refused the credentials (HTTP \(response.status)): log in again (`keepsake cloud login`)",
+                        isTemporary: false)
                 }
                 return response
             } catch let error as HTTP.Failure {

@@ -28,6 +28,13 @@ enum LockScreenCommand {
                 try Keychain.deleteItemsRequiringPasscode(on: device)
             }
             if let recoveryKey = change.recoveryKey { showRecoveryKey(recoveryKey) }
+            if let problem = change.cloudAccountProblem {
+                // The lock screen is set; the account is not: say so, never in silence.
+                FileHandle.standardError.write(
+                    Data(
+                        "keepsake: the lock screen is set, but the cloud account is not: \(problem) (tried again at the next unlock)\n"
+                            .utf8))
+            }
         case "unlock":
             try context.arguments.allowOnly([])
             if let recoveryKey = try device.unlock(

@@ -16,6 +16,10 @@ enum PendingSync {
             Output.json(try body())
         } catch {
             guard let cloud = cloudFailure(error) else { throw error }
+            guard cloud.isTemporary else {
+                // Trying again will not help: say what will.
+                throw CommandError(statusName: "cloud refused", message: cloud.description)
+            }
             Output.json(
                 pending().merging(["pending": true, "reason": cloud.description]) { $1 }
                     as [String: Any])

@@ -230,6 +230,33 @@ struct WebDAVFaultTests {
     }
 
     @Test(
+        "a server that cannot lock ends in a clear, lasting error, never a loop: LOCK 405 or 501 (no locking), 409 after the collection was made; refused credentials (401, 403) say to log in again"
+    )
+    func serversThatCannotLock() throws {
+        for (lockStatus, mkcolStatus, expected) in [
+            (405, 201, "does not support LOCK"), (501, 201, "does not support LOCK"),
+            (409, 405, "even after the account's collection was made"),
+            (401, 201, "log in again"), (403, 201, "log in again"),
+        ] {
+            let server = try FaultyHTTPServer { request in
+                .respond(
+                    status: request.method == "MKCOL" ? mkcolStatus : lockStatus, headers: [:],
+                    body: Data())
+            }
+            defer { server.stop() }
+            let cloud = try WebDAVCloud(url: server.url, timeout: 2, attempts: 2)
+            do {
+                _ = try cloud.lock()
+                Issue.record("LOCK \(lockStatus) took the lock")
+            } catch let error as CloudError {
+                #expect(error.description.contains(expected), "\(lockStatus): \(error)")
+                #expect(!error.isTemporary, "\(lockStatus): trying again would not help")
+            }
+            #expect(server.requests.count <= 3, "\(lockStatus): \(server.requests.count) requests")
+        }
+    }
+
+    @Test(
         "5xx answers and dropped connections are tried again with pauses; a server that keeps failing is an error"
     )
     func retries() throws {

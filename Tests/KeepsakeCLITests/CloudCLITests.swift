@@ -94,6 +94,54 @@ struct CloudCLITests {
                 "\"credentials\":\"none\""))
     }
 
+    @Test(
+        "credentials the server refuses (after cloud logout) end a sync with exit 1 and what to do — log in again — never the exit 75 of a cloud to try again later"
+    )
+    func refusedCredentials() throws {
+        let server = try PrivateWebDAV.start(tls: true)
+        defer { server.stop() }
+        let service = try PrivateSecretService.start()
+        let cloud = ["--cloud", server.url.absoluteString, "--cloud-ca", server.caFile.path]
+        let app = ["--app-id", "com.example.wallet"]
+        #expect(
+            try keepsake(
+                ["cloud", "login"] + cloud,
+                input: Data("\(server.username)\n\(server.password)\n".utf8), service: service
+            ).status == 0)
+        #expect(
+            try keepsake(
+                ["lockscreen", "set", "--kind", "pin"] + cloud, input: Data("2580\n".utf8),
+                service: service
+            ).status == 0)
+        #expect(try keepsake(["cloud", "logout"] + cloud, service: service).status == 0)
+        let sync = try keepsake(["blockstore", "sync"] + app + cloud, service: service)
+        #expect(sync.status == 1, "\(sync.stderr)")
+        #expect(sync.stderr.contains("log in again"), "\(sync.stderr)")
+        #expect(!sync.text.contains("pending"))
+    }
+
+    @Test(
+        "a lock screen set while the cloud account cannot be made says so on standard error (the lock screen is set all the same), never in silence"
+    )
+    func accountNotMadeIsSaid() throws {
+        // A server without locking: it answers 404 to reads and 405 to LOCK.
+        let server = try FaultyHTTPServer { request in
+            .respond(status: request.method == "LOCK" ? 405 : 404, headers: [:], body: Data())
+        }
+        defer { server.stop() }
+        let service = try PrivateSecretService.start()
+        let set = try keepsake(
+            ["lockscreen", "set", "--kind", "pin", "--cloud", server.url.absoluteString]
+                + deviceDirectory(of: service), input: Data("2580\n".utf8), service: service)
+        #expect(set.status == 0)
+        #expect(
+            set.stderr.contains("the cloud account is not") && set.stderr.contains("LOCK"),
+            "\(set.stderr)")
+        let status = try keepsake(
+            ["lockscreen", "status"] + deviceDirectory(of: service), service: service)
+        #expect(status.text.contains("\"kind\":\"pin\""))
+    }
+
     @Test("credentials from ~/.netrc, which must be private to its owner; no CA, no connection")
     func netrc() throws {
         let server = try PrivateWebDAV.start(tls: true)

@@ -31,12 +31,14 @@ struct SuiteWideSweep {
             let data = try Data(contentsOf: file)
             bytes += data.count
             // The cloud account's own clear objects (`account`, `account-escrow`, `join-…`: a
-            // check value, public TPM indices, a salt and cost, a public key) are JSON by design:
+            // check value, an escrow slot's ID, public keys, nonces, a commitment) are JSON by design:
             // their punctuation and numbers meet sealed JSON by chance at 8 bytes, as
             // settings.json's do. They are checked for the secrets themselves, as names and logs
             // are (and JoinTests checks them for anything derived from the passcode).
+            // A device's `cloud-strays` lists cloud object names (keyed hashes, public in the
+            // cloud already) and times: hex, checked for the secrets themselves as names are.
             let clearByDesign =
-                ["account", "account-escrow"].contains(file.lastPathComponent)
+                ["account", "account-escrow", "cloud-strays"].contains(file.lastPathComponent)
                 || (file.lastPathComponent.hasPrefix("join-")
                     && !file.lastPathComponent.hasSuffix("-approval"))
             let found = SuiteSweep.matches(
