@@ -261,7 +261,8 @@ package final class CloudSession {
 }
 
 /// When this device first saw each object the account's manifest does not list (its directory's
-/// `cloud-strays`: `<name> <ms since 1970>` per line): a stray is removed only once it has been
+/// `cloud-strays`: `<hash of the name> <ms since 1970>` per line — the cloud's names, whatever
+/// they hold, are not copied into the device directory): a stray is removed only once it has been
 /// one for `age` — longer than any session holds the account's lock — so an upload another
 /// session has not listed yet is never removed, whatever the server's lock did.
 struct StrayObjects {
@@ -269,6 +270,13 @@ struct StrayObjects {
     let file: URL
 
     init(directory: URL) { file = directory.appendingPathComponent("cloud-strays") }
+
+    private static func id(_ name: String) -> String {
+        KeyDerivation.keyedHash(
+            key: SecureBytes(copying: Data(repeating: 0x53, count: 32)),
+            context: "keepsake.cloud.stray.v1", Data(name.utf8)
+        ).unsafeData().prefix(16).hexString
+    }
 
     /// Those of `strays` first seen at least `age` ago; remembers the others from now (and
     /// forgets names that are no longer strays).
@@ -282,13 +290,18 @@ struct StrayObjects {
         }
         let nowMs = Int64(now.timeIntervalSince1970 * 1000)
         var kept: [String: Int64] = [:]
-        for name in strays { kept[name] = firstSeen[name] ?? nowMs }
-        if kept != firstSeen.filter({ strays.contains($0.key) }) || kept.count != firstSeen.count {
+        var byID: [String: String] = [:]
+        for name in strays {
+            let id = Self.id(name)
+            byID[id] = name
+            kept[id] = firstSeen[id] ?? nowMs
+        }
+        if kept != firstSeen {
             let text = kept.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)\n" }.joined()
             try? Files.writeAtomically(Data(text.utf8), to: file)
         }
         let cutoff = nowMs - Int64(Self.age * 1000)
-        return Set(kept.filter { $0.value <= cutoff }.keys)
+        return Set(kept.filter { $0.value <= cutoff }.keys.compactMap { byID[$0] })
     }
 }
 
