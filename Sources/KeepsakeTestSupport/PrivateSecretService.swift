@@ -540,7 +540,7 @@ package final class PrivateSecretService: @unchecked Sendable {
 
     // MARK: - Helpers
 
-    static func tool(_ name: String) throws -> URL {
+    package static func tool(_ name: String) throws -> URL {
         for directory in ["/usr/bin", "/bin", "/usr/local/bin", "/usr/sbin"] {
             let url = URL(fileURLWithPath: directory).appendingPathComponent(name)
             if FileManager.default.isExecutableFile(atPath: url.path) { return url }

@@ -325,6 +325,86 @@ struct KeychainBenchmark {
         print(
             "unlock counted by a guess counter service (keepsake-escrow)  \(format(countedUnlock / 3))  adds \(format(countedAdded)) to the software path"
                 + "  target ≤ 200 ms  " + (seconds(countedAdded) <= 0.2 ? "ok" : "MISSED"))
+        try coldStart(service)
+    }
+
+    /// Whole processes, as a script runs them, interleaved: the shipped `keepsake keychain get`
+    /// (its Swift runtime linked statically: `scripts/bench` builds it as `scripts/check-release`
+    /// does) against `secret-tool lookup` on the same private Secret Service, and each one's
+    /// start-up alone (`--help`). The medians of 25 pairs.
+    private func coldStart(_ service: PrivateSecretService) throws {
+        let here = URL(
+            fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(
+                atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        ).deletingLastPathComponent()
+        let staticBuild = here.appendingPathComponent("../../static/release/keepsake").standardized
+        let shipped =
+            FileManager.default.isExecutableFile(atPath: staticBuild.path)
+            ? staticBuild : here.appendingPathComponent("keepsake")
+        let secretTool = try PrivateSecretService.tool("secret-tool")
+        let device = Throwaway.directory("bench-cold-device")
+        let container = Throwaway.directory("bench-cold-app")
+        let options = [
+            "--device-dir", device.path, "--container", container.path, "--app-id",
+            "com.example.cold",
+        ]
+        // posix_spawn and waitpid directly: Foundation's Process waits on its own child watcher,
+        // which here costs ~50 ms a process (as much as /bin/true takes to run).
+        let environment = service.environment.map { "\($0.key)=\($0.value)" }
+        func run(_ tool: URL, _ arguments: [String], input: Data = Data()) throws -> Duration {
+            let inputFile = Throwaway.directory("bench-cold-input").appendingPathComponent("in")
+            try input.write(to: inputFile)
+            var actions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            posix_spawn_file_actions_addopen(&actions, 0, inputFile.path, O_RDONLY, 0)
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+            let argv = ([tool.path] + arguments).map { strdup($0) } + [nil]
+            let envp = environment.map { strdup($0) } + [nil]
+            defer {
+                argv.forEach { free($0) }
+                envp.forEach { free($0) }
+            }
+            var pid: pid_t = 0
+            let start = ContinuousClock.now
+            guard posix_spawn(&pid, tool.path, &actions, nil, argv, envp) == 0 else {
+                throw HarnessError("cannot start \(tool.path)")
+            }
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            let took = ContinuousClock.now - start
+            guard status == 0 else {
+                throw HarnessError("\(tool.lastPathComponent) \(arguments.first ?? "") failed (wait status \(status))")
+            }
+            return took
+        }
+        let secret = Data("cold-start secret".utf8)
+        _ = try run(
+            shipped, ["keychain", "add", "--service", "cold", "--account", "a"] + options,
+            input: secret)
+        _ = try run(
+            secretTool, ["store", "--label", "cold", "bench", "cold-start", "key", "a"],
+            input: secret)
+        var get: [Duration] = []
+        var lookup: [Duration] = []
+        var help: [Duration] = []
+        var toolHelp: [Duration] = []
+        for _ in 0..<25 {
+            get.append(try run(shipped, ["keychain", "get", "--service", "cold", "--account", "a"] + options))
+            lookup.append(try run(secretTool, ["lookup", "bench", "cold-start", "key", "a"]))
+            help.append(try run(shipped, ["--help"]))
+            toolHelp.append(try run(URL(fileURLWithPath: "/bin/true"), []))
+        }
+        func median(_ values: [Duration]) -> Duration { values.sorted()[values.count / 2] }
+        let ratio = seconds(median(get)) / seconds(median(lookup))
+        print(
+            "cold start (whole processes, \(shipped.path.contains("/static/") ? "static Swift runtime" : "dynamic Swift runtime")): keepsake keychain get \(format(median(get)))"
+                + "  secret-tool lookup \(format(median(lookup)))  ratio \(String(format: "%.2f", ratio))×  target ≤ 1.0×  "
+                + (ratio <= 1.0 ? "ok" : "MISSED"))
+        print(
+            "  start-up alone: keepsake --help \(format(median(help)))  (a process that does nothing, /bin/true: \(format(median(toolHelp))))"
+        )
     }
 
     /// How long `body` took on a thread of its own, or nil when it had not returned after
