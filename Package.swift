@@ -121,7 +121,7 @@ let package = Package(
             name: "RecoveryHintTests",
             dependencies: [
                 "RecoveryHint", "Keychain", "BlockStore", "KeyValueStore", "Preferences", "Device",
-                "KeepsakeTestSupport", "SecretService",
+                "KeepsakeTestSupport", "SecretService", "Sealing", "LocalAuthentication",
             ]),
         .testTarget(
             name: "BlockStoreTests",

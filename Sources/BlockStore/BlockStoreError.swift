@@ -1,3 +1,4 @@
+import Foundation
 import Device
 
 /// The one error type of the Block Store, with Google's status codes exactly
@@ -42,4 +43,10 @@ public struct BlockStoreError: Error, Sendable, Hashable, CustomStringConvertibl
     public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
     public func hash(into h: inout Hasher) { h.combine(code) }
     public var description: String { "\(code): \(message)" }
+}
+
+/// `error.localizedDescription` is the same sentence `description` and the command line give
+/// (never a secret), not Foundation's "The operation could not be completed".
+extension BlockStoreError: LocalizedError {
+    public var errorDescription: String? { description }
 }

@@ -156,3 +156,9 @@ func cloudCall<R>(_ body: () throws -> R) throws(DeviceError) -> R {
         throw DeviceError(.notAvailable, "cloud account unreachable: \(error)", underlying: error)
     }
 }
+
+/// `error.localizedDescription` is the same sentence `description` and the command line give
+/// (never a secret), not Foundation's "The operation could not be completed".
+extension CloudError: LocalizedError {
+    public var errorDescription: String? { description }
+}

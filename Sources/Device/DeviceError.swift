@@ -70,3 +70,9 @@ extension DeviceError {
         }
     }
 }
+
+/// `error.localizedDescription` is the same sentence `description` and the command line give
+/// (never a secret), not Foundation's "The operation could not be completed".
+extension DeviceError: LocalizedError {
+    public var errorDescription: String? { description }
+}

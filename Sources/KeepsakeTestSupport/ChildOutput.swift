@@ -47,3 +47,33 @@ package final class ChildOutput: @unchecked Sendable {
         return data.withLock { $0 }
     }
 }
+
+/// Runs a program to its end with `posix_spawn` and `waitpid` directly — for a child that starts
+/// daemons of its own, which Foundation's `Process` here once never reaped (its `waitUntilExit`
+/// waited on for good beside a zombie). Standard input from `input` (or /dev/null), standard output
+/// and error to /dev/null. Returns the exit status (or 128 + the signal).
+package enum Spawn {
+    package static func run(
+        _ path: String, _ arguments: [String], environment: [String: String], input: URL? = nil
+    ) throws -> Int32 {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, input?.path ?? "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let started = posix_spawn(&pid, path, &actions, nil, argv, envp)
+        guard started == 0 else { throw HarnessError("cannot start \(path): errno \(started)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    }
+}

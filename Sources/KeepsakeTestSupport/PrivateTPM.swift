@@ -115,14 +115,17 @@ package final class PrivateEscrow: @unchecked Sendable {
 
     package var configuration: EscrowConfiguration { EscrowConfiguration(url: url)! }
 
-    /// The escrow of the cloud account at `cloud`.
+    /// The escrow of the cloud account at `cloud`. Started outside the registry's lock (a
+    /// start waits for a process: other tests' lookups must not wait behind it); when two tests
+    /// start one for the same account at once, the first registered stays.
     package static func of(_ cloud: URL) throws -> PrivateEscrow {
         let key = cloud.standardizedFileURL.path
-        return try escrows.withLock { escrows in
+        if let known = escrows.withLock({ $0[key] }), known.process.isRunning { return known }
+        let started = try PrivateEscrow()
+        return escrows.withLock { escrows in
             if let known = escrows[key], known.process.isRunning { return known }
-            let escrow = try PrivateEscrow()
-            escrows[key] = escrow
-            return escrow
+            escrows[key] = started
+            return started
         }
     }
 
@@ -149,7 +152,7 @@ package final class PrivateEscrow: @unchecked Sendable {
         // Its first line says where it listens.
         let reader = output.fileHandleForReading
         var line = Data()
-        let deadline = Date() + TimeInterval(Pace.scaled(.seconds(10)).components.seconds)
+        let deadline = Date() + 60  // a bound for a hang, not a timing
         while !line.contains(UInt8(ascii: "\n")) && Date() < deadline && process.isRunning {
             let chunk = reader.availableData
             if chunk.isEmpty { break }

@@ -1,3 +1,4 @@
+import Foundation
 /// The one error type of the Keychain: an Apple status (``KeychainStatus``, exactly as Apple
 /// numbers it) with what happened underneath. Compares by status.
 ///
@@ -30,4 +31,10 @@ public struct KeychainError: Error, Sendable, Hashable, CustomStringConvertible 
     public var description: String {
         message.isEmpty ? statusName : "\(statusName): \(message)"
     }
+}
+
+/// `error.localizedDescription` is the same sentence `description` and the command line give
+/// (never a secret), not Foundation's "The operation could not be completed".
+extension KeychainError: LocalizedError {
+    public var errorDescription: String? { description }
 }

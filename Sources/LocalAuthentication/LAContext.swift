@@ -164,3 +164,9 @@ extension LAContext: Hashable {
     public static func == (a: LAContext, b: LAContext) -> Bool { a === b }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
+
+/// `error.localizedDescription` is the same sentence `description` and the command line give
+/// (never a secret), not Foundation's "The operation could not be completed".
+extension LAError: LocalizedError {
+    public var errorDescription: String? { description }
+}

@@ -1,3 +1,4 @@
+import Foundation
 /// The one error type of the Preferences module. Compares by code; the message says what went
 /// wrong in words, never a value.
 public struct PreferencesError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -39,4 +40,10 @@ public struct PreferencesError: Error, Sendable, Hashable, CustomStringConvertib
     public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
     public func hash(into h: inout Hasher) { h.combine(code) }
     public var description: String { message }
+}
+
+/// `error.localizedDescription` is the same sentence `description` and the command line give
+/// (never a secret), not Foundation's "The operation could not be completed".
+extension PreferencesError: LocalizedError {
+    public var errorDescription: String? { description }
 }

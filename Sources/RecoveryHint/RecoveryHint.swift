@@ -141,3 +141,9 @@ public struct HintError: Error, Sendable, Hashable, CustomStringConvertible {
     public func hash(into h: inout Hasher) { h.combine(code) }
     public var description: String { message }
 }
+
+/// `error.localizedDescription` is the same sentence `description` and the command line give
+/// (never a secret), not Foundation's "The operation could not be completed".
+extension HintError: LocalizedError {
+    public var errorDescription: String? { description }
+}

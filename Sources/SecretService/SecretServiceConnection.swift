@@ -48,7 +48,7 @@ public final class SecretServiceConnection: Sendable {
     /// The process-wide connection to the Secret Service on `DBUS_SESSION_BUS_ADDRESS` (or on
     /// `busAddress` when given), created on first use.
     public static func shared(busAddress: String? = nil) -> SecretServiceConnection {
-        let address = busAddress ?? ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"]
+        let address = busAddress ?? sessionBusAddress()
         return sharedConnections.withLock { connections in
             let key = address ?? ""
             if let existing = connections[key] { return existing }
@@ -56,6 +56,26 @@ public final class SecretServiceConnection: Sendable {
             connections[key] = created
             return created
         }
+    }
+
+    /// The session bus as libsecret and GDBus find it: `DBUS_SESSION_BUS_ADDRESS`, else the
+    /// systemd user bus at `$XDG_RUNTIME_DIR/bus` when that is a socket (a server or container
+    /// with a user session but no variable set); nil when neither is there.
+    package static func sessionBusAddress(
+        _ environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> String? {
+        if let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty {
+            return address
+        }
+        guard let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else {
+            return nil
+        }
+        let path = runtime + "/bus"
+        var status = stat()
+        guard lstat(path, &status) == 0, status.st_mode & S_IFMT == S_IFSOCK,
+            status.st_uid == geteuid()
+        else { return nil }
+        return "unix:path=" + path
     }
 
     private var timeoutMilliseconds: Int32 {
@@ -145,7 +165,10 @@ public final class SecretServiceConnection: Sendable {
 
     private func openOnce() throws(SecretServiceError) -> ServiceHandle {
         guard let address = busAddress, !address.isEmpty else {
-            throw SecretServiceError(.noBus, message: "DBUS_SESSION_BUS_ADDRESS is not set")
+            throw SecretServiceError(
+                .noBus,
+                message:
+                    "DBUS_SESSION_BUS_ADDRESS is not set and there is no user bus at $XDG_RUNTIME_DIR/bus: start a session bus (README, \"Headless\")")
         }
         let milliseconds = timeoutMilliseconds
         guard

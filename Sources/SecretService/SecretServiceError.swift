@@ -1,3 +1,4 @@
+import Foundation
 /// The one error type of the SecretService module.
 ///
 /// Compares by `code`; the GError domain, code and message (and the D-Bus error name when the
@@ -72,4 +73,10 @@ public struct SecretServiceError: Error, Sendable, Hashable, CustomStringConvert
         if let dbusName { text += " [\(dbusName)]" }
         return text
     }
+}
+
+/// `error.localizedDescription` is the same sentence `description` and the command line give
+/// (never a secret), not Foundation's "The operation could not be completed".
+extension SecretServiceError: LocalizedError {
+    public var errorDescription: String? { description }
 }

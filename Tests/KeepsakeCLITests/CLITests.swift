@@ -76,6 +76,60 @@ func keepsake(
 
 @Suite("keepsake command line")
 struct CLITests {
+    @Test(
+        "headless, as README's recipe runs it: scripts/headless-session starts a bus at $XDG_RUNTIME_DIR/bus and an unlocked gnome-keyring from a password on standard input; the shipped keepsake finds that bus with DBUS_SESSION_BUS_ADDRESS unset; with no bus at all it says what to do"
+    )
+    func headlessRecipe() throws {
+        let root = Throwaway.directory("headless")
+        let runtime = root.appendingPathComponent("run")
+        let home = root.appendingPathComponent("home")
+        for directory in [runtime, home] {
+            try FileManager.default.createDirectory(
+                at: directory, withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "DBUS_SESSION_BUS_ADDRESS")
+        environment.removeValue(forKey: "DISPLAY")
+        environment["XDG_RUNTIME_DIR"] = runtime.path
+        environment["HOME"] = home.path
+        environment["XDG_DATA_HOME"] = home.appendingPathComponent(".local/share").path
+        let script = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scripts/headless-session").path
+        let password = root.appendingPathComponent("keyring-password")
+        try Data("the admin's keyring password\n".utf8).write(to: password)
+        environment["KEEPSAKE_HEADLESS_PIDS"] = root.appendingPathComponent("pids").path
+        let status = try Spawn.run(
+            "/bin/bash", [script], environment: environment, input: password)
+        let pids = String(
+            decoding: (try? Data(contentsOf: root.appendingPathComponent("pids"))) ?? Data(),
+            as: UTF8.self
+        ).split(separator: "\n").compactMap { $0.split(separator: " ").last.flatMap { Int32($0) } }
+        defer { for pid in pids { kill(pid, SIGKILL) } }
+        #expect(status == 0)
+        #expect(pids.count == 2)
+        let unset = ["DBUS_SESSION_BUS_ADDRESS": "", "XDG_RUNTIME_DIR": runtime.path,
+            "HOME": home.path, "XDG_DATA_HOME": environment["XDG_DATA_HOME"]!]
+        let device = ["--device-dir", root.appendingPathComponent("device").path]
+        let add = try keepsake(
+            ["keychain", "add", "--service", "headless", "--account", "a"] + device,
+            input: Data("on a server".utf8), service: nil, environment: unset,
+            executable: shippedKeepsakeExecutable)
+        #expect(add.status == 0, "\(add.stderr)")
+        let get = try keepsake(
+            ["keychain", "get", "--service", "headless", "--account", "a"] + device,
+            service: nil, environment: unset, executable: shippedKeepsakeExecutable)
+        #expect(get.status == 0 && get.text == "on a server", "\(get.stderr)")
+        // No variable and no bus: the error says what to do.
+        var nowhere = unset
+        nowhere["XDG_RUNTIME_DIR"] = root.appendingPathComponent("none").path
+        let none = try keepsake(
+            ["keychain", "get", "--service", "headless", "--account", "a"] + device,
+            service: nil, environment: nowhere, executable: shippedKeepsakeExecutable)
+        #expect(none.status == 1 && none.stderr.contains("XDG_RUNTIME_DIR/bus"), "\(none.stderr)")
+    }
+
     @Test("keychain add, get, list, update and delete round-trip through the CLI")
     func roundTrip() throws {
         let service = try PrivateSecretService.shared()

@@ -1,0 +1,28 @@
+import Foundation
+import Sealing
+
+/// `async` forms of the device's blocking calls: each runs the blocking call on a thread of its
+/// own (`offThePool`), never on one of Swift concurrency's cooperative threads — from a server's
+/// request handler, `try await device.unlock(passcode: p)`.
+extension Device {
+    public func unlock(passcode: SecureBytes) async throws(DeviceError) -> SecureBytes? {
+        try await offThePool { () throws(DeviceError) in try self.unlock(passcode: passcode) }
+    }
+
+    @discardableResult
+    public func setLockScreen(
+        _ kind: LockScreenKind, passcode: SecureBytes?, currentPasscode: SecureBytes?
+    ) async throws(DeviceError) -> LockScreenChange {
+        try await offThePool { () throws(DeviceError) in
+            try self.setLockScreen(kind, passcode: passcode, currentPasscode: currentPasscode)
+        }
+    }
+
+    public func join(passcode: SecureBytes) async throws(DeviceError) {
+        try await offThePool { () throws(DeviceError) in try self.join(passcode: passcode) }
+    }
+
+    public func join(recoveryKey: SecureBytes) async throws(DeviceError) {
+        try await offThePool { () throws(DeviceError) in try self.join(recoveryKey: recoveryKey) }
+    }
+}
