@@ -51,7 +51,7 @@ package final class ChildOutput: @unchecked Sendable {
 /// Runs a program to its end with `posix_spawn` and `waitpid` directly — for a child that starts
 /// daemons of its own, which Foundation's `Process` here once never reaped (its `waitUntilExit`
 /// waited on for good beside a zombie). Standard input from `input` (or /dev/null), standard output
-/// and error to /dev/null. Returns the exit status (or 128 + the signal).
+/// and error to /dev/null. Returns the exit status (or the signal that ended it, as Foundation's `terminationStatus` says).
 package enum Spawn {
     package static func run(
         _ path: String, _ arguments: [String], environment: [String: String], input: URL? = nil
@@ -74,6 +74,77 @@ package enum Spawn {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let signal = status & 0x7f
-        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+        return signal == 0 ? (status >> 8) & 0xff : signal
+    }
+}
+
+extension Spawn {
+    /// Runs a program to its end with `posix_spawn` and `waitpid` directly, `input` on its standard
+    /// input, and returns its exit status (or the signal that ended it, as Foundation's `terminationStatus` says) with what it wrote to standard
+    /// output and error — read beside it (`ChildOutput`), so a daemon it leaves running cannot
+    /// hold the caller on a pipe.
+    package static func capture(
+        _ path: String, _ arguments: [String], environment: [String: String], input: Data = Data()
+    ) throws -> (status: Int32, stdout: Data, stderr: Data) {
+        signal(SIGPIPE, SIG_IGN)  // a child that exits before reading its input
+        var stdinPipe: [Int32] = [0, 0]
+        var stdoutPipe: [Int32] = [0, 0]
+        var stderrPipe: [Int32] = [0, 0]
+        guard pipe(&stdinPipe) == 0, pipe(&stdoutPipe) == 0, pipe(&stderrPipe) == 0 else {
+            throw HarnessError("no pipes")
+        }
+        // Close-on-exec, so no other child started meanwhile keeps them (the child gets its own
+        // copies through dup2, which clears the flag).
+        for fd in stdinPipe + stdoutPipe + stderrPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, stdoutPipe[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, stderrPipe[1], 2)
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let started = posix_spawn(&pid, path, &actions, nil, argv, envp)
+        close(stdinPipe[0])
+        close(stdoutPipe[1])
+        close(stderrPipe[1])
+        let out = FileHandle(fileDescriptor: stdoutPipe[0], closeOnDealloc: true)
+        let err = FileHandle(fileDescriptor: stderrPipe[0], closeOnDealloc: true)
+        guard started == 0 else {
+            close(stdinPipe[1])
+            throw HarnessError("cannot start \(path): errno \(started)")
+        }
+        let outReader = ChildOutput(out)
+        let errReader = ChildOutput(err)
+        // The input on a thread of its own: a child that reads it late (or not at all) never
+        // holds this one.
+        let feeder = stdinPipe[1]
+        let fed = DispatchSemaphore(value: 0)
+        Thread {
+            input.withUnsafeBytes { raw in
+                var offset = 0
+                while offset < raw.count {
+                    let n = write(feeder, raw.baseAddress! + offset, raw.count - offset)
+                    if n < 0 && errno == EINTR { continue }
+                    guard n > 0 else { break }
+                    offset += n
+                }
+            }
+            close(feeder)
+            fed.signal()
+        }.start()
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        fed.wait()
+        let signal = status & 0x7f
+        return (
+            signal == 0 ? (status >> 8) & 0xff : signal, outReader.finish(),
+            errReader.finish()
+        )
     }
 }

@@ -31,12 +31,16 @@ struct OverlappingSessionsTests {
         let directory = Throwaway.untrusted("cloud")
         let cloud = OverlappingLockCloud(real: CloudDirectory(directory))
         let (phone, service) = try phoneWithPin(on: cloud)
-        defer { withExtendedLifetime(service) {} }
+        defer {
+            try? phone.reboot()  // its runtime keyring goes with the test
+            withExtendedLifetime(service) {}
+        }
         let recovery = try #require(try phone.replaceRecoveryKey())
         let tabletService = try PrivateSecretService.start()
         let tablet = Device(
             secretService: tabletService.connection(), directory: Throwaway.directory("tablet"),
             cloud: cloud, tuning: .fast)
+        defer { try? tablet.reboot() }
         try tablet.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
         try tablet.join(recoveryKey: recovery)
         // The tablet's sync writes its object; the phone's opens before the tablet commits.

@@ -39,6 +39,7 @@ private struct Account {
             secretService: other.connection(), directory: other.deviceDirectory("newcomer"),
             cloud: CloudDirectory(cloud), tpm: nil,
             escrow: configuration ?? escrow.configuration, tuning: .fast)
+        other.atStop { try? device.reboot() }  // its runtime keyring goes with the test
         return (other, device)
     }
 
@@ -257,12 +258,14 @@ struct EscrowServiceTests {
         let phone = Device(
             secretService: service.connection(), directory: service.deviceDirectory("phone"),
             cloud: CloudDirectory(cloud), tpm: nil, escrow: through, tuning: .fast)
+        defer { try? phone.reboot() }  // its runtime keyring goes with the test
         try phone.setLockScreen(.pin, passcode: "271828", currentPasscode: nil)
         let accountKey = try #require(try phone.cloudKey(forUpload: false))
         let other = try PrivateSecretService.start()
         let laptop = Device(
             secretService: other.connection(), directory: other.deviceDirectory("laptop"),
             cloud: CloudDirectory(cloud), tpm: nil, escrow: through, tuning: .fast)
+        defer { try? laptop.reboot() }
         #expect(throws: DeviceError.self) { try laptop.join(passcode: "314159") }
         try laptop.join(passcode: "271828")
         #expect(try laptop.cloudKey(forUpload: false) == accountKey)

@@ -37,41 +37,26 @@ func keepsake(
     where ["--wallet", testWallet("--authenticator-id")].contains(option) {
         SuiteSweep.record(Data(value.utf8))
     }
-    let process = Process()
-    if let fileSizeLimit {
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments =
-            [
-                "-c", "trap '' XFSZ; ulimit -f \(fileSizeLimit); exec \"$0\" \"$@\"",
-                executable.path,
-            ] + arguments
-    } else {
-        process.executableURL = executable
-        process.arguments = arguments
-    }
+    let (path, argv): (String, [String]) =
+        if let fileSizeLimit {
+            (
+                "/bin/sh",
+                [
+                    "-c", "trap '' XFSZ; ulimit -f \(fileSizeLimit); exec \"$0\" \"$@\"",
+                    executable.path,
+                ] + arguments
+            )
+        } else {
+            (executable.path, arguments)
+        }
     var environment = service?.environment ?? ProcessInfo.processInfo.environment
     if service == nil { environment.removeValue(forKey: "DBUS_SESSION_BUS_ADDRESS") }
     environment.merge(extra) { $1 }
-    process.environment = environment
-    let stdin = Pipe()
-    let stdout = Pipe()
-    let stderr = Pipe()
-    process.standardInput = stdin
-    process.standardOutput = stdout
-    process.standardError = stderr
-    try process.run()
-    // Read beside the child, and never past its exit for a grandchild's sake (`ChildOutput`).
-    let outReader = ChildOutput(stdout.fileHandleForReading)
-    let errReader = ChildOutput(stderr.fileHandleForReading)
-    stdin.fileHandleForWriting.write(input)
-    try stdin.fileHandleForWriting.close()
-    process.waitUntilExit()
-    let out = outReader.finish()
-    let err = errReader.finish()
+    // posix_spawn and waitpid directly, output read beside the child (`Spawn.capture`):
+    // Foundation's Process here once waited for good on a child that had exited.
+    let (status, out, err) = try Spawn.capture(path, argv, environment: environment, input: input)
     SuiteSweep.keepStandardError(err)
-    return Run(
-        status: process.terminationStatus, stdout: out, stderr: String(decoding: err, as: UTF8.self)
-    )
+    return Run(status: status, stdout: out, stderr: String(decoding: err, as: UTF8.self))
 }
 
 @Suite("keepsake command line")
@@ -112,6 +97,11 @@ struct CLITests {
         let unset = ["DBUS_SESSION_BUS_ADDRESS": "", "XDG_RUNTIME_DIR": runtime.path,
             "HOME": home.path, "XDG_DATA_HOME": environment["XDG_DATA_HOME"]!]
         let device = ["--device-dir", root.appendingPathComponent("device").path]
+        defer {  // its runtime keyring goes with the test
+            _ = try? keepsake(
+                ["device", "reboot"] + device, service: nil, environment: unset,
+                executable: shippedKeepsakeExecutable)
+        }
         let add = try keepsake(
             ["keychain", "add", "--service", "headless", "--account", "a"] + device,
             input: Data("on a server".utf8), service: nil, environment: unset,

@@ -189,5 +189,8 @@ struct LockScreenAttackTests {
         #expect(right.status == 0, "\(right.stderr)")
         #expect(try status()["state"] as? String == "unlocked")
         #expect(try status()["failedAttempts"] as? Int == 0)
+        _ = try keepsake(
+            ["device", "reboot"] + option + deviceDirectory(of: service), service: service,
+            executable: shippedKeepsakeExecutable)  // its runtime keyring goes with the test
     }
 }
