@@ -5,6 +5,7 @@ import Sealing
 /// own (`offThePool`), never on one of Swift concurrency's cooperative threads — from a server's
 /// request handler, `try await device.unlock(passcode: p)`.
 extension Device {
+    @discardableResult
     public func unlock(passcode: SecureBytes) async throws(DeviceError) -> SecureBytes? {
         try await offThePool { () throws(DeviceError) in try self.unlock(passcode: passcode) }
     }

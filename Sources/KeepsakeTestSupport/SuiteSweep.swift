@@ -64,7 +64,7 @@ package enum SuiteSweep {
         streams.withLock { _ in
             try? FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
             if !FileManager.default.fileExists(atPath: file.path) {
-                FileManager.default.createFile(atPath: file.path, contents: nil)
+                _ = FileManager.default.createFile(atPath: file.path, contents: nil)
             }
             guard let handle = try? FileHandle(forWritingTo: file) else { return }
             handle.seekToEndOfFile()

@@ -12,7 +12,7 @@ package struct TLV: Sendable {
     }
 
     package mutating func append(_ tag: UInt8, _ value: some Collection<UInt8>) {
-        let appended = value.withContiguousStorageIfAvailable {
+        let appended: Void? = value.withContiguousStorageIfAvailable {
             append(tag, UnsafeRawBufferPointer($0))
         }
         if appended == nil { append(tag, Array(value)) }

@@ -17,9 +17,9 @@ public typealias CFNumber = NSNumber
 public typealias OSStatus = Int32
 
 // Implicitly unwrapped, as Apple declares them, so both `kCFBooleanTrue` and `kCFBooleanTrue!`
-// compile. nonisolated(unsafe): immutable NSNumber constants are safe to share.
-nonisolated(unsafe) public let kCFBooleanTrue: CFBoolean! = NSNumber(value: true)
-nonisolated(unsafe) public let kCFBooleanFalse: CFBoolean! = NSNumber(value: false)
+// compile.
+public let kCFBooleanTrue: CFBoolean! = NSNumber(value: true)
+public let kCFBooleanFalse: CFBoolean! = NSNumber(value: false)
 public typealias CFTypeID = UInt
 public typealias CFIndex = Int
 public typealias CFOptionFlags = UInt
@@ -37,7 +37,7 @@ public final class CFAllocator: @unchecked Sendable {
     fileprivate init() {}
 }
 /// Mirrors `kCFAllocatorDefault`.
-nonisolated(unsafe) public let kCFAllocatorDefault: CFAllocator! = CFAllocator()
+public let kCFAllocatorDefault: CFAllocator! = CFAllocator()
 
 /// Mirrors `CFError` (toll-free `NSError`), so `Unmanaged<CFError>?` out-parameters compile.
 public typealias CFError = NSError

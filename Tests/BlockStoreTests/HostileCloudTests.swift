@@ -25,7 +25,7 @@ struct HostileCloudTests {
         defer { try? FileManager.default.removeItem(at: cloud) }
         for name in ["account", "account-escrow", "account-recovery"] {
             let huge = cloud.appendingPathComponent(name)
-            FileManager.default.createFile(atPath: huge.path, contents: nil)
+            _ = FileManager.default.createFile(atPath: huge.path, contents: nil)
             let handle = try FileHandle(forWritingTo: huge)
             try handle.truncate(atOffset: 1 << 30)  // sparse: 1 GiB to whoever reads it
             try handle.close()
@@ -40,7 +40,7 @@ struct HostileCloudTests {
         #expect(peakResidentBytes() - before < 200 * 1024 * 1024)
         // A huge entry object is refused the same way.
         let entry = cloud.appendingPathComponent("bs-" + String(repeating: "a", count: 64))
-        FileManager.default.createFile(atPath: entry.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: entry.path, contents: nil)
         let entryHandle = try FileHandle(forWritingTo: entry)
         try entryHandle.truncate(atOffset: 1 << 30)
         try entryHandle.close()

@@ -35,7 +35,7 @@ struct OverlappingSessionsTests {
             try? phone.reboot()  // its runtime keyring goes with the test
             withExtendedLifetime(service) {}
         }
-        let recovery = try #require(try phone.replaceRecoveryKey())
+        let recovery = try phone.replaceRecoveryKey()
         let tabletService = try PrivateSecretService.start()
         let tablet = Device(
             secretService: tabletService.connection(), directory: Throwaway.directory("tablet"),

@@ -8,7 +8,7 @@ private func launch(_ arguments: [String], service: PrivateSecretService) throws
     let process = Process()
     process.executableURL = keepsakeExecutable
     process.arguments = arguments
-    var environment = service.environment
+    let environment = service.environment
     process.environment = environment
     let output = Pipe()
     process.standardOutput = output

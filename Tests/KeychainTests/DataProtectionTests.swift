@@ -315,7 +315,7 @@ struct MalformedSealedItemTests {
                 _ = try keychain.data(
                     matching: GenericPasswordQuery(service: name, account: "victim"))
             } catch {
-                code = (error as? KeychainError)?.status ?? .success
+                code = error.status
             }
             #expect(code == KeychainStatus.decode, "\(testCase.name)")
         }
@@ -327,7 +327,7 @@ struct MalformedSealedItemTests {
                 _ = try keychain.data(
                     matching: GenericPasswordQuery(service: name, account: "victim"))
             } catch {
-                code = (error as? KeychainError)?.status ?? .success
+                code = error.status
             }
             #expect(code == KeychainStatus.decode)
         }
