@@ -396,18 +396,9 @@ package final class PrivateSecretService: @unchecked Sendable {
     /// Runs a tool on this service's bus; throws unless it exits 0.
     @discardableResult
     private func run(_ tool: String, _ arguments: [String]) throws -> Data {
-        let process = Process()
-        process.executableURL = try Self.tool(tool)
-        process.arguments = arguments
-        process.environment = kwalletEnvironment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw HarnessError("\(tool) failed") }
+        let (status, data, _) = try Spawn.capture(
+            try Self.tool(tool).path, arguments, environment: kwalletEnvironment)
+        guard status == 0 else { throw HarnessError("\(tool) failed") }
         return data
     }
 

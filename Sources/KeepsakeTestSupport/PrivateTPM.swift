@@ -59,7 +59,7 @@ package final class PrivateTPM: @unchecked Sendable {
 
     package func stop() {
         process.killWhileRunning()
-        process.waitUntilExit()
+        process.waitUntilGone()
         try? FileManager.default.removeItem(at: directory)
     }
 
@@ -98,6 +98,22 @@ extension Process {
     /// another process's (the pid space here is 32768 and a full run goes round it).
     package func killWhileRunning() {
         if isRunning { kill(processIdentifier, SIGKILL) }
+    }
+
+    /// Waits until the child has exited: Foundation says so, or the kernel shows it a zombie that
+    /// Foundation has not reaped yet (its `waitUntilExit` once waited on one for good here).
+    /// For stopping daemons, where nothing needs the exit status.
+    package func waitUntilGone() {
+        let pid = processIdentifier
+        while isRunning {
+            if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")"),
+                stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z")
+            {
+                return
+            }
+            usleep(2000)
+        }
     }
 }
 
@@ -175,7 +191,7 @@ package final class PrivateEscrow: @unchecked Sendable {
     /// Kills it (SIGKILL: as in a crash); its state stays for a restart.
     package func stop() {
         process.killWhileRunning()
-        process.waitUntilExit()
+        process.waitUntilGone()
     }
 
     package var isRunning: Bool { process.isRunning }

@@ -219,12 +219,9 @@ package final class PrivateWebDAV: @unchecked Sendable {
     /// Apache workers still running on this server's configuration (none once the parent's gone
     /// and they noticed): killed.
     private static func pkillWorkers(_ root: URL) -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/pkill")
-        process.arguments = ["-9", "-f", "apache2 -f \(root.path)/httpd.conf"]
-        try? process.run()
-        process.waitUntilExit()
-        return process.terminationStatus
+        (try? Spawn.run(
+            "/usr/bin/pkill", ["-9", "-f", "apache2 -f \(root.path)/httpd.conf"],
+            environment: ProcessInfo.processInfo.environment)) ?? 1
     }
 
     /// Starts httpd again after `kill()`, with everything it held (a few tries: the old one may
@@ -261,20 +258,15 @@ package final class PrivateWebDAV: @unchecked Sendable {
 
     deinit { stop() }
 
+    /// Runs an Apache tool to its end (httpd starting daemonizes: its parent exits, the server
+    /// stays) — with posix_spawn and waitpid (`Spawn`): Foundation's Process once waited for good
+    /// on such a parent after it had exited.
     private func tool(_ path: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
         var environment = ProcessInfo.processInfo.environment
         environment["APACHE_RUN_DIR"] = root.path
         environment["APACHE_LOCK_DIR"] = root.path
         environment["APACHE_LOG_DIR"] = root.path
-        process.environment = environment
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
+        guard try Spawn.run(path, arguments, environment: environment) == 0 else {
             throw HarnessError("\(path) \(arguments.first ?? "") failed (apt-get install apache2)")
         }
     }
