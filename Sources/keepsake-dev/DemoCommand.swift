@@ -73,8 +73,8 @@ enum DemoCommand {
         ).recoveryKey
         let lockScreen = try phone.device.status()
         say(
-            "   The pin is counted by the phone's guess counter (keepsake-escrow, \(lockScreen.guessLimit), "
-                + "count kept in \(lockScreen.countedIn ?? "?")): 10 wrong pins disable the phone.")
+            "   Its guesses are counted by a guess counter service (keepsake-escrow; lockscreen status: "
+                + "guessLimit \(lockScreen.guessLimit), countedIn \(lockScreen.countedIn ?? "?")): 10 wrong pins disable the phone.")
         try FileManager.default.createDirectory(
             at: phone.app.container, withIntermediateDirectories: true)
         try Data("{\"onboarded\":true}".utf8).write(

@@ -290,6 +290,10 @@ struct CLITests {
                 after: "1. On the phone",
                 containing:
                     "cloud:      account, account-escrow, account-manifest, account-recovery, bs-"))
+        #expect(
+            line(
+                after: "1. On the phone",
+                containing: "guessLimit service, countedIn file): 10 wrong pins disable the phone."))
         #expect(line(after: "2. The app is uninstalled", containing: "container:  (gone)"))
         #expect(
             line(
