@@ -36,7 +36,13 @@ extension Device {
     ///
     /// - Throws: `.invalidPasscode` for an id the account does not list, or this device's own.
     public func removeDevice(_ id: String) throws(DeviceError) {
-        guard try accountDevices().contains(where: { $0.id == id && !$0.isThisDevice }) else {
+        let devices = try accountDevices()
+        if devices.contains(where: { $0.id == id && $0.isThisDevice }) {
+            throw DeviceError(
+                .invalidPasscode,
+                "\(id) is this device: another device of the account removes it (or erase this one: `device wipe`)")
+        }
+        guard devices.contains(where: { $0.id == id }) else {
             throw DeviceError(
                 .invalidPasscode, "the account lists no other device \(id) (see `device devices`)")
         }
