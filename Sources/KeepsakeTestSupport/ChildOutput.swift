@@ -48,41 +48,27 @@ package final class ChildOutput: @unchecked Sendable {
     }
 }
 
-/// Runs a program to its end with `posix_spawn` and `waitpid` directly — for a child that starts
+/// Children started with `posix_spawn` and reaped with `waitpid` directly — for a child that starts
 /// daemons of its own, which Foundation's `Process` here once never reaped (its `waitUntilExit`
-/// waited on for good beside a zombie). Standard input from `input` (or /dev/null), standard output
-/// and error to /dev/null. Returns the exit status (or the signal that ended it, as Foundation's `terminationStatus` says).
+/// waited on for good beside a zombie). Exit statuses read as Foundation's `terminationStatus`
+/// does: the exit code, or the signal that ended the child.
 package enum Spawn {
+    /// Runs a program to its end: standard input from `input` (or /dev/null), standard output and
+    /// error to /dev/null. Returns its exit status.
     package static func run(
         _ path: String, _ arguments: [String], environment: [String: String], input: URL? = nil
     ) throws -> Int32 {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, input?.path ?? "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        let argv = ([path] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
+        let pid = try launch(path, arguments, environment: environment) { actions in
+            posix_spawn_file_actions_addopen(&actions, 0, input?.path ?? "/dev/null", O_RDONLY, 0)
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         }
-        var pid: pid_t = 0
-        let started = posix_spawn(&pid, path, &actions, nil, argv, envp)
-        guard started == 0 else { throw HarnessError("cannot start \(path): errno \(started)") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        let signal = status & 0x7f
-        return signal == 0 ? (status >> 8) & 0xff : signal
+        return reap(pid)
     }
-}
 
-extension Spawn {
-    /// Runs a program to its end with `posix_spawn` and `waitpid` directly, `input` on its standard
-    /// input, and returns its exit status (or the signal that ended it, as Foundation's `terminationStatus` says) with what it wrote to standard
-    /// output and error — read beside it (`ChildOutput`), so a daemon it leaves running cannot
-    /// hold the caller on a pipe.
+    /// Runs a program to its end, `input` on its standard input, and returns its exit status with
+    /// what it wrote to standard output and error — read beside it (`ChildOutput`), so a daemon it
+    /// leaves running cannot hold the caller on a pipe.
     package static func capture(
         _ path: String, _ arguments: [String], environment: [String: String], input: Data = Data()
     ) throws -> (status: Int32, stdout: Data, stderr: Data) {
@@ -96,28 +82,23 @@ extension Spawn {
         // Close-on-exec, so no other child started meanwhile keeps them (the child gets its own
         // copies through dup2, which clears the flag).
         for fd in stdinPipe + stdoutPipe + stderrPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, stdoutPipe[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, stderrPipe[1], 2)
-        let argv = ([path] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
+        let launched = Result { () throws -> pid_t in
+            try launch(path, arguments, environment: environment) { actions in
+                posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], 0)
+                posix_spawn_file_actions_adddup2(&actions, stdoutPipe[1], 1)
+                posix_spawn_file_actions_adddup2(&actions, stderrPipe[1], 2)
+            }
         }
-        var pid: pid_t = 0
-        let started = posix_spawn(&pid, path, &actions, nil, argv, envp)
+        // The child's ends are the child's now; ours close with the handles.
         close(stdinPipe[0])
         close(stdoutPipe[1])
         close(stderrPipe[1])
         let out = FileHandle(fileDescriptor: stdoutPipe[0], closeOnDealloc: true)
         let err = FileHandle(fileDescriptor: stderrPipe[0], closeOnDealloc: true)
-        guard started == 0 else {
+        let pid: pid_t
+        do { pid = try launched.get() } catch {
             close(stdinPipe[1])
-            throw HarnessError("cannot start \(path): errno \(started)")
+            throw error
         }
         let outReader = ChildOutput(out)
         let errReader = ChildOutput(err)
@@ -138,13 +119,37 @@ extension Spawn {
             close(feeder)
             fed.signal()
         }.start()
+        let status = reap(pid)
+        fed.wait()
+        return (status, outReader.finish(), errReader.finish())
+    }
+
+    /// Starts `path` with the file actions `setUp` adds; returns its pid.
+    private static func launch(
+        _ path: String, _ arguments: [String], environment: [String: String],
+        _ setUp: (inout posix_spawn_file_actions_t) -> Void
+    ) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        setUp(&actions)
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let started = posix_spawn(&pid, path, &actions, nil, argv, envp)
+        guard started == 0 else { throw HarnessError("cannot start \(path): errno \(started)") }
+        return pid
+    }
+
+    /// Waits for `pid` to end; its exit status, or the signal that ended it.
+    private static func reap(_ pid: pid_t) -> Int32 {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        fed.wait()
         let signal = status & 0x7f
-        return (
-            signal == 0 ? (status >> 8) & 0xff : signal, outReader.finish(),
-            errReader.finish()
-        )
+        return signal == 0 ? (status >> 8) & 0xff : signal
     }
 }

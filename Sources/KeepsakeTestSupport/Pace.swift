@@ -37,18 +37,11 @@ package enum Pace {
         bound + scaled(slack)
     }
 
-    /// Starting a process (`posix_spawn` and `waitpid` directly: Foundation's `Process` once
-    /// left a reaped-too-late `/bin/true` waited on for good here, under a run of parallel
-    /// suites) and some arithmetic.
+    /// Starting a process (`Spawn`: Foundation's `Process` once left a reaped-too-late
+    /// `/bin/true` waited on for good here, under a run of parallel suites) and some arithmetic.
     package static func referenceJob() -> Duration {
         let start = ContinuousClock.now
-        var pid: pid_t = 0
-        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/true"), nil]
-        defer { argv.forEach { free($0) } }
-        if posix_spawn(&pid, "/bin/true", nil, nil, argv, environ) == 0 {
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        }
+        _ = try? Spawn.run("/bin/true", [], environment: [:])
         var state: UInt64 = 0x9E37_79B9_7F4A_7C15
         for _ in 0..<5_000_000 { state = (state ^ (state >> 31)) &* 0xBF58_476D_1CE4_E5B9 }
         withExtendedLifetime(state) {}

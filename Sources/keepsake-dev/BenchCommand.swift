@@ -348,44 +348,26 @@ struct KeychainBenchmark {
             "--device-dir", device.path, "--container", container.path, "--app-id",
             "com.example.cold",
         ]
-        // posix_spawn and waitpid directly: Foundation's Process waits on its own child watcher,
-        // which here costs ~50 ms a process (as much as /bin/true takes to run).
-        let environment = service.environment.map { "\($0.key)=\($0.value)" }
-        func run(_ tool: URL, _ arguments: [String], input: Data = Data()) throws -> Duration {
-            let inputFile = Throwaway.directory("bench-cold-input").appendingPathComponent("in")
-            try input.write(to: inputFile)
-            var actions = posix_spawn_file_actions_t()
-            posix_spawn_file_actions_init(&actions)
-            defer { posix_spawn_file_actions_destroy(&actions) }
-            posix_spawn_file_actions_addopen(&actions, 0, inputFile.path, O_RDONLY, 0)
-            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-            let argv = ([tool.path] + arguments).map { strdup($0) } + [nil]
-            let envp = environment.map { strdup($0) } + [nil]
-            defer {
-                argv.forEach { free($0) }
-                envp.forEach { free($0) }
-            }
-            var pid: pid_t = 0
+        // Spawned and reaped directly (`Spawn`): Foundation's Process waits on its own child
+        // watcher, which here costs ~50 ms a process (as much as /bin/true takes to run).
+        let environment = service.environment
+        func run(_ tool: URL, _ arguments: [String], input: URL? = nil) throws -> Duration {
             let start = ContinuousClock.now
-            guard posix_spawn(&pid, tool.path, &actions, nil, argv, envp) == 0 else {
-                throw HarnessError("cannot start \(tool.path)")
-            }
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            let status = try Spawn.run(tool.path, arguments, environment: environment, input: input)
             let took = ContinuousClock.now - start
             guard status == 0 else {
-                throw HarnessError("\(tool.lastPathComponent) \(arguments.first ?? "") failed (wait status \(status))")
+                throw HarnessError("\(tool.lastPathComponent) \(arguments.first ?? "") failed (status \(status))")
             }
             return took
         }
-        let secret = Data("cold-start secret".utf8)
+        let secretFile = Throwaway.directory("bench-cold-input").appendingPathComponent("secret")
+        try Data("cold-start secret".utf8).write(to: secretFile)
         _ = try run(
             shipped, ["keychain", "add", "--service", "cold", "--account", "a"] + options,
-            input: secret)
+            input: secretFile)
         _ = try run(
             secretTool, ["store", "--label", "cold", "bench", "cold-start", "key", "a"],
-            input: secret)
+            input: secretFile)
         var get: [Duration] = []
         var lookup: [Duration] = []
         var help: [Duration] = []
