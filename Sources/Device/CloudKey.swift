@@ -71,19 +71,9 @@ extension Device {
         guard let record = EscrowRecord.parse(found) else {
             throw DeviceError(.corrupt, "the cloud account's escrow record does not decode")
         }
-        let client = escrow.client()
         let accountKey: SecureBytes
         do throws(DeviceError) {
-            // The salt and cost come from the escrow (the cloud cannot swap them), bounded before
-            // any Argon2id runs; no claim is spent on reading them.
-            let slot = try escrowCall { () throws(EscrowError) in
-                try client.status(of: record.slot)
-            }
-            let passcodeKey = try PasscodeKeys.passcodeKey(
-                passcode, salt: slot.salt, cost: slot.cost)
-            accountKey = try escrowCall { () throws(EscrowError) in
-                try client.claim(record.slot, passcodeKey: passcodeKey)
-            }
+            accountKey = try claim(record.slot, passcode: passcode, at: escrow).secret
         } catch {
             if (error.underlying as? EscrowError)?.code == .destroyed {
                 try? cloud.delete(AccountObjects.escrow)  // it names nothing any more

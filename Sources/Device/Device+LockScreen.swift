@@ -370,16 +370,8 @@ extension Device {
                     .notAvailable,
                     "this device's passcode is held by a guess counter service, and none is configured (--counter URL)")
             }
-            let client = counter.client()
             do throws(DeviceError) {
-                // The salt and cost as the counter keeps them (a process that rewrites the record
-                // cannot make the right passcode fail), bounded before Argon2id runs.
-                let status = try escrowCall { () throws(EscrowError) in try client.status(of: slot) }
-                let passcodeKey = try PasscodeKeys.passcodeKey(
-                    passcode, salt: status.salt, cost: status.cost)
-                let secret = try escrowCall { () throws(EscrowError) in
-                    try client.claim(slot, passcodeKey: passcodeKey)
-                }
+                let (passcodeKey, secret) = try claim(slot, passcode: passcode, at: counter)
                 return (
                     PasscodeKeys.tpmKEK(
                         passcodeKey: passcodeKey, tpmSecret: secret, deviceSecret: deviceSecret),

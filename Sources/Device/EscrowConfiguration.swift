@@ -48,6 +48,26 @@ public struct EscrowConfiguration: Sendable, Hashable {
     }
 }
 
+extension Device {
+    /// One passcode claim on `slot` at `service` (the account's escrow or the device's guess
+    /// counter): the passcode key derived with the salt and cost the service keeps (the cloud or
+    /// a rewritten record cannot swap them; bounded before Argon2id runs; reading them spends no
+    /// claim), then the claim, counted by the service. Returns the passcode key and the released
+    /// secret.
+    func claim(_ slot: Data, passcode: SecureBytes, at service: EscrowConfiguration)
+        throws(DeviceError) -> (passcodeKey: SecureBytes, secret: SecureBytes)
+    {
+        let client = service.client()
+        let status = try escrowCall { () throws(EscrowError) in try client.status(of: slot) }
+        let passcodeKey = try PasscodeKeys.passcodeKey(
+            passcode, salt: status.salt, cost: status.cost)
+        let secret = try escrowCall { () throws(EscrowError) in
+            try client.claim(slot, passcodeKey: passcodeKey)
+        }
+        return (passcodeKey, secret)
+    }
+}
+
 /// Runs an escrow call: its failures become the device's errors (a wrong passcode
 /// `.authFailed`; a destroyed slot or an unreachable escrow `.notAvailable`).
 func escrowCall<R>(_ body: () throws(EscrowError) -> R) throws(DeviceError) -> R {
