@@ -2,7 +2,7 @@ import Escrow
 import Foundation
 import Sealing
 
-/// The cloud account's escrow: a `keepsake-escrow` service (README, "Running an escrow") that
+/// The cloud account's escrow: a `keepsake-escrow` service (docs/running.md, "Running a guess counter or an escrow") that
 /// holds the account key for joining with a passcode and counts every claim itself. A device
 /// reaches it only through its protocol (`EscrowProtocol`), never its counter.
 public struct EscrowConfiguration: Sendable, Hashable {

@@ -104,9 +104,9 @@ public final class Keychain: Sendable {
     /// The items matching `query`. Mirrors `SecItemCopyMatching`.
     ///
     /// - Parameters:
+    ///   - query: what to match (nil fields match anything).
     ///   - limit: `.one` returns the first match (`kSecMatchLimitOne`), `.all` every match.
     ///   - returnData: whether to include each item's secret.
-    /// - Throws: `errSecItemNotFound` when nothing matches.
     ///   - authentication: the credentials for the secrets of items with access constraints
     ///     (read only when `returnData`; one counted passcode attempt per call).
     /// - Throws: `errSecItemNotFound` when nothing matches; for a secret whose constraints need a

@@ -30,16 +30,18 @@ package struct SearchResult: Sendable, Equatable {
 ///
 /// Thread-safe: calls from many threads run concurrently over one D-Bus connection.
 public final class SecretServiceConnection: Sendable {
-    /// The bus this connection talks to; nil means `DBUS_SESSION_BUS_ADDRESS`.
+    /// The bus this connection talks to; nil when there is no session bus to be found.
     public let busAddress: String?
     /// The bound on every call.
     public let timeout: Duration
 
     private let handle = Mutex<ServiceHandle?>(nil)
 
-    /// Connects lazily: the first call opens the D-Bus connection and a session.
+    /// Connects lazily: the first call opens the D-Bus connection and a session. Without
+    /// `busAddress`, the session bus as libsecret finds it (`DBUS_SESSION_BUS_ADDRESS`, else
+    /// `$XDG_RUNTIME_DIR/bus`).
     public init(busAddress: String? = nil, timeout: Duration = .seconds(5)) {
-        self.busAddress = busAddress
+        self.busAddress = busAddress ?? Self.sessionBusAddress()
         self.timeout = timeout
     }
 
@@ -168,7 +170,7 @@ public final class SecretServiceConnection: Sendable {
             throw SecretServiceError(
                 .noBus,
                 message:
-                    "DBUS_SESSION_BUS_ADDRESS is not set and there is no user bus at $XDG_RUNTIME_DIR/bus: start a session bus (README, \"Headless\")")
+                    "DBUS_SESSION_BUS_ADDRESS is not set and there is no user bus at $XDG_RUNTIME_DIR/bus: start a session bus (docs/running.md, \"Headless\")")
         }
         let milliseconds = timeoutMilliseconds
         guard

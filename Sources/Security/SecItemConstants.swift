@@ -37,7 +37,7 @@ nonisolated(unsafe) public let kSecAttrAccessibleAfterFirstUnlock: CFString = "c
 nonisolated(unsafe) public let kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly: CFString = "akpu"
 nonisolated(unsafe) public let kSecAttrAccessibleWhenUnlockedThisDeviceOnly: CFString = "aku"
 nonisolated(unsafe) public let kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly: CFString = "cku"
-/// Deprecated by Apple, still accepted: stored as `AfterFirstUnlock` (see README, "Apple keys").
+/// Deprecated by Apple, still accepted: stored as `AfterFirstUnlock` (see docs/keychain.md, "Apple keys and classes").
 nonisolated(unsafe) public let kSecAttrAccessibleAlways: CFString = "dk"
 /// Deprecated by Apple, still accepted: stored as `AfterFirstUnlockThisDeviceOnly`.
 nonisolated(unsafe) public let kSecAttrAccessibleAlwaysThisDeviceOnly: CFString = "dku"

@@ -3,7 +3,7 @@ import Foundation
 
 // keepsake-escrow: the service a cloud account's devices join through with a passcode. It owns
 // its state directory (run it as a user of its own); devices reach it only through
-// `EscrowProtocol` — they never hold the counter. See README ("Running an escrow") and
+// `EscrowProtocol` — they never hold the counter. See docs/running.md ("Running a guess counter or an escrow") and
 // SECURITY.md ("Escrow").
 
 let usage = """
@@ -11,7 +11,7 @@ let usage = """
 
       --state DIR        the escrow's slots and counts (made 0700; must be this user's alone)
       --listen HOST:PORT where to answer (default 127.0.0.1:8443; port 0 picks a free one).
-                         Serve it to devices over HTTPS through a reverse proxy (README).
+                         Serve it to devices over HTTPS through a reverse proxy (docs/running.md).
     """
 
 func fail(_ message: String, status: Int32) -> Never {

@@ -62,7 +62,7 @@ func keepsake(
 @Suite("keepsake command line")
 struct CLITests {
     @Test(
-        "headless, as README's recipe runs it: scripts/headless-session starts a bus at $XDG_RUNTIME_DIR/bus and an unlocked gnome-keyring from a password on standard input; the shipped keepsake finds that bus with DBUS_SESSION_BUS_ADDRESS unset; with no bus at all it says what to do"
+        "headless, as the documented recipe runs it: scripts/headless-session starts a bus at $XDG_RUNTIME_DIR/bus and an unlocked gnome-keyring from a password on standard input; the shipped keepsake finds that bus with DBUS_SESSION_BUS_ADDRESS unset; with no bus at all it says what to do"
     )
     func headlessRecipe() throws {
         let root = Throwaway.directory("headless")
