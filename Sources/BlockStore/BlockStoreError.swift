@@ -23,6 +23,13 @@ public struct BlockStoreError: Error, Sendable, Hashable, CustomStringConvertibl
         public static let internalError = Code(8, "INTERNAL_ERROR")
         /// The cloud account could not be reached — CommonStatusCodes.NETWORK_ERROR.
         public static let networkError = Code(7, "NETWORK_ERROR")
+        /// The device's storage is not reachable (no session bus, no Secret Service, or it did
+        /// not answer in time) — CommonStatusCodes.API_NOT_CONNECTED; the Keychain's
+        /// `errSecNotAvailable`.
+        public static let apiNotConnected = Code(17, "API_NOT_CONNECTED")
+        /// The user must act first: the Secret Service collection or the device is locked —
+        /// CommonStatusCodes.RESOLUTION_REQUIRED; the Keychain's `errSecInteractionNotAllowed`.
+        public static let resolutionRequired = Code(6, "RESOLUTION_REQUIRED")
         public var description: String { "\(name) (\(rawValue))" }
         public static func == (l: Code, r: Code) -> Bool { l.rawValue == r.rawValue }
         public func hash(into h: inout Hasher) { h.combine(rawValue) }
@@ -43,6 +50,20 @@ public struct BlockStoreError: Error, Sendable, Hashable, CustomStringConvertibl
     public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
     public func hash(into h: inout Hasher) { h.combine(code) }
     public var description: String { "\(code): \(message)" }
+}
+
+extension BlockStoreError {
+    /// How a device failure looks to a Block Store caller, told apart as the Keychain tells them:
+    /// storage not reachable, locked (the user must unlock), or an internal failure.
+    package init(_ error: DeviceError) {
+        let code: Code =
+            switch error.code {
+            case .notAvailable: .apiNotConnected
+            case .interactionNotAllowed: .resolutionRequired
+            default: .internalError
+            }
+        self.init(code, error.message, underlying: error)
+    }
 }
 
 /// `error.localizedDescription` is the same sentence `description` and the command line give

@@ -104,7 +104,7 @@ struct LocalLayout {
 
     static func call<R>(_ body: () throws -> R) throws(BlockStoreError) -> R {
         do { return try body() } catch let error as DeviceError {
-            throw BlockStoreError(.internalError, error.message, underlying: error)
+            throw BlockStoreError(error)
         } catch {
             throw BlockStoreError(.internalError, "\(error)", underlying: error)
         }

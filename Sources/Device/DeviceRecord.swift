@@ -128,7 +128,7 @@ struct DeviceRecordStore: Sendable {
             // Locked: KeePassXC finds nothing in a locked database, and a record made then would
             // be a second one (and its create an unlock dialog).
             if found.collectionLocked {
-                throw DeviceError(.interactionNotAllowed, "the Secret Service collection is locked")
+                throw DeviceError(.interactionNotAllowed, SecretServiceError.lockedCollection)
             }
             if let first = found.unlocked.min() {
                 for other in found.unlocked where other != first {

@@ -556,7 +556,7 @@ public final class Keychain: Sendable {
         KeychainStatus.duplicateItem, "an item with this primary key already exists")
     static let notFound = KeychainError(KeychainStatus.itemNotFound, "no item matches the query")
     static let locked = KeychainError(
-        KeychainStatus.interactionNotAllowed, "the Secret Service collection is locked")
+        KeychainStatus.interactionNotAllowed, SecretServiceError.lockedCollection)
 }
 
 extension Keychain {

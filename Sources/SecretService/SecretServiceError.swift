@@ -5,6 +5,10 @@ import Foundation
 /// daemon sent one) are kept for diagnosis. None of them ever contains a secret: libsecret and the
 /// daemons put object paths and reasons in their messages, not values.
 public struct SecretServiceError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What every store says when the Secret Service's collection is locked, and what to do.
+    package static let lockedCollection =
+        "the Secret Service collection is locked: unlock it in its provider (log in to gnome-keyring, open the KeePassXC database or the KWallet wallet) and try again"
+
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
             case noBus, serviceUnavailable, locked, timedOut, promptRequired, noSuchObject

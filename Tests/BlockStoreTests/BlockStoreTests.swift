@@ -200,6 +200,27 @@ struct BlockStoreRuleTests {
         #expect(code { _ = try client.isEndToEndEncryptionAvailable() } == .featureNotSupported)
     }
 
+    @Test(
+        "a locked Secret Service is RESOLUTION_REQUIRED saying how to unlock, a gone one API_NOT_CONNECTED — as the Keychain tells errSecInteractionNotAllowed from errSecNotAvailable, never INTERNAL_ERROR"
+    )
+    func lockedAndUnavailable() throws {
+        let phone = try Phone(cloud: nil)
+        try phone.service.lock()
+        do {
+            _ = try phone.client().storeBytes(StoreBytesData(bytes: Data([1]), key: "k"))
+            Issue.record("stored with the collection locked")
+        } catch let error as BlockStoreError {
+            #expect(error.code == .resolutionRequired, "\(error)")
+            #expect(error.message.contains("unlock it"), "\(error)")
+        }
+        phone.service.kill()
+        let fresh = BlockStoreClient(
+            app: try phone.app(), device: phone.service.device(cloud: nil, retryPolicy: .fast))
+        #expect(
+            code { _ = try fresh.retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) }
+                == .apiNotConnected)
+    }
+
     @Test("local files are 0600 in 0700 directories and their names reveal no key")
     func fileHygiene() throws {
         let phone = try Phone(cloud: nil)
