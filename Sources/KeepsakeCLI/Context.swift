@@ -58,7 +58,7 @@ package struct Context {
         if let text = arguments.value("escrow") {
             guard let url = URL(string: text), let escrow = EscrowConfiguration(url: url, caFile: cloudCA)
             else {
-                throw CommandError.param(
+                throw CommandError.usage(
                     "--escrow takes the escrow's address: https://… (plain http on loopback only)")
             }
             self.escrow = escrow
@@ -69,7 +69,7 @@ package struct Context {
         // counts this device's passcode guesses.
         if let text = arguments.value("counter") {
             guard let url = URL(string: text), let counter = EscrowConfiguration(url: url) else {
-                throw CommandError.param(
+                throw CommandError.usage(
                     "--counter takes the guess counter's address: http://127.0.0.1:PORT/ (or https://…)")
             }
             self.counter = counter

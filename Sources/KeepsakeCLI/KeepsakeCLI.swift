@@ -31,8 +31,9 @@ package enum KeepsakeCLI {
                 Output.line(usage)
                 return words.isEmpty && !arguments.has("help") ? 2 : 0
             }
-            let context = try Context(arguments, tuning: tuning)
             let verb = words.dropFirst().first
+            try checkWords(words, extraCommands: extraCommands)
+            let context = try Context(arguments, tuning: tuning)
             switch command {
             case "keychain": try KeychainCommand.run(verb, context)
             case "app": try AppCommand.run(verb, context)
@@ -53,6 +54,47 @@ package enum KeepsakeCLI {
             let failure = Failure(error)
             Output.error("keepsake: \(failure.statusName): \(failure.message)")
             return failure.exitCode
+        }
+    }
+}
+
+extension KeepsakeCLI {
+    /// Each command's subcommands: a missing or unknown one, or a word after it, is a usage error
+    /// (exit 2) that names what is wanted, before anything is opened or read.
+    static let subcommands: [String: [String]] = [
+        "keychain": ["add", "get", "update", "delete", "list", "sync"],
+        "app": ["uninstall"],
+        "lockscreen": ["set", "unlock", "lock", "status"],
+        "device": [
+            "reboot", "wipe", "transfer", "settings", "join", "requests", "approve", "recovery-key",
+            "devices", "remove",
+        ],
+        "blockstore": ["store", "retrieve", "delete", "e2ee", "sync"],
+        "hint": ["get", "set", "clear"],
+        "kv": ["set", "get", "remove", "synchronize"],
+        "cloud": ["login", "logout", "status"],
+    ]
+
+    static func checkWords(_ words: [String], extraCommands: [String: ExtraCommand])
+        throws(CommandError)
+    {
+        let command = words[0]
+        guard let verbs = subcommands[command] else {
+            guard extraCommands[command] != nil else {
+                throw CommandError.usage("unknown command \(command)\n\(usage)")
+            }
+            return
+        }
+        let list = verbs.joined(separator: ", ")
+        guard words.count > 1 else {
+            throw CommandError.usage("keepsake \(command) needs a subcommand: \(list)")
+        }
+        guard verbs.contains(words[1]) else {
+            throw CommandError.usage("unknown subcommand \(command) \(words[1]): it takes \(list)")
+        }
+        if words.count > 2 {
+            throw CommandError.usage(
+                "unexpected argument \"\(words[2])\" (values are given with their option, secrets on standard input)")
         }
     }
 }

@@ -33,7 +33,7 @@ package enum KeychainCommand {
             throw CommandError.usage("keychain \(verb ?? "") needs --service or --server")
         }
         let port = try arguments.value("port").map { (text: String) throws(CommandError) in
-            guard let port = Int(text) else { throw CommandError.param("--port takes a number") }
+            guard let port = Int(text) else { throw CommandError.usage("--port takes a number") }
             return port
         }
         let sync = try synchronizable(arguments.value("sync"))
@@ -121,7 +121,7 @@ package enum KeychainCommand {
         var constraints: AccessConstraints = []
         for name in text.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
             guard let constraint = names[name] else {
-                throw CommandError.param(
+                throw CommandError.usage(
                     "--access-control takes " + names.keys.sorted().joined(separator: ", "))
             }
             constraints.insert(constraint)
@@ -151,7 +151,7 @@ package enum KeychainCommand {
 
     static func accessibility(_ name: String) throws(CommandError) -> Accessibility {
         guard let value = Accessibility(commandLineName: name) else {
-            throw CommandError.param(
+            throw CommandError.usage(
                 "--accessible takes "
                     + Accessibility.allCases.map(\.commandLineName).joined(separator: ", "))
         }

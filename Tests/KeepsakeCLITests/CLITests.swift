@@ -182,6 +182,29 @@ struct CLITests {
         #expect(noService.stderr.contains("errSecNotAvailable (-25291)"))
     }
 
+    @Test(
+        "a missing or unknown subcommand, a stray argument and an option value that does not parse are usage errors (exit 2) naming what is wanted, before any Secret Service is reached"
+    )
+    func usageErrorsNameWhatIsWanted() throws {
+        let cases: [([String], String)] = [
+            (["keychain"], "keychain needs a subcommand: add, get, update, delete, list, sync"),
+            (["lockscreen", "open"], "unknown subcommand lockscreen open: it takes set, unlock"),
+            (["keychain", "get", "--service", "s", "extra"], "unexpected argument \"extra\""),
+            (["keychain", "add", "--service", "s", "--accessible", "bogus"], "--accessible takes"),
+            (["keychain", "get", "--server", "h", "--port", "x"], "--port takes"),
+            (["keychain", "add", "--service", "s", "--access-control", "face"], "--access-control takes"),
+            (["--counter", "http://example.com/", "lockscreen", "status"], "--counter takes"),
+            (["--escrow", "ftp://x/", "device", "devices"], "--escrow takes"),
+        ]
+        for (arguments, expected) in cases {
+            // No Secret Service at all: a usage error must come before anything is opened.
+            let run = try keepsake(arguments, service: nil)
+            #expect(run.status == 2, "\(arguments): \(run.stderr)")
+            #expect(run.stderr.contains("keepsake: usage: \(expected)") || run.stderr.contains(expected),
+                    "\(arguments): \(run.stderr)")
+        }
+    }
+
     @Test("a secret never appears in an error message")
     func secretsStayOutOfErrors() throws {
         let service = try PrivateSecretService.shared()
