@@ -180,7 +180,7 @@ public final class SecretServiceConnection: Sendable {
                     keepsake_service_open(address, milliseconds, cancellable, &error).map(
                         Unchecked.init)
                 })
-        else { throw Self.abandoned(during: "connecting") }
+        else { throw abandoned(during: "connecting") }
         guard let pointer else {
             // A bus that answers but has nobody owning the name is "unavailable", not "no bus".
             throw takeError(error, during: .connect)
@@ -224,10 +224,16 @@ public final class SecretServiceConnection: Sendable {
             // Abandoned: the connection may be wedged (a main loop that never ends, a reply that
             // never comes).
             dropConnection()
-            throw Self.abandoned(during: "a call")
+            throw abandoned(during: "a call")
         }
         if let result { return result }
-        let failure = takeError(error)
+        var failure = takeError(error)
+        if failure.code == .timedOut {
+            // GLib says "Operation was cancelled" or "Timeout was reached": say what happened.
+            failure = SecretServiceError(
+                .timedOut, message: "the Secret Service did not answer within \(boundText)",
+                domain: failure.domain, errorCode: failure.errorCode, dbusName: failure.dbusName)
+        }
         if direct && failure.code == .timedOut {
             // Ended by its libdbus timeout: the provider did not answer within the bound, as for
             // an abandoned call.
@@ -243,10 +249,18 @@ public final class SecretServiceConnection: Sendable {
         return try call(retrying: false, direct: direct, body)
     }
 
-    private static func abandoned(during what: String) -> SecretServiceError {
+    private func abandoned(during what: String) -> SecretServiceError {
         SecretServiceError(
             .timedOut,
-            message: "\(what) did not come back within its bound, even cancelled: abandoned")
+            message:
+                "the Secret Service did not answer within \(boundText) (\(what), not even once cancelled): abandoned"
+        )
+    }
+
+    /// The bound as a person reads it: "5 s", "800 ms".
+    private var boundText: String {
+        let milliseconds = timeoutMilliseconds
+        return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(milliseconds) ms"
     }
 
     private static func isStaleSession(_ error: SecretServiceError) -> Bool {

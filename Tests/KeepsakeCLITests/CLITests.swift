@@ -50,7 +50,12 @@ func keepsake(
             (executable.path, arguments)
         }
     var environment = service?.environment ?? ProcessInfo.processInfo.environment
-    if service == nil { environment.removeValue(forKey: "DBUS_SESSION_BUS_ADDRESS") }
+    if service == nil {
+        // No bus at all: neither the variable nor a user bus at $XDG_RUNTIME_DIR/bus (on a
+        // desktop that would be the user's own).
+        environment.removeValue(forKey: "DBUS_SESSION_BUS_ADDRESS")
+        environment.removeValue(forKey: "XDG_RUNTIME_DIR")
+    }
     environment.merge(extra) { $1 }
     // posix_spawn and waitpid directly, output read beside the child (`Spawn.capture`):
     // Foundation's Process here once waited for good on a child that had exited.

@@ -193,7 +193,7 @@ struct SecretServiceTests {
     @Test("no bus address answers .noBus; a bus without the service answers .serviceUnavailable")
     func noService() throws {
         #expect(throws: SecretServiceError(.noBus, message: "")) {
-            try SecretServiceConnection(busAddress: nil).search([:])
+            try SecretServiceConnection(busAddress: "").search([:])
         }
         #expect(throws: SecretServiceError(.noBus, message: "")) {
             try SecretServiceConnection(busAddress: "unix:path=/nonexistent/bus").search([:])
