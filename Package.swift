@@ -67,7 +67,7 @@ let package = Package(
         // Apple's generic-password semantics, Swift-native API.
         .target(name: "Keychain", dependencies: ["SecretService", "Device", "Sealing"]),
         // Google's Block Store: entries sealed in the device directory, cloud copies under E2EE.
-        .target(name: "BlockStore", dependencies: ["Device", "Sealing"]),
+        .target(name: "BlockStore", dependencies: ["Device", "Sealing", "SecretService"]),
         // Apple's NSUbiquitousKeyValueStore: limits, local cache, synchronize, external changes.
         .target(name: "KeyValueStore", dependencies: ["Device", "Sealing"]),
         // Android's SharedPreferences and Auto Backup (backup rules, restore at reinstall, transfer).

@@ -1,5 +1,6 @@
 import Foundation
 import Device
+import SecretService
 
 /// The one error type of the Block Store, with Google's status codes exactly
 /// (`BlockstoreStatusCodes`, and `CommonStatusCodes` for the general ones). Compares by code.
@@ -58,7 +59,8 @@ extension BlockStoreError {
     package init(_ error: DeviceError) {
         let code: Code =
             switch error.code {
-            case .notAvailable: .apiNotConnected
+            // The Secret Service not reachable; a device directory that cannot be used is not that.
+            case .notAvailable where error.underlying is SecretServiceError: .apiNotConnected
             case .interactionNotAllowed: .resolutionRequired
             default: .internalError
             }

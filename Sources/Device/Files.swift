@@ -27,7 +27,11 @@ package enum Files {
         var status = stat()
         guard lstat(url.path, &status) == 0 else {
             if errno == ENOENT { return }
-            throw posixError("lstat")
+            if errno == ENOTDIR {
+                throw refusal(
+                    "\(url.deletingLastPathComponent().path) is not a directory: give a directory of your own (or none, for the default)")
+            }
+            throw refusal("\(url.path) cannot be used: \(String(cString: strerror(errno)))")
         }
         if status.st_mode & S_IFMT == S_IFLNK {
             throw refusal("\(url.path) is a symlink: refusing to use it")

@@ -210,6 +210,22 @@ struct CLITests {
         }
     }
 
+    @Test(
+        "a --device-dir that is a file is refused with a sentence naming it (never a raw system error), and Block Store does not call it an unreachable Secret Service"
+    )
+    func deviceDirectoryThatIsAFile() throws {
+        let service = try PrivateSecretService.shared()
+        let file = Throwaway.directory("cli").appendingPathComponent("not-a-directory")
+        try Data("x".utf8).write(to: file)
+        let app = ["--app-id", "com.example.cli\(UUID().uuidString.prefix(6).lowercased())"]
+        let run = try keepsake(
+            ["--device-dir", file.path, "blockstore", "retrieve", "--all"] + app, service: service)
+        #expect(run.status == 1, "\(run.stderr)")
+        #expect(run.stderr.contains("\(file.path) is not a directory"), "\(run.stderr)")
+        #expect(run.stderr.contains("INTERNAL_ERROR (8)"), "\(run.stderr)")
+        #expect(!run.stderr.contains("lstat") && !run.stderr.contains("NSError"), "\(run.stderr)")
+    }
+
     @Test("a secret never appears in an error message")
     func secretsStayOutOfErrors() throws {
         let service = try PrivateSecretService.shared()
