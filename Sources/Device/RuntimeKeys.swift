@@ -72,13 +72,26 @@ package final class RuntimeKeys: Sendable {
         guard create else { return nil }
         let made = add_key("keyring", keyringName, nil, 0, KEY_SPEC_USER_KEYRING)
         guard made > 0 else {
-            throw DeviceError(
-                .notAvailable,
-                "the kernel keyring refused a keyring: \(String(cString: strerror(errno)))")
+            throw Self.refused("a keyring", errno: errno)
         }
         _ = keyctl_setperm(made, Self.permissions)
         serials.withLock { $0 = (made, [:]) }
         return made
+    }
+
+    /// The kernel keyring's refusal, with what to do: a container's seccomp profile that forbids
+    /// the key calls (Docker's default: `EPERM`, or `ENOSYS`), or a full key quota.
+    package static func refused(_ what: String, errno code: Int32) -> DeviceError {
+        let reason = String(cString: strerror(code))
+        let advice =
+            switch code {
+            case EPERM, EACCES, ENOSYS:
+                "; in a container, allow the keyctl, add_key and request_key system calls in its seccomp profile (docs/running.md)"
+            case EDQUOT:
+                "; the user's kernel key quota is full (/proc/sys/kernel/keys/maxkeys and maxbytes)"
+            default: ""
+            }
+        return DeviceError(.notAvailable, "the kernel keyring refused \(what): \(reason)\(advice)")
     }
 
     /// Puts `keys` in runtime state (replacing any earlier key of the same class).
@@ -104,9 +117,7 @@ package final class RuntimeKeys: Sendable {
                 add_key("user", keyName(protection), bytes.baseAddress, bytes.count, ring)
             }
             guard serial > 0 else {
-                throw DeviceError(
-                    .notAvailable,
-                    "the kernel keyring refused a class key: \(String(cString: strerror(errno)))")
+                throw Self.refused("a class key", errno: errno)
             }
             _ = keyctl_setperm(serial, Self.permissions)
             serials.withLock { $0.keys[protection] = serial }

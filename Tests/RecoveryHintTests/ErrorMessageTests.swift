@@ -34,4 +34,16 @@ struct ErrorMessageTests {
             #expect(!localized.contains("could not be completed"), "\(type(of: error))")
         }
     }
+
+    @Test(
+        "the kernel keyring's refusal says what to do: in a container (seccomp's EPERM or ENOSYS) which system calls to allow, with a full key quota where the quota is"
+    )
+    func kernelKeyringRefusal() {
+        for code in [EPERM, ENOSYS] {
+            let message = RuntimeKeys.refused("a keyring", errno: code).message
+            #expect(message.hasPrefix("the kernel keyring refused a keyring: "), "\(message)")
+            #expect(message.contains("allow the keyctl, add_key and request_key system calls"))
+        }
+        #expect(RuntimeKeys.refused("a class key", errno: EDQUOT).message.contains("quota is full"))
+    }
 }
