@@ -63,10 +63,17 @@ static size_t on_header(char *line, size_t size, size_t count, void *context) {
         out->etag[0] = 0;
         out->last_modified[0] = 0;
         out->lock_token[0] = 0;
+        out->dav[0] = 0;
     }
     take_header(line, n, "ETag", out->etag, sizeof out->etag);
     take_header(line, n, "Last-Modified", out->last_modified, sizeof out->last_modified);
     take_header(line, n, "Lock-Token", out->lock_token, sizeof out->lock_token);
+    // DAV may come in several header lines (Apache: "1,2" and its property set): joined by ",".
+    size_t had = strlen(out->dav);
+    if (n > 4 && strncasecmp(line, "DAV:", 4) == 0 && had + 2 < sizeof out->dav) {
+        if (had) out->dav[had++] = ',';
+        take_header(line, n, "DAV", out->dav + had, sizeof out->dav - had);
+    }
     return n;
 }
 

@@ -28,6 +28,8 @@ public struct WebDAVCloud: CloudStorage {
     private var connection = HTTP.Client()
     /// The handles of the parallel lanes (`inLanes`), kept between calls like `connection`.
     private let lanePool = LanePool()
+    /// What this client (and its copies) learnt of the server, and whether it holds the lock.
+    private let state = ServerState()
     static let lockLifetime: TimeInterval = 120
 
     /// - Throws: `CloudError` for a URL that is not `https://`, or `http://` off loopback.
@@ -194,6 +196,11 @@ public struct WebDAVCloud: CloudStorage {
     public func write(_ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?)
         throws -> Bool
     {
+        let capabilities = try capabilities()
+        guard capabilities.conditionalWrites else {
+            if let refusal = capabilities.refusal { throw CloudError(refusal, isTemporary: false) }
+            return try swapUnderLock(name, data, ifVersion: expected)
+        }
         let target = try resource(name)
         var expected = expected
         for attempt in 0..<4 {
@@ -236,6 +243,88 @@ public struct WebDAVCloud: CloudStorage {
         return false
     }
 
+    /// A compare-and-swap on a server that ignores conditional writes (rclone, nginx): read,
+    /// compare and write under the account's lock, which every Keepsake writer of such an object
+    /// holds — taken here when this client does not hold it already.
+    private func swapUnderLock(_ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?)
+        throws -> Bool
+    {
+        func swap() throws -> Bool {
+            guard !state.lockLost else {
+                throw CloudError("the account lock expired before this write: sync again")
+            }
+            let current = try readVersioned(name)
+            if current?.version.digest == CloudObjectVersion(of: data, tag: nil).digest {
+                return true
+            }
+            guard current?.version.digest == expected?.digest else { return false }
+            try write(name, data)
+            return true
+        }
+        if state.holdsLock { return try swap() }
+        return try withExtendedLifetime(try lock()) { try swap() }
+    }
+
+    /// What the server honours: remembered (`remember(_:)`, a previous `probe()`), else probed now.
+    package func capabilities() throws -> WebDAVCapabilities {
+        if let known = state.capabilities.withLock({ $0 }) { return known }
+        return try probe()
+    }
+
+    /// Takes what an earlier probe learnt (kept with the credentials by `keepsake cloud login`).
+    package func remember(_ capabilities: WebDAVCapabilities) {
+        state.capabilities.withLock { $0 = capabilities }
+    }
+
+    /// Tries what the account's safety rests on, on resources of its own beside the account's
+    /// objects (made and removed again): the `DAV` classes the server names; whether a stale
+    /// `If-Match` and an `If-None-Match: *` over an existing resource are refused; whether `LOCK`
+    /// works and excludes a second locker, and for how long it grants a lock. Makes the account's
+    /// collection when it is missing, as the first write would.
+    package func probe() throws -> WebDAVCapabilities {
+        let options = try send("OPTIONS", url)
+        let classes = (options.dav ?? "").split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        let probe = url.appendingPathComponent(".probe-\(suffix)")
+        let created = try put(probe, Data("probe".utf8), headers: ["If-None-Match": "*"])
+        guard (200..<300).contains(created.status) else {
+            throw CloudError("probing the WebDAV server: PUT answered HTTP \(created.status)")
+        }
+        defer { _ = try? send("DELETE", probe, attempts: 1) }
+        let again = try send(
+            "PUT", probe, body: Data("again".utf8), headers: ["If-None-Match": "*"])
+        let stale = try send(
+            "PUT", probe, body: Data("stale".utf8),
+            headers: ["If-Match": "\"keepsake-stale-\(suffix)\""])
+        let conditional = again.status == 412 && stale.status == 412
+        let target = url.appendingPathComponent(".probe-lock-\(suffix)")
+        defer { _ = try? send("DELETE", target, attempts: 1) }
+        let first = try send("LOCK", target, body: Self.lockBody, headers: Self.lockHeaders)
+        var locking = WebDAVCapabilities.Locking.none
+        var granted: Int?
+        if (200..<300).contains(first.status), let token = first.lockToken {
+            granted = Self.grantedSeconds(first.body)
+            let second = try send("LOCK", target, body: Self.lockBody, headers: Self.lockHeaders)
+            if (200..<300).contains(second.status) {
+                locking = .notExclusive
+                if let other = second.lockToken {
+                    _ = try? send("UNLOCK", target, headers: ["Lock-Token": other])
+                }
+            } else {
+                locking = .exclusive
+            }
+            _ = try? send("UNLOCK", target, headers: ["Lock-Token": token])
+        } else if ![405, 501].contains(first.status) {
+            throw CloudError("probing the WebDAV server: LOCK answered HTTP \(first.status)")
+        }
+        let learnt = WebDAVCapabilities(
+            davClasses: classes, conditionalWrites: conditional, locking: locking,
+            grantedLockSeconds: granted)
+        remember(learnt)
+        return learnt
+    }
+
     public func delete(_ name: String) throws {
         let response = try send("DELETE", try resource(name))
         guard (200..<300).contains(response.status) || response.status == 404 else {
@@ -272,19 +361,21 @@ public struct WebDAVCloud: CloudStorage {
     /// its holder never released expire after `lockLifetime`. Released (UNLOCK with its token)
     /// when the returned value goes.
     public func lock() throws -> AnyObject {
-        let lockURL = url.appendingPathComponent(".lock")
         let deadline = Date().addingTimeInterval(Self.lockLifetime + timeout)
-        let body = Data(
-            #"<?xml version="1.0" encoding="utf-8"?><lockinfo xmlns="DAV:"><lockscope><exclusive/></lockscope><locktype><write/></locktype><owner>keepsake</owner></lockinfo>"#
-                .utf8)
+        while true {
+            if let lock = try tryLock() { return lock }
+            guard Date() < deadline else { throw CloudError("the account lock stays taken") }
+            Thread.sleep(forTimeInterval: 0.05 + Double.random(in: 0..<0.1))
+        }
+    }
+
+    /// One try at the account's lock: the held lock, or nil while another holder has it (423).
+    package func tryLock() throws -> AnyObject? {
+        let lockURL = url.appendingPathComponent(".lock")
         var madeCollection = false
         while true {
             let response = try send(
-                "LOCK", lockURL, body: body,
-                headers: [
-                    "Content-Type": "application/xml", "Depth": "0",
-                    "Timeout": "Second-\(Int(Self.lockLifetime))",
-                ])
+                "LOCK", lockURL, body: Self.lockBody, headers: Self.lockHeaders)
             if response.status == 409 || (response.status == 500 && !madeCollection) {
                 // The account's collection does not exist yet (rclone answers 500): made once.
                 guard !madeCollection else {
@@ -302,27 +393,80 @@ public struct WebDAVCloud: CloudStorage {
                     isTemporary: false)
             }
             if (200..<300).contains(response.status), let token = response.lockToken {
-                return Lock(cloud: self, url: lockURL, token: token)
+                let granted = Self.grantedSeconds(response.body).map(TimeInterval.init)
+                return Lock(
+                    cloud: self, url: lockURL, token: token,
+                    lifetime: min(granted ?? Self.lockLifetime, Self.lockLifetime))
             }
             guard response.status == 423 else {
                 throw CloudError("taking the account lock: HTTP \(response.status)")
             }
-            guard Date() < deadline else { throw CloudError("the account lock stays taken") }
-            Thread.sleep(forTimeInterval: 0.05 + Double.random(in: 0..<0.1))
+            return nil
         }
     }
 
+    static let lockBody = Data(
+        #"<?xml version="1.0" encoding="utf-8"?><lockinfo xmlns="DAV:"><lockscope><exclusive/></lockscope><locktype><write/></locktype><owner>keepsake</owner></lockinfo>"#
+            .utf8)
+    static let lockHeaders = [
+        "Content-Type": "application/xml", "Depth": "0",
+        "Timeout": "Second-\(Int(lockLifetime))",
+    ]
+
+    /// The seconds of a LOCK answer's `<timeout>Second-N</timeout>` (nil for none, `Infinite`,
+    /// or anything else).
+    static func grantedSeconds(_ body: Data) -> Int? {
+        let text = String(decoding: body.prefix(16 * 1024), as: UTF8.self)
+        guard let element = text.range(of: "timeout>", options: .caseInsensitive),
+            let second = text.range(
+                of: "Second-", options: .caseInsensitive, range: element.upperBound..<text.endIndex)
+        else { return nil }
+        let digits = text[second.upperBound...].prefix { $0.isASCII && $0.isNumber }.prefix(9)
+        return Int(digits).flatMap { $0 > 0 ? $0 : nil }
+    }
+
+    /// A held account lock: refreshed (RFC 4918 §9.10.2: `LOCK` with `If: (<token>)`) at half
+    /// the lifetime the server granted, for as long as it is held — a sync longer than the
+    /// server's lock timeout keeps it (nginx grants the zone's timeout, 60 s by default, whatever
+    /// is asked); released with `UNLOCK` when it goes. A refresh that fails marks the lock lost:
+    /// a compare-and-swap that relies on it then fails instead of writing unguarded.
     private final class Lock {
         let cloud: WebDAVCloud
         let url: URL
         let token: String
-        init(cloud: WebDAVCloud, url: URL, token: String) {
+        private let stop = DispatchSemaphore(value: 0)
+
+        init(cloud: WebDAVCloud, url: URL, token: String, lifetime: TimeInterval) {
             self.cloud = cloud
             self.url = url
             self.token = token
+            let generation = cloud.state.acquired()
+            let stop = self.stop
+            // A client of its own: a refresh never waits behind the session's requests.
+            let refreshing = cloud.withLaneConnection()
+            let condition = token.hasPrefix("<") ? "(\(token))" : "(<\(token)>)"
+            let state = cloud.state
+            Thread {
+                while stop.wait(timeout: .now() + max(0.5, lifetime / 2)) == .timedOut {
+                    let refreshed = try? refreshing.send(
+                        "LOCK", url,
+                        headers: [
+                            "If": condition, "Timeout": "Second-\(Int(WebDAVCloud.lockLifetime))",
+                        ])
+                    guard let refreshed, (200..<300).contains(refreshed.status) else {
+                        state.lost(generation)
+                        return
+                    }
+                }
+            }.start()
         }
+
         // Only this holder's token unlocks it; a repeated UNLOCK of a released lock is refused.
-        deinit { _ = try? cloud.send("UNLOCK", url, headers: ["Lock-Token": token]) }
+        deinit {
+            stop.signal()
+            cloud.state.released()
+            _ = try? cloud.send("UNLOCK", url, headers: ["Lock-Token": token])
+        }
     }
 
     // MARK: - HTTP
@@ -333,6 +477,7 @@ public struct WebDAVCloud: CloudStorage {
         var etag: String?
         var lastModified: Date?
         var lockToken: String?
+        var dav: String?
     }
 
     /// One request within `timeout`, tried again (up to `attempts` in all, pausing 0.2 s, 0.4 s,
@@ -388,6 +533,30 @@ package final class RequestCounter: Sendable {
     package var value: Int { count.withLock { $0 } }
 }
 
+/// What a client and its copies share about the server: its capabilities once learnt, and
+/// whether this client holds the account's lock now (and whether a refresh of it failed).
+final class ServerState: Sendable {
+    let capabilities = Mutex<WebDAVCapabilities?>(nil)
+    private let hold = Mutex<(depth: Int, generation: Int, lost: Bool)>((0, 0, false))
+
+    /// A lock was taken: its generation, for `lost(_:)`.
+    func acquired() -> Int {
+        hold.withLock { hold in
+            if hold.depth == 0 { hold.lost = false }
+            hold.depth += 1
+            hold.generation += 1
+            return hold.generation
+        }
+    }
+    func released() { hold.withLock { $0.depth = max(0, $0.depth - 1) } }
+    /// A refresh of lock `generation` failed: the lock may be another's now.
+    func lost(_ generation: Int) {
+        hold.withLock { if $0.generation == generation && $0.depth > 0 { $0.lost = true } }
+    }
+    var holdsLock: Bool { hold.withLock { $0.depth > 0 } }
+    var lockLost: Bool { hold.withLock { $0.lost } }
+}
+
 /// One HTTP exchange through libcurl (`CKeepsakeHTTP`), its limits set there.
 enum HTTP {
     /// A reused libcurl handle (`keepsake_http_client`), freed with its last reference.
@@ -438,9 +607,13 @@ enum HTTP {
         let lockToken = withUnsafeBytes(of: out.lock_token) {
             String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
         }
+        let dav = withUnsafeBytes(of: out.dav) {
+            String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+        }
         return WebDAVCloud.Response(
             status: out.status, body: data, etag: etag.isEmpty ? nil : etag,
-            lastModified: httpDate(modified), lockToken: lockToken.isEmpty ? nil : lockToken)
+            lastModified: httpDate(modified), lockToken: lockToken.isEmpty ? nil : lockToken,
+            dav: dav.isEmpty ? nil : dav)
     }
 
     private static func httpDate(_ text: String) -> Date? {

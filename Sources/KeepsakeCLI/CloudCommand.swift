@@ -29,8 +29,16 @@ enum CloudCommand {
                 password: String(decoding: lines[1].unsafeData(), as: UTF8.self),
                 caFile: context.cloudCA)
             _ = try cloud.list()
-            try CloudCredentials.store(user: user, password: lines[1], for: url, keychain: keychain)
-            Output.json(["stored": true, "reachable": true])
+            // What the server honours, tried now: a server two devices cannot share safely is
+            // refused here, with what would fix it, and nothing is kept.
+            let capabilities = try cloud.probe()
+            if let refusal = capabilities.refusal {
+                throw CloudError(refusal, isTemporary: false)
+            }
+            try CloudCredentials.store(
+                user: user, password: lines[1], capabilities: capabilities, for: url,
+                keychain: keychain)
+            Output.json(["stored": true, "reachable": true, "server": capabilities.json])
         case "logout":
             try? keychain.delete(matching: CloudCredentials.query(url))
             Output.json(["stored": false])
@@ -41,6 +49,7 @@ enum CloudCommand {
             let cloud = try WebDAVCloud(
                 url: url, username: found?.user, password: found?.password,
                 caFile: context.cloudCA, attempts: 1)
+            if let capabilities = found?.capabilities { object["server"] = capabilities.json }
             do {
                 object["objects"] = try cloud.list().count
                 object["reachable"] = true

@@ -14,6 +14,9 @@ enum CloudCredentials {
         var user: String
         var password: String
         var source: String
+        /// What `cloud login` learnt of the server (kept in the item's comment; nil for
+        /// `~/.netrc`, whose server is probed once per process).
+        var capabilities: WebDAVCapabilities?
     }
 
     static let appID = "org.keepsake.cloud"
@@ -40,7 +43,11 @@ enum CloudCredentials {
             let user = item.attributes.generic.flatMap({ String(data: $0, encoding: .utf8) }),
             let password = item.data.flatMap({ String(data: $0, encoding: .utf8) })
         {
-            return Found(user: user, password: password, source: "keychain")
+            let capabilities = item.attributes.comment.flatMap {
+                try? JSONDecoder().decode(WebDAVCapabilities.self, from: Data($0.utf8))
+            }
+            return Found(
+                user: user, password: password, source: "keychain", capabilities: capabilities)
         }
         guard let host = url.host else { return nil }
         return try Netrc.credentials(for: host, in: context.homeDirectory)
@@ -48,15 +55,18 @@ enum CloudCredentials {
     }
 
     /// `keepsake cloud login`: stores (or replaces) the item.
-    static func store(user: String, password: SecureBytes, for url: URL, keychain: Keychain)
-        throws
-    {
+    static func store(
+        user: String, password: SecureBytes, capabilities: WebDAVCapabilities, for url: URL,
+        keychain: Keychain
+    ) throws {
         try? keychain.delete(matching: query(url))
+        let learnt = String(decoding: try JSONEncoder().encode(capabilities), as: UTF8.self)
         try keychain.add(
             GenericPasswordAttributes(
                 service: service, account: account(url),
                 accessible: .afterFirstUnlockThisDeviceOnly,
-                label: "Keepsake cloud account (\(user))", generic: Data(user.utf8)),
+                label: "Keepsake cloud account (\(user))", comment: learnt,
+                generic: Data(user.utf8)),
             data: password.unsafeData())
     }
 }

@@ -112,8 +112,10 @@ package struct Context {
         let found = try CloudCredentials.find(
             for: url, self, device: localDevice(secretService: secretService))
         do {
-            return try WebDAVCloud(
+            let cloud = try WebDAVCloud(
                 url: url, username: found?.user, password: found?.password, caFile: cloudCA)
+            if let capabilities = found?.capabilities { cloud.remember(capabilities) }
+            return cloud
         } catch {
             throw CommandError.param("--cloud: \(error)")
         }

@@ -1,13 +1,29 @@
 import Device
 import Foundation
 
-/// A private Apache httpd with mod_dav on loopback (PROVIDERS.md): its own config, document root
-/// and password file on a throwaway directory, basic authentication, optionally TLS with a
+/// A private WebDAV server on loopback — Apache httpd with mod_dav (PROVIDERS.md), nginx with
+/// dav-ext (with or without its locks) or rclone's `serve webdav` — with its own config, document
+/// root and password on a throwaway directory, basic authentication, optionally TLS with a
 /// throwaway certificate authority, started and killed by the harness. Never the machine's own
 /// web server, never the machine's trust store.
 package final class PrivateWebDAV: @unchecked Sendable {
     // Sendable: immutable after start; `stop()` is idempotent.
     private var daemon: Daemon?
+    /// The WebDAV servers people run, as Debian packages them.
+    package enum Server: String, Sendable, CaseIterable, CustomStringConvertible {
+        /// Apache 2.4 mod_dav + mod_dav_fs, `DavLockDB`: conditional writes, locks.
+        case apache
+        /// nginx's dav module with dav-ext and `dav_ext_lock`: exclusive locks (granted for the
+        /// zone's timeout, 10 s here), conditional writes ignored.
+        case nginx
+        /// nginx with dav-ext but no `dav_ext_lock`: LOCK answers 405.
+        case nginxWithoutLocks = "nginx-without-locks"
+        /// rclone 1.60 `serve webdav`: exclusive locks, conditional writes ignored, 500 for a
+        /// missing collection.
+        case rclone
+        package var description: String { rawValue }
+    }
+    package let server: Server
     package let root: URL
     package let port: Int
     package let tls: Bool
@@ -59,12 +75,15 @@ package final class PrivateWebDAV: @unchecked Sendable {
     }
 
     /// Starts one (a few tries, each on another random port: one may be taken).
+    /// `lockSeconds`: how long nginx grants a lock, whatever is asked (its zone's timeout).
     package static func start(
-        tls: Bool = false, swept: Bool = true, passwordHash: PasswordHash = .bcrypt
+        _ kind: Server = .apache, tls: Bool = false, swept: Bool = true,
+        passwordHash: PasswordHash = .bcrypt, lockSeconds: Int = 10
     ) throws -> PrivateWebDAV {
-        var failure: Error = HarnessError("Apache did not start")
+        var failure: Error = HarnessError("\(kind) did not start")
         for _ in 0..<3 {
-            let server = try PrivateWebDAV(tls: tls, swept: swept, passwordHash: passwordHash)
+            let server = try PrivateWebDAV(
+                kind, tls: tls, swept: swept, passwordHash: passwordHash, lockSeconds: lockSeconds)
             do {
                 try server.run()
                 return server
@@ -76,7 +95,13 @@ package final class PrivateWebDAV: @unchecked Sendable {
         throw failure
     }
 
-    private init(tls: Bool, swept: Bool, passwordHash: PasswordHash) throws {
+    private let lockSeconds: Int
+
+    private init(
+        _ server: Server, tls: Bool, swept: Bool, passwordHash: PasswordHash, lockSeconds: Int
+    ) throws {
+        self.server = server
+        self.lockSeconds = lockSeconds
         self.tls = tls
         self.swept = swept
         self.passwordHash = passwordHash
@@ -90,8 +115,63 @@ package final class PrivateWebDAV: @unchecked Sendable {
     }
 
     private func run() throws {
-        let account = documentRoot.appendingPathComponent("dav/account")
-        try FileManager.default.createDirectory(at: account, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: documentRoot.appendingPathComponent("dav/account"),
+            withIntermediateDirectories: true)
+        if tls { try makeCertificates() }
+        switch server {
+        case .apache: try runApache()
+        case .nginx, .nginxWithoutLocks: try runNginx()
+        case .rclone: try launch()
+        }
+    }
+
+    /// nginx's configuration: the dav module (PUT, DELETE, MKCOL) and dav-ext (PROPFIND, OPTIONS,
+    /// and LOCK / UNLOCK unless `.nginxWithoutLocks`), one process (`master_process off`: the
+    /// harness's SIGKILL takes all of it), everything under `root`.
+    private func runNginx() throws {
+        let htpasswd = root.appendingPathComponent("htpasswd")
+        // nginx checks crypt(3) formats: Apache's MD5 (`htpasswd -m`) is one.
+        try tool("/usr/bin/htpasswd", ["-b", "-c", "-m", htpasswd.path, username, password])
+        let locks = server == .nginx
+        let ssl =
+            tls ? "ssl;\n    ssl_certificate \(root.path)/server.pem;\n    ssl_certificate_key \(root.path)/server.key;" : ";"
+        try """
+        load_module /usr/lib/nginx/modules/ngx_http_dav_ext_module.so;
+        daemon off;
+        master_process off;
+        pid \(root.path)/nginx.pid;
+        error_log \(root.path)/error.log;
+        events {}
+        http {
+          log_format method_and_status '$request_method $status';
+          access_log \(root.path)/access.log method_and_status;
+          client_body_temp_path \(root.path)/tmp;
+          proxy_temp_path \(root.path)/tmp;
+          fastcgi_temp_path \(root.path)/tmp;
+          uwsgi_temp_path \(root.path)/tmp;
+          scgi_temp_path \(root.path)/tmp;
+          \(locks ? "dav_ext_lock_zone zone=keepsake:1m timeout=\(lockSeconds)s;" : "")
+          server {
+            listen 127.0.0.1:\(port) \(ssl)
+            root \(documentRoot.path);
+            location / {
+              auth_basic keepsake;
+              auth_basic_user_file \(htpasswd.path);
+              dav_methods PUT DELETE MKCOL;
+              dav_ext_methods PROPFIND OPTIONS\(locks ? " LOCK UNLOCK" : "");
+              \(locks ? "dav_ext_lock zone=keepsake;" : "")
+              client_max_body_size 1m;
+            }
+          }
+        }
+        """.write(to: root.appendingPathComponent("nginx.conf"), atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(
+            at: root.appendingPathComponent("tmp"), withIntermediateDirectories: true)
+        try launch()
+    }
+
+    private func runApache() throws {
         let htpasswd = root.appendingPathComponent("htpasswd")
         try tool(
             "/usr/bin/htpasswd",
@@ -100,7 +180,6 @@ package final class PrivateWebDAV: @unchecked Sendable {
         let conf = root.appendingPathComponent("httpd.conf")
         var ssl = ""
         if tls {
-            try makeCertificates()
             ssl = """
                 LoadModule ssl_module modules/mod_ssl.so
                 SSLSessionCache none
@@ -152,18 +231,33 @@ package final class PrivateWebDAV: @unchecked Sendable {
         try launch()
     }
 
-    /// Starts httpd on the prepared configuration and waits until it answers.
+    /// The server's command line, in the foreground.
+    private var command: String {
+        switch server {
+        case .apache:
+            return "exec /usr/sbin/apache2 -f \(root.path)/httpd.conf -DFOREGROUND"
+        case .nginx, .nginxWithoutLocks:
+            return "exec /usr/sbin/nginx -p \(root.path) -e \(root.path)/error.log -c \(root.path)/nginx.conf"
+        case .rclone:
+            let tlsOptions =
+                tls ? " --cert \(root.path)/server.pem --key \(root.path)/server.key" : ""
+            return
+                "exec /usr/bin/rclone serve webdav \(documentRoot.path) --addr 127.0.0.1:\(port) --user \(username) --pass \(password)\(tlsOptions) --config \(root.path)/rclone.conf --log-file \(root.path)/error.log"
+        }
+    }
+
+    /// Starts the server on the prepared configuration and waits until it answers.
     private func launch() throws {
-        let conf = root.appendingPathComponent("httpd.conf")
         var environment = ProcessInfo.processInfo.environment
         environment["APACHE_RUN_DIR"] = root.path
         environment["APACHE_LOCK_DIR"] = root.path
         environment["APACHE_LOG_DIR"] = root.path
         // In the foreground under the harness's guard: gone when the test process is.
-        daemon = try Daemon(
-            "exec /usr/sbin/apache2 -f \(conf.path) -DFOREGROUND", environment: environment)
+        daemon = try Daemon(command, environment: environment)
         let deadline = Date().addingTimeInterval(15)
-        let probe = try cloud(timeout: 2, attempts: 1)
+        let probe = try WebDAVCloud(
+            url: url.deletingLastPathComponent(), username: username, password: password,
+            timeout: 2, caFile: tls ? caFile.path : nil, attempts: 1)
         while (try? probe.list()) == nil {
             // Gone already (its port taken, say): no use waiting out the deadline.
             if Date() > deadline || !(daemon?.isAlive ?? false) {
@@ -171,7 +265,7 @@ package final class PrivateWebDAV: @unchecked Sendable {
                     (try? String(
                         contentsOf: root.appendingPathComponent("error.log"), encoding: .utf8))
                     ?? ""
-                throw HarnessError("Apache did not come up on port \(port): \(log.suffix(600))")
+                throw HarnessError("\(server) did not come up on port \(port): \(log.suffix(600))")
             }
             usleep(50_000)
         }

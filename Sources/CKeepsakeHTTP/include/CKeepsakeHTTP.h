@@ -13,6 +13,8 @@ typedef struct {
     char last_modified[64];
     /// A WebDAV LOCK's Lock-Token header ("" when absent).
     char lock_token[256];
+    /// The DAV header (the compliance classes an OPTIONS answer names, "" when absent).
+    char dav[128];
     /// Why the exchange failed (when keepsake_http_request returned non-zero).
     char error[256];
 } keepsake_http_response;
