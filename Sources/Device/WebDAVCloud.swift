@@ -169,22 +169,27 @@ public struct WebDAVCloud: CloudStorage {
         }
     }
 
-    /// A PUT; when the account's collection does not exist yet (409), it is made (MKCOL) and the
-    /// PUT tried once more.
+    /// A PUT; when it failed as servers fail for a missing collection (409 as RFC 4918 says;
+    /// rclone 404, nginx 500), the account's collection is made (MKCOL) and, when it was indeed
+    /// missing, the PUT tried once more.
     private func put(_ target: URL, _ data: Data, headers: [String: String]) throws -> Response {
         let response = try send("PUT", target, body: data, headers: headers)
-        guard response.status == 409 else { return response }
-        try makeCollection()
+        guard [404, 409, 500].contains(response.status), try makeCollection() else {
+            return response
+        }
         return try send("PUT", target, body: data, headers: headers)
     }
 
-    /// MKCOL of the account's collection, for a request that met its absence (409); one made
-    /// meanwhile by another device (405) is as good.
-    private func makeCollection() throws {
+    /// MKCOL of the account's collection, for a request that met its absence: true when it was
+    /// made now, false when it was there already (405: made meanwhile by another device, or the
+    /// request failed for another reason).
+    @discardableResult
+    private func makeCollection() throws -> Bool {
         let made = try send("MKCOL", url)
         guard (200..<300).contains(made.status) || made.status == 405 else {
             throw CloudError("MKCOL of the account's collection: HTTP \(made.status)")
         }
+        return made.status != 405
     }
 
     /// A compare-and-swap: `If-None-Match: *` when `expected` is nil, `If-Match` with a strong
