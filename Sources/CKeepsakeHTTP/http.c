@@ -157,6 +157,9 @@ static int perform(CURL *curl, const char *method, const char *url, const char *
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &c);
+    // HTTP/1.1 as every WebDAV client speaks it: rclone's HTTP/2 answered a PROPFIND with a
+    // framing-layer stream error under load.
+    curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(curl, CURLOPT_HEADERDATA, out);
     if (user && password) {

@@ -77,10 +77,11 @@ struct WebDAVServersCLITests {
             ["lockscreen", "set", "--kind", "pin"] + onPhone, input: Data("2580\n".utf8),
             service: phone)
         #expect(created.status == 0 && created.text.contains("recoveryKey"), "\(created.stderr)")
+        let passkey = "passkey secret \(UUID().uuidString)"
         #expect(
             try keepsake(
                 ["blockstore", "store", "--key", "passkey", "--backup"] + onPhone,
-                input: Data("credential".utf8), service: phone
+                input: Data(passkey.utf8), service: phone
             ).status == 0)
         let wallet = "0x8a3f52c1d0e9b7a6f4c3d2e1f0a9b8c7d6e5f43f"
         #expect(
@@ -93,7 +94,7 @@ struct WebDAVServersCLITests {
         #expect(joined.contains("\"restored\":"), "\(kind): \(joined)")
         #expect(
             try keepsake(["blockstore", "retrieve", "--key", "passkey"] + onTablet, service: tablet)
-                .text.contains(Data("credential".utf8).base64EncodedString()))
+                .text.contains(Data(passkey.utf8).base64EncodedString()))
         #expect(
             try keepsake(["hint", "get"] + onTablet, service: tablet).text.contains(wallet),
             "welcome back on \(kind)")
@@ -114,7 +115,7 @@ struct WebDAVServersCLITests {
             do {
                 let stored = try keepsake(
                     ["blockstore", "store", "--key", name, "--backup"] + device,
-                    input: Data(name.utf8), service: service)
+                    input: Data("entry of \(name) \(UUID().uuidString)".utf8), service: service)
                 let sync = try keepsake(["blockstore", "sync"] + device, service: service)
                 if stored.status != 0 || sync.status != 0 {
                     failures.withLock { $0.append("\(name): \(stored.stderr) \(sync.stderr)") }
