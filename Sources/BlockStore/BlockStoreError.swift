@@ -1,5 +1,5 @@
-import Foundation
 import Device
+import Foundation
 import SecretService
 
 /// The one error type of the Block Store, with Google's status codes exactly

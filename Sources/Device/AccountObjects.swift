@@ -183,7 +183,9 @@ struct JoinApproval {
             let version = raw[40..<48].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
             guard epoch <= UInt64(Int32.max) else { return nil }
             return JoinApproval(
-                accountKey: SecureBytes(count: 32) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[0..<32])) },
+                accountKey: SecureBytes(count: 32) {
+                    $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[0..<32]))
+                },
                 epoch: Int(epoch), manifestVersion: version)
         }
     }

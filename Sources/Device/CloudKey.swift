@@ -1,7 +1,7 @@
-import Foundation
-import Synchronization
-import Sealing
 import Escrow
+import Foundation
+import Sealing
+import Synchronization
 
 /// The cloud account's key on this device, and the three ways a device gets it.
 ///
@@ -153,7 +153,8 @@ extension Device {
         let deadline = ContinuousClock.now + timeout
         if let known = ticket.answered.withLock({ $0 }) { return code(ticket, known) }
         while true {
-            if let bytes = try cloudCall({ try cloud.read(AccountObjects.joinChallenge(ticket.id)) }) {
+            if let bytes = try cloudCall({ try cloud.read(AccountObjects.joinChallenge(ticket.id)) }
+            ) {
                 guard let challenge = JoinChallengeRecord.parse(bytes) else {
                     throw DeviceError(.corrupt, "the answer to this join request does not decode")
                 }
@@ -192,7 +193,8 @@ extension Device {
                 .interactionNotAllowed, "no code was shown yet for this join request (awaitCode)")
         }
         while true {
-            if let boxed = try cloudCall({ try cloud.read(AccountObjects.joinApproval(ticket.id)) }) {
+            if let boxed = try cloudCall({ try cloud.read(AccountObjects.joinApproval(ticket.id)) })
+            {
                 let approval: JoinApproval
                 do {
                     let opened = try SealedBox.unbox(
@@ -226,7 +228,8 @@ extension Device {
             if try cloudCall({ try cloud.read(AccountObjects.joinRequest(ticket.id)) }) == nil {
                 throw DeviceError(
                     .authFailed,
-                    "the approving device withdrew this join request: the code typed there did not match this device's (a device in the middle, or a typo); nothing joined — start again")
+                    "the approving device withdrew this join request: the code typed there did not match this device's (a device in the middle, or a typo); nothing joined — start again"
+                )
             }
             if ContinuousClock.now >= deadline { return false }
             Thread.sleep(forTimeInterval: 0.2)
@@ -266,7 +269,8 @@ extension Device {
     ) {
         SealedBox.keyPair(
             seed: KeyDerivation.keyedHash(
-                key: SecureBytes(copying: record.deviceSecret), context: "keepsake.join.approver.v2",
+                key: SecureBytes(copying: record.deviceSecret),
+                context: "keepsake.join.approver.v2",
                 Data(id.utf8)))
     }
 
@@ -322,7 +326,8 @@ extension Device {
         guard pending.count <= 8 else {
             throw DeviceError(
                 .invalidPasscode,
-                "\(pending.count) join requests are pending (more than 8: some are not the user's); nothing approved")
+                "\(pending.count) join requests are pending (more than 8: some are not the user's); nothing approved"
+            )
         }
         let shown = pending.filter { $0.code != nil }
         let chosen = shown.filter { $0.code == code }
@@ -330,7 +335,8 @@ extension Device {
             if shown.isEmpty {
                 throw DeviceError(
                     .invalidPasscode,
-                    "no join request shows a code yet: the new device shows it once this device has answered (now): type it then")
+                    "no join request shows a code yet: the new device shows it once this device has answered (now): type it then"
+                )
             }
             // The code the user saw is on no request here: whatever this device was shown is not
             // the device in the user's hand. Withdrawn, so both sides stop.
@@ -339,7 +345,8 @@ extension Device {
             }
             throw DeviceError(
                 .authFailed,
-                "the code matches no join request: nothing approved, and the pending requests are withdrawn (a device in the middle, or a typo): start the join again")
+                "the code matches no join request: nothing approved, and the pending requests are withdrawn (a device in the middle, or a typo): start the join again"
+            )
         }
         let record = try records.load().record
         guard let bytes = try cloudCall({ try cloud.read(AccountObjects.joinRequest(request.id)) }),
@@ -397,7 +404,8 @@ extension Device {
             if live.isEmpty { return }
             try? cloud.delete(mine)
             if try readAccount() != nil { return }  // made meanwhile: the caller sees it
-            Thread.sleep(forTimeInterval: Double.random(in: 0.02...0.1) * Double(min(attempt + 1, 10)))
+            Thread.sleep(
+                forTimeInterval: Double.random(in: 0.02...0.1) * Double(min(attempt + 1, 10)))
         }
         throw DeviceError(
             .notAvailable, "another device keeps making the cloud account: try again")

@@ -1,7 +1,7 @@
+import Escrow
 import Foundation
 import Sealing
 import SecretService
-import Escrow
 import TPM
 
 /// The lock screen, the lock states and the class keys.
@@ -69,7 +69,8 @@ extension Device {
         return LockScreenStatus(
             kind: record.kind, state: try state(of: record.kind),
             isEndToEndEncryptionCapable: record.kind.hasKnowledgeFactor,
-            guessLimit: record.counterSlot != nil ? "service" : record.tpm != nil ? "tpm" : "software",
+            guessLimit: record.counterSlot != nil
+                ? "service" : record.tpm != nil ? "tpm" : "software",
             countedIn: countedIn, failedAttempts: failed)
     }
 
@@ -368,7 +369,8 @@ extension Device {
             guard let counter else {
                 throw DeviceError(
                     .notAvailable,
-                    "this device's passcode is held by a guess counter service, and none is configured (--counter URL)")
+                    "this device's passcode is held by a guess counter service, and none is configured (--counter URL)"
+                )
             }
             do throws(DeviceError) {
                 let (passcodeKey, secret) = try claim(slot, passcode: passcode, at: counter)

@@ -40,7 +40,8 @@ public struct EscrowConfiguration: Sendable, Hashable {
                     timeout: 10, caFile: caFile)
                 return (Int(response.status), response.body)
             } catch let failure as HTTP.Failure {
-                throw EscrowError(.unavailable, "the escrow at \(base.absoluteString): \(failure.message)")
+                throw EscrowError(
+                    .unavailable, "the escrow at \(base.absoluteString): \(failure.message)")
             } catch {
                 throw EscrowError(.unavailable, "the escrow at \(base.absoluteString): \(error)")
             }
@@ -74,7 +75,8 @@ func escrowCall<R>(_ body: () throws(EscrowError) -> R) throws(DeviceError) -> R
     do { return try body() } catch {
         switch error.code {
         case .authFailed:
-            throw DeviceError(.authFailed, "wrong passcode for the cloud account", underlying: error)
+            throw DeviceError(
+                .authFailed, "wrong passcode for the cloud account", underlying: error)
         case .destroyed:
             throw DeviceError(
                 .notAvailable,

@@ -29,7 +29,8 @@ package enum Files {
             if errno == ENOENT { return }
             if errno == ENOTDIR {
                 throw refusal(
-                    "\(url.deletingLastPathComponent().path) is not a directory: give a directory of your own (or none, for the default)")
+                    "\(url.deletingLastPathComponent().path) is not a directory: give a directory of your own (or none, for the default)"
+                )
             }
             throw refusal("\(url.path) cannot be used: \(String(cString: strerror(errno)))")
         }
@@ -38,11 +39,13 @@ package enum Files {
         }
         if status.st_uid != geteuid() {
             throw refusal(
-                "\(url.path) belongs to another user (uid \(status.st_uid)): refusing to use it; use a directory of your own")
+                "\(url.path) belongs to another user (uid \(status.st_uid)): refusing to use it; use a directory of your own"
+            )
         }
         if status.st_mode & 0o022 != 0 {
             throw refusal(
-                "\(url.path) is writable by other users (mode \(String(status.st_mode & 0o777, radix: 8))): refusing to use it; chmod go-w it")
+                "\(url.path) is writable by other users (mode \(String(status.st_mode & 0o777, radix: 8))): refusing to use it; chmod go-w it"
+            )
         }
     }
 

@@ -40,7 +40,8 @@ extension Device {
         if devices.contains(where: { $0.id == id && $0.isThisDevice }) {
             throw DeviceError(
                 .invalidPasscode,
-                "\(id) is this device: another device of the account removes it (or erase this one: `device wipe`)")
+                "\(id) is this device: another device of the account removes it (or erase this one: `device wipe`)"
+            )
         }
         guard devices.contains(where: { $0.id == id }) else {
             throw DeviceError(

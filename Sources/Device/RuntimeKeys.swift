@@ -44,8 +44,7 @@ package final class RuntimeKeys: Sendable {
     }
 
     /// Whether `bytes`, read from the kernel as the key of `protection`, is the device's own.
-    private func isGenuine(_ bytes: UnsafeRawBufferPointer, _ protection: ProtectionClass) -> Bool
-    {
+    private func isGenuine(_ bytes: UnsafeRawBufferPointer, _ protection: ProtectionClass) -> Bool {
         guard let checks = checks.withLock({ $0 }), let deviceSecret else { return true }
         guard let expected = checks[protection] else { return false }
         return constantTimeEquals(

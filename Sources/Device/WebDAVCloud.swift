@@ -251,7 +251,9 @@ public struct WebDAVCloud: CloudStorage {
     /// A compare-and-swap on a server that ignores conditional writes (rclone, nginx): read,
     /// compare and write under the account's lock, which every Keepsake writer of such an object
     /// holds — taken here when this client does not hold it already.
-    private func swapUnderLock(_ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?)
+    private func swapUnderLock(
+        _ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?
+    )
         throws -> Bool
     {
         func swap() throws -> Bool {

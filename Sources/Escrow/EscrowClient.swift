@@ -83,7 +83,8 @@ package struct EscrowClient: Sendable {
             passcodeKey, blind: blind,
             evaluated: try answer.exactly(.evaluated, OPRF.elementLength), slot: slot)
         let box = SealedBox.keyPair()
-        let proof = EscrowProtocol.claimProof(slot: slot, challenge: challenge, boxKey: box.publicKey)
+        let proof = EscrowProtocol.claimProof(
+            slot: slot, challenge: challenge, boxKey: box.publicKey)
         let released = try send(
             .finishClaim,
             [
@@ -92,7 +93,8 @@ package struct EscrowClient: Sendable {
             ])
         let sealed = try released.atMost(.sealed, 1024)
         do {
-            let envelope = try SealedBox.open(sealed, publicKey: box.publicKey, secretKey: box.secretKey)
+            let envelope = try SealedBox.open(
+                sealed, publicKey: box.publicKey, secretKey: box.secretKey)
             return try Envelope.open(
                 envelope.unsafeData(), key: keys.envelope,
                 associatedData: EscrowProtocol.envelopeBinding(slot: slot))
@@ -117,7 +119,8 @@ package struct EscrowClient: Sendable {
 
     /// The slot owner's signing key: derived from the secret the slot holds.
     static func owner(_ secret: SecureBytes) -> (publicKey: Data, secretKey: SecureBytes) {
-        Signature.keyPair(seed: KeyDerivation.keyedHash(key: secret, context: "keepsake-escrow owner"))
+        Signature.keyPair(
+            seed: KeyDerivation.keyedHash(key: secret, context: "keepsake-escrow owner"))
     }
 
     /// Where the escrow keeps its count, as it says.
@@ -134,7 +137,9 @@ package struct EscrowClient: Sendable {
 
     /// The keys a slot's OPRF output gives: the verifier's signing key and the envelope's key.
     private func derive(_ passcodeKey: SecureBytes, blind: SecureBytes, evaluated: Data, slot: Data)
-        throws(EscrowError) -> (verifier: (publicKey: Data, secretKey: SecureBytes), envelope: SecureBytes)
+        throws(EscrowError) -> (
+            verifier: (publicKey: Data, secretKey: SecureBytes), envelope: SecureBytes
+        )
     {
         let output: SecureBytes
         do {
@@ -158,7 +163,8 @@ package struct EscrowClient: Sendable {
         guard status == 200 else {
             throw EscrowError(
                 status: status,
-                message: answer.text(.message).map { "the escrow: \($0)" } ?? "the escrow answered HTTP \(status)")
+                message: answer.text(.message).map { "the escrow: \($0)" }
+                    ?? "the escrow answered HTTP \(status)")
         }
         return answer
     }

@@ -46,7 +46,8 @@ package final class EscrowService: Sendable {
                 throw EscrowError(.notFound, "no such request: \(path.prefix(64))")
             }
             guard method == (route == .status ? "GET" : "POST") else {
-                throw EscrowError(.malformed, "\(route.rawValue) takes \(route == .status ? "GET" : "POST")")
+                throw EscrowError(
+                    .malformed, "\(route.rawValue) takes \(route == .status ? "GET" : "POST")")
             }
             let fields = try route == .status ? nil : EscrowProtocol.fields(body)
             let reply: [(EscrowProtocol.Tag, Data)]
@@ -72,7 +73,8 @@ package final class EscrowService: Sendable {
 
     // MARK: - Requests
 
-    private func register(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)] {
+    private func register(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)]
+    {
         let blinded = try fields.exactly(.blinded, OPRF.elementLength)
         let key = OPRF.newKey()
         let evaluated = try evaluate(blinded, key)
@@ -81,14 +83,17 @@ package final class EscrowService: Sendable {
             let now = now()
             state.pending = state.pending.filter { $0.value.expires > now }
             guard state.pending.count < 1024, storage.count() < maximumSlots else {
-                throw EscrowError(.busy, "too many slots or registrations under way: try again later")
+                throw EscrowError(
+                    .busy, "too many slots or registrations under way: try again later")
             }
             state.pending[slot] = (key, now + EscrowProtocol.challengeLifetime)
         }
         return [(.slot, slot), (.evaluated, evaluated)]
     }
 
-    private func finishRegistration(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)] {
+    private func finishRegistration(_ fields: TLV.Fields) throws(EscrowError) -> [(
+        EscrowProtocol.Tag, Data
+    )] {
         let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
         var record = SlotRecord(
             key: OPRF.newKey(),  // replaced below by the pending key
@@ -118,7 +123,9 @@ package final class EscrowService: Sendable {
             var record = try load(slot)
             guard record.failures < record.limit else {
                 try destroy(slot, &state)
-                throw EscrowError(.destroyed, "\(record.limit) claims without the right passcode: the slot is destroyed")
+                throw EscrowError(
+                    .destroyed,
+                    "\(record.limit) claims without the right passcode: the slot is destroyed")
             }
             // Counted, durably, before anything that depends on the key is computed or sent.
             record.failures += 1
@@ -134,7 +141,9 @@ package final class EscrowService: Sendable {
         }
     }
 
-    private func finishClaim(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)] {
+    private func finishClaim(_ fields: TLV.Fields) throws(EscrowError) -> [(
+        EscrowProtocol.Tag, Data
+    )] {
         let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
         let challenge = try fields.exactly(.challenge, EscrowProtocol.challengeLength)
         let boxKey = try fields.exactly(.boxKey, SealedBox.publicKeyLength)
@@ -144,26 +153,35 @@ package final class EscrowService: Sendable {
             // One proof per counted claim: the challenge goes whatever the proof says.
             guard let issued = state.claims.removeValue(forKey: slot), issued.expires > now(),
                 constantTimeEquals(issued.challenge, challenge)
-            else { throw EscrowError(.stale, "no claim under way with this challenge: claim again") }
+            else {
+                throw EscrowError(.stale, "no claim under way with this challenge: claim again")
+            }
             let proof = EscrowProtocol.claimProof(slot: slot, challenge: challenge, boxKey: boxKey)
             guard Signature.verify(signature, of: proof, publicKey: record.verifier) else {
                 if record.failures >= record.limit {
                     try destroy(slot, &state)
-                    throw EscrowError(.destroyed, "\(record.limit) claims without the right passcode: the slot is destroyed")
+                    throw EscrowError(
+                        .destroyed,
+                        "\(record.limit) claims without the right passcode: the slot is destroyed")
                 }
-                throw EscrowError(.authFailed, "wrong passcode (\(record.failures) of \(record.limit) claims counted)")
+                throw EscrowError(
+                    .authFailed,
+                    "wrong passcode (\(record.failures) of \(record.limit) claims counted)")
             }
             record.failures = 0
             try save(slot, record)
             let sealed: Data
-            do { sealed = try SealedBox.seal(SecureBytes(copying: record.envelope), to: boxKey) } catch {
+            do {
+                sealed = try SealedBox.seal(SecureBytes(copying: record.envelope), to: boxKey)
+            } catch {
                 throw EscrowError(.malformed, "the claim's key: \(error)")
             }
             return [(.sealed, sealed)]
         }
     }
 
-    private func challenge(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)] {
+    private func challenge(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)]
+    {
         let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
         return try state.withLock { (state) throws(EscrowError) in
             _ = try load(slot)
@@ -191,7 +209,9 @@ package final class EscrowService: Sendable {
         return []
     }
 
-    private func slotStatus(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)] {
+    private func slotStatus(_ fields: TLV.Fields) throws(EscrowError) -> [(
+        EscrowProtocol.Tag, Data
+    )] {
         let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
         let record = try state.withLock { _ throws(EscrowError) in try load(slot) }
         return [
@@ -227,7 +247,9 @@ package final class EscrowService: Sendable {
 
     private func save(_ slot: Data, _ record: SlotRecord) throws(EscrowError) {
         do { try storage.save(slot, record.encoded()) } catch {
-            throw EscrowError(.unavailable, "the escrow could not record the count: \(error.localizedDescription)")
+            throw EscrowError(
+                .unavailable, "the escrow could not record the count: \(error.localizedDescription)"
+            )
         }
     }
 
@@ -236,7 +258,9 @@ package final class EscrowService: Sendable {
         state.claims[slot] = nil
         state.removals[slot] = nil
         do { try storage.save(slot, SlotRecord.tombstone) } catch {
-            throw EscrowError(.unavailable, "the escrow could not destroy the slot: \(error.localizedDescription)")
+            throw EscrowError(
+                .unavailable, "the escrow could not destroy the slot: \(error.localizedDescription)"
+            )
         }
     }
 }
@@ -259,7 +283,9 @@ struct SlotRecord {
 
     func encoded() -> Data {
         var record = TLV(magic: Self.magic)
-        key.withUnsafeBytes { record.append(1, UnsafeRawBufferPointer($0).bindMemory(to: UInt8.self)) }
+        key.withUnsafeBytes {
+            record.append(1, UnsafeRawBufferPointer($0).bindMemory(to: UInt8.self))
+        }
         record.append(2, verifier)
         record.append(3, owner)
         record.append(4, envelope)

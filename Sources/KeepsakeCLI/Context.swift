@@ -56,7 +56,8 @@ package struct Context {
         // `--escrow URL`: the account's escrow service, for joining with a passcode (its TLS
         // checked against `--cloud-ca` too: both are the account's servers).
         if let text = arguments.value("escrow") {
-            guard let url = URL(string: text), let escrow = EscrowConfiguration(url: url, caFile: cloudCA)
+            guard let url = URL(string: text),
+                let escrow = EscrowConfiguration(url: url, caFile: cloudCA)
             else {
                 throw CommandError.usage(
                     "--escrow takes the escrow's address: https://… (plain http on loopback only)")
@@ -70,7 +71,8 @@ package struct Context {
         if let text = arguments.value("counter") {
             guard let url = URL(string: text), let counter = EscrowConfiguration(url: url) else {
                 throw CommandError.usage(
-                    "--counter takes the guess counter's address: http://127.0.0.1:PORT/ (or https://…)")
+                    "--counter takes the guess counter's address: http://127.0.0.1:PORT/ (or https://…)"
+                )
             }
             self.counter = counter
         } else {

@@ -94,7 +94,8 @@ extension KeepsakeCLI {
         }
         if words.count > 2 {
             throw CommandError.usage(
-                "unexpected argument \"\(words[2])\" (values are given with their option, secrets on standard input)")
+                "unexpected argument \"\(words[2])\" (values are given with their option, secrets on standard input)"
+            )
         }
     }
 }

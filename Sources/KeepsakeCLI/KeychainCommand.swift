@@ -135,7 +135,7 @@ package enum KeychainCommand {
     {
         do {
             return try keychain.items(matching: query, limit: .all, returnData: false)
-        } catch where error.status == KeychainStatus.itemNotFound {
+        } catch  where error.status == KeychainStatus.itemNotFound {
             return []
         }
     }

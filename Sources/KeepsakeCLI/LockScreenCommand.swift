@@ -88,7 +88,11 @@ enum DeviceCommand {
                 let deadline = ContinuousClock.now + .seconds(timeout)
                 // Posted: an existing device answers it (`device requests` or `device approve`
                 // there); then this device shows its code, which the user types there.
-                Output.json(["request": ticket.id, "waiting": "run `keepsake device requests` on an unlocked device of the account"])
+                Output.json([
+                    "request": ticket.id,
+                    "waiting":
+                        "run `keepsake device requests` on an unlocked device of the account",
+                ])
                 guard let code = try device.awaitCode(of: ticket, timeout: .seconds(timeout)) else {
                     throw CommandError(
                         statusName: "errSecUserCanceled (-128)",
@@ -99,7 +103,8 @@ enum DeviceCommand {
                 guard try device.awaitApproval(of: ticket, timeout: left) else {
                     throw CommandError(
                         statusName: "errSecUserCanceled (-128)",
-                        message: "no approval within \(timeout) s (device approve --code \(code) there)")
+                        message:
+                            "no approval within \(timeout) s (device approve --code \(code) there)")
                 }
             case "recovery-key":
                 try device.join(
@@ -114,7 +119,9 @@ enum DeviceCommand {
             // Answers each new request (so the new device can show its code); a code appears
             // here once the new device has shown it.
             Output.json(
-                try device.joinRequests().map { ["id": $0.id, "code": $0.code as Any? ?? NSNull()] })
+                try device.joinRequests().map {
+                    ["id": $0.id, "code": $0.code as Any? ?? NSNull()]
+                })
         case "approve":
             try context.arguments.allowOnly(["code"])
             try device.approveJoin(code: context.arguments.value("code"))

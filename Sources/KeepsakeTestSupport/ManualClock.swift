@@ -27,7 +27,8 @@ package final class ManualClock: Sendable {
 
     /// Moves the clock on, as if `duration` had passed.
     package func advance(by duration: Duration) {
-        let milliseconds = duration.components.seconds * 1000
+        let milliseconds =
+            duration.components.seconds * 1000
             + duration.components.attoseconds / 1_000_000_000_000_000
         state.withLock { $0.now += milliseconds }
     }

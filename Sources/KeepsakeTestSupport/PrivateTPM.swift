@@ -1,8 +1,8 @@
 import Device
+import Escrow
 import Foundation
 import Synchronization
 import TPM
-import Escrow
 
 /// A private TPM 2.0 for one test device: `swtpm` on loopback ports of its own, its state in a
 /// throwaway directory, killed when this value goes (or at exit). Never the machine's TPM.
@@ -108,7 +108,8 @@ extension Process {
         while isRunning {
             if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
                 let close = stat.lastIndex(of: ")"),
-                stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z")
+                stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix(
+                    "Z")
             {
                 return
             }
@@ -148,7 +149,8 @@ package final class PrivateEscrow: @unchecked Sendable {
     /// The built `keepsake-escrow`: beside the running executable (the test bundle,
     /// `keepsake-dev`).
     package static var executable: URL {
-        let running = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        let running =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
             ?? CommandLine.arguments[0]
         return URL(fileURLWithPath: running).deletingLastPathComponent()
             .appendingPathComponent("keepsake-escrow")
@@ -176,7 +178,8 @@ package final class PrivateEscrow: @unchecked Sendable {
         }
         try? reader.close()
         let text = String(decoding: line, as: UTF8.self)
-        guard let start = text.range(of: "http://"), let end = text.range(of: "/ ", range: start.upperBound..<text.endIndex),
+        guard let start = text.range(of: "http://"),
+            let end = text.range(of: "/ ", range: start.upperBound..<text.endIndex),
             let url = URL(string: String(text[start.lowerBound..<end.upperBound].dropLast()))
         else {
             process.killWhileRunning()

@@ -135,7 +135,9 @@ package final class PrivateWebDAV: @unchecked Sendable {
         try tool("/usr/bin/htpasswd", ["-b", "-c", "-m", htpasswd.path, username, password])
         let locks = server == .nginx
         let ssl =
-            tls ? "ssl;\n    ssl_certificate \(root.path)/server.pem;\n    ssl_certificate_key \(root.path)/server.key;" : ";"
+            tls
+            ? "ssl;\n    ssl_certificate \(root.path)/server.pem;\n    ssl_certificate_key \(root.path)/server.key;"
+            : ";"
         try """
         load_module /usr/lib/nginx/modules/ngx_http_dav_ext_module.so;
         daemon off;
@@ -237,7 +239,8 @@ package final class PrivateWebDAV: @unchecked Sendable {
         case .apache:
             return "exec /usr/sbin/apache2 -f \(root.path)/httpd.conf -DFOREGROUND"
         case .nginx, .nginxWithoutLocks:
-            return "exec /usr/sbin/nginx -p \(root.path) -e \(root.path)/error.log -c \(root.path)/nginx.conf"
+            return
+                "exec /usr/sbin/nginx -p \(root.path) -e \(root.path)/error.log -c \(root.path)/nginx.conf"
         case .rclone:
             let tlsOptions =
                 tls ? " --cert \(root.path)/server.pem --key \(root.path)/server.key" : ""

@@ -1,4 +1,5 @@
 import Foundation
+
 /// The one error type of the KeyValueStore module, thrown by the checked writes
 /// (`write(_:forKey:)`) underneath Apple's non-throwing `set` and `removeObject`. Compares by
 /// code; the message never carries a value.

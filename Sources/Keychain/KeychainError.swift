@@ -1,4 +1,5 @@
 import Foundation
+
 /// The one error type of the Keychain: an Apple status (``KeychainStatus``, exactly as Apple
 /// numbers it) with what happened underneath. Compares by status.
 ///

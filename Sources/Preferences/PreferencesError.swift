@@ -1,4 +1,5 @@
 import Foundation
+
 /// The one error type of the Preferences module. Compares by code; the message says what went
 /// wrong in words, never a value.
 public struct PreferencesError: Error, Sendable, Hashable, CustomStringConvertible {

@@ -125,7 +125,9 @@ package enum OPRF {
             element.withUnsafeBytes({
                 crypto_core_ristretto255_is_valid_point($0.bindMemory(to: UInt8.self).baseAddress!)
             }) == 1
-        else { throw SealingError(.malformed, "not a ristretto255 element other than the identity") }
+        else {
+            throw SealingError(.malformed, "not a ristretto255 element other than the identity")
+        }
     }
 
     private static func multiply(
@@ -133,7 +135,7 @@ package enum OPRF {
     ) throws(SealingError) {
         try validate(element)
         let rc = element.withUnsafeBytes { e in
-                scalar.withUnsafeBytes { s in
+            scalar.withUnsafeBytes { s in
                 crypto_scalarmult_ristretto255(
                     out.bindMemory(to: UInt8.self).baseAddress!,
                     s.bindMemory(to: UInt8.self).baseAddress!,

@@ -1,4 +1,5 @@
 import Foundation
+
 /// The one error type of the Sealing module. Compares by code; never carries key material.
 public struct SealingError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {

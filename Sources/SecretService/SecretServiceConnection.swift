@@ -170,7 +170,8 @@ public final class SecretServiceConnection: Sendable {
             throw SecretServiceError(
                 .noBus,
                 message:
-                    "DBUS_SESSION_BUS_ADDRESS is not set and there is no user bus at $XDG_RUNTIME_DIR/bus: start a session bus (docs/running.md, \"Headless\")")
+                    "DBUS_SESSION_BUS_ADDRESS is not set and there is no user bus at $XDG_RUNTIME_DIR/bus: start a session bus (docs/running.md, \"Headless\")"
+            )
         }
         let milliseconds = timeoutMilliseconds
         guard

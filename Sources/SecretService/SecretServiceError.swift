@@ -1,4 +1,5 @@
 import Foundation
+
 /// The one error type of the SecretService module.
 ///
 /// Compares by `code`; the GError domain, code and message (and the D-Bus error name when the

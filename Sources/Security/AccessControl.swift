@@ -1,3 +1,5 @@
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+// (Apple's C names: SecItemAdd, CFErrorGetCode, … — the point of this module.)
 import Foundation
 import Keychain
 import Sealing

@@ -1,3 +1,5 @@
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+// (Apple's C names: SecItemAdd, CFErrorGetCode, … — the point of this module.)
 import Foundation
 import Keychain
 
@@ -97,6 +99,7 @@ extension NSMutableDictionary {
 /// `AnyHashable` is its `String`: `attributes[kSecAttrAccount]` finds the `"acct"` entry of an
 /// `[AnyHashable: Any]` result (SwiftKeychainWrapper's `allKeys` reads it so). Foundation on Linux
 /// keeps the `NSString`, equal to no `String`; this gives it Apple's behaviour.
+// swift-format-ignore: AvoidRetroactiveConformances
 extension NSString: @retroactive _HasCustomAnyHashableRepresentation {
     public func _toCustomAnyHashable() -> AnyHashable? { AnyHashable(self as String) }
 }

@@ -1,3 +1,5 @@
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+// (Apple's C names: SecItemAdd, CFErrorGetCode, … — the point of this module.)
 import Device
 import Foundation
 import Keychain

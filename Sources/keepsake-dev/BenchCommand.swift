@@ -356,7 +356,8 @@ struct KeychainBenchmark {
             let status = try Spawn.run(tool.path, arguments, environment: environment, input: input)
             let took = ContinuousClock.now - start
             guard status == 0 else {
-                throw HarnessError("\(tool.lastPathComponent) \(arguments.first ?? "") failed (status \(status))")
+                throw HarnessError(
+                    "\(tool.lastPathComponent) \(arguments.first ?? "") failed (status \(status))")
             }
             return took
         }
@@ -373,7 +374,9 @@ struct KeychainBenchmark {
         var help: [Duration] = []
         var toolHelp: [Duration] = []
         for _ in 0..<25 {
-            get.append(try run(shipped, ["keychain", "get", "--service", "cold", "--account", "a"] + options))
+            get.append(
+                try run(
+                    shipped, ["keychain", "get", "--service", "cold", "--account", "a"] + options))
             lookup.append(try run(secretTool, ["lookup", "bench", "cold-start", "key", "a"]))
             help.append(try run(shipped, ["--help"]))
             toolHelp.append(try run(URL(fileURLWithPath: "/bin/true"), []))

@@ -47,7 +47,8 @@ struct CloudBenchmark {
             }
             switch kind {
             case .apache:
-                print("Apache over TLS, password checked with \(hash == .bcrypt ? "bcrypt" : "MD5"):")
+                print(
+                    "Apache over TLS, password checked with \(hash == .bcrypt ? "bcrypt" : "MD5"):")
             case .nginx: print("nginx + dav-ext (dav_ext_lock) over TLS, MD5 password:")
             default: print("\(kind) over TLS:")
             }

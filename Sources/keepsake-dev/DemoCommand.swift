@@ -74,7 +74,8 @@ enum DemoCommand {
         let lockScreen = try phone.device.status()
         say(
             "   Its guesses are counted by a guess counter service (keepsake-escrow; lockscreen status: "
-                + "guessLimit \(lockScreen.guessLimit), countedIn \(lockScreen.countedIn ?? "?")): 10 wrong pins disable the phone.")
+                + "guessLimit \(lockScreen.guessLimit), countedIn \(lockScreen.countedIn ?? "?")): 10 wrong pins disable the phone."
+        )
         try FileManager.default.createDirectory(
             at: phone.app.container, withIntermediateDirectories: true)
         try Data("{\"onboarded\":true}".utf8).write(

@@ -10,9 +10,10 @@ import Foundation
 /// once). Each request is handed to `handle` on the connection's own thread.
 final class HTTPListener: @unchecked Sendable {
     // Sendable: `listener` is written once in init; the slot count is a semaphore.
-    typealias Handler = @Sendable (_ method: String, _ path: String, _ body: Data) -> (
-        status: Int, body: Data
-    )
+    typealias Handler =
+        @Sendable (_ method: String, _ path: String, _ body: Data) -> (
+            status: Int, body: Data
+        )
 
     let port: UInt16
     private let listener: Int32
@@ -73,8 +74,10 @@ final class HTTPListener: @unchecked Sendable {
 
     private func serve(_ connection: Int32) {
         var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(
+            connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(
+            connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let deadline = Date() + 5
         var buffer = Data()
         var headEnd: Range<Data.Index>?
@@ -101,7 +104,8 @@ final class HTTPListener: @unchecked Sendable {
             }
             if name == "content-length" {
                 guard let parsed = Int(value), parsed >= 0, parsed <= maximumBody else {
-                    return reply(connection, 413, Data("a body of at most \(maximumBody) bytes".utf8))
+                    return reply(
+                        connection, 413, Data("a body of at most \(maximumBody) bytes".utf8))
                 }
                 length = parsed
             }
@@ -133,9 +137,11 @@ final class HTTPListener: @unchecked Sendable {
 
     private func reply(_ connection: Int32, _ status: Int, _ body: Data) {
         let reason =
-            [200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 409: "Conflict",
-             410: "Gone", 411: "Length Required", 413: "Content Too Large",
-             503: "Service Unavailable"][status] ?? "Error"
+            [
+                200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 409: "Conflict",
+                410: "Gone", 411: "Length Required", 413: "Content Too Large",
+                503: "Service Unavailable",
+            ][status] ?? "Error"
         var message = Data(
             ("HTTP/1.1 \(status) \(reason)\r\nContent-Type: application/octet-stream\r\n"
                 + "Content-Length: \(body.count)\r\nConnection: close\r\n\r\n").utf8)
@@ -143,7 +149,8 @@ final class HTTPListener: @unchecked Sendable {
         message.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
-                let sent = send(connection, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                let sent = send(
+                    connection, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
                 if sent < 0 && errno == EINTR { continue }
                 guard sent > 0 else { return }
                 offset += sent

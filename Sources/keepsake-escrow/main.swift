@@ -33,7 +33,8 @@ while let argument = arguments.popFirst() {
 }
 guard let state = options["--state"] else { fail("--state DIR is required\n\(usage)", status: 2) }
 let listenAddress = options["--listen"] ?? "127.0.0.1:8443"
-guard let colon = listenAddress.lastIndex(of: ":"), let port = UInt16(listenAddress[listenAddress.index(after: colon)...])
+guard let colon = listenAddress.lastIndex(of: ":"),
+    let port = UInt16(listenAddress[listenAddress.index(after: colon)...])
 else { fail("--listen takes HOST:PORT", status: 2) }
 
 signal(SIGPIPE, SIG_IGN)
@@ -41,13 +42,16 @@ do {
     let service = EscrowService(
         storage: try SlotFiles(URL(fileURLWithPath: state, isDirectory: true)), counter: "file")
     let listener = try HTTPListener(
-        host: String(listenAddress[..<colon]), port: port, maximumBody: EscrowProtocol.maximumMessage
+        host: String(listenAddress[..<colon]), port: port,
+        maximumBody: EscrowProtocol.maximumMessage
     ) { method, path, body in
         service.answer(method: method, path: path, body: body)
     }
     // The first line of standard output: where it answers (a harness reads the port from it).
     FileHandle.standardOutput.write(
-        Data("keepsake-escrow listening on http://\(listenAddress[..<colon]):\(listener.port)/ (state \(state))\n".utf8))
+        Data(
+            "keepsake-escrow listening on http://\(listenAddress[..<colon]):\(listener.port)/ (state \(state))\n"
+                .utf8))
     listener.run()
 } catch {
     fail("\(error)", status: 1)

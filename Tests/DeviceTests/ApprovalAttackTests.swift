@@ -48,13 +48,16 @@ struct ApprovalAttackTests {
         _ = try phone.joinRequests()  // the phone answers what it is shown
         let shown = try #require(try tablet.awaitCode(of: ticket, timeout: .seconds(5)))
         // The cloud reveals its own nonce in place of the tablet's.
-        try write(JoinRevealRecord(nonce: nonce).encoded(), AccountObjects.joinReveal(ticket.id), in: cloud)
+        try write(
+            JoinRevealRecord(nonce: nonce).encoded(), AccountObjects.joinReveal(ticket.id),
+            in: cloud)
         let phoneSees = try #require(try phone.joinRequests().first?.code)
         #expect(phoneSees != shown)  // one chance in 10⁶ that they match
         // The user types the code the tablet shows: it matches nothing, the requests go.
         #expect(code { try phone.approveJoin(code: shown) } == .authFailed)
         #expect(try CloudDirectory(cloud).read(AccountObjects.joinApproval(ticket.id)) == nil)
-        #expect(code { _ = try tablet.awaitApproval(of: ticket, timeout: .seconds(5)) } == .authFailed)
+        #expect(
+            code { _ = try tablet.awaitApproval(of: ticket, timeout: .seconds(5)) } == .authFailed)
         #expect(try tablet.cloudKey(forUpload: false) == nil)
     }
 
@@ -69,8 +72,11 @@ struct ApprovalAttackTests {
         let shown = try #require(try tablet.awaitCode(of: ticket, timeout: .seconds(5)))
         // Knowing the answer, the cloud grinds nonces for a chosen target code; whatever it
         // finds, the request's commitment binds the tablet's nonce.
-        let challenge = try #require(JoinChallengeRecord.parse(try object(AccountObjects.joinChallenge(ticket.id), in: cloud)))
-        let request = try #require(JoinRequestRecord.parse(try object(AccountObjects.joinRequest(ticket.id), in: cloud)))
+        let challenge = try #require(
+            JoinChallengeRecord.parse(
+                try object(AccountObjects.joinChallenge(ticket.id), in: cloud)))
+        let request = try #require(
+            JoinRequestRecord.parse(try object(AccountObjects.joinRequest(ticket.id), in: cloud)))
         var ground: Data?
         for _ in 0..<20_000 {
             let candidate = KeyDerivation.randomBytes(32)
@@ -98,9 +104,11 @@ struct ApprovalAttackTests {
         defer { withExtendedLifetime(keep) {} }
         let ticket = try tablet.requestJoin()
         for bad in [nil, "", "12345", "1234567", "12a456", "１２３４５６"] {
-            #expect(code { try phone.approveJoin(code: bad) } == .invalidPasscode, "\(bad ?? "nil")")
+            #expect(
+                code { try phone.approveJoin(code: bad) } == .invalidPasscode, "\(bad ?? "nil")")
         }
-        #expect(code { try phone.approveJoin(code: "123456") } == .invalidPasscode)  // none shown yet
+        // None shown yet:
+        #expect(code { try phone.approveJoin(code: "123456") } == .invalidPasscode)
         // Three planted requests beside the real one, each revealed: the phone answers them all,
         // and approves only the one whose code the user typed.
         for _ in 0..<3 {
@@ -113,7 +121,8 @@ struct ApprovalAttackTests {
                     commitment: JoinCode.commitment(publicKey: pair.publicKey, nonce: nonce)
                 ).encoded(), AccountObjects.joinRequest(id), in: cloud)
             _ = try phone.joinRequests()
-            try write(JoinRevealRecord(nonce: nonce).encoded(), AccountObjects.joinReveal(id), in: cloud)
+            try write(
+                JoinRevealRecord(nonce: nonce).encoded(), AccountObjects.joinReveal(id), in: cloud)
         }
         let shown = try #require(try tablet.awaitCode(of: ticket, timeout: .seconds(5)))
         #expect(try phone.joinRequests().compactMap(\.code).count == 4)
@@ -140,7 +149,8 @@ struct ApprovalAttackTests {
         let ticket = try tablet.requestJoin()
         _ = try phone.joinRequests()
         _ = try #require(try tablet.awaitCode(of: ticket, timeout: .seconds(5)))
-        let request = try #require(JoinRequestRecord.parse(try object(AccountObjects.joinRequest(ticket.id), in: cloud)))
+        let request = try #require(
+            JoinRequestRecord.parse(try object(AccountObjects.joinRequest(ticket.id), in: cloud)))
         // The cloud's approval: some key, boxed to the tablet from a key of the cloud's.
         let mallory = SealedBox.keyPair()
         let planted = try SealedBox.box(

@@ -68,14 +68,18 @@ struct CounterServiceTests {
         try device.reboot()
         for guess in 0..<9 {
             #expect(
-                code { try device.unlock(passcode: SecureBytes(copying: Data("00000\(guess)".utf8))) }
+                code {
+                    try device.unlock(passcode: SecureBytes(copying: Data("00000\(guess)".utf8)))
+                }
                     == .authFailed)
         }
         try device.unlock(passcode: "135790")  // the count starts again
         try device.reboot()
         for guess in 0..<10 {
             #expect(
-                code { try device.unlock(passcode: SecureBytes(copying: Data("11111\(guess)".utf8))) }
+                code {
+                    try device.unlock(passcode: SecureBytes(copying: Data("11111\(guess)".utf8)))
+                }
                     == (guess < 9 ? .authFailed : .disabled))
         }
         let loaded = try device.records.load()
@@ -89,7 +93,9 @@ struct CounterServiceTests {
         try device.setLockScreen(.pin, passcode: "135790", currentPasscode: nil)
         try device.reboot()
         try device.unlock(passcode: "135790")
-        print("counter service: 10 wrong passcodes disabled the device; a reset record count gained nothing; wipe recovers")
+        print(
+            "counter service: 10 wrong passcodes disabled the device; a reset record count gained nothing; wipe recovers"
+        )
     }
 
     @Test(
@@ -129,7 +135,9 @@ struct CounterServiceTests {
                 cost: status.cost)
             do { _ = try client.claim(slot, passcodeKey: key) } catch { answers.append(error.code) }
         }
-        #expect(answers == Array(repeating: .authFailed, count: 9) + Array(repeating: .destroyed, count: 3))
+        #expect(
+            answers == Array(repeating: .authFailed, count: 9)
+                + Array(repeating: .destroyed, count: 3))
         #expect(code { try device.unlock(passcode: "246810") } == .disabled)
         print("counter service: an outside process got 10 checks, then the slot was destroyed")
     }

@@ -172,7 +172,9 @@ struct JoinTests {
         try phone.reboot()
         let (tabletService, tablet) = try member(cloud)
         defer { withExtendedLifetime(tabletService) {} }
-        let impossible = [Data(), Data("1".utf8), Data("471".utf8), Data([0x34, 0xFF, 0x37, 0x31])]
+        let impossible = [
+            Data(), Data("1".utf8), Data("471".utf8), Data([0x34, 0xFF, 0x37, 0x31]),
+        ]
         // More than the escrow's 10 claims and the device's limit, had any been counted.
         for _ in 0..<3 {
             for bytes in impossible {

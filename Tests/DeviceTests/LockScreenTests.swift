@@ -145,14 +145,14 @@ struct LockScreenTests {
     @Test(
         "a device directory (or its lock file) of another user, or writable by others, is refused with a clear error and never used",
         arguments: ["other-user", "group-writable", "world-writable", "lock-file-of-other-user"])
-    func directoryNotTheUsers(_ case_: String) throws {
+    func directoryNotTheUsers(_ place: String) throws {
         let service = try PrivateSecretService.start()
         let device = makeDevice(service)
         try device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         try device.reboot()
         let directory = service.deviceDirectory()
         let lock = directory.appendingPathComponent("lockscreen.lock")
-        switch case_ {
+        switch place {
         case "other-user": #expect(chown(directory.path, 65534, 65534) == 0)
         case "group-writable": #expect(chmod(directory.path, 0o770) == 0)
         case "world-writable": #expect(chmod(directory.path, 0o703) == 0)
@@ -169,7 +169,7 @@ struct LockScreenTests {
         #expect(
             message.contains("another user") || message.contains("writable by other users"),
             "\(message)")
-        if case_ != "lock-file-of-other-user" {  // the settings never take the guess lock
+        if place != "lock-file-of-other-user" {  // the settings never take the guess lock
             #expect(codeOrUnavailable { _ = try device.settings() } == .notAvailable)
         }
         // Made the user's own again, it works: nothing was counted meanwhile.
@@ -195,17 +195,22 @@ struct LockScreenTests {
         let ring = try keyctl(["search", "@u", "keyring", "keepsake:device:\(id)"]).output
             .trimmingCharacters(in: .whitespacesAndNewlines)
         let planted = Data((0..<32).map { _ in UInt8.random(in: 0...255) })
-        try keyctl(["padd", "user", "keepsake:\(id):\(ProtectionClass.whenUnlocked.rawValue)", ring],
+        try keyctl(
+            ["padd", "user", "keepsake:\(id):\(ProtectionClass.whenUnlocked.rawValue)", ring],
             input: planted)
         // A fresh "process" (a new Device on a new connection) sees no WhenUnlocked key.
         let other = makeDevice(service)
         #expect(try other.state() == .locked)
-        #expect(codeOrUnavailable { _ = try other.classKey(.whenUnlocked) } == .interactionNotAllowed)
+        #expect(
+            codeOrUnavailable { _ = try other.classKey(.whenUnlocked) } == .interactionNotAllowed)
         // Replacing the AfterFirstUnlock key (while it is there) is refused the same way.
-        try keyctl(["padd", "user", "keepsake:\(id):\(ProtectionClass.afterFirstUnlock.rawValue)", ring],
+        try keyctl(
+            ["padd", "user", "keepsake:\(id):\(ProtectionClass.afterFirstUnlock.rawValue)", ring],
             input: planted)
         let third = makeDevice(service)
-        #expect(codeOrUnavailable { _ = try third.classKey(.afterFirstUnlock) } == .interactionNotAllowed)
+        #expect(
+            codeOrUnavailable { _ = try third.classKey(.afterFirstUnlock) }
+                == .interactionNotAllowed)
         // The real unlock puts the genuine keys back.
         try third.unlock(passcode: "1234")
         #expect(try third.state() == .unlocked)

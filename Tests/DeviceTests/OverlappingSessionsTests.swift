@@ -17,7 +17,8 @@ private struct OverlappingLockCloud: CloudStorage {
     func list() throws -> [String] { try real.list() }
     func lock() throws -> AnyObject { NSObject() }
     func readVersioned(_ name: String) throws -> VersionedObject? { try real.readVersioned(name) }
-    func write(_ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?) throws -> Bool {
+    func write(_ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?) throws -> Bool
+    {
         try real.write(name, data, ifVersion: expected)
     }
 }

@@ -1,7 +1,7 @@
 import Device
 import Foundation
-import Synchronization
 import KeepsakeTestSupport
+import Synchronization
 import Testing
 
 /// What each WebDAV server people run honours, as Keepsake finds it by trying, and how the

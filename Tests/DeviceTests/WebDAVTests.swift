@@ -313,7 +313,8 @@ struct WebDAVFaultTests {
         #expect(throws: CloudError.self) {
             try WebDAVCloud(url: stalled.url, timeout: 1, attempts: 1).read("account")
         }
-        #expect(ContinuousClock.now - start < Pace.allowance(bound: .seconds(1), slack: .seconds(2)))
+        #expect(
+            ContinuousClock.now - start < Pace.allowance(bound: .seconds(1), slack: .seconds(2)))
 
         let gibibyte = 1 << 30
         for announced in [gibibyte, nil] as [Int?] {

@@ -134,7 +134,8 @@ struct EscrowServiceTests {
         #expect(try account.send(.finishClaim, finish2).status == 409)
         // Replaying the claim itself: a new claim, counted, and its answer is useless without the
         // blind's owner proving again.
-        #expect(try account.send(.claim, [(.slot, account.slot), (.blinded, blinded)]).status == 200)
+        #expect(
+            try account.send(.claim, [(.slot, account.slot), (.blinded, blinded)]).status == 200)
         #expect(try account.failures == 1)
     }
 
@@ -198,9 +199,16 @@ struct EscrowServiceTests {
         #expect(try transport("GET", "/v1/claim", Data()).status == 400)
         // Over the HTTP bounds: a body over 4 KiB, a chunked body, a head over 8 KiB.
         let port = try #require(account.escrow.url.port)
-        #expect(try rawHTTP(port, "POST /v1/claim HTTP/1.1\r\nContent-Length: 5000\r\n\r\n").hasPrefix("HTTP/1.1 413"))
-        #expect(try rawHTTP(port, "POST /v1/claim HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").hasPrefix("HTTP/1.1 411"))
-        #expect(try rawHTTP(port, "POST /v1/claim HTTP/1.1\r\nX: \(String(repeating: "a", count: 9000))\r\n\r\n").hasPrefix("HTTP/1.1 400"))
+        #expect(
+            try rawHTTP(port, "POST /v1/claim HTTP/1.1\r\nContent-Length: 5000\r\n\r\n").hasPrefix(
+                "HTTP/1.1 413"))
+        #expect(
+            try rawHTTP(port, "POST /v1/claim HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")
+                .hasPrefix("HTTP/1.1 411"))
+        #expect(
+            try rawHTTP(
+                port, "POST /v1/claim HTTP/1.1\r\nX: \(String(repeating: "a", count: 9000))\r\n\r\n"
+            ).hasPrefix("HTTP/1.1 400"))
         #expect(try account.failures == 0)
     }
 
@@ -242,7 +250,9 @@ struct EscrowServiceTests {
             #expect(failures <= round + 1)
             if answered >= 9 { break }
         }
-        print("escrow killed \(12) times around claims: every answered claim stayed counted (\(answered) answered)")
+        print(
+            "escrow killed \(12) times around claims: every answered claim stayed counted (\(answered) answered)"
+        )
     }
 
     @Test(
@@ -274,11 +284,15 @@ struct EscrowServiceTests {
         let bytes = try #require(try CloudDirectory(cloud).read("account-escrow"))
         let slot = try #require(EscrowRecord.parse(bytes))
         let status = try escrow.configuration.client().status(of: slot.slot)
-        let passcodeKey = try PasscodeKeys.passcodeKey("271828", salt: status.salt, cost: status.cost)
+        let passcodeKey = try PasscodeKeys.passcodeKey(
+            "271828", salt: status.salt, cost: status.cost)
         let secrets: [(String, Data)] = [
             ("account key", accountKey.unsafeData()), ("passcode key", passcodeKey.unsafeData()),
             ("passcode", Data("271828".utf8)), ("wrong passcode", Data("314159".utf8)),
-            ("owner key (its seed half)", EscrowClient.owner(accountKey).secretKey.unsafeData().prefix(32)),
+            (
+                "owner key (its seed half)",
+                EscrowClient.owner(accountKey).secretKey.unsafeData().prefix(32)
+            ),
         ]
         for (name, value) in secrets {
             let window = min(8, value.count)

@@ -14,22 +14,29 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         precondition(escrow.slot.count == 16 && EscrowRecord.parse(escrow.encoded()) == escrow)
     }
     if let request = JoinRequestRecord.parse(bytes) {
-        precondition(request.commitment.count == 32 && JoinRequestRecord.parse(request.encoded()) == request)
+        precondition(
+            request.commitment.count == 32 && JoinRequestRecord.parse(request.encoded()) == request)
     }
     if let challenge = JoinChallengeRecord.parse(bytes) {
-        precondition(challenge.nonce.count == 32 && JoinChallengeRecord.parse(challenge.encoded()) == challenge)
+        precondition(
+            challenge.nonce.count == 32
+                && JoinChallengeRecord.parse(challenge.encoded()) == challenge)
         let code = JoinCode.of(
-            joiner: challenge.publicKey, joinerNonce: challenge.nonce, approver: challenge.publicKey,
+            joiner: challenge.publicKey, joinerNonce: challenge.nonce,
+            approver: challenge.publicKey,
             approverNonce: challenge.nonce)
         precondition(code.count == 6 && code.allSatisfy(\.isNumber))
     }
     if let reveal = JoinRevealRecord.parse(bytes) {
         precondition(JoinRevealRecord.parse(reveal.encoded()) == reveal)
     }
-    if bytes.count == JoinApproval.length, let approval = JoinApproval.parse(SecureBytes(copying: bytes)) {
+    if bytes.count == JoinApproval.length,
+        let approval = JoinApproval.parse(SecureBytes(copying: bytes))
+    {
         // The account state an approval vouches for survives re-encoding.
         let again = JoinApproval.parse(approval.encoded())!
-        precondition(again.epoch == approval.epoch && again.manifestVersion == approval.manifestVersion)
+        precondition(
+            again.epoch == approval.epoch && again.manifestVersion == approval.manifestVersion)
     }
     if let key = RecoveryKey.parse(SecureBytes(copying: bytes)) {
         // A parsed key prints as 8 groups of 4 and parses back to itself.

@@ -37,7 +37,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         body.replaceSubrange((body.startIndex + 9)..<(body.startIndex + 25), with: slot)
     }
     let before = storage.slots.withLock { $0[slot] }
-    let answer = service.answer(method: path == .status ? "GET" : "POST", path: path.rawValue, body: body)
+    let answer = service.answer(
+        method: path == .status ? "GET" : "POST", path: path.rawValue, body: body)
     precondition(answer.body.count <= EscrowProtocol.maximumMessage)
     precondition((try? EscrowProtocol.fields(answer.body)) != nil)
     if answer.status == 400 {

@@ -192,7 +192,8 @@ struct JoinCLITests {
         var listed: [[String: Any]] = []
         for _ in 0..<100 where listed.isEmpty {
             let requests = try keepsake(["device", "requests"] + device1, service: one)
-            listed = (try? JSONSerialization.jsonObject(with: requests.stdout) as? [[String: Any]]) ?? []
+            listed =
+                (try? JSONSerialization.jsonObject(with: requests.stdout) as? [[String: Any]]) ?? []
             if listed.isEmpty { usleep(100_000) }
         }
         #expect(listed.count == 1 && listed.first?["code"] is NSNull)

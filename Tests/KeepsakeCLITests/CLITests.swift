@@ -99,8 +99,10 @@ struct CLITests {
         defer { for pid in pids { kill(pid, SIGKILL) } }
         #expect(status == 0)
         #expect(pids.count == 2)
-        let unset = ["DBUS_SESSION_BUS_ADDRESS": "", "XDG_RUNTIME_DIR": runtime.path,
-            "HOME": home.path, "XDG_DATA_HOME": environment["XDG_DATA_HOME"]!]
+        let unset = [
+            "DBUS_SESSION_BUS_ADDRESS": "", "XDG_RUNTIME_DIR": runtime.path,
+            "HOME": home.path, "XDG_DATA_HOME": environment["XDG_DATA_HOME"]!,
+        ]
         let device = ["--device-dir", root.appendingPathComponent("device").path]
         defer {  // its runtime keyring goes with the test
             _ = try? keepsake(
@@ -197,7 +199,10 @@ struct CLITests {
             (["keychain", "get", "--service", "s", "extra"], "unexpected argument \"extra\""),
             (["keychain", "add", "--service", "s", "--accessible", "bogus"], "--accessible takes"),
             (["keychain", "get", "--server", "h", "--port", "x"], "--port takes"),
-            (["keychain", "add", "--service", "s", "--access-control", "face"], "--access-control takes"),
+            (
+                ["keychain", "add", "--service", "s", "--access-control", "face"],
+                "--access-control takes"
+            ),
             (["--counter", "http://example.com/", "lockscreen", "status"], "--counter takes"),
             (["--escrow", "ftp://x/", "device", "devices"], "--escrow takes"),
         ]
@@ -205,8 +210,10 @@ struct CLITests {
             // No Secret Service at all: a usage error must come before anything is opened.
             let run = try keepsake(arguments, service: nil)
             #expect(run.status == 2, "\(arguments): \(run.stderr)")
-            #expect(run.stderr.contains("keepsake: usage: \(expected)") || run.stderr.contains(expected),
-                    "\(arguments): \(run.stderr)")
+            #expect(
+                run.stderr.contains("keepsake: usage: \(expected)")
+                    || run.stderr.contains(expected),
+                "\(arguments): \(run.stderr)")
         }
     }
 
@@ -337,7 +344,8 @@ struct CLITests {
         #expect(
             line(
                 after: "1. On the phone",
-                containing: "guessLimit service, countedIn file): 10 wrong pins disable the phone."))
+                containing: "guessLimit service, countedIn file): 10 wrong pins disable the phone.")
+        )
         #expect(line(after: "2. The app is uninstalled", containing: "container:  (gone)"))
         #expect(
             line(

@@ -177,7 +177,8 @@ struct KeyValueCLITests {
                 ["kv", "set", "--key", "hint"] + app, input: Data("v1".utf8), service: service
             ).status == 0)
         #expect(try keepsake(["kv", "get", "--key", "hint"] + app, service: service).text == "v1")
-        #expect(try keepsake(["kv", "synchronize"] + app, service: service).text == "false\n")  // signed out
+        // Signed out:
+        #expect(try keepsake(["kv", "synchronize"] + app, service: service).text == "false\n")
         let long = try keepsake(
             ["kv", "set", "--key", String(repeating: "k", count: 65)] + app, input: Data("x".utf8),
             service: service)

@@ -100,13 +100,16 @@ struct KillTests {
         }
         for index in kinds.indices {
             for _ in 0..<3 {  // unkilled writes of the value already there
-                #expect(try run(index, value: current[index], killAfter: nil).terminationStatus == 0)
+                #expect(
+                    try run(index, value: current[index], killAfter: nil).terminationStatus == 0)
             }
         }
         var trial = 0
         // At least 160 trials; more (up to 640) while too few have landed or died midway to tell
         // anything, which only a very unsteady machine needs.
-        while trial < 160 || (trial < 640 && (killedMidway <= 20 || landed.values.reduce(0, +) <= 10)) {
+        while trial < 160
+            || (trial < 640 && (killedMidway <= 20 || landed.values.reduce(0, +) <= 10))
+        {
             trial += 1
             let index = trial % kinds.count
             let kind = kinds[index]
@@ -267,7 +270,8 @@ struct DiskAndDaemonFaultTests {
             }
             slowest = max(slowest, (ContinuousClock.now - start) / .seconds(1))
             #expect(
-                ContinuousClock.now - start < Pace.allowance(bound: .seconds(5), slack: .seconds(7)),
+                ContinuousClock.now - start
+                    < Pace.allowance(bound: .seconds(5), slack: .seconds(7)),
                 "a call outlived its bound")
             try service.restart()
             let read = try keepsake(["keychain", "get"] + item, service: service).text

@@ -169,7 +169,8 @@ struct LockScreenAttackTests {
             let run = try keepsake(
                 ["lockscreen", "status"] + option + deviceDirectory(of: service), service: service,
                 executable: shippedKeepsakeExecutable)
-            return try #require(try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any])
+            return try #require(
+                try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any])
         }
         #expect(try status()["guessLimit"] as? String == "service")
         #expect(try status()["countedIn"] as? String == "file")

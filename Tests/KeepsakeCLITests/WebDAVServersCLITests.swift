@@ -45,7 +45,9 @@ func joinByApproval(
     return lines
 }
 
-@Suite("every WebDAV server people run: the two-device story through the command line, or a clear refusal")
+@Suite(
+    "every WebDAV server people run: the two-device story through the command line, or a clear refusal"
+)
 struct WebDAVServersCLITests {
     @Test(
         "on Apache, nginx with dav_ext_lock and rclone, over TLS: login probes the server; a fresh account URL; an account made with a pin; Block Store sync; an approval join that restores; welcome back; concurrent adds and syncs from both devices lose nothing; refused credentials say to log in again (exit 1)",
@@ -64,7 +66,8 @@ struct WebDAVServersCLITests {
         let onTablet = deviceDirectory(of: tablet) + cloud + app
         let credentials = Data("\(server.username)\n\(server.password)\n".utf8)
         for (device, service) in [(onPhone, phone), (onTablet, tablet)] {
-            let login = try keepsake(["cloud", "login"] + device, input: credentials, service: service)
+            let login = try keepsake(
+                ["cloud", "login"] + device, input: credentials, service: service)
             #expect(login.status == 0, "\(kind): \(login.stderr)")
             #expect(login.text.contains("\"usable\":true"), "\(kind): \(login.text)")
             #expect(
@@ -93,8 +96,10 @@ struct WebDAVServersCLITests {
         let joined = try joinByApproval(onTablet, on: tablet, approvedBy: onPhone, on: phone)
         #expect(joined.contains("\"restored\":"), "\(kind): \(joined)")
         #expect(
-            try keepsake(["blockstore", "retrieve", "--key", "passkey"] + onTablet, service: tablet)
-                .text.contains(Data(passkey.utf8).base64EncodedString()))
+            try keepsake(
+                ["blockstore", "retrieve", "--key", "passkey"] + onTablet, service: tablet
+            )
+            .text.contains(Data(passkey.utf8).base64EncodedString()))
         #expect(
             try keepsake(["hint", "get"] + onTablet, service: tablet).text.contains(wallet),
             "welcome back on \(kind)")
@@ -147,9 +152,10 @@ struct WebDAVServersCLITests {
         let server = try PrivateWebDAV.start(.nginxWithoutLocks, tls: true, passwordHash: .md5)
         defer { server.stop() }
         let phone = try PrivateSecretService.start()
-        let device = deviceDirectory(of: phone) + [
-            "--cloud", server.url.absoluteString, "--cloud-ca", server.caFile.path,
-        ]
+        let device =
+            deviceDirectory(of: phone) + [
+                "--cloud", server.url.absoluteString, "--cloud-ca", server.caFile.path,
+            ]
         let login = try keepsake(
             ["cloud", "login"] + device,
             input: Data("\(server.username)\n\(server.password)\n".utf8), service: phone)

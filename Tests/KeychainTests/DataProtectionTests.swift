@@ -357,7 +357,8 @@ struct SealedItemTamperTests {
         }
         for damaged in Tampered.singleBitFlips(of: sealed) { expectRefused(damaged) }
         for damaged in Tampered.truncationsAndExtension(of: sealed) { expectRefused(damaged) }
-        expectRefused(sealed, key: SecureBytes(randomCount: Envelope.keyLength))  // another device or class
+        // Another device or class:
+        expectRefused(sealed, key: SecureBytes(randomCount: Envelope.keyLength))
         // The clear header is authenticated as stored: its fields reordered (the same values), or
         // the envelope moved before them, do not open either.
         let fields = try TLV.fields(sealed, magic: SealedItem.magic, known: 1...12)

@@ -134,7 +134,9 @@ struct RecoveryHintServiceTests {
         let start = ContinuousClock.now
         #expect(try hints.get().hint == RecoveryHint(lastWallet: testWallet("still here")))
         #expect(try hints.get().source == "blockstore")
-        #expect(ContinuousClock.now - start < Pace.allowance(bound: .milliseconds(1400), slack: .seconds(1)))
+        #expect(
+            ContinuousClock.now - start
+                < Pace.allowance(bound: .milliseconds(1400), slack: .seconds(1)))
     }
 
     @Test("Block Store unavailable: the Keychain alone keeps the hint")

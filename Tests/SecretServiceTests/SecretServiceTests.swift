@@ -41,7 +41,11 @@ struct SecretServiceTests {
             #expect(error.code == .timedOut)
         }
         let took = ContinuousClock.now - start
-        #expect(took < Pace.allowance(bound: .milliseconds(500) + SecretServiceConnection.grace, slack: .milliseconds(250)))
+        #expect(
+            took
+                < Pace.allowance(
+                    bound: .milliseconds(500) + SecretServiceConnection.grace,
+                    slack: .milliseconds(250)))
         connection.stallHook.withLock { $0 = nil }
         release.signal()
         #expect(try connection.search(["a": "b"]).unlocked.isEmpty)
@@ -164,7 +168,11 @@ struct SecretServiceTests {
             try connection.secrets(at: [path])
         }
         let took = ContinuousClock.now - start
-        #expect(took < Pace.allowance(bound: .milliseconds(500) + SecretServiceConnection.grace, slack: .milliseconds(250)))
+        #expect(
+            took
+                < Pace.allowance(
+                    bound: .milliseconds(500) + SecretServiceConnection.grace,
+                    slack: .milliseconds(250)))
         print("bound: a read of a frozen provider ended after \(took) (bound 500 ms)")
     }
 
