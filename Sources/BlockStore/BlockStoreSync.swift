@@ -26,11 +26,8 @@ public struct BlockStoreSync: Sendable {
     /// is written to the cloud.
     public func sync() throws(BlockStoreError) -> Report {
         guard device.cloud != nil else { return Report(skipped: "signed out") }
-        guard try LocalLayout.call({ try device.isEndToEndEncryptionAvailable() }) else {
-            return Report(skipped: "no end-to-end-encryption-capable lock screen")
-        }
         guard let session = try network({ try device.cloudSession() }) else {
-            return Report(skipped: "this device does not hold the cloud account's key (join first)")
+            return Report(skipped: try network { try device.whyNoCloudSession() })
         }
         let cloud = session
         let keys = CloudEntries(session.key)

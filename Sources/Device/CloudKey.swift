@@ -42,6 +42,29 @@ extension Device {
         return current
     }
 
+    /// Why this device has no session with its cloud account now (what a sync that skips says,
+    /// with what to do): signed out; no end-to-end-encryption-capable lock screen; never joined;
+    /// no longer in the account (removed from another device, or the key rotated without it).
+    package func whyNoCloudSession(forUpload: Bool = true) throws(DeviceError) -> String {
+        guard cloud != nil else { return "signed out" }
+        if forUpload, try !isEndToEndEncryptionAvailable() {
+            return
+                "this device has no end-to-end-encryption-capable lock screen: set a pin, pattern or password (keepsake lockscreen set) for its copies to go to the cloud account"
+        }
+        guard let (key, _) = try heldCloudKey(forUpload: forUpload) else {
+            return
+                "this device does not hold the cloud account's key: join the account first (keepsake device join)"
+        }
+        guard let account = try readAccount() else {
+            return "the cloud account has no account record (never made there, or deleted)"
+        }
+        guard constantTimeEquals(account.check, AccountRecord.check(key)) else {
+            return
+                "this device is no longer in the cloud account (removed from another device, or the account key changed without it): join it again (keepsake device join)"
+        }
+        return "the cloud account could not be opened just now: sync again"
+    }
+
     // MARK: - Joining
 
     /// Joins with an existing device's passcode, through the account's escrow service

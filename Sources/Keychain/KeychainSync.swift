@@ -34,10 +34,7 @@ public struct KeychainSync: Sendable {
         let cloud: CloudSession
         do {
             guard let session = try device.cloudSession() else {
-                return Report(
-                    skipped:
-                        "no end-to-end-encryption-capable lock screen, or the account key is not held"
-                )
+                return Report(skipped: try device.whyNoCloudSession())
             }
             cloud = session
         } catch {

@@ -258,15 +258,31 @@ struct JoinCLITests {
         #expect(
             try keepsake(["device", "remove", "--id", "not-an-id"] + device1, service: one).status
                 == 2)
+        // The second device gets a pin of its own (its copies can go to the cloud from now on).
+        #expect(
+            try keepsake(
+                ["lockscreen", "set", "--kind", "pin"] + device2, input: Data("4321\n".utf8),
+                service: two
+            ).status == 0)
         let removed = try keepsake(["device", "remove", "--id", twoID] + device1, service: one)
         #expect(removed.status == 0, "\(removed.stderr)")
         #expect(try devices(device1, one).map { $0["id"] as? String }.contains(twoID) == false)
         let left = try keepsake(["device", "devices"] + device2, service: two)
         #expect(
             left.status == 1 && left.stderr.contains("not in a cloud account"), "\(left.stderr)")
+        // Its syncs say it was removed, and what to do — never a bare "skipped".
+        let gone = try keepsake(["blockstore", "sync"] + device2, service: two)
+        #expect(
+            gone.status == 0 && gone.text.contains("no longer in the cloud account")
+                && gone.text.contains("join it again"), "\(gone.text) \(gone.stderr)")
+        let goneKeychain = try keepsake(["keychain", "sync"] + device2, service: two)
+        #expect(goneKeychain.text.contains("no longer in the cloud account"), "\(goneKeychain.text)")
+        // The third device, joined without a pin of its own, stays in the account; its syncs
+        // say why nothing goes up and what would change that.
         let stays = try keepsake(["blockstore", "sync"] + device3, service: three)
         #expect(
-            stays.status == 0 && !stays.text.contains("join first"), "\(stays.text) \(stays.stderr)"
-        )
+            stays.status == 0 && !stays.text.contains("join")
+                && stays.text.contains("set a pin, pattern or password"),
+            "\(stays.text) \(stays.stderr)")
     }
 }
