@@ -276,7 +276,8 @@ struct JoinCLITests {
             gone.status == 0 && gone.text.contains("no longer in the cloud account")
                 && gone.text.contains("join it again"), "\(gone.text) \(gone.stderr)")
         let goneKeychain = try keepsake(["keychain", "sync"] + device2, service: two)
-        #expect(goneKeychain.text.contains("no longer in the cloud account"), "\(goneKeychain.text)")
+        #expect(
+            goneKeychain.text.contains("no longer in the cloud account"), "\(goneKeychain.text)")
         // The third device, joined without a pin of its own, stays in the account; its syncs
         // say why nothing goes up and what would change that.
         let stays = try keepsake(["blockstore", "sync"] + device3, service: three)
