@@ -80,6 +80,10 @@ public final class Device: Sendable {
         self.tuning = tuning
         self.tpm = tpm
         records = DeviceRecordStore(secretService: secretService, directory: self.directory)
+        // A lock left on the server by a process of this device that died is released by the
+        // next one, not waited out (WebDAV locks last two minutes).
+        (cloud as? WebDAVCloud)?.keepLockTokens(
+            in: self.directory.appendingPathComponent("cloud-locks"))
     }
 
     package var passcodeCost: Argon2Cost { tuning.passcodeCost }

@@ -380,6 +380,7 @@ public struct WebDAVCloud: CloudStorage {
     package func tryLock() throws -> AnyObject? {
         let lockURL = url.appendingPathComponent(".lock")
         var madeCollection = false
+        var releasedStale = false
         while true {
             let response = try send(
                 "LOCK", lockURL, body: Self.lockBody, headers: Self.lockHeaders)
@@ -408,8 +409,24 @@ public struct WebDAVCloud: CloudStorage {
             guard response.status == 423 else {
                 throw CloudError("taking the account lock: HTTP \(response.status)")
             }
+            // Held — perhaps by a process of this device that died holding it (a sync killed
+            // part-way): its lock is released now rather than waited out.
+            if !releasedStale, state.releaseStaleLocks(of: self, at: lockURL) {
+                releasedStale = true
+                continue
+            }
             return nil
         }
+    }
+
+    fileprivate func unlock(_ target: URL, token: String) throws -> Response {
+        try send("UNLOCK", target, headers: ["Lock-Token": token], attempts: 1)
+    }
+
+    /// Where this device notes the lock tokens its processes hold (its directory's
+    /// `cloud-locks`), so that one left by a process that died is released by the next.
+    package func keepLockTokens(in file: URL) {
+        state.tokenFile.withLock { $0 = file }
     }
 
     static let lockBody = Data(
@@ -442,25 +459,46 @@ public struct WebDAVCloud: CloudStorage {
         let url: URL
         let token: String
         private let stop = DispatchSemaphore(value: 0)
+        /// Set once released; a refresh is sent only while it is false, under this lock, so no
+        /// refresh ever reaches the server after the UNLOCK.
+        private let released = Released()
+
+        private final class Released: Sendable {
+            private let flag = Mutex(false)
+            func withLock<R>(_ body: (inout Bool) -> R) -> R { flag.withLock { body(&$0) } }
+        }
 
         init(cloud: WebDAVCloud, url: URL, token: String, lifetime: TimeInterval) {
             self.cloud = cloud
             self.url = url
             self.token = token
             let generation = cloud.state.acquired()
+            cloud.state.noteToken(token, for: url)
             let stop = self.stop
+            let released = self.released
+            // Refreshed only while the whole hold stays within what a stray waits before it is
+            // removed (`StrayObjects.age`, less a margin): a session never outlives that rule.
+            let holdUntil = Date().addingTimeInterval(
+                StrayObjects.age - WebDAVCloud.lockLifetime / 4 - lifetime)
             // A client of its own: a refresh never waits behind the session's requests.
             let refreshing = cloud.withLaneConnection()
             let condition = token.hasPrefix("<") ? "(\(token))" : "(<\(token)>)"
             let state = cloud.state
             Thread {
                 while stop.wait(timeout: .now() + max(0.5, lifetime / 2)) == .timedOut {
-                    let refreshed = try? refreshing.send(
-                        "LOCK", url,
-                        headers: [
-                            "If": condition, "Timeout": "Second-\(Int(WebDAVCloud.lockLifetime))",
-                        ])
-                    guard let refreshed, (200..<300).contains(refreshed.status) else {
+                    guard Date() < holdUntil else { return }
+                    let refreshed = released.withLock { released -> Bool? in
+                        guard !released else { return nil }
+                        let answer = try? refreshing.send(
+                            "LOCK", url,
+                            headers: [
+                                "If": condition,
+                                "Timeout": "Second-\(Int(WebDAVCloud.lockLifetime))",
+                            ])
+                        return answer.map { (200..<300).contains($0.status) } ?? false
+                    }
+                    guard let refreshed else { return }
+                    guard refreshed else {
                         state.lost(generation)
                         return
                     }
@@ -470,9 +508,11 @@ public struct WebDAVCloud: CloudStorage {
 
         // Only this holder's token unlocks it; a repeated UNLOCK of a released lock is refused.
         deinit {
+            released.withLock { $0 = true }
             stop.signal()
             cloud.state.released()
             _ = try? cloud.send("UNLOCK", url, headers: ["Lock-Token": token])
+            cloud.state.forgetToken(token)
         }
     }
 
@@ -562,6 +602,62 @@ final class ServerState: Sendable {
     }
     var holdsLock: Bool { hold.withLock { $0.depth > 0 } }
     var lockLost: Bool { hold.withLock { $0.lost } }
+
+    /// The device's note of the lock tokens its processes hold (`keepLockTokens(in:)`): a line
+    /// `<pid> <process start time> <lock URL> <token>` per held lock.
+    let tokenFile = Mutex<URL?>(nil)
+
+    private func editTokens(_ edit: (inout [[String]]) -> Void) {
+        guard let file = tokenFile.withLock({ $0 }) else { return }
+        // One process of the device edits the note at a time.
+        guard let guardLock = try? FileLock(file.appendingPathExtension("lock")) else { return }
+        withExtendedLifetime(guardLock) {
+            let text =
+                ((try? Files.read(file, limit: 64 * 1024)) ?? nil).map {
+                    String(decoding: $0, as: UTF8.self)
+                } ?? ""
+            var lines = text.split(separator: "\n").map {
+                $0.split(separator: " ").map(String.init)
+            }
+            .filter { $0.count == 4 }
+            edit(&lines)
+            let joined = lines.map { $0.joined(separator: " ") + "\n" }.joined()
+            try? Files.writeAtomically(Data(joined.utf8), to: file)
+        }
+    }
+
+    func noteToken(_ token: String, for url: URL) {
+        guard !token.contains(" "), let started = Self.startTime(of: getpid()) else { return }
+        editTokens { $0.append(["\(getpid())", started, url.absoluteString, token]) }
+    }
+
+    func forgetToken(_ token: String) { editTokens { $0.removeAll { $0[3] == token } } }
+
+    /// UNLOCKs the locks at `url` noted by processes that are gone (their pid ended, or is
+    /// another process now); true when there was one.
+    func releaseStaleLocks(of cloud: WebDAVCloud, at url: URL) -> Bool {
+        var stale: [String] = []
+        editTokens { lines in
+            lines.removeAll { line in
+                guard line[2] == url.absoluteString, let pid = Int32(line[0]),
+                    Self.startTime(of: pid) != line[1]
+                else { return false }
+                stale.append(line[3])
+                return true
+            }
+        }
+        for token in stale { _ = try? cloud.unlock(url, token: token) }
+        return !stale.isEmpty
+    }
+
+    /// A process's start time (field 22 of `/proc/PID/stat`), which tells a reused pid apart.
+    static func startTime(of pid: Int32) -> String? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return fields.count > 19 ? String(fields[19]) : nil
+    }
 }
 
 /// One HTTP exchange through libcurl (`CKeepsakeHTTP`), its limits set there.

@@ -84,4 +84,31 @@ struct WebDAVServersTests {
         // Released: the next taker has it at once.
         #expect(try other.tryLock() != nil)
     }
+
+    @Test(
+        "a lock left on the server by a process of this device that died (a sync killed part-way) is released by the next one, not waited out; one held by a live process is left alone"
+    )
+    func staleOwnLock() throws {
+        let server = try PrivateWebDAV.start(swept: false)
+        defer { server.stop() }
+        let notes = Throwaway.directory("locks").appendingPathComponent("cloud-locks")
+        let holder = try server.cloud()
+        holder.keepLockTokens(in: notes)
+        let next = try server.cloud()
+        next.keepLockTokens(in: notes)
+        // A live holder (this process): its lock stays.
+        let held = try holder.lock()
+        #expect(try next.tryLock() == nil)
+        // The holder "dies" without releasing: its note now names a process that is gone.
+        let deadPid = Int32.max - 1  // no process has it
+        let text = try String(contentsOf: notes, encoding: .utf8)
+        let fields = try #require(text.split(separator: "\n").first?.split(separator: " "))
+        try ([String(deadPid), "0"] + fields[2...].map(String.init)).joined(separator: " ")
+            .appending("\n").write(to: notes, atomically: true, encoding: .utf8)
+        _ = Unmanaged.passRetained(held)  // never released by this process
+        // The next one releases the dead holder's lock and takes it at once.
+        let taken = try next.tryLock()
+        #expect(taken != nil)
+        #expect(server.answered.contains("UNLOCK 204"), "\(server.answered)")
+    }
 }
