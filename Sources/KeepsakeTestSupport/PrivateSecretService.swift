@@ -250,19 +250,11 @@ package final class PrivateSecretService: @unchecked Sendable {
             LockDatabaseIdle=false
             LockDatabaseScreenLock=false
             """.write(to: config, atomically: true, encoding: .utf8)
-            let importer = Process()
-            importer.executableURL = try Self.tool("keepassxc-cli")
-            importer.arguments = ["import", "-q", "-p", xml.path, database.path]
-            importer.environment = environment
-            let input = Pipe()
-            importer.standardInput = input
-            importer.standardOutput = FileHandle.nullDevice
-            importer.standardError = FileHandle.nullDevice
-            try importer.run()
-            input.fileHandleForWriting.write(Data("\(masterPassword)\n\(masterPassword)\n".utf8))
-            try input.fileHandleForWriting.close()
-            importer.waitUntilExit()
-            guard importer.terminationStatus == 0 else {
+            let imported = try Spawn.capture(
+                try Self.tool("keepassxc-cli").path,
+                ["import", "-q", "-p", xml.path, database.path], environment: environment,
+                input: Data("\(masterPassword)\n\(masterPassword)\n".utf8))
+            guard imported.status == 0 else {
                 throw HarnessError("keepassxc-cli import failed (apt-get install keepassxc)")
             }
         }

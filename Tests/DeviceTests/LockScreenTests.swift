@@ -293,41 +293,24 @@ struct LockScreenTests {
 /// Runs the `keyctl` tool (keyutils) and returns its exit status and standard output.
 @discardableResult
 func keyctl(_ arguments: [String], input: Data? = nil) throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/keyctl")
-    process.arguments = arguments
-    let out = Pipe()
-    process.standardOutput = out
-    process.standardError = FileHandle.nullDevice
-    let stdin = Pipe()
-    if input != nil { process.standardInput = stdin }
-    try process.run()
-    if let input {
-        stdin.fileHandleForWriting.write(input)
-        try stdin.fileHandleForWriting.close()
-    }
-    let data = out.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    let run = try Spawn.capture(
+        "/usr/bin/keyctl", arguments, environment: ProcessInfo.processInfo.environment,
+        input: input ?? Data())
+    return (run.status, String(decoding: run.stdout, as: UTF8.self))
 }
 
 /// Every item of the default collection (its `Items` property, read with gdbus: an independent
 /// client, and one that works on every provider — KeePassXC's SearchItems with no attribute
 /// finds nothing).
 private func collectionItems(_ service: PrivateSecretService) throws -> [String] {
-    let tool = Process()
-    tool.executableURL = URL(fileURLWithPath: "/usr/bin/gdbus")
-    tool.arguments = [
-        "call", "--session", "--dest", "org.freedesktop.secrets", "--object-path",
-        "/org/freedesktop/secrets/aliases/default", "--method",
-        "org.freedesktop.DBus.Properties.Get", "org.freedesktop.Secret.Collection", "Items",
-    ]
-    tool.environment = service.environment
-    let output = Pipe()
-    tool.standardOutput = output
-    try tool.run()
-    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    tool.waitUntilExit()
+    let found = try Spawn.capture(
+        "/usr/bin/gdbus",
+        [
+            "call", "--session", "--dest", "org.freedesktop.secrets", "--object-path",
+            "/org/freedesktop/secrets/aliases/default", "--method",
+            "org.freedesktop.DBus.Properties.Get", "org.freedesktop.Secret.Collection", "Items",
+        ], environment: service.environment)
+    let text = String(decoding: found.stdout, as: UTF8.self)
     return text.split(separator: "'").map(String.init).filter {
         $0.hasPrefix("/org/freedesktop/secrets/collection/")
     }

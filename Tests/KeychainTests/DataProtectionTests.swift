@@ -147,16 +147,10 @@ struct DataProtectionTests {
             try phone.add("a\(index)", Accessibility.allCases[index], secret)
         }
         // An independent client: secret-tool reads every secret of the collection.
-        let tool = Process()
-        tool.executableURL = URL(fileURLWithPath: "/usr/bin/secret-tool")
-        tool.arguments = ["search", "--all", "--unlock", "service", "table"]
-        tool.environment = phone.service.environment
-        let output = Pipe()
-        tool.standardOutput = output
-        tool.standardError = FileHandle.nullDevice
-        try tool.run()
-        let dump = output.fileHandleForReading.readDataToEndOfFile()
-        tool.waitUntilExit()
+        let dump = try Spawn.capture(
+            "/usr/bin/secret-tool", ["search", "--all", "--unlock", "service", "table"],
+            environment: phone.service.environment
+        ).stdout
         #expect(String(decoding: dump, as: UTF8.self).contains("secret = KSK2"))
         // And every raw value, read over D-Bus.
         let connection = phone.keychain.secretService
@@ -249,21 +243,16 @@ func overwriteSecret(_ connection: SecretServiceConnection, at path: ItemPath, w
 func secretToolAttributes(_ connection: SecretServiceConnection, _ path: ItemPath) throws
     -> [String: String]
 {
-    let tool = Process()
-    tool.executableURL = URL(fileURLWithPath: "/usr/bin/gdbus")
-    tool.arguments = [
-        "call", "--session", "--dest", "org.freedesktop.secrets", "--object-path", path.rawValue,
-        "--method", "org.freedesktop.DBus.Properties.Get", "org.freedesktop.Secret.Item",
-        "Attributes",
-    ]
     var environment = ProcessInfo.processInfo.environment
     environment["DBUS_SESSION_BUS_ADDRESS"] = connection.busAddress
-    tool.environment = environment
-    let output = Pipe()
-    tool.standardOutput = output
-    try tool.run()
-    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    tool.waitUntilExit()
+    let found = try Spawn.capture(
+        "/usr/bin/gdbus",
+        [
+            "call", "--session", "--dest", "org.freedesktop.secrets", "--object-path",
+            path.rawValue, "--method", "org.freedesktop.DBus.Properties.Get",
+            "org.freedesktop.Secret.Item", "Attributes",
+        ], environment: environment)
+    let text = String(decoding: found.stdout, as: UTF8.self)
     // (<{'service': 'table', 'account': 'alice', …}>,)
     var attributes: [String: String] = [:]
     let pattern = try NSRegularExpression(pattern: "'([^']*)': '([^']*)'")

@@ -56,16 +56,9 @@ struct SecretServiceTests {
         "KeePassXC's access prompt (CreateItem with replace over another client's item) comes back within the bound, done or as a prompt that needs a person; KeePassXC keeps answering",
         .enabled(if: PrivateSecretService.defaultProvider == .keepassxc))
     func promptRefused() throws {
-        let tool = Process()
-        tool.executableURL = URL(fileURLWithPath: "/usr/bin/secret-tool")
-        tool.arguments = ["store", "--label", "theirs", "owner", "other-client"]
-        tool.environment = service.environment
-        let input = Pipe()
-        tool.standardInput = input
-        try tool.run()
-        input.fileHandleForWriting.write(Data("theirs".utf8))
-        try input.fileHandleForWriting.close()
-        tool.waitUntilExit()
+        _ = try Spawn.capture(
+            "/usr/bin/secret-tool", ["store", "--label", "theirs", "owner", "other-client"],
+            environment: service.environment, input: Data("theirs".utf8))
         let connection = service.connection(timeout: .seconds(2))
         let start = ContinuousClock.now
         do {
