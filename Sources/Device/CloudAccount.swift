@@ -75,9 +75,8 @@ extension CloudStorage {
     }
 }
 
-/// The cloud account as a directory (the only backend so far; WebDAV or object storage would
-/// implement ``CloudStorage`` the same way). Writes are atomic; names are validated so none can
-/// escape the directory.
+/// The cloud account as a directory (a synced folder, a mounted share; `WebDAVCloud` is the other
+/// ``CloudStorage``). Writes are atomic; names are validated so none can escape the directory.
 public struct CloudDirectory: CloudStorage {
     public let url: URL
     public init(_ url: URL) { self.url = url }

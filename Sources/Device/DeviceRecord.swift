@@ -118,8 +118,8 @@ struct DeviceRecordStore: Sendable {
     static let attributes = ["xdg:schema": "org.keepsake.Device", "keepsake-device": "state"]
 
     /// The record, made on first use. Concurrent first uses may make several; the smallest path
-    /// wins and the others are deleted (see issue on provider path order — every process agrees
-    /// on the same comparison).
+    /// wins and the others are deleted (whatever order a provider gives its paths in, every
+    /// process makes the same comparison).
     func load() throws(DeviceError) -> (path: ItemPath, record: DeviceRecord) {
         for _ in 0..<3 {
             let found = try call { () throws(SecretServiceError) in

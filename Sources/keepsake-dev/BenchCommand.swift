@@ -74,9 +74,8 @@ struct KeychainBenchmark {
 
     func run() throws {
         // KeePassXC saves its database a moment after a change, off the calls timed here; with
-        // that save on, 2.7.4 segfaulted under 5 of 5 runs of 300 adds here (in its save's
-        // pooled thread), so it saves only at exit — the calls cost the same either way (add
-        // 1.49–1.75× with, 1.49–1.52× without).
+        // that save on, 2.7.4 crashes in its save's thread under a run of 300 adds, so it saves
+        // only at exit — the calls timed cost the same either way.
         let service = try PrivateSecretService.start(
             provider: provider, savesAfterEveryChange: provider != .keepassxc)
         defer { service.stop() }
