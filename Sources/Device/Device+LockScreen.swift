@@ -224,9 +224,17 @@ extension Device {
                 record.setPresence(SecureBytes(randomCount: 32), kek: proof.kek)
                 path = try records.store(record, replacing: path)
             }
-            if cloud != nil, let kept = try? maintainCloudKey(&record, passcode: passcode) {
-                if kept.changed { try records.store(record, replacing: path) }
-                if let key = kept.recoveryKey { createdRecoveryKey = key }
+            lastCloudAccountProblem.withLock { $0 = nil }
+            if cloud != nil {
+                // The device unlocks whatever the cloud does; what went wrong there is kept
+                // for the caller to say (`lastCloudAccountProblem`), never dropped.
+                do throws(DeviceError) {
+                    let kept = try maintainCloudKey(&record, passcode: passcode)
+                    if kept.changed { try records.store(record, replacing: path) }
+                    if let key = kept.recoveryKey { createdRecoveryKey = key }
+                } catch {
+                    lastCloudAccountProblem.withLock { $0 = error.message }
+                }
             }
         }
         return createdRecoveryKey

@@ -37,6 +37,9 @@ public final class Device: Sendable {
     let records: DeviceRecordStore
     private let runtimeCache = Mutex<RuntimeKeys?>(nil)
     private let dataKeyCache = Mutex<[String: SecureBytes]>([:])
+    /// Why the last unlock could not keep the cloud account up to date (it unlocked all the
+    /// same), for a caller to say so; nil when it could or had nothing to do.
+    package let lastCloudAccountProblem = Mutex<String?>(nil)
 
     /// A device at the real cost and delays (Argon2id `moderate`, delays from one second), with
     /// the machine's TPM (`/dev/tpmrm0`) when it has one.

@@ -42,6 +42,13 @@ enum LockScreenCommand {
             {
                 showRecoveryKey(recoveryKey)
             }
+            if let problem = device.lastCloudAccountProblem.withLock({ $0 }) {
+                // Unlocked; the account could not be kept up to date: say so, never in silence.
+                FileHandle.standardError.write(
+                    Data(
+                        "keepsake: unlocked, but the cloud account could not be kept up to date: \(problem) (tried again at the next unlock)\n"
+                            .utf8))
+            }
         case "lock":
             try context.arguments.allowOnly([])
             try device.lock()

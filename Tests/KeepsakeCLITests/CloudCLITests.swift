@@ -140,6 +140,17 @@ struct CloudCLITests {
         let status = try keepsake(
             ["lockscreen", "status"] + deviceDirectory(of: service), service: service)
         #expect(status.text.contains("\"kind\":\"pin\""))
+        // The next unlock tries again; it unlocks, and says what it could not do.
+        #expect(
+            try keepsake(["lockscreen", "lock"] + deviceDirectory(of: service), service: service)
+                .status == 0)
+        let unlock = try keepsake(
+            ["lockscreen", "unlock", "--cloud", server.url.absoluteString]
+                + deviceDirectory(of: service), input: Data("2580\n".utf8), service: service)
+        #expect(unlock.status == 0)
+        #expect(
+            unlock.stderr.contains("unlocked, but the cloud account could not be kept up to date")
+                && unlock.stderr.contains("LOCK"), "\(unlock.stderr)")
     }
 
     @Test("credentials from ~/.netrc, which must be private to its owner; no CA, no connection")
