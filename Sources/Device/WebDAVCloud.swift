@@ -307,12 +307,12 @@ public struct WebDAVCloud: CloudStorage {
         let conditional = again.status == 412 && stale.status == 412
         let target = url.appendingPathComponent(".probe-lock-\(suffix)")
         defer { _ = try? send("DELETE", target, attempts: 1) }
-        let first = try send("LOCK", target, body: Self.lockBody, headers: Self.lockHeaders)
+        let first = try send("LOCK", target, body: Self.lockBody(), headers: Self.lockHeaders)
         var locking = WebDAVCapabilities.Locking.none
         var granted: Int?
         if (200..<300).contains(first.status), let token = first.lockToken {
             granted = Self.grantedSeconds(first.body)
-            let second = try send("LOCK", target, body: Self.lockBody, headers: Self.lockHeaders)
+            let second = try send("LOCK", target, body: Self.lockBody(), headers: Self.lockHeaders)
             if (200..<300).contains(second.status) {
                 locking = .notExclusive
                 if let other = second.lockToken {
@@ -381,9 +381,19 @@ public struct WebDAVCloud: CloudStorage {
         let lockURL = url.appendingPathComponent(".lock")
         var madeCollection = false
         var releasedStale = false
+        // Each try names itself as the lock's owner: a LOCK whose answer was lost in transit
+        // and sent again meets its own lock (423), which it then finds by that name and keeps —
+        // never an orphan that blocks every device until it expires.
+        let owner = "keepsake-\(String(UInt64.random(in: 0...UInt64.max), radix: 16))"
         while true {
+            let sentBefore = requests.value
             let response = try send(
-                "LOCK", lockURL, body: Self.lockBody, headers: Self.lockHeaders)
+                "LOCK", lockURL, body: Self.lockBody(owner: owner), headers: Self.lockHeaders)
+            if response.status == 423, requests.value - sentBefore > 1,
+                let token = try ownLock(at: lockURL, owner: owner)
+            {
+                return Lock(cloud: self, url: lockURL, token: token, lifetime: Self.lockLifetime)
+            }
             if response.status == 409 || (response.status == 500 && !madeCollection) {
                 // The account's collection does not exist yet (rclone answers 500): made once.
                 guard !madeCollection else {
@@ -419,6 +429,26 @@ public struct WebDAVCloud: CloudStorage {
         }
     }
 
+    /// The token of the lock at `target` when its owner is `owner` (`PROPFIND` of its
+    /// `lockdiscovery`), else nil.
+    private func ownLock(at target: URL, owner: String) throws -> String? {
+        let body = Data(
+            #"<?xml version="1.0" encoding="utf-8"?><propfind xmlns="DAV:"><prop><lockdiscovery/></prop></propfind>"#
+                .utf8)
+        let found = try send(
+            "PROPFIND", target, body: body,
+            headers: ["Depth": "0", "Content-Type": "application/xml"], attempts: 1)
+        let text = String(decoding: found.body, as: UTF8.self)
+        guard found.status == 207, text.contains(owner),
+            let href = text.range(of: "locktoken>", options: .caseInsensitive),
+            let start = text.range(
+                of: "href>", options: .caseInsensitive, range: href.upperBound..<text.endIndex),
+            let end = text.range(of: "<", range: start.upperBound..<text.endIndex)
+        else { return nil }
+        let token = text[start.upperBound..<end.lowerBound].trimmingCharacters(in: .whitespaces)
+        return token.isEmpty ? nil : "<\(token)>"
+    }
+
     fileprivate func unlock(_ target: URL, token: String) throws -> Response {
         try send("UNLOCK", target, headers: ["Lock-Token": token], attempts: 1)
     }
@@ -429,9 +459,11 @@ public struct WebDAVCloud: CloudStorage {
         state.tokenFile.withLock { $0 = file }
     }
 
-    static let lockBody = Data(
-        #"<?xml version="1.0" encoding="utf-8"?><lockinfo xmlns="DAV:"><lockscope><exclusive/></lockscope><locktype><write/></locktype><owner>keepsake</owner></lockinfo>"#
-            .utf8)
+    static func lockBody(owner: String = "keepsake") -> Data {
+        Data(
+            (#"<?xml version="1.0" encoding="utf-8"?><lockinfo xmlns="DAV:"><lockscope><exclusive/></lockscope><locktype><write/></locktype><owner>"#
+                + owner + "</owner></lockinfo>").utf8)
+    }
     static let lockHeaders = [
         "Content-Type": "application/xml", "Depth": "0",
         "Timeout": "Second-\(Int(lockLifetime))",

@@ -389,6 +389,58 @@ struct KeychainBenchmark {
         print(
             "  start-up alone: keepsake --help \(format(median(help)))  (a process that does nothing, /bin/true: \(format(median(toolHelp))))"
         )
+        // What each lookup asks of the bus, seen by dbus-monitor on the private bus.
+        let keepsakeCalls = try Self.busCalls(service) {
+            _ = try run(
+                shipped, ["keychain", "get", "--service", "cold", "--account", "a"] + options)
+        }
+        let toolCalls = try Self.busCalls(service) {
+            _ = try run(secretTool, ["lookup", "bench", "cold-start", "key", "a"])
+        }
+        print(
+            "  D-Bus calls per lookup: keepsake keychain get \(keepsakeCalls)  ·  secret-tool lookup \(toolCalls)  target: no more than secret-tool  "
+                + (keepsakeCalls.all <= toolCalls.all ? "ok" : "MISSED"))
+    }
+
+    /// The method calls made on `service`'s bus while `body` runs (every client's: a lookup's
+    /// own connections' `Hello` and match rules included), as `dbus-monitor` sees them.
+    struct BusCalls: CustomStringConvertible {
+        var toService = 0
+        var toBus = 0
+        var connections = 0
+        var all: Int { toService + toBus }
+        var description: String {
+            "\(all) (\(toService) to the Secret Service, \(toBus) to the bus, \(connections) connection\(connections == 1 ? "" : "s"))"
+        }
+    }
+
+    static func busCalls(_ service: PrivateSecretService, _ body: () throws -> Void) throws
+        -> BusCalls
+    {
+        let log = Throwaway.directory("bench-calls").appendingPathComponent("monitor")
+        let monitor = try Daemon(
+            "exec /usr/bin/dbus-monitor --address \(service.busAddress) --monitor > \(log.path)",
+            environment: service.environment)
+        defer { monitor.stop() }
+        // Ready once it has said it is monitoring (its NameLost / NameAcquired signals).
+        let deadline = Date().addingTimeInterval(10)
+        while ((try? Data(contentsOf: log))?.isEmpty ?? true) && Date() < deadline {
+            usleep(20_000)
+        }
+        try body()
+        usleep(200_000)  // what the monitor has yet to write out
+        monitor.stop()
+        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        var calls = BusCalls()
+        for line in text.split(separator: "\n") where line.hasPrefix("method call ") {
+            if line.contains("destination=org.freedesktop.DBus ") {
+                calls.toBus += 1
+                if line.contains("member=Hello") { calls.connections += 1 }
+            } else {
+                calls.toService += 1
+            }
+        }
+        return calls
     }
 
     /// How long `body` took on a thread of its own, or nil when it had not returned after

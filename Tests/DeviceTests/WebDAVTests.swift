@@ -169,8 +169,13 @@ struct WebDAVFaultTests {
         let server = try PrivateWebDAV.start()
         defer { server.stop() }
         let cloud = try server.cloud()
-        let (phone, service) = try phoneWithPin(on: cloud)
+        let service = try PrivateSecretService.start()
         defer { withExtendedLifetime(service) {} }
+        let phone = Device(
+            secretService: service.connection(), directory: Throwaway.directory("phone"),
+            cloud: cloud, tuning: .fast)
+        let made = try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        #expect(made.cloudAccountProblem == nil, "\(made.cloudAccountProblem ?? "")")
         let session = try #require(try phone.cloudSession())
         let objects = CloudObjects(cloudKey: session.key, kind: CloudObjects.kind("kv-"))
         // Another writer (whose lock had expired) adds an object and a new manifest meanwhile.
