@@ -418,8 +418,10 @@ struct KeychainBenchmark {
         -> BusCalls
     {
         let log = Throwaway.directory("bench-calls").appendingPathComponent("monitor")
+        // Its own shell, so that its output goes to `log` (the harness sends a daemon's own
+        // output to a log of its own).
         let monitor = try Daemon(
-            "exec /usr/bin/dbus-monitor --address \(service.busAddress) --monitor > \(log.path)",
+            "exec /bin/sh -c 'exec /usr/bin/dbus-monitor --address \(service.busAddress) --monitor > \(log.path)'",
             environment: service.environment)
         defer { monitor.stop() }
         // Ready once it has said it is monitoring (its NameLost / NameAcquired signals).
