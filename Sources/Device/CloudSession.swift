@@ -266,7 +266,9 @@ package final class CloudSession {
 /// one for `age` — longer than any session holds the account's lock — so an upload another
 /// session has not listed yet is never removed, whatever the server's lock did.
 struct StrayObjects {
-    static let age: TimeInterval = 2 * WebDAVCloud.lockLifetime
+    /// Four minutes: a session's lock is refreshed for at most this long (less its lifetime and a
+    /// margin), so no session outlives it.
+    static let age: TimeInterval = 240
     let file: URL
 
     init(directory: URL) { file = directory.appendingPathComponent("cloud-strays") }

@@ -30,7 +30,9 @@ public struct WebDAVCloud: CloudStorage {
     private let lanePool = LanePool()
     /// What this client (and its copies) learnt of the server, and whether it holds the lock.
     private let state = ServerState()
-    static let lockLifetime: TimeInterval = 120
+    /// The account lock's lifetime as asked of the server: short, since its holder refreshes it
+    /// (`Lock`), so a holder that crashed blocks the other devices for at most this long.
+    static let lockLifetime: TimeInterval = 30
 
     /// - Throws: `CloudError` for a URL that is not `https://`, or `http://` off loopback.
     public init(
@@ -368,7 +370,8 @@ public struct WebDAVCloud: CloudStorage {
     /// its holder never released expire after `lockLifetime`. Released (UNLOCK with its token)
     /// when the returned value goes.
     public func lock() throws -> AnyObject {
-        let deadline = Date().addingTimeInterval(Self.lockLifetime + timeout)
+        // A live holder may keep it as long as a session may last (its refreshes stop there).
+        let deadline = Date().addingTimeInterval(StrayObjects.age + timeout)
         while true {
             if let lock = try tryLock() { return lock }
             guard Date() < deadline else { throw CloudError("the account lock stays taken") }
