@@ -317,13 +317,11 @@ public struct WebDAVCloud: CloudStorage {
             let second = try send("LOCK", target, body: Self.lockBody(), headers: Self.lockHeaders)
             if (200..<300).contains(second.status) {
                 locking = .notExclusive
-                if let other = second.lockToken {
-                    _ = try? send("UNLOCK", target, headers: ["Lock-Token": other])
-                }
+                if let other = second.lockToken { _ = try? unlock(target, token: other) }
             } else {
                 locking = .exclusive
             }
-            _ = try? send("UNLOCK", target, headers: ["Lock-Token": token])
+            _ = try? unlock(target, token: token)
         } else if ![405, 501].contains(first.status) {
             throw CloudError("probing the WebDAV server: LOCK answered HTTP \(first.status)")
         }
@@ -452,8 +450,9 @@ public struct WebDAVCloud: CloudStorage {
         return token.isEmpty ? nil : "<\(token)>"
     }
 
-    fileprivate func unlock(_ target: URL, token: String) throws -> Response {
-        try send("UNLOCK", target, headers: ["Lock-Token": token], attempts: 1)
+    /// Releases the lock `token` holds on `target` (only that token's holder can).
+    fileprivate func unlock(_ target: URL, token: String, attempts: Int? = nil) throws -> Response {
+        try send("UNLOCK", target, headers: ["Lock-Token": token], attempts: attempts)
     }
 
     /// Where this device notes the lock tokens its processes hold (its directory's
@@ -467,9 +466,10 @@ public struct WebDAVCloud: CloudStorage {
             (#"<?xml version="1.0" encoding="utf-8"?><lockinfo xmlns="DAV:"><lockscope><exclusive/></lockscope><locktype><write/></locktype><owner>"#
                 + owner + "</owner></lockinfo>").utf8)
     }
+    /// The lifetime asked of the server, when a lock is taken and when it is refreshed.
+    static let lockTimeout = "Second-\(Int(lockLifetime))"
     static let lockHeaders = [
-        "Content-Type": "application/xml", "Depth": "0",
-        "Timeout": "Second-\(Int(lockLifetime))",
+        "Content-Type": "application/xml", "Depth": "0", "Timeout": lockTimeout,
     ]
 
     /// The seconds of a LOCK answer's `<timeout>Second-N</timeout>` (nil for none, `Infinite`,
@@ -526,10 +526,7 @@ public struct WebDAVCloud: CloudStorage {
                         guard !released else { return nil }
                         let answer = try? refreshing.send(
                             "LOCK", url,
-                            headers: [
-                                "If": condition,
-                                "Timeout": "Second-\(Int(WebDAVCloud.lockLifetime))",
-                            ])
+                            headers: ["If": condition, "Timeout": WebDAVCloud.lockTimeout])
                         return answer.map { (200..<300).contains($0.status) } ?? false
                     }
                     guard let refreshed else { return }
@@ -546,7 +543,7 @@ public struct WebDAVCloud: CloudStorage {
             released.withLock { $0 = true }
             stop.signal()
             cloud.state.released()
-            _ = try? cloud.send("UNLOCK", url, headers: ["Lock-Token": token])
+            _ = try? cloud.unlock(url, token: token)
             cloud.state.forgetToken(token)
         }
     }
@@ -681,7 +678,7 @@ final class ServerState: Sendable {
                 return true
             }
         }
-        for token in stale { _ = try? cloud.unlock(url, token: token) }
+        for token in stale { _ = try? cloud.unlock(url, token: token, attempts: 1) }
         return !stale.isEmpty
     }
 

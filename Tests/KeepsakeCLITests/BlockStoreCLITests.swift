@@ -178,43 +178,9 @@ struct JoinCLITests {
         #expect(
             noEscrow.status == 1 && noEscrow.stderr.contains("--approval")
                 && noEscrow.stderr.contains("--recovery-key"))
-        // The new device posts its request and waits for an answer.
-        let process = Process()
-        process.executableURL = keepsakeExecutable
-        process.arguments = ["device", "join", "--approval", "--timeout", "30"] + device2
-        process.environment = two.environment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        // The existing device lists (and so answers) the request once it is there.
-        var listed: [[String: Any]] = []
-        for _ in 0..<100 where listed.isEmpty {
-            let requests = try keepsake(["device", "requests"] + device1, service: one)
-            listed =
-                (try? JSONSerialization.jsonObject(with: requests.stdout) as? [[String: Any]]) ?? []
-            if listed.isEmpty { usleep(100_000) }
-        }
-        #expect(listed.count == 1 && listed.first?["code"] is NSNull)
-        // Then the new device shows its code: what the user reads there.
-        var lines = ""
-        let reader = output.fileHandleForReading
-        while !lines.contains("\"code\"") {
-            let chunk = reader.availableData
-            if chunk.isEmpty { break }
-            lines += String(decoding: chunk, as: UTF8.self)
-        }
-        let code = try #require(
-            lines.firstMatch(of: /"code":"([0-9]{6})"/).map { String($0.output.1) })
-        // The existing device computes the same code; the user types it there.
-        let again = try keepsake(["device", "requests"] + device1, service: one)
-        #expect(again.text.contains("\"code\":\"\(code)\""), "\(again.text)")
-        let approved = try keepsake(["device", "approve", "--code", code] + device1, service: one)
-        #expect(approved.status == 0, "\(approved.stderr)")
-        lines += String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        // The new device posts its request and waits; the existing device answers; the new
+        // device shows its code; the user types it on the existing device (`joinByApproval`).
+        let lines = try joinByApproval(device2, on: two, approvedBy: device1, on: one)
         #expect(lines.contains("\"restored\":1"), "\(lines)")
         // Approving without a code is refused.
         let blind = try keepsake(["device", "approve"] + device1, service: one)

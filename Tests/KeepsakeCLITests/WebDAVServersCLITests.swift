@@ -20,6 +20,7 @@ func joinByApproval(
     process.standardInput = FileHandle.nullDevice
     try process.run()
     defer { if process.isRunning { process.terminate() } }
+    // The existing device lists (and so answers) the request once it is there, no code yet.
     var listed: [[String: Any]] = []
     for _ in 0..<300 where listed.isEmpty {
         let requests = try keepsake(["device", "requests"] + existing, service: old)
@@ -27,6 +28,7 @@ func joinByApproval(
             (try? JSONSerialization.jsonObject(with: requests.stdout) as? [[String: Any]]) ?? []
         if listed.isEmpty { usleep(100_000) }
     }
+    #expect(listed.count == 1 && listed.first?["code"] is NSNull, "\(listed)")
     var lines = ""
     let reader = output.fileHandleForReading
     while !lines.contains("\"code\"") {
@@ -36,7 +38,9 @@ func joinByApproval(
     }
     let code = try #require(
         lines.firstMatch(of: /"code":"([0-9]{6})"/).map { String($0.output.1) }, "\(lines)")
-    _ = try keepsake(["device", "requests"] + existing, service: old)
+    // The existing device computes the same code; the user types it there.
+    let again = try keepsake(["device", "requests"] + existing, service: old)
+    #expect(again.text.contains("\"code\":\"\(code)\""), "\(again.text)")
     let approved = try keepsake(["device", "approve", "--code", code] + existing, service: old)
     #expect(approved.status == 0, "\(approved.stderr)")
     lines += String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
