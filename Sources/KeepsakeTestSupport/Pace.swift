@@ -48,3 +48,18 @@ package enum Pace {
         return ContinuousClock.now - start
     }
 }
+
+/// Runs `body(0..<count)` all at once, each on a thread of its own (`DispatchQueue.concurrentPerform`
+/// runs only as many at a time as there are cores), and returns when every one has.
+package func allAtOnce(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
+    let group = DispatchGroup()
+    for index in 0..<count {
+        group.enter()
+        let thread = Thread {
+            body(index)
+            group.leave()
+        }
+        thread.start()
+    }
+    group.wait()
+}

@@ -2,7 +2,7 @@ import Device
 import Foundation
 
 /// A private WebDAV server on loopback — Apache httpd with mod_dav (PROVIDERS.md), nginx with
-/// dav-ext (with or without its locks) or rclone's `serve webdav` — with its own config, document
+/// dav-ext (with or without its locks), rclone's `serve webdav` or wsgidav — with its own config, document
 /// root and password on a throwaway directory, basic authentication, optionally TLS with a
 /// throwaway certificate authority, started and killed by the harness. Never the machine's own
 /// web server, never the machine's trust store.
@@ -21,7 +21,26 @@ package final class PrivateWebDAV: @unchecked Sendable {
         /// rclone 1.60 `serve webdav`: exclusive locks, conditional writes ignored, 500 for a
         /// missing collection.
         case rclone
+        /// WsgiDAV 4.3 (PyPI; on Debian's cheroot): conditional writes, exclusive locks, 409 for
+        /// a missing collection.
+        case wsgidav
         package var description: String { rawValue }
+
+        /// The servers this machine can run: all, less wsgidav when its wheel could not be
+        /// fetched (`scripts/install-system-packages` says so).
+        package static var available: [Server] {
+            allCases.filter {
+                $0 != .wsgidav
+                    || FileManager.default.fileExists(
+                        atPath: wsgidavLibrary.appendingPathComponent("wsgidav").path)
+            }
+        }
+
+        /// Where `scripts/install-system-packages` unpacks WsgiDAV's wheel.
+        static var wsgidavLibrary: URL {
+            URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent(".build/third-party/wsgidav")
+        }
     }
     package let server: Server
     package let root: URL
@@ -123,7 +142,40 @@ package final class PrivateWebDAV: @unchecked Sendable {
         case .apache: try runApache()
         case .nginx, .nginxWithoutLocks: try runNginx()
         case .rclone: try launch()
+        case .wsgidav: try runWsgidav()
         }
+    }
+
+    /// wsgidav's configuration: basic authentication of one user, its lock and property managers
+    /// in memory, the document root as the file system provider, TLS through cheroot.
+    private func runWsgidav() throws {
+        let ssl =
+            tls
+            ? "ssl_certificate: \(root.path)/server.pem\nssl_private_key: \(root.path)/server.key"
+            : ""
+        try """
+        host: 127.0.0.1
+        port: \(port)
+        server: cheroot
+        \(ssl)
+        provider_mapping:
+          "/": \(documentRoot.path)
+        http_authenticator:
+          accept_basic: true
+          accept_digest: false
+          default_to_digest: false
+        simple_dc:
+          user_mapping:
+            "*":
+              "\(username)":
+                password: "\(password)"
+        lock_storage: true
+        property_manager: true
+        verbose: 1
+        dir_browser:
+          enable: false
+        """.write(to: root.appendingPathComponent("wsgidav.yaml"), atomically: true, encoding: .utf8)
+        try launch()
     }
 
     /// nginx's configuration: the dav module (PUT, DELETE, MKCOL) and dav-ext (PROPFIND, OPTIONS,
@@ -246,6 +298,9 @@ package final class PrivateWebDAV: @unchecked Sendable {
                 tls ? " --cert \(root.path)/server.pem --key \(root.path)/server.key" : ""
             return
                 "exec /usr/bin/rclone serve webdav \(documentRoot.path) --addr 127.0.0.1:\(port) --user \(username) --pass \(password)\(tlsOptions) --config \(root.path)/rclone.conf --log-file \(root.path)/error.log"
+        case .wsgidav:
+            return
+                "exec /usr/bin/python3 -c 'from wsgidav.server.server_cli import run; run()' --config \(root.path)/wsgidav.yaml"
         }
     }
 
@@ -255,6 +310,7 @@ package final class PrivateWebDAV: @unchecked Sendable {
         environment["APACHE_RUN_DIR"] = root.path
         environment["APACHE_LOCK_DIR"] = root.path
         environment["APACHE_LOG_DIR"] = root.path
+        environment["PYTHONPATH"] = Server.wsgidavLibrary.path
         // In the foreground under the harness's guard: gone when the test process is.
         daemon = try Daemon(command, environment: environment)
         let deadline = Date().addingTimeInterval(15)

@@ -29,10 +29,11 @@ struct CloudBenchmark {
         // server CPU each here, the tests' setting), once with Apache's MD5 — what is Keepsake's
         // and what is the server's shows in the difference. Then nginx (dav-ext, its locks) and
         // rclone, which ignore conditional writes: there each round's new client probes the
-        // server at its first compare-and-swap (counted), and swaps go under the account lock.
+        // server at its first compare-and-swap (counted), and swaps go under the account lock;
+        // and wsgidav (when its wheel was fetched), which honours them.
         let servers: [(PrivateWebDAV.Server, PrivateWebDAV.PasswordHash)] = [
             (.apache, .bcrypt), (.apache, .md5), (.nginx, .md5), (.rclone, .md5),
-        ]
+        ] + (PrivateWebDAV.Server.available.contains(.wsgidav) ? [(.wsgidav, .md5)] : [])
         for (kind, hash) in servers {
             let server = try PrivateWebDAV.start(kind, tls: true, passwordHash: hash)
             defer { server.stop() }
