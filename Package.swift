@@ -45,7 +45,7 @@ let package = Package(
             name: "CKeepsakeTPMShims", dependencies: ["CTSS2"],
             linkerSettings: [
                 .linkedLibrary("tss2-esys"), .linkedLibrary("tss2-tctildr"),
-                .linkedLibrary("tss2-rc"),
+                .linkedLibrary("tss2-rc"), .linkedLibrary("tss2-sys"),
             ]),
 
         // Knows D-Bus and libsecret, nothing about keychains.
@@ -100,7 +100,7 @@ let package = Package(
         .executableTarget(name: "keepsake", dependencies: ["KeepsakeCLI"]),
         // The escrow service a cloud account's devices join through with a passcode: it owns
         // its state (slots, counts) and answers only `EscrowProtocol`.
-        .executableTarget(name: "keepsake-escrow", dependencies: ["Escrow", "Device"]),
+        .executableTarget(name: "keepsake-escrow", dependencies: ["Escrow", "Device", "TPM", "Sealing"]),
         // The development tool, not a product: the command line at test speed plus demo, bench
         // and the load-test worker on the private harness. Never shipped.
         .executableTarget(

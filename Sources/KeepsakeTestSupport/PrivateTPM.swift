@@ -4,70 +4,114 @@ import Foundation
 import Synchronization
 import TPM
 
-/// A private TPM 2.0 for one test device: `swtpm` on loopback ports of its own, its state in a
-/// throwaway directory, killed when this value goes (or at exit). Never the machine's TPM.
-package final class PrivateTPM: @unchecked Sendable {
-    // Sendable: `process` is written once in init, read-only afterwards.
+/// A private TPM 2.0 for one test device or escrow: `swtpm` on loopback ports or a UNIX socket
+/// of its own, its state in a throwaway directory, killed when this value goes (or at exit).
+/// Never the machine's TPM.
+package final class PrivateTPM: Sendable {
     package let directory: URL
+    /// Its loopback port (0 when it listens on a UNIX socket).
     package let port: UInt16
-    private let process: Process
+    private let process: Mutex<Process>
+    /// Its UNIX socket (control channel beside it, `.ctrl`), when it listens on one.
+    package let socket: URL?
 
     /// The TCTI string tpm2-tss connects with.
-    package var tcti: String { "swtpm:host=127.0.0.1,port=\(port)" }
+    package var tcti: String {
+        socket.map { "swtpm:path=\($0.path)" } ?? "swtpm:host=127.0.0.1,port=\(port)"
+    }
     package var configuration: TPMConfiguration { TPMConfiguration(tcti: tcti) }
 
     /// Starts swtpm. Its dictionary-attack protection is set to `maxTries` failures (swtpm's own
     /// default is 3), forgiving one every `recoverySeconds`, so that a test sees Keepsake's own
-    /// limit unless it asks for the TPM's.
-    package init(maxTries: UInt32 = 1000, recoverySeconds: UInt32 = 1) throws {
+    /// limit unless it asks for the TPM's. `unixSocket`: on a UNIX socket in its own directory
+    /// (0700: only this user reaches it — a service's TPM), instead of loopback ports.
+    package init(maxTries: UInt32 = 1000, recoverySeconds: UInt32 = 1, unixSocket: Bool = false)
+        throws
+    {
         directory = Throwaway.directory("swtpm")
+        try FileManager.default.createDirectory(
+            at: directory.appendingPathComponent("state"), withIntermediateDirectories: true)
+        let socket = unixSocket ? directory.appendingPathComponent("sock") : nil
         var started: (UInt16, Process)?
         for _ in 0..<20 {
-            let port = UInt16.random(in: 20_000...60_000)
-            guard Self.isFree(port), Self.isFree(port + 1) else { continue }
-            let process = Process()
-            process.executableURL = try PrivateSecretService.tool("swtpm")
-            process.arguments = [
-                "socket", "--tpm2", "--tpmstate", "dir=\(directory.path)",
-                "--server", "type=tcp,port=\(port),bindaddr=127.0.0.1",
-                "--ctrl", "type=tcp,port=\(port + 1),bindaddr=127.0.0.1",
-                "--flags", "not-need-init,startup-clear",
-            ]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            let ready =
-                (try? PrivateSecretService.wait("swtpm", seconds: 5) {
-                    !process.isRunning || !Self.isFree(port)
-                }) != nil
-            if ready && process.isRunning {
+            let port = socket == nil ? UInt16.random(in: 20_000...60_000) : 0
+            guard socket != nil || (Self.isFree(port) && Self.isFree(port + 1)) else { continue }
+            if let process = try Self.launch(directory, port: port, socket: socket) {
                 started = (port, process)
                 break
             }
-            if process.isRunning { process.terminate() }
         }
         guard let (port, process) = started else { throw HarnessError("swtpm did not start") }
         self.port = port
-        self.process = process
-        TPMRegistry.shared.add(process)
+        self.process = Mutex(process)
+        self.socket = socket
         let context = try TPMContext(tcti: tcti)
         try context.setDictionaryAttack(
             maxTries: maxTries, recoveryTime: recoverySeconds, lockoutRecovery: recoverySeconds)
     }
 
+    /// swtpm on `directory`'s state, on `port` or `socket`; nil when it did not come up.
+    private static func launch(_ directory: URL, port: UInt16, socket: URL?) throws -> Process? {
+        let process = Process()
+        process.executableURL = try PrivateSecretService.tool("swtpm")
+        let channels =
+            socket.map {
+                ["--server", "type=unixio,path=\($0.path)", "--ctrl", "type=unixio,path=\($0.path).ctrl"]
+            } ?? [
+                "--server", "type=tcp,port=\(port),bindaddr=127.0.0.1",
+                "--ctrl", "type=tcp,port=\(port + 1),bindaddr=127.0.0.1",
+            ]
+        process.arguments =
+            ["socket", "--tpm2", "--tpmstate", "dir=\(directory.path)/state"] + channels + [
+                "--flags", "not-need-init,startup-clear",
+            ]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        if let socket { try? FileManager.default.removeItem(at: socket) }
+        try process.run()
+        TPMRegistry.shared.add(process)
+        let ready =
+            (try? PrivateSecretService.wait("swtpm", seconds: 5) {
+                !process.isRunning
+                    || (socket.map { FileManager.default.fileExists(atPath: $0.path) }
+                        ?? !isFree(port))
+            }) != nil
+        if ready && process.isRunning { return process }
+        process.killWhileRunning()
+        return nil
+    }
+
     deinit { stop() }
 
     package func stop() {
+        kill()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Kills swtpm (SIGKILL, as in a crash or power loss), keeping its state for `restart()`.
+    package func kill() {
+        let process = process.withLock { $0 }
         process.killWhileRunning()
         process.waitUntilGone()
-        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Starts swtpm again on the same state and channels after `kill()`.
+    package func restart() throws {
+        for _ in 0..<20 {
+            if let started = try Self.launch(directory, port: port, socket: socket) {
+                process.withLock { $0 = started }
+                return
+            }
+            usleep(100_000)  // the old one's port may be held a moment longer
+        }
+        throw HarnessError("swtpm did not start again")
     }
 
     /// A context on this TPM, for tests that talk to it the way an attacker would.
     package func context() throws -> TPMContext { try TPMContext(tcti: tcti) }
 
     private static func isFree(_ port: UInt16) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         var address = sockaddr_in()
@@ -120,14 +164,17 @@ extension Process {
 
 /// The escrow service for test cloud accounts: one private `keepsake-escrow` per cloud account
 /// directory (built beside the running binary), listening on a loopback port of its own, its
-/// state in a throwaway directory, started on first use and shared by every test device signed in
-/// to that account. Killed at exit.
+/// state in a throwaway directory under a private swtpm of its own on a UNIX socket (`--tpm`),
+/// started on first use and shared by every test device signed in to that account. Killed at
+/// exit.
 package final class PrivateEscrow: @unchecked Sendable {
     // Sendable: every property is written once in init.
     private static let escrows = Mutex<[String: PrivateEscrow]>([:])
 
     package let url: URL
     package let stateDirectory: URL
+    /// The TPM it keeps its state under (nil: its state directory alone, `files: true`).
+    package let tpm: PrivateTPM?
     private let process: Process
 
     package var configuration: EscrowConfiguration { EscrowConfiguration(url: url)! }
@@ -156,15 +203,20 @@ package final class PrivateEscrow: @unchecked Sendable {
             .appendingPathComponent("keepsake-escrow")
     }
 
-    /// Starts a new escrow (on `stateDirectory` when given: a restart over the same state).
-    package init(stateDirectory: URL? = nil) throws {
+    /// Starts a new escrow (on `stateDirectory` when given: a restart over the same state — then
+    /// pass the `tpm` it was made with). Under a new private TPM unless `tpm` is given, or none
+    /// with `files`.
+    package init(stateDirectory: URL? = nil, tpm: PrivateTPM? = nil, files: Bool = false) throws {
         self.stateDirectory = stateDirectory ?? Throwaway.directory("escrow")
+        self.tpm = files ? nil : try tpm ?? PrivateTPM(unixSocket: true)
         let process = Process()
         process.executableURL = Self.executable
-        process.arguments = ["--state", self.stateDirectory.path, "--listen", "127.0.0.1:0"]
+        process.arguments =
+            ["--state", self.stateDirectory.path, "--listen", "127.0.0.1:0"]
+            + (self.tpm.map { ["--tpm", $0.tcti] } ?? [])
         let output = Pipe()
         process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        process.standardError = output
         try process.run()
         TPMRegistry.shared.add(process)
         // Its first line says where it listens.

@@ -12,13 +12,11 @@ final class SlotFiles: SlotStorage {
     private let lock: Int32
 
     init(_ directory: URL) throws {
-        try Files.checkOwnedByUser(directory)
-        try Files.ensureDirectory(directory)
-        try Files.checkOwnedByUser(directory)
-        let lockFile = directory.appendingPathComponent(".lock")
-        lock = open(lockFile.path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard lock >= 0, flock(lock, LOCK_EX | LOCK_NB) == 0 else {
-            throw ListenerError("\(directory.path) is in use by another keepsake-escrow")
+        lock = try lockStateDirectory(directory)
+        guard !FileManager.default.fileExists(atPath: SealedSlots.handlesFile(directory).path)
+        else {
+            throw ListenerError(
+                "\(directory.path) was made with a TPM (--tpm): start keepsake-escrow with it")
         }
         self.directory = directory
         known = Mutex(Files.list(directory).count)
@@ -38,4 +36,18 @@ final class SlotFiles: SlotStorage {
     }
 
     func count() -> Int { known.withLock { $0 } }
+}
+
+/// Makes the state directory when needed (0700), checks it is this user's alone, and takes its
+/// lock for the process's life: two escrows never share one state directory.
+func lockStateDirectory(_ directory: URL) throws -> Int32 {
+    try Files.checkOwnedByUser(directory)
+    try Files.ensureDirectory(directory)
+    try Files.checkOwnedByUser(directory)
+    let lockFile = directory.appendingPathComponent(".lock")
+    let lock = open(lockFile.path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+    guard lock >= 0, flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+        throw ListenerError("\(directory.path) is in use by another keepsake-escrow")
+    }
+    return lock
 }

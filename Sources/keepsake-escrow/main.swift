@@ -7,9 +7,12 @@ import Foundation
 // SECURITY.md ("Escrow").
 
 let usage = """
-    usage: keepsake-escrow --state DIR [--listen HOST:PORT]
+    usage: keepsake-escrow --state DIR [--tpm TCTI] [--listen HOST:PORT]
 
       --state DIR        the escrow's slots and counts (made 0700; must be this user's alone)
+      --tpm TCTI         keep them under a TPM that only this service reaches (device:/dev/tpmrm0,
+                         or swtpm:path=SOCKET for a software one): the state key in the TPM, the
+                         count stamped with its counter. Without it the state directory is all.
       --listen HOST:PORT where to answer (default 127.0.0.1:8443; port 0 picks a free one).
                          Serve it to devices over HTTPS through a reverse proxy (docs/running.md).
     """
@@ -26,7 +29,7 @@ while let argument = arguments.popFirst() {
         print(usage)
         exit(0)
     }
-    guard ["--state", "--listen"].contains(argument), let value = arguments.popFirst() else {
+    guard ["--state", "--listen", "--tpm"].contains(argument), let value = arguments.popFirst() else {
         fail("unknown option or missing value: \(argument)\n\(usage)", status: 2)
     }
     options[argument] = value
@@ -39,8 +42,15 @@ else { fail("--listen takes HOST:PORT", status: 2) }
 
 signal(SIGPIPE, SIG_IGN)
 do {
-    let service = EscrowService(
-        storage: try SlotFiles(URL(fileURLWithPath: state, isDirectory: true)), counter: "file")
+    let directory = URL(fileURLWithPath: state, isDirectory: true)
+    let service: EscrowService
+    if let tcti = options["--tpm"] {
+        let maximumSlots = 20_000  // the table is rewritten at every change: ~1 MB at most
+        let slots = try SealedSlots(directory, tcti: tcti, maximumSlots: maximumSlots)
+        service = EscrowService(storage: slots, counter: slots.counter, maximumSlots: maximumSlots)
+    } else {
+        service = EscrowService(storage: try SlotFiles(directory), counter: "file")
+    }
     let listener = try HTTPListener(
         host: String(listenAddress[..<colon]), port: port,
         maximumBody: EscrowProtocol.maximumMessage

@@ -32,7 +32,7 @@ struct CounterServiceTests {
         #expect(try device.status().failedAttempts == 1)
         try device.unlock(passcode: "482916")
         let status = try device.status()
-        #expect(status.guessLimit == "service" && status.countedIn == "file")
+        #expect(status.guessLimit == "service" && status.countedIn == "software TPM (IBM SW)")
         #expect(status.failedAttempts == 0 && status.state == .unlocked)
         // What the record holds opens nothing without the counter: the software path's KEK from
         // the right passcode and the device secret does not unwrap the class keys.

@@ -244,7 +244,7 @@ struct EscrowServiceTests {
                 while result.withLock({ $0 }) == nil { usleep(1000) }
                 if result.withLock({ $0 }) == 200 { answered += 1 }
             }
-            escrow = try PrivateEscrow(stateDirectory: state)
+            escrow = try PrivateEscrow(stateDirectory: state, tpm: escrow.tpm)
             let failures = try escrow.configuration.client().status(of: account.slot).failures
             #expect(failures >= answered, "round \(round)")
             #expect(failures <= round + 1)
@@ -311,7 +311,9 @@ struct EscrowServiceTests {
         #expect(throws: (any Error).self) { try PrivateEscrow(stateDirectory: shared) }
         chmod(shared.path, 0o700)
         let first = try PrivateEscrow(stateDirectory: shared)
-        #expect(throws: (any Error).self) { try PrivateEscrow(stateDirectory: shared) }
+        #expect(throws: (any Error).self) {
+            try PrivateEscrow(stateDirectory: shared, tpm: first.tpm)
+        }
         first.stop()
     }
 }

@@ -42,6 +42,43 @@ uint32_t keepsake_tpm_set_dictionary_attack(ESYS_CONTEXT *context, uint32_t max_
 /// Why: Esys_DictionaryAttackLockReset under the lockout hierarchy (test harness only).
 uint32_t keepsake_tpm_reset_dictionary_attack(ESYS_CONTEXT *context);
 
+// A service's own state in its TPM (state.c): every command in one salted, parameter-encrypting
+// HMAC session, so that nothing secret crosses the TPM connection in clear and no response can
+// be forged or replayed by whoever sits on it.
+
+/// Why: CreatePrimary's TPM2B_PUBLIC template (the owner hierarchy's ECC P-256 storage key, by
+/// its fixed template the same key on every start), then Esys_StartAuthSession salted to it
+/// (AES-128-CFB, SHA-256) with its out-handles. `name`/`name_size` in: the key's name expected
+/// (size 0: any, first start); out: its name. A different key answers TPM2_RC_KEY (0x1C). First
+/// flushes every session and transient object loaded in the TPM (Tss2_Sys: raw handles), which
+/// only an earlier, killed process of the service can have left: for a TPM it alone uses.
+uint32_t keepsake_tpm_salted_session(ESYS_CONTEXT *context, uint8_t *name, size_t *name_size,
+                                     uint32_t *session);
+/// Why: Esys_FlushContext on an ESYS_TR.
+void keepsake_tpm_flush(ESYS_CONTEXT *context, uint32_t handle);
+/// Why: TPM2B_NV_PUBLIC for an ordinary index read and written with its own authorization
+/// `auth` (no dictionary-attack counting: its authorization is a random value, never a
+/// passcode), defined and then written with `secret`, both in `session` with the authorization
+/// and the secret encrypted.
+uint32_t keepsake_tpm_state_define(ESYS_CONTEXT *context, uint32_t session, uint32_t index,
+                                   const uint8_t *auth, size_t auth_size, const uint8_t *secret,
+                                   size_t secret_size);
+/// Why: Esys_NV_Read in `session` with the response encrypted; the secret copied out and the
+/// TSS's copy wiped.
+uint32_t keepsake_tpm_state_read(ESYS_CONTEXT *context, uint32_t session, uint32_t index,
+                                 const uint8_t *auth, size_t auth_size, uint8_t *secret_out,
+                                 size_t secret_size);
+/// Why: keepsake_tpm_counter_define / _increment / _read, each in `session` (the response
+/// authenticated by the session's HMAC).
+uint32_t keepsake_tpm_state_counter_define(ESYS_CONTEXT *context, uint32_t session, uint32_t index);
+uint32_t keepsake_tpm_state_counter_increment(ESYS_CONTEXT *context, uint32_t session,
+                                              uint32_t index);
+uint32_t keepsake_tpm_state_counter_read(ESYS_CONTEXT *context, uint32_t session, uint32_t index,
+                                         uint64_t *value);
+/// Why: Esys_GetCapability(TPM_CAP_TPM_PROPERTIES) returns a TPMS_CAPABILITY_DATA union it
+/// allocates: the manufacturer and the first vendor string, 4 ASCII bytes each.
+uint32_t keepsake_tpm_vendor(ESYS_CONTEXT *context, uint32_t *manufacturer, uint32_t *vendor);
+
 /// Why: Tss2_RC_Decode returns a static string; the base error code without layer bits.
 uint32_t keepsake_tpm_rc_base(uint32_t rc);
 

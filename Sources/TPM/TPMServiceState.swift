@@ -1,0 +1,222 @@
+internal import CKeepsakeTPMShims
+import Foundation
+import Sealing
+
+/// A service's own state in a TPM that only the service reaches (`keepsake-escrow --tpm`): a
+/// 32-byte state key in an NV index, and an NV counter that only goes up — the service's files
+/// are sealed under the key (useless without this TPM) and carry the counter's value (an older
+/// copy of them is refused).
+///
+/// Every command runs in one HMAC session salted to the TPM's owner storage key (its name is
+/// kept and checked at every start: another TPM, or a relay answering for one, is refused) and
+/// encrypting the key's bytes both ways, so nothing secret crosses the TPM connection in clear
+/// and no response can be forged or replayed by whoever sits on it.
+package final class TPMServiceState: @unchecked Sendable {
+    // @unchecked Sendable: the context and session are used only under `lock`.
+
+    /// What a service keeps to find its state again (no secret: `authorization` opens the key
+    /// index only on this TPM, through the session).
+    package struct Handles: Codable, Sendable, Equatable {
+        package var keyIndex: UInt32
+        package var counterIndex: UInt32
+        package var authorization: Data
+        /// The TPM's owner storage key's name, which the session is salted to.
+        package var storageKeyName: Data
+        /// The counter's value when the state was made.
+        package var initialCount: UInt64
+    }
+
+    package let tcti: String
+    package let handles: Handles
+    /// Whether the TPM is a software one (swtpm, a simulator), and its vendor, as it says.
+    package let kind: String
+    private let lock = NSLock()
+    private var connection: (context: TPMContext, session: UInt32)?
+
+    /// Opens the state that `handles` name on the TPM at `tcti`, or makes a new one (`handles`
+    /// nil): a random key, a new counter.
+    package init(tcti: String, handles: Handles?) throws(TPMError) {
+        self.tcti = tcti
+        let context = try TPMContext(tcti: tcti)
+        var name = [UInt8](repeating: 0, count: 64)
+        var nameSize = 0
+        if let expected = handles?.storageKeyName, expected.count <= 64 {
+            name.replaceSubrange(0..<expected.count, with: expected)
+            nameSize = expected.count
+        }
+        var session: UInt32 = 0
+        let rc = context.runUnchecked {
+            keepsake_tpm_salted_session($0, &name, &nameSize, &session)
+        }
+        guard rc == 0 else {
+            if rc == 0x1C {  // TPM2_RC_KEY: not the storage key this state was made with
+                throw TPMError(
+                    .failed,
+                    "the TPM at \(tcti) is not the one this state was made on (its storage key differs)",
+                    rc: rc)
+            }
+            throw TPMError(rc: rc, "CreatePrimary / StartAuthSession (salted)")
+        }
+        connection = (context, session)
+        kind = Self.kind(context, tcti: tcti)
+        if let handles {
+            self.handles = handles
+        } else {
+            let authorization = KeyDerivation.randomBytes(32)
+            let key = SecureBytes(count: 32) { KeyDerivation.randomFill($0) }
+            let keyIndex = try Self.define("state key") { index throws(TPMError) in
+                try context.run("NV_DefineSpace(state key)") { c in
+                    authorization.withUnsafeBytes { auth in
+                        key.withUnsafeBytes { bytes in
+                            keepsake_tpm_state_define(
+                                c, session, index, auth.bindMemory(to: UInt8.self).baseAddress,
+                                auth.count, bytes.bindMemory(to: UInt8.self).baseAddress,
+                                bytes.count)
+                        }
+                    }
+                }
+            }
+            let counterIndex = try Self.define("counter") { index throws(TPMError) in
+                try context.run("NV_DefineSpace(counter)") {
+                    keepsake_tpm_state_counter_define($0, session, index)
+                }
+            }
+            var count: UInt64 = 0
+            try context.run("NV_Read(counter)") {
+                keepsake_tpm_state_counter_read($0, session, counterIndex, &count)
+            }
+            self.handles = Handles(
+                keyIndex: keyIndex, counterIndex: counterIndex, authorization: authorization,
+                storageKeyName: Data(name[0..<nameSize]), initialCount: count)
+        }
+    }
+
+    deinit {
+        if let connection { keepsake_tpm_flush_session(connection) }
+    }
+
+    /// The state key, read through the session with the response encrypted.
+    package func stateKey() throws(TPMError) -> SecureBytes {
+        var rc: UInt32 = 0
+        let key = try withSession { context, session throws(TPMError) in
+            SecureBytes(count: 32) { out in
+                rc = handles.authorization.withUnsafeBytes { auth in
+                    context.runUnchecked {
+                        keepsake_tpm_state_read(
+                            $0, session, handles.keyIndex,
+                            auth.bindMemory(to: UInt8.self).baseAddress, auth.count,
+                            out.bindMemory(to: UInt8.self).baseAddress, out.count)
+                    }
+                }
+            }
+        }
+        guard rc == 0 else { throw Self.missing(rc, "NV_Read(state key)", tcti) }
+        return key
+    }
+
+    /// The counter's value.
+    package func count() throws(TPMError) -> UInt64 {
+        var value: UInt64 = 0
+        let rc = try withSession { context, session throws(TPMError) in
+            context.runUnchecked {
+                keepsake_tpm_state_counter_read($0, session, handles.counterIndex, &value)
+            }
+        }
+        guard rc == 0 else { throw Self.missing(rc, "NV_Read(counter)", tcti) }
+        return value
+    }
+
+    /// Adds one to the counter. Never retried here: a lost answer leaves the caller to read the
+    /// counter and see whether it went up.
+    package func increment() throws(TPMError) {
+        let rc = try withSession { context, session throws(TPMError) in
+            context.runUnchecked {
+                keepsake_tpm_state_counter_increment($0, session, handles.counterIndex)
+            }
+        }
+        guard rc == 0 else { throw Self.missing(rc, "NV_Increment(counter)", tcti) }
+    }
+
+    /// Runs `body` with the context and session; a connection that failed (the TPM restarted)
+    /// is made again first, checking the storage key again.
+    private func withSession<R>(
+        _ body: (TPMContext, UInt32) throws(TPMError) -> R
+    ) throws(TPMError) -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        do throws(TPMError) {
+            if connection == nil {
+                let context = try TPMContext(tcti: tcti)
+                var name = [UInt8](repeating: 0, count: 64)
+                name.replaceSubrange(
+                    0..<handles.storageKeyName.count, with: handles.storageKeyName)
+                var nameSize = handles.storageKeyName.count
+                var session: UInt32 = 0
+                let rc = context.runUnchecked {
+                    keepsake_tpm_salted_session($0, &name, &nameSize, &session)
+                }
+                guard rc == 0 else { throw TPMError(rc: rc, "StartAuthSession (salted)") }
+                connection = (context, session)
+            }
+            let (context, session) = connection!
+            return try body(context, session)
+        } catch {
+            // Whatever failed, the next command starts on a new connection and session.
+            connection = nil
+            throw error
+        }
+    }
+
+    private static func missing(_ rc: UInt32, _ what: String, _ tcti: String) -> TPMError {
+        // TPM_RC_HANDLE (0x8B) / TPM_RC_NV_UNINITIALIZED: the index is not there.
+        let base = keepsake_tpm_rc_base(rc)
+        if base == 0x08B || base == 0x14A {
+            return TPMError(
+                .failed,
+                "the TPM at \(tcti) does not hold this state (cleared, or another TPM): \(what)",
+                rc: rc)
+        }
+        return TPMError(rc: rc, what)
+    }
+
+    /// "software TPM (IBM SW TPM)" or "hardware TPM (STM …)".
+    private static func kind(_ context: TPMContext, tcti: String) -> String {
+        var manufacturer: UInt32 = 0
+        var vendor: UInt32 = 0
+        _ = context.runUnchecked { keepsake_tpm_vendor($0, &manufacturer, &vendor) }
+        func text(_ value: UInt32) -> String {
+            String(
+                decoding: (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * $0)) }
+                    .filter { $0 >= 0x20 && $0 < 0x7F }, as: UTF8.self
+            ).trimmingCharacters(in: .whitespaces)
+        }
+        let name = "\(text(manufacturer)) \(text(vendor))".trimmingCharacters(in: .whitespaces)
+        // libtpms (swtpm) says IBM / "SW"; Microsoft's simulator MSFT; a TCTI to an emulator.
+        let software =
+            tcti.hasPrefix("swtpm") || tcti.hasPrefix("mssim") || text(vendor).hasPrefix("SW")
+            || text(manufacturer) == "MSFT"
+        return "\(software ? "software" : "hardware") TPM (\(name))"
+    }
+
+    private static func define(_ what: String, _ body: (UInt32) throws(TPMError) -> Void)
+        throws(TPMError) -> UInt32
+    {
+        for _ in 0..<16 {
+            let index = UInt32.random(in: TPMPasscodeSlot.indexRange)
+            do {
+                try body(index)
+                return index
+            } catch where keepsake_tpm_rc_base(error.rc) == 0x14C {  // TPM_RC_NV_DEFINED
+                continue
+            }
+        }
+        throw TPMError(.failed, "no free NV index for the \(what)")
+    }
+}
+
+private func keepsake_tpm_flush_session(_ connection: (context: TPMContext, session: UInt32)) {
+    _ = connection.context.runUnchecked {
+        keepsake_tpm_flush($0, connection.session)
+        return 0
+    }
+}
