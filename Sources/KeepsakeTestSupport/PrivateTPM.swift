@@ -73,8 +73,7 @@ package final class PrivateTPM: Sendable {
         let ready =
             (try? PrivateSecretService.wait("swtpm", seconds: 5) {
                 !process.isRunning
-                    || (socket.map { FileManager.default.fileExists(atPath: $0.path) }
-                        ?? !isFree(port))
+                    || (socket.map { accepts($0) } ?? !isFree(port))
             }) != nil
         if ready && process.isRunning { return process }
         process.killWhileRunning()
@@ -109,6 +108,24 @@ package final class PrivateTPM: Sendable {
 
     /// A context on this TPM, for tests that talk to it the way an attacker would.
     package func context() throws -> TPMContext { try TPMContext(tcti: tcti) }
+
+    /// Whether something accepts connections on the UNIX socket at `path` (its file appears at
+    /// bind, a moment before it listens).
+    private static func accepts(_ path: URL) -> Bool {
+        let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0
+            }
+        }
+    }
 
     private static func isFree(_ port: UInt16) -> Bool {
         let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -206,14 +223,18 @@ package final class PrivateEscrow: @unchecked Sendable {
     /// Starts a new escrow (on `stateDirectory` when given: a restart over the same state — then
     /// pass the `tpm` it was made with). Under a new private TPM unless `tpm` is given, or none
     /// with `files`.
-    package init(stateDirectory: URL? = nil, tpm: PrivateTPM? = nil, files: Bool = false) throws {
+    /// `tcti`: how it reaches `tpm`, when not directly (through a relay).
+    package init(
+        stateDirectory: URL? = nil, tpm: PrivateTPM? = nil, files: Bool = false,
+        tcti: String? = nil
+    ) throws {
         self.stateDirectory = stateDirectory ?? Throwaway.directory("escrow")
         self.tpm = files ? nil : try tpm ?? PrivateTPM(unixSocket: true)
         let process = Process()
         process.executableURL = Self.executable
         process.arguments =
             ["--state", self.stateDirectory.path, "--listen", "127.0.0.1:0"]
-            + (self.tpm.map { ["--tpm", $0.tcti] } ?? [])
+            + (self.tpm.map { ["--tpm", tcti ?? $0.tcti] } ?? [])
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output

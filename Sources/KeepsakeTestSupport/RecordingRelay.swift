@@ -17,11 +17,12 @@ package final class RecordingRelay: @unchecked Sendable {
     /// Every byte that crossed the relay so far, both directions, in arrival order.
     package var capture: Data { recorded.withLock { $0 } }
 
-    package init(to upstreamPort: UInt16) throws {
+    /// Listens on `port` (0: any free one) and forwards to `upstreamPort`.
+    package init(to upstreamPort: UInt16, listeningOn requested: UInt16 = 0) throws {
         upstream = upstreamPort
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw HarnessError("no socket") }
-        var address = Self.loopback(0)
+        var address = Self.loopback(requested)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))

@@ -97,9 +97,10 @@ package final class TPMServiceState: @unchecked Sendable {
 
     /// The state key, read through the session with the response encrypted.
     package func stateKey() throws(TPMError) -> SecureBytes {
-        var rc: UInt32 = 0
-        let key = try withSession { context, session throws(TPMError) in
-            SecureBytes(count: 32) { out in
+        var key: SecureBytes?
+        let rc = try withSession(retrying: true) { context, session throws(TPMError) in
+            var rc: UInt32 = 0
+            let read = SecureBytes(count: 32) { out in
                 rc = handles.authorization.withUnsafeBytes { auth in
                     context.runUnchecked {
                         keepsake_tpm_state_read(
@@ -109,15 +110,17 @@ package final class TPMServiceState: @unchecked Sendable {
                     }
                 }
             }
+            if rc == 0 { key = read }
+            return rc
         }
-        guard rc == 0 else { throw Self.missing(rc, "NV_Read(state key)", tcti) }
+        guard rc == 0, let key else { throw Self.missing(rc, "NV_Read(state key)", tcti) }
         return key
     }
 
     /// The counter's value.
     package func count() throws(TPMError) -> UInt64 {
         var value: UInt64 = 0
-        let rc = try withSession { context, session throws(TPMError) in
+        let rc = try withSession(retrying: true) { context, session throws(TPMError) in
             context.runUnchecked {
                 keepsake_tpm_state_counter_read($0, session, handles.counterIndex, &value)
             }
@@ -129,7 +132,7 @@ package final class TPMServiceState: @unchecked Sendable {
     /// Adds one to the counter. Never retried here: a lost answer leaves the caller to read the
     /// counter and see whether it went up.
     package func increment() throws(TPMError) {
-        let rc = try withSession { context, session throws(TPMError) in
+        let rc = try withSession(retrying: false) { context, session throws(TPMError) in
             context.runUnchecked {
                 keepsake_tpm_state_counter_increment($0, session, handles.counterIndex)
             }
@@ -137,34 +140,44 @@ package final class TPMServiceState: @unchecked Sendable {
         guard rc == 0 else { throw Self.missing(rc, "NV_Increment(counter)", tcti) }
     }
 
-    /// Runs `body` with the context and session; a connection that failed (the TPM restarted)
-    /// is made again first, checking the storage key again.
-    private func withSession<R>(
-        _ body: (TPMContext, UInt32) throws(TPMError) -> R
-    ) throws(TPMError) -> R {
+    /// Runs `body` (a shim's response code) with the context and session. A connection that
+    /// failed (the TPM restarted: its socket and session are gone) is made again first, checking
+    /// the storage key again; a read (`retrying`) that fails is tried once more on a new one.
+    private func withSession(
+        retrying: Bool, _ body: (TPMContext, UInt32) throws(TPMError) -> UInt32
+    ) throws(TPMError) -> UInt32 {
         lock.lock()
         defer { lock.unlock() }
-        do throws(TPMError) {
+        var tries = retrying ? 2 : 1
+        while true {
+            tries -= 1
             if connection == nil {
-                let context = try TPMContext(tcti: tcti)
-                var name = [UInt8](repeating: 0, count: 64)
-                name.replaceSubrange(
-                    0..<handles.storageKeyName.count, with: handles.storageKeyName)
-                var nameSize = handles.storageKeyName.count
-                var session: UInt32 = 0
-                let rc = context.runUnchecked {
-                    keepsake_tpm_salted_session($0, &name, &nameSize, &session)
+                do throws(TPMError) {
+                    connection = try connect()
+                } catch where tries > 0 {
+                    continue
                 }
-                guard rc == 0 else { throw TPMError(rc: rc, "StartAuthSession (salted)") }
-                connection = (context, session)
             }
             let (context, session) = connection!
-            return try body(context, session)
-        } catch {
+            let rc = try body(context, session)
+            if rc == 0 { return 0 }
             // Whatever failed, the next command starts on a new connection and session.
             connection = nil
-            throw error
+            if tries == 0 { return rc }
         }
+    }
+
+    private func connect() throws(TPMError) -> (TPMContext, UInt32) {
+        let context = try TPMContext(tcti: tcti)
+        var name = [UInt8](repeating: 0, count: 64)
+        name.replaceSubrange(0..<handles.storageKeyName.count, with: handles.storageKeyName)
+        var nameSize = handles.storageKeyName.count
+        var session: UInt32 = 0
+        let rc = context.runUnchecked {
+            keepsake_tpm_salted_session($0, &name, &nameSize, &session)
+        }
+        guard rc == 0 else { throw TPMError(rc: rc, "StartAuthSession (salted)") }
+        return (context, session)
     }
 
     private static func missing(_ rc: UInt32, _ what: String, _ tcti: String) -> TPMError {

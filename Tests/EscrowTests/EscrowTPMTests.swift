@@ -1,0 +1,244 @@
+import Foundation
+import KeepsakeTestSupport
+import Sealing
+import SecretService
+import Synchronization
+import TPM
+import Testing
+
+@testable import Device
+@testable import Escrow
+
+/// A slot registered the way any client of the escrow may register one, with values the test
+/// knows (what the escrow must never keep in clear).
+private struct RawSlot {
+    let slot: Data
+    let verifier = KeyDerivation.randomBytes(Signature.publicKeyLength)
+    let owner = KeyDerivation.randomBytes(Signature.publicKeyLength)
+    let envelope = KeyDerivation.randomBytes(200)
+    let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
+
+    init(_ escrow: PrivateEscrow) throws {
+        let blinded = OPRF.blind(SecureBytes(randomCount: 32), context: "test").blinded
+        let started = try send(escrow, .register, [(.blinded, blinded)])
+        #expect(started.status == 200)
+        slot = try #require(started.fields?[EscrowProtocol.Tag.slot.rawValue].map { Data($0) })
+        let finished = try send(
+            escrow, .finishRegistration,
+            [
+                (.slot, slot), (.verifier, verifier), (.owner, owner), (.envelope, envelope),
+                (.salt, salt), (.operations, EscrowProtocol.integer(2)),
+                (.memory, EscrowProtocol.integer(8192)), (.limit, EscrowProtocol.integer(10)),
+            ])
+        #expect(finished.status == 200)
+    }
+
+    /// One claim with a random guess: counted, never proved. Its HTTP status.
+    func claim(_ escrow: PrivateEscrow) throws -> Int {
+        try send(
+            escrow, .claim,
+            [
+                (.slot, slot),
+                (.blinded, OPRF.blind(SecureBytes(randomCount: 32), context: "guess").blinded),
+            ]
+        ).status
+    }
+
+    func failures(_ escrow: PrivateEscrow) throws -> Int {
+        try escrow.configuration.client().status(of: slot).failures
+    }
+}
+
+private func send(
+    _ escrow: PrivateEscrow, _ path: EscrowProtocol.Path, _ fields: [(EscrowProtocol.Tag, Data)]
+) throws -> (status: Int, fields: TLV.Fields?) {
+    let (status, body) = try escrow.configuration.transport()(
+        "POST", path.rawValue, EscrowProtocol.message(fields))
+    return (status, try? EscrowProtocol.fields(body))
+}
+
+/// Every file under `directory`, read whole.
+private func everyFile(_ directory: URL) -> [(String, Data)] {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+    return names.compactMap { name in
+        (try? Data(contentsOf: directory.appendingPathComponent(name))).map { (name, $0) }
+    }
+}
+
+/// Whether any 8-byte window of `value` occurs in `haystack`.
+private func holds(_ haystack: Data, _ value: Data) -> Bool {
+    stride(from: 0, through: value.count - 8, by: 1).contains {
+        haystack.range(of: value[$0..<($0 + 8)]) != nil
+    }
+}
+
+@Suite("The escrow's state under a TPM only it reaches: sealed at rest, never rolled back")
+struct EscrowTPMTests {
+    @Test(
+        "the escrow's state directory alone opens nothing: every slot's record and the slot table are sealed under a key that lives in the escrow's TPM (a file-backed escrow's directory, by contrast, holds them in clear)"
+    )
+    func sealedAtRest() throws {
+        let escrow = try PrivateEscrow()
+        defer { escrow.stop() }
+        let registered = try RawSlot(escrow)
+        #expect(try registered.claim(escrow) == 200)
+        let files = everyFile(escrow.stateDirectory)
+        #expect(files.contains { $0.0 == ".table" } && files.contains { $0.0.hasPrefix("s-") })
+        for (name, bytes) in files {
+            for value in [registered.verifier, registered.owner, registered.envelope] {
+                #expect(!holds(bytes, value), "\(name)")
+            }
+        }
+        // The same slot at a file-backed escrow: there the directory is the whole secret.
+        let plain = try PrivateEscrow(files: true)
+        defer { plain.stop() }
+        let inClear = try RawSlot(plain)
+        #expect(
+            everyFile(plain.stateDirectory).contains { holds($0.1, inClear.envelope) },
+            "the check finds what it looks for")
+        #expect(try escrow.configuration.client().counter() == "software TPM (IBM SW)")
+    }
+
+    @Test(
+        "an older copy of the escrow's state (a backup put back after more wrong claims) is refused at start, and one slot's record swapped for another is refused when read: no count ever goes back"
+    )
+    func rollbackRefused() throws {
+        var escrow = try PrivateEscrow()
+        let tpm = try #require(escrow.tpm)
+        let state = escrow.stateDirectory
+        let registered = try RawSlot(escrow)
+        for _ in 0..<2 { #expect(try registered.claim(escrow) == 200) }
+        let backup = Throwaway.directory("escrow-backup")
+        try copyContents(of: state, to: backup)
+        for _ in 0..<3 { #expect(try registered.claim(escrow) == 200) }
+        #expect(try registered.failures(escrow) == 5)
+        escrow.stop()
+        let latest = Throwaway.directory("escrow-latest")
+        try copyContents(of: state, to: latest)
+
+        // The backup put back: refused, naming why.
+        try copyContents(of: backup, to: state)
+        do {
+            _ = try PrivateEscrow(stateDirectory: state, tpm: tpm)
+            Issue.record("an escrow started on an older copy of its state")
+        } catch {
+            #expect("\(error)".contains("not the escrow's latest state"), "\(error)")
+        }
+        // The latest state back: it starts, and every claim is still counted.
+        try copyContents(of: latest, to: state)
+        escrow = try PrivateEscrow(stateDirectory: state, tpm: tpm)
+        defer { escrow.stop() }
+        #expect(try registered.failures(escrow) == 5)
+
+        // A second slot's record put in place of the first's: refused, not a fresh count.
+        let other = try RawSlot(escrow)
+        let records = try FileManager.default.contentsOfDirectory(atPath: state.path)
+            .filter { $0.hasPrefix("s-") }
+        let first = try #require(records.first { $0.hasPrefix("s-\(registered.slot.hexString)") })
+        let second = try #require(records.first { $0.hasPrefix("s-\(other.slot.hexString)") })
+        try FileManager.default.removeItem(at: state.appendingPathComponent(first))
+        try FileManager.default.copyItem(
+            at: state.appendingPathComponent(second), to: state.appendingPathComponent(first))
+        #expect(try registered.claim(escrow) != 200)
+        #expect(throws: EscrowError.self) { try registered.failures(escrow) }
+        #expect(try other.failures(escrow) == 0)
+    }
+
+    @Test(
+        "swtpm killed (SIGKILL) while claims are in flight, then started again: the escrow answers again without a restart, and every answered claim stayed counted"
+    )
+    func tpmKilledBetweenGuessAndCount() throws {
+        let escrow = try PrivateEscrow()
+        defer { escrow.stop() }
+        let tpm = try #require(escrow.tpm)
+        let registered = try RawSlot(escrow)
+        // Kill points drawn from the measured time of a claim after a restart (the escrow's
+        // reconnection included), so rounds land on both sides of the count.
+        tpm.kill()
+        try tpm.restart()
+        let claimTime = ContinuousClock().measure { _ = try? registered.claim(escrow) }
+        let micros = claimTime.components.seconds * 1_000_000
+            + claimTime.components.attoseconds / 1_000_000_000_000
+        let span = UInt32(min(micros * 3, 2_000_000))
+        var answered = 0
+        var refused = 0
+        for round in 1...8 {
+            let result = Mutex<Int?>(nil)
+            let thread = Thread {
+                let status = try? registered.claim(escrow)
+                result.withLock { $0 = status ?? -1 }
+            }
+            thread.start()
+            usleep(UInt32.random(in: 0...span))
+            tpm.kill()
+            while result.withLock({ $0 }) == nil { usleep(1000) }
+            if result.withLock({ $0 }) == 200 { answered += 1 } else { refused += 1 }
+            try tpm.restart()
+            // The escrow reconnects on its own; the count covers every answered claim.
+            let failures = try registered.failures(escrow)
+            #expect(failures >= answered, "round \(round)")
+            #expect(failures <= round + 1)  // the measuring claim, and at most one a round
+        }
+        print("swtpm killed 8 times around claims: \(answered) answered, \(refused) refused")
+    }
+
+    @Test(
+        "a recording of every byte between the escrow and its TPM — the state made, a pin set, a wrong and a right passcode join — holds neither the state key nor its authorization nor the account key"
+    )
+    func tpmCaptureHoldsNothing() throws {
+        let tpm = try PrivateTPM()
+        var relays: (RecordingRelay, RecordingRelay)?
+        for _ in 0..<20 where relays == nil {
+            let port = UInt16.random(in: 20_000...60_000)
+            if let data = try? RecordingRelay(to: tpm.port, listeningOn: port),
+                let control = try? RecordingRelay(to: tpm.port + 1, listeningOn: port + 1)
+            {
+                relays = (data, control)
+            }
+        }
+        let (relay, _) = try #require(relays)
+        let escrow = try PrivateEscrow(
+            tpm: tpm, tcti: "swtpm:host=127.0.0.1,port=\(relay.port)")
+        let cloud = Throwaway.untrusted("cloud")
+        let service = try PrivateSecretService.start()
+        let phone = Device(
+            secretService: service.connection(), directory: service.deviceDirectory("phone"),
+            cloud: CloudDirectory(cloud), tpm: nil, escrow: escrow.configuration, tuning: .fast)
+        defer { try? phone.reboot() }
+        try phone.setLockScreen(.pin, passcode: "271828", currentPasscode: nil)
+        let accountKey = try #require(try phone.cloudKey(forUpload: false))
+        let other = try PrivateSecretService.start()
+        let laptop = Device(
+            secretService: other.connection(), directory: other.deviceDirectory("laptop"),
+            cloud: CloudDirectory(cloud), tpm: nil, escrow: escrow.configuration, tuning: .fast)
+        defer { try? laptop.reboot() }
+        #expect(throws: DeviceError.self) { try laptop.join(passcode: "314159") }
+        try laptop.join(passcode: "271828")
+        escrow.stop()
+        let capture = relay.capture
+        #expect(capture.count > 1000)
+        // The state key, read as the escrow reads it (the test holds the escrow's files).
+        let handles = try JSONDecoder().decode(
+            TPMServiceState.Handles.self,
+            from: Data(contentsOf: escrow.stateDirectory.appendingPathComponent(".tpm")))
+        let stateKey = try TPMServiceState(tcti: tpm.tcti, handles: handles).stateKey()
+        for (name, value) in [
+            ("state key", stateKey.unsafeData()), ("its authorization", handles.authorization),
+            ("account key", accountKey.unsafeData()),
+        ] {
+            #expect(!holds(capture, value), "\(name)")
+        }
+    }
+}
+
+/// Makes `target`'s contents exactly `source`'s (the lock file aside).
+private func copyContents(of source: URL, to target: URL) throws {
+    let manager = FileManager.default
+    for name in try manager.contentsOfDirectory(atPath: target.path) where name != ".lock" {
+        try manager.removeItem(at: target.appendingPathComponent(name))
+    }
+    for name in try manager.contentsOfDirectory(atPath: source.path) where name != ".lock" {
+        try manager.copyItem(
+            at: source.appendingPathComponent(name), to: target.appendingPathComponent(name))
+    }
+}
