@@ -56,7 +56,10 @@ package final class PrivateTPM: Sendable {
         process.executableURL = try PrivateSecretService.tool("swtpm")
         let channels =
             socket.map {
-                ["--server", "type=unixio,path=\($0.path)", "--ctrl", "type=unixio,path=\($0.path).ctrl"]
+                [
+                    "--server", "type=unixio,path=\($0.path)", "--ctrl",
+                    "type=unixio,path=\($0.path).ctrl",
+                ]
             } ?? [
                 "--server", "type=tcp,port=\(port),bindaddr=127.0.0.1",
                 "--ctrl", "type=tcp,port=\(port + 1),bindaddr=127.0.0.1",

@@ -174,7 +174,8 @@ package final class PrivateWebDAV: @unchecked Sendable {
         verbose: 1
         dir_browser:
           enable: false
-        """.write(to: root.appendingPathComponent("wsgidav.yaml"), atomically: true, encoding: .utf8)
+        """.write(
+            to: root.appendingPathComponent("wsgidav.yaml"), atomically: true, encoding: .utf8)
         try launch()
     }
 

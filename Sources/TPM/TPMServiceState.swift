@@ -154,7 +154,7 @@ package final class TPMServiceState: @unchecked Sendable {
             if connection == nil {
                 do throws(TPMError) {
                     connection = try connect()
-                } catch where tries > 0 {
+                } catch  where tries > 0 {
                     continue
                 }
             }
@@ -219,7 +219,7 @@ package final class TPMServiceState: @unchecked Sendable {
             do {
                 try body(index)
                 return index
-            } catch where keepsake_tpm_rc_base(error.rc) == 0x14C {  // TPM_RC_NV_DEFINED
+            } catch  where keepsake_tpm_rc_base(error.rc) == 0x14C {  // TPM_RC_NV_DEFINED
                 continue
             }
         }

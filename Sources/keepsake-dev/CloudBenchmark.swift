@@ -31,9 +31,10 @@ struct CloudBenchmark {
         // rclone, which ignore conditional writes: there each round's new client probes the
         // server at its first compare-and-swap (counted), and swaps go under the account lock;
         // and wsgidav (when its wheel was fetched), which honours them.
-        let servers: [(PrivateWebDAV.Server, PrivateWebDAV.PasswordHash)] = [
-            (.apache, .bcrypt), (.apache, .md5), (.nginx, .md5), (.rclone, .md5),
-        ] + (PrivateWebDAV.Server.available.contains(.wsgidav) ? [(.wsgidav, .md5)] : [])
+        let servers: [(PrivateWebDAV.Server, PrivateWebDAV.PasswordHash)] =
+            [
+                (.apache, .bcrypt), (.apache, .md5), (.nginx, .md5), (.rclone, .md5),
+            ] + (PrivateWebDAV.Server.available.contains(.wsgidav) ? [(.wsgidav, .md5)] : [])
         for (kind, hash) in servers {
             let server = try PrivateWebDAV.start(kind, tls: true, passwordHash: hash)
             defer { server.stop() }

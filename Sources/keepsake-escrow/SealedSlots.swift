@@ -159,8 +159,7 @@ final class SealedSlots: SlotStorage {
         bytes.reserveCapacity(12 + table.slots.count * 48)
         withUnsafeBytes(of: table.version.bigEndian) { bytes.append(contentsOf: $0) }
         withUnsafeBytes(of: UInt32(table.slots.count).bigEndian) { bytes.append(contentsOf: $0) }
-        for (slot, digest) in table.slots.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) })
-        {
+        for (slot, digest) in table.slots.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
             bytes.append(slot)
             bytes.append(digest)
         }

@@ -29,7 +29,8 @@ while let argument = arguments.popFirst() {
         print(usage)
         exit(0)
     }
-    guard ["--state", "--listen", "--tpm"].contains(argument), let value = arguments.popFirst() else {
+    guard ["--state", "--listen", "--tpm"].contains(argument), let value = arguments.popFirst()
+    else {
         fail("unknown option or missing value: \(argument)\n\(usage)", status: 2)
     }
     options[argument] = value

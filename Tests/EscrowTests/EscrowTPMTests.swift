@@ -157,7 +157,8 @@ struct EscrowTPMTests {
         tpm.kill()
         try tpm.restart()
         let claimTime = ContinuousClock().measure { _ = try? registered.claim(escrow) }
-        let micros = claimTime.components.seconds * 1_000_000
+        let micros =
+            claimTime.components.seconds * 1_000_000
             + claimTime.components.attoseconds / 1_000_000_000_000
         let span = UInt32(min(micros * 3, 2_000_000))
         var answered = 0

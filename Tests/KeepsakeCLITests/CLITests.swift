@@ -344,7 +344,9 @@ struct CLITests {
         #expect(
             line(
                 after: "1. On the phone",
-                containing: "guessLimit service, countedIn file): 10 wrong pins disable the phone.")
+                containing:
+                    "guessLimit service, countedIn software TPM (IBM SW)): 10 wrong pins disable the phone."
+            )
         )
         #expect(line(after: "2. The app is uninstalled", containing: "container:  (gone)"))
         #expect(

@@ -155,7 +155,7 @@ struct LockScreenAttackTests {
     }
 
     @Test(
-        "with --counter the shipped keepsake's guesses are counted by the service: status says service and countedIn file, wrong pins are counted there, the right one unlocks"
+        "with --counter the shipped keepsake's guesses are counted by the service: status says service and countedIn a software TPM (the service's swtpm), wrong pins are counted there, the right one unlocks"
     )
     func counterThroughTheShippedCommandLine() throws {
         let counter = try PrivateEscrow()
@@ -173,7 +173,7 @@ struct LockScreenAttackTests {
                 try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any])
         }
         #expect(try status()["guessLimit"] as? String == "service")
-        #expect(try status()["countedIn"] as? String == "file")
+        #expect(try status()["countedIn"] as? String == "software TPM (IBM SW)")
         _ = try keepsake(
             ["device", "reboot"] + option + deviceDirectory(of: service), service: service,
             executable: shippedKeepsakeExecutable)

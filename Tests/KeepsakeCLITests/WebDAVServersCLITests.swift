@@ -75,7 +75,8 @@ struct WebDAVServersCLITests {
             #expect(login.status == 0, "\(kind): \(login.stderr)")
             #expect(login.text.contains("\"usable\":true"), "\(kind): \(login.text)")
             #expect(
-                login.text.contains("\"conditionalWrites\":\([.apache, .wsgidav].contains(kind))"), "\(login.text)")
+                login.text.contains("\"conditionalWrites\":\([.apache, .wsgidav].contains(kind))"),
+                "\(login.text)")
         }
         #expect(
             try keepsake(["cloud", "status"] + onPhone, service: phone).text.contains(
@@ -123,7 +124,8 @@ struct WebDAVServersCLITests {
         allAtOnce(2 * perDevice) { index in
             let (device, service, name) =
                 index < perDevice
-                ? (onPhone, phone, "phone-\(index)") : (onTablet, tablet, "tablet-\(index - perDevice)")
+                ? (onPhone, phone, "phone-\(index)")
+                : (onTablet, tablet, "tablet-\(index - perDevice)")
             do {
                 if index % perDevice < addsPerDevice {
                     let stored = try keepsake(
