@@ -208,6 +208,32 @@ uint32_t keepsake_tpm_reset_dictionary_attack(ESYS_CONTEXT *context) {
                                           ESYS_TR_NONE, ESYS_TR_NONE);
 }
 
+uint32_t keepsake_tpm_permanent(ESYS_CONTEXT *context, uint32_t *flags) {
+    TPMI_YES_NO more;
+    TPMS_CAPABILITY_DATA *data = NULL;
+    TSS2_RC rc = Esys_GetCapability(context, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE,
+                                    TPM2_CAP_TPM_PROPERTIES, TPM2_PT_PERMANENT, 1, &more, &data);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    *flags = 0;
+    if (data->data.tpmProperties.count > 0 &&
+        data->data.tpmProperties.tpmProperty[0].property == TPM2_PT_PERMANENT)
+        *flags = data->data.tpmProperties.tpmProperty[0].value;
+    else
+        rc = TSS2_ESYS_RC_MALFORMED_RESPONSE;
+    Esys_Free(data);
+    return rc;
+}
+
+uint32_t keepsake_tpm_set_lockout_auth(ESYS_CONTEXT *context, const uint8_t *auth, size_t auth_size) {
+    if (auth_size > sizeof(((TPM2B_AUTH *)0)->buffer)) return TSS2_ESYS_RC_BAD_VALUE;
+    TPM2B_AUTH value = {.size = (UINT16)auth_size};
+    memcpy(value.buffer, auth, auth_size);
+    TSS2_RC rc = Esys_HierarchyChangeAuth(context, ESYS_TR_RH_LOCKOUT, ESYS_TR_PASSWORD,
+                                          ESYS_TR_NONE, ESYS_TR_NONE, &value);
+    memset(&value, 0, sizeof value);
+    return rc;
+}
+
 uint32_t keepsake_tpm_rc_base(uint32_t rc) {
     // Format-one errors carry parameter/handle/session numbers in bits 6-11; the base code is
     // the error number with the format bit.

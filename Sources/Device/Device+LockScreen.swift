@@ -478,7 +478,7 @@ extension Device {
                 record.verifier = nil
                 kek = PasscodeKeys.tpmKEK(
                     passcodeKey: passcodeKey, tpmSecret: secret, deviceSecret: deviceSecret)
-            } else if let tpm {
+            } else if let tpm, tpm.takesNewSlots() {
                 let tpmSecret = SecureBytes(randomCount: 32)
                 let slot = try tpmCall { () throws(TPMError) in
                     try TPMPasscodeSlot.create(

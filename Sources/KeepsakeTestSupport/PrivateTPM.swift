@@ -24,10 +24,14 @@ package final class PrivateTPM: Sendable {
     /// Starts swtpm. Its dictionary-attack protection is set to `maxTries` failures (swtpm's own
     /// default is 3), forgiving one every `recoverySeconds`, so that a test sees Keepsake's own
     /// limit unless it asks for the TPM's. `unixSocket`: on a UNIX socket in its own directory
-    /// (0700: only this user reaches it — a service's TPM), instead of loopback ports.
-    package init(maxTries: UInt32 = 1000, recoverySeconds: UInt32 = 1, unixSocket: Bool = false)
-        throws
-    {
+    /// (0700: only this user reaches it — a service's TPM), instead of loopback ports. Its lockout
+    /// authorization is then set to a random value the harness keeps (as a careful owner sets a
+    /// machine's: Keepsake makes no lock-screen slot on a TPM whose lockout anyone can clear),
+    /// unless `openLockout`.
+    package init(
+        maxTries: UInt32 = 1000, recoverySeconds: UInt32 = 1, unixSocket: Bool = false,
+        openLockout: Bool = false
+    ) throws {
         directory = Throwaway.directory("swtpm")
         try FileManager.default.createDirectory(
             at: directory.appendingPathComponent("state"), withIntermediateDirectories: true)
@@ -48,6 +52,7 @@ package final class PrivateTPM: Sendable {
         let context = try TPMContext(tcti: tcti)
         try context.setDictionaryAttack(
             maxTries: maxTries, recoveryTime: recoverySeconds, lockoutRecovery: recoverySeconds)
+        if !openLockout { try context.setLockoutAuthorization(Data(UUID().uuidString.utf8)) }
     }
 
     /// swtpm on `directory`'s state, on `port` or `socket`; nil when it did not come up.

@@ -107,6 +107,25 @@ package final class TPMContext: @unchecked Sendable {
         }
     }
 
+    /// Whether the TPM's lockout authorization is set: when it is empty, any process that reaches
+    /// the TPM can clear its dictionary-attack lockout (`TPM2_DictionaryAttackLockReset`).
+    package func lockoutAuthorizationIsSet() throws(TPMError) -> Bool {
+        var flags: UInt32 = 0
+        try run("GetCapability(permanent)") { keepsake_tpm_permanent($0, &flags) }
+        return flags & 0x4 != 0  // TPMA_PERMANENT lockoutAuthSet
+    }
+
+    /// Sets the lockout authorization (from empty): for the test harness's own swtpm only, as a
+    /// careful owner sets a machine's (`tpm2_changeauth -c lockout`).
+    package func setLockoutAuthorization(_ authorization: Data) throws(TPMError) {
+        try run("HierarchyChangeAuth(lockout)") { context in
+            authorization.withUnsafeBytes {
+                keepsake_tpm_set_lockout_auth(
+                    context, $0.bindMemory(to: UInt8.self).baseAddress, $0.count)
+            }
+        }
+    }
+
     /// Clears the TPM's dictionary-attack lockout: for the test harness's own swtpm only.
     package func resetDictionaryAttack() throws(TPMError) {
         try run("DictionaryAttackLockReset") { keepsake_tpm_reset_dictionary_attack($0) }

@@ -22,6 +22,14 @@ package enum TPMPasscodeSlot {
         _ tpm: TPMContext, counter: UInt32?, authorization: SecureBytes, secret: SecureBytes,
         limit: UInt64
     ) throws(TPMError) -> TPMSlot {
+        // With an empty lockout authorization any process of the user could clear the lockout
+        // that counts the guesses sent around Keepsake's counter: no slot is made there.
+        guard try tpm.lockoutAuthorizationIsSet() else {
+            throw TPMError(
+                .notAvailable,
+                "this TPM's lockout authorization is empty, so any process could clear its dictionary-attack lockout and guess the pin without limit: set one (tpm2_changeauth -c lockout), or have a guess counter service count the pin (--counter; keepsake-escrow --tpm, docs/running.md)"
+            )
+        }
         let counterIndex: UInt32
         if let counter, (try? value(tpm, counter: counter)) != nil {
             counterIndex = counter

@@ -117,6 +117,43 @@ struct GuessLimitTests {
         print("tpm: 5 guesses skipping the counter, then the TPM's lockout for every further one")
     }
 
+    @Test(
+        "a TPM whose lockout authorization is empty (any process could clear its lockout) gets no lock-screen slot: refused, naming the fix, nothing changed; with one set, another process of the user cannot clear the lockout that counts guesses skipping Keepsake's counter"
+    )
+    func openLockoutRefused() throws {
+        let open = try PrivateTPM(openLockout: true)
+        let service = try PrivateSecretService.start()
+        let device = service.device("open", retryPolicy: quick, tpm: open)
+        do {
+            try device.setLockScreen(.pin, passcode: "246810", currentPasscode: nil)
+            Issue.record("a lock screen was set on a TPM whose lockout anyone can clear")
+        } catch {
+            #expect("\(error)".contains("lockout authorization is empty"), "\(error)")
+        }
+        #expect(try device.lockScreenKind() == .none)
+
+        let tpm = try PrivateTPM(maxTries: 3, recoverySeconds: 600)
+        let guarded = service.device("guarded", retryPolicy: quick, tpm: tpm)
+        try guarded.setLockScreen(.pin, passcode: "246810", currentPasscode: nil)
+        let slot = try #require(try storedRecord(guarded).tpm)
+        let context = try tpm.context()
+        var answers: [TPMError.Code] = []
+        for guess in 0..<6 {
+            if guess >= 3 {  // the attacker clears the lockout each time it trips: refused
+                #expect(throws: TPMError.self) { try context.resetDictionaryAttack() }
+            }
+            do {
+                try TPMPasscodeSlot.uncountedRead(
+                    context, slot: slot,
+                    authorization: SecureBytes(copying: Data(repeating: UInt8(guess), count: 32)))
+            } catch {
+                answers.append(error.code)
+            }
+        }
+        #expect(answers.prefix(3).allSatisfy { $0 == .authFailed }, "\(answers)")
+        #expect(answers.suffix(3).allSatisfy { $0 == .lockout }, "\(answers)")
+    }
+
     @Test("software path: the verifier and the key-encryption key need the device secret")
     func softwareBinding() throws {
         let service = try PrivateSecretService.start()

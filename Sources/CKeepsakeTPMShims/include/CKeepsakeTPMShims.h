@@ -79,6 +79,13 @@ uint32_t keepsake_tpm_state_counter_read(ESYS_CONTEXT *context, uint32_t session
 /// allocates: the manufacturer and the first vendor string, 4 ASCII bytes each.
 uint32_t keepsake_tpm_vendor(ESYS_CONTEXT *context, uint32_t *manufacturer, uint32_t *vendor);
 
+/// Why: Esys_GetCapability(TPM_CAP_TPM_PROPERTIES, TPM_PT_PERMANENT) returns a union it
+/// allocates: the TPMA_PERMANENT bits (ownerAuthSet 0x1, endorsementAuthSet 0x2, lockoutAuthSet 0x4).
+uint32_t keepsake_tpm_permanent(ESYS_CONTEXT *context, uint32_t *flags);
+/// Why: Esys_HierarchyChangeAuth on the lockout hierarchy (from an empty authorization) with a
+/// TPM2B_AUTH: the test harness's own swtpm, set as a careful owner would set a machine's.
+uint32_t keepsake_tpm_set_lockout_auth(ESYS_CONTEXT *context, const uint8_t *auth, size_t auth_size);
+
 /// Why: Tss2_RC_Decode returns a static string; the base error code without layer bits.
 uint32_t keepsake_tpm_rc_base(uint32_t rc);
 
