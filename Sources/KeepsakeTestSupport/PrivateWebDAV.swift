@@ -95,14 +95,17 @@ package final class PrivateWebDAV: @unchecked Sendable {
 
     /// Starts one (a few tries, each on another random port: one may be taken).
     /// `lockSeconds`: how long nginx grants a lock, whatever is asked (its zone's timeout).
+    /// `proxy` (Apache): also a TLS reverse proxy to that loopback address under `/proxied/`
+    /// (mod_proxy: how docs/running.md puts `keepsake-escrow` behind TLS).
     package static func start(
         _ kind: Server = .apache, tls: Bool = false, swept: Bool = true,
-        passwordHash: PasswordHash = .bcrypt, lockSeconds: Int = 10
+        passwordHash: PasswordHash = .bcrypt, lockSeconds: Int = 10, proxy: URL? = nil
     ) throws -> PrivateWebDAV {
         var failure: Error = HarnessError("\(kind) did not start")
         for _ in 0..<3 {
             let server = try PrivateWebDAV(
-                kind, tls: tls, swept: swept, passwordHash: passwordHash, lockSeconds: lockSeconds)
+                kind, tls: tls, swept: swept, passwordHash: passwordHash, lockSeconds: lockSeconds,
+                proxy: proxy)
             do {
                 try server.run()
                 return server
@@ -115,12 +118,19 @@ package final class PrivateWebDAV: @unchecked Sendable {
     }
 
     private let lockSeconds: Int
+    private let proxy: URL?
+    /// Where `proxy` is reached through this server.
+    package var proxied: URL {
+        URL(string: "\(tls ? "https" : "http")://127.0.0.1:\(port)/proxied/")!
+    }
 
     private init(
-        _ server: Server, tls: Bool, swept: Bool, passwordHash: PasswordHash, lockSeconds: Int
+        _ server: Server, tls: Bool, swept: Bool, passwordHash: PasswordHash, lockSeconds: Int,
+        proxy: URL?
     ) throws {
         self.server = server
         self.lockSeconds = lockSeconds
+        self.proxy = proxy
         self.tls = tls
         self.swept = swept
         self.passwordHash = passwordHash
@@ -273,6 +283,7 @@ package final class PrivateWebDAV: @unchecked Sendable {
         Group www-data
         DocumentRoot \(documentRoot.path)
         DavLockDB \(root.path)/davlock
+        \(proxy.map { "LoadModule proxy_module modules/mod_proxy.so\nLoadModule proxy_http_module modules/mod_proxy_http.so\nProxyPass /proxied/ \($0.absoluteString)\nProxyPassReverse /proxied/ \($0.absoluteString)" } ?? "")
         <Directory \(documentRoot.path)>
           Dav On
           AuthType Basic

@@ -232,6 +232,41 @@ struct EscrowTPMTests {
     }
 }
 
+extension EscrowTPMTests {
+    @Test(
+        "over loopback TLS, through Apache as the reverse proxy docs/running.md describes: a pin set and a passcode join (a wrong one counted, the right one joining) reach the TPM-backed escrow; a plain-HTTP escrow address off loopback is refused"
+    )
+    func overTLS() throws {
+        let escrow = try PrivateEscrow()
+        defer { escrow.stop() }
+        let proxy = try PrivateWebDAV.start(
+            .apache, tls: true, swept: false, passwordHash: .md5, proxy: escrow.url)
+        defer { proxy.stop() }
+        let configuration = try #require(
+            EscrowConfiguration(url: proxy.proxied, caFile: proxy.caFile.path))
+        #expect(configuration.url.scheme == "https")
+        #expect(try configuration.client().counter() == "software TPM (IBM SW)")
+        #expect(EscrowConfiguration(url: URL(string: "http://escrow.example/")!) == nil)
+
+        let cloud = Throwaway.untrusted("cloud")
+        let service = try PrivateSecretService.start()
+        let phone = Device(
+            secretService: service.connection(), directory: service.deviceDirectory("phone"),
+            cloud: CloudDirectory(cloud), tpm: nil, escrow: configuration, tuning: .fast)
+        defer { try? phone.reboot() }
+        try phone.setLockScreen(.pin, passcode: "161803", currentPasscode: nil)
+        let accountKey = try #require(try phone.cloudKey(forUpload: false))
+        let other = try PrivateSecretService.start()
+        let laptop = Device(
+            secretService: other.connection(), directory: other.deviceDirectory("laptop"),
+            cloud: CloudDirectory(cloud), tpm: nil, escrow: configuration, tuning: .fast)
+        defer { try? laptop.reboot() }
+        #expect(throws: DeviceError.self) { try laptop.join(passcode: "141421") }
+        try laptop.join(passcode: "161803")
+        #expect(try laptop.cloudKey(forUpload: false) == accountKey)
+    }
+}
+
 /// Makes `target`'s contents exactly `source`'s (the lock file aside).
 private func copyContents(of source: URL, to target: URL) throws {
     let manager = FileManager.default
