@@ -58,7 +58,8 @@ package final class PrivateWebDAV: @unchecked Sendable {
     }
     private let passwordHash: PasswordHash
     package let username = "dav-user-\(UUID().uuidString.prefix(6).lowercased())"
-    package let password = "webdav-\(UUID().uuidString.prefix(8))"
+    /// Changed only by `changePassword()`.
+    package private(set) var password = "webdav-\(UUID().uuidString.prefix(8))"
     /// The account's collection.
     package var url: URL {
         URL(string: "\(tls ? "https" : "http")://127.0.0.1:\(port)/dav/account/")!
@@ -156,9 +157,34 @@ package final class PrivateWebDAV: @unchecked Sendable {
         }
     }
 
+    /// Gives the server's user a new password, as its administrator would (the server restarted
+    /// where it reads the password only at start): every client still holding the old one is
+    /// refused from now on.
+    package func changePassword() throws {
+        let fresh = "changed-\(UUID().uuidString.prefix(8))"
+        switch server {
+        case .apache, .nginx, .nginxWithoutLocks:
+            password = fresh
+            try tool(
+                "/usr/bin/htpasswd",
+                ["-b"] + (server == .apache && passwordHash == .bcrypt ? ["-B"] : ["-m"])
+                    + [root.appendingPathComponent("htpasswd").path, username, password])
+        case .rclone, .wsgidav:
+            kill()
+            password = fresh
+            if server == .wsgidav { try writeWsgidavConfiguration() }
+            try relaunch()
+        }
+    }
+
+    private func runWsgidav() throws {
+        try writeWsgidavConfiguration()
+        try launch()
+    }
+
     /// wsgidav's configuration: basic authentication of one user, its lock and property managers
     /// in memory, the document root as the file system provider, TLS through cheroot.
-    private func runWsgidav() throws {
+    private func writeWsgidavConfiguration() throws {
         let ssl =
             tls
             ? "ssl_certificate: \(root.path)/server.pem\nssl_private_key: \(root.path)/server.key"
@@ -186,7 +212,6 @@ package final class PrivateWebDAV: @unchecked Sendable {
           enable: false
         """.write(
             to: root.appendingPathComponent("wsgidav.yaml"), atomically: true, encoding: .utf8)
-        try launch()
     }
 
     /// nginx's configuration: the dav module (PUT, DELETE, MKCOL) and dav-ext (PROPFIND, OPTIONS,

@@ -54,7 +54,7 @@ func joinByApproval(
 )
 struct WebDAVServersCLITests {
     @Test(
-        "on Apache, nginx with dav_ext_lock, rclone and wsgidav, over TLS: login probes the server; a fresh account URL; an account made with a pin; Block Store sync; an approval join that restores; welcome back; 20 syncs from each device at once, with adds, lose nothing; refused credentials say to log in again (exit 1)",
+        "on Apache, nginx with dav_ext_lock, rclone and wsgidav, over TLS: login probes the server; a fresh account URL; an account made with a pin; Block Store sync; an approval join that restores; welcome back; 20 syncs from each device at once, with adds, lose nothing; a changed server password says to log in again (exit 1) and a new login syncs",
         arguments: PrivateWebDAV.Server.available.filter { $0 != .nginxWithoutLocks })
     func twoDeviceStory(_ kind: PrivateWebDAV.Server) throws {
         let server = try PrivateWebDAV.start(kind, tls: true, passwordHash: .md5)
@@ -153,10 +153,19 @@ struct WebDAVServersCLITests {
         // The passkey, the hint's Block Store copy and every racing entry.
         #expect(entries.count == 2 + 2 * addsPerDevice, "\(kind): \(entries.count) entries")
 
-        // Credentials the server refuses: exit 1 and "log in again", never 75.
-        #expect(try keepsake(["cloud", "logout"] + onPhone, service: phone).status == 0)
+        // A changed server password: exit 1 and "log in again", never 75 ("sync again later");
+        // logging in with the new one syncs again. Then no credentials at all: the same.
+        try server.changePassword()
         let refused = try keepsake(["blockstore", "sync"] + onPhone, service: phone)
         #expect(refused.status == 1 && refused.stderr.contains("log in again"), "\(refused.stderr)")
+        let again = try keepsake(
+            ["cloud", "login"] + onPhone,
+            input: Data("\(server.username)\n\(server.password)\n".utf8), service: phone)
+        #expect(again.status == 0, "\(kind): \(again.stderr)")
+        #expect(try keepsake(["blockstore", "sync"] + onPhone, service: phone).status == 0)
+        #expect(try keepsake(["cloud", "logout"] + onPhone, service: phone).status == 0)
+        let loggedOut = try keepsake(["blockstore", "sync"] + onPhone, service: phone)
+        #expect(loggedOut.status == 1 && loggedOut.stderr.contains("log in again"))
     }
 
     @Test(
