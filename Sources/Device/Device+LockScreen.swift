@@ -105,7 +105,8 @@ extension Device {
             }
             newPasscode = try kind.validate(passcode)
         }
-        return try guessLimit.exclusively { () throws(DeviceError) in
+        let changed = try guessLimit.exclusively {
+            () throws(DeviceError) -> (record: DeviceRecord, hadKnowledgeFactor: Bool) in
             var (path, record) = try records.load()
             let hadKnowledgeFactor = record.kind.hasKnowledgeFactor
             var keys: [ProtectionClass: SecureBytes]
@@ -160,24 +161,27 @@ extension Device {
             if let oldSlot, oldSlot != updated.tpm { destroySlot(oldSlot) }
             removeCounterSlot(oldCounterSlot, secret: proofCounterSecret)
             if newPasscode == nil { runtime.forget([.whenPasscodeSetThisDeviceOnly]) }
-            // The lock screen is changed by now: a cloud that cannot be read or written (down,
-            // hostile) does not undo that; the account key is looked after at the next unlock.
-            var recoveryKey: SecureBytes?
-            var cloudAccountProblem: String?
-            if let newPasscode {
-                do throws(DeviceError) {
-                    let kept = try maintainCloudKey(
-                        &updated, passcode: newPasscode, passcodeChanged: hadKnowledgeFactor)
-                    recoveryKey = kept.recoveryKey
-                    if kept.changed { try records.store(updated, replacing: path) }
-                } catch {
-                    cloudAccountProblem = error.message
-                }
-            }
-            return LockScreenChange(
-                knowledgeFactorRemoved: hadKnowledgeFactor && newPasscode == nil,
-                recoveryKey: recoveryKey, cloudAccountProblem: cloudAccountProblem)
+            return (updated, hadKnowledgeFactor)
         }
+        // The lock screen is changed by now: a cloud that cannot be read or written (down,
+        // hostile) does not undo that; the account key is looked after at the next unlock. Done
+        // after the guess lock is released: a slow cloud never holds up another process's unlock.
+        var recoveryKey: SecureBytes?
+        var cloudAccountProblem: String?
+        if let newPasscode {
+            var record = changed.record
+            do throws(DeviceError) {
+                let kept = try maintainCloudKey(
+                    &record, passcode: newPasscode, passcodeChanged: changed.hadKnowledgeFactor)
+                recoveryKey = kept.recoveryKey
+                if kept.changed { try storeAfterCloud(record, read: changed.record) }
+            } catch {
+                cloudAccountProblem = error.message
+            }
+        }
+        return LockScreenChange(
+            knowledgeFactorRemoved: changed.hadKnowledgeFactor && newPasscode == nil,
+            recoveryKey: recoveryKey, cloudAccountProblem: cloudAccountProblem)
     }
 
     /// Unlocks with the passcode: every class key becomes available. Without a knowledge factor
@@ -188,6 +192,7 @@ extension Device {
     public func unlock(passcode: SecureBytes) throws(DeviceError) -> SecureBytes? {
         guard try lockScreenKind().hasKnowledgeFactor else { return nil }
         var createdRecoveryKey: SecureBytes?
+        var unlocked: DeviceRecord?
         try LockScreenKind.checkGuess(passcode)  // never a guess: refused, not counted
         try guessLimit.exclusively { () throws(DeviceError) in
             let proof = try prove(passcode)
@@ -224,20 +229,46 @@ extension Device {
                 record.setPresence(SecureBytes(randomCount: 32), kek: proof.kek)
                 path = try records.store(record, replacing: path)
             }
-            lastCloudAccountProblem.withLock { $0 = nil }
-            if cloud != nil {
-                // The device unlocks whatever the cloud does; what went wrong there is kept
-                // for the caller to say (`lastCloudAccountProblem`), never dropped.
-                do throws(DeviceError) {
-                    let kept = try maintainCloudKey(&record, passcode: passcode)
-                    if kept.changed { try records.store(record, replacing: path) }
-                    if let key = kept.recoveryKey { createdRecoveryKey = key }
-                } catch {
-                    lastCloudAccountProblem.withLock { $0 = error.message }
-                }
+            unlocked = record
+        }
+        // The cloud account after the guess lock is released: a slow or hostile cloud never
+        // holds up another process's unlock. The device unlocks whatever the cloud does; what
+        // went wrong there is kept for the caller to say (`lastCloudAccountProblem`).
+        lastCloudAccountProblem.withLock { $0 = nil }
+        if cloud != nil, let read = unlocked {
+            var record = read
+            do throws(DeviceError) {
+                let kept = try maintainCloudKey(&record, passcode: passcode)
+                if kept.changed { try storeAfterCloud(record, read: read) }
+                if let key = kept.recoveryKey { createdRecoveryKey = key }
+            } catch {
+                lastCloudAccountProblem.withLock { $0 = error.message }
             }
         }
         return createdRecoveryKey
+    }
+
+    /// Stores what the cloud account's upkeep changed in the record (the account key, its epoch,
+    /// the escrow registration) onto the record as it is now, under the guess lock again: another
+    /// process may have unlocked (counted a guess) or set a lock screen meanwhile. Under another
+    /// passcode (a newer generation) only a newly made account key is kept (it is sealed under a
+    /// class key, which a passcode change keeps); the escrow is registered again at the next
+    /// unlock.
+    private func storeAfterCloud(_ record: DeviceRecord, read: DeviceRecord) throws(DeviceError) {
+        try guessLimit.exclusively { () throws(DeviceError) in
+            let (path, current) = try records.load()
+            var merged = current
+            if current.generation == read.generation {
+                merged.wrappedCloudKey = record.wrappedCloudKey
+                merged.cloudEpoch = record.cloudEpoch
+                merged.escrowGeneration = record.escrowGeneration
+                merged.rotationPending = record.rotationPending
+            } else if current.wrappedCloudKey == nil, record.wrappedCloudKey != nil {
+                merged.wrappedCloudKey = record.wrappedCloudKey
+                merged.cloudEpoch = record.cloudEpoch
+            }
+            if merged != current { try records.store(merged, replacing: path) }
+        }
     }
 
     /// The public key that items needing the passcode at each use (`.devicePasscode`,

@@ -37,6 +37,51 @@ struct WebDAVTests {
         }
     }
 
+    @Test(
+        "an unlock waiting on a cloud that does not answer holds no guess lock: another process's unlock goes through meanwhile, and the waiting one unlocks and says what the cloud did"
+    )
+    func cloudOutsideTheGuessLock() throws {
+        let service = try PrivateSecretService.start()
+        let local = service.device("shared")
+        try local.setLockScreen(.pin, passcode: "5917", currentPasscode: nil)
+        try local.lock()
+        let release = Mutex(false)
+        let server = try FaultyHTTPServer { _ in
+            // Holds every request until the test lets go (a bound, not a timing).
+            let deadline = Date() + 60
+            while !release.withLock({ $0 }) && Date() < deadline { usleep(10_000) }
+            return .respond(status: 503, headers: [:], body: Data())
+        }
+        defer {
+            release.withLock { $0 = true }
+            server.stop()
+        }
+        let clouded = Device(
+            secretService: service.connection(), directory: service.deviceDirectory("shared"),
+            cloud: try WebDAVCloud(url: server.url, timeout: 60, attempts: 1), tuning: .fast)
+        let done = Mutex<Result<Void, DeviceError>?>(nil)
+        Thread {
+            let result = Result { () throws(DeviceError) in
+                _ = try clouded.unlock(passcode: "5917")
+            }
+            done.withLock { $0 = result }
+        }.start()
+        // The clouded unlock is in the cloud (its passcode checked, the guess lock released)...
+        let asked = Date() + 60
+        while server.requests.isEmpty && Date() < asked { usleep(10_000) }
+        #expect(!server.requests.isEmpty)
+        // ...and another process's unlock, lock and wrong guess go through while it waits.
+        try local.lock()
+        #expect(throws: DeviceError.self) { try local.unlock(passcode: "0000") }
+        try local.unlock(passcode: "5917")
+        #expect(done.withLock { $0 } == nil, "the clouded unlock was still waiting on the cloud")
+        release.withLock { $0 = true }
+        let finished = Date() + 60
+        while done.withLock({ $0 }) == nil && Date() < finished { usleep(10_000) }
+        #expect((try? done.withLock { $0 }?.get()) != nil, "the clouded unlock unlocked")
+        #expect(clouded.lastCloudAccountProblem.withLock { $0 } != nil)
+    }
+
     @Test("an object larger than its kind's cap is refused before it is read whole")
     func oversized() throws {
         let server = try PrivateWebDAV.start(swept: false)
