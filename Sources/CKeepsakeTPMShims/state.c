@@ -28,9 +28,9 @@ static void flush_leftovers(ESYS_CONTEXT *context) {
     }
 }
 
-uint32_t keepsake_tpm_salted_session(ESYS_CONTEXT *context, uint8_t *name, size_t *name_size,
-                                     uint32_t *session) {
-    flush_leftovers(context);
+/// The owner hierarchy's ECC P-256 storage key (fixed template: the same key on every call),
+/// loaded; its name out when asked.
+static TSS2_RC storage_key(ESYS_CONTEXT *context, ESYS_TR *key) {
     TPM2B_SENSITIVE_CREATE sensitive = {.size = 0};
     TPM2B_PUBLIC template = {
         .publicArea = {
@@ -50,10 +50,34 @@ uint32_t keepsake_tpm_salted_session(ESYS_CONTEXT *context, uint8_t *name, size_
         }};
     TPM2B_DATA outside = {.size = 0};
     TPML_PCR_SELECTION pcrs = {.count = 0};
+    return Esys_CreatePrimary(context, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE,
+                              ESYS_TR_NONE, &sensitive, &template, &outside, &pcrs, key, NULL,
+                              NULL, NULL, NULL);
+}
+
+static TSS2_RC start_salted(ESYS_CONTEXT *context, ESYS_TR key, TPM2_SE type, ESYS_TR *session) {
+    TPMT_SYM_DEF symmetric = {
+        .algorithm = TPM2_ALG_AES, .keyBits.aes = 128, .mode.aes = TPM2_ALG_CFB};
+    return Esys_StartAuthSession(context, key, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE,
+                                 ESYS_TR_NONE, NULL, type, &symmetric, TPM2_ALG_SHA256, session);
+}
+
+uint32_t keepsake_tpm_start_salted(ESYS_CONTEXT *context, uint32_t type, uint32_t *session) {
     ESYS_TR key = ESYS_TR_NONE;
-    TSS2_RC rc = Esys_CreatePrimary(context, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE,
-                                    ESYS_TR_NONE, &sensitive, &template, &outside, &pcrs, &key,
-                                    NULL, NULL, NULL, NULL);
+    TSS2_RC rc = storage_key(context, &key);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    ESYS_TR started = ESYS_TR_NONE;
+    rc = start_salted(context, key, (TPM2_SE)type, &started);
+    Esys_FlushContext(context, key);
+    if (rc == TSS2_RC_SUCCESS) *session = started;
+    return rc;
+}
+
+uint32_t keepsake_tpm_salted_session(ESYS_CONTEXT *context, uint8_t *name, size_t *name_size,
+                                     uint32_t *session) {
+    flush_leftovers(context);
+    ESYS_TR key = ESYS_TR_NONE;
+    TSS2_RC rc = storage_key(context, &key);
     if (rc != TSS2_RC_SUCCESS) return rc;
     TPM2B_NAME *found = NULL;
     rc = Esys_TR_GetName(context, key, &found);
@@ -69,12 +93,8 @@ uint32_t keepsake_tpm_salted_session(ESYS_CONTEXT *context, uint8_t *name, size_
         Esys_Free(found);
     }
     if (rc == TSS2_RC_SUCCESS) {
-        TPMT_SYM_DEF symmetric = {
-            .algorithm = TPM2_ALG_AES, .keyBits.aes = 128, .mode.aes = TPM2_ALG_CFB};
         ESYS_TR started = ESYS_TR_NONE;
-        rc = Esys_StartAuthSession(context, key, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE,
-                                   ESYS_TR_NONE, NULL, TPM2_SE_HMAC, &symmetric, TPM2_ALG_SHA256,
-                                   &started);
+        rc = start_salted(context, key, TPM2_SE_HMAC, &started);
         if (rc == TSS2_RC_SUCCESS) *session = started;
     }
     Esys_FlushContext(context, key);

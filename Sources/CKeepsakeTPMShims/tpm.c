@@ -121,15 +121,25 @@ uint32_t keepsake_tpm_secret_define(ESYS_CONTEXT *context, uint32_t index, uint3
     info.nvPublic.authPolicy = *digest;
     Esys_Free(digest);
     ESYS_TR handle = ESYS_TR_NONE;
-    rc = Esys_NV_DefineSpace(context, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE,
-                             ESYS_TR_NONE, &authorization, &info, &handle);
+    // The owner's (empty) authorization in a salted HMAC session that encrypts the index's
+    // authorization on its way in.
+    ESYS_TR owner = ESYS_TR_NONE;
+    rc = keepsake_tpm_start_salted(context, TPM2_SE_HMAC, &owner);
+    if (rc == TSS2_RC_SUCCESS)
+        rc = Esys_TRSess_SetAttributes(context, owner, TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_DECRYPT, 0xff);
+    if (rc == TSS2_RC_SUCCESS)
+        rc = Esys_NV_DefineSpace(context, ESYS_TR_RH_OWNER, owner, ESYS_TR_NONE, ESYS_TR_NONE,
+                                 &authorization, &info, &handle);
+    if (owner != ESYS_TR_NONE) Esys_FlushContext(context, owner);
     memset(&authorization, 0, sizeof authorization);
     if (rc != TSS2_RC_SUCCESS) return rc;
 
     ESYS_TR session;
-    rc = start_session(context, TPM2_SE_POLICY, &session);
+    rc = keepsake_tpm_start_salted(context, TPM2_SE_POLICY, &session);
     if (rc == TSS2_RC_SUCCESS) {
         rc = run_policy(context, session, counter, max_counter);
+        if (rc == TSS2_RC_SUCCESS)
+            rc = Esys_TRSess_SetAttributes(context, session, TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_DECRYPT, 0xff);
         TPM2B_AUTH value = {.size = (UINT16)auth_size};
         memcpy(value.buffer, auth, auth_size);
         if (rc == TSS2_RC_SUCCESS) rc = Esys_TR_SetAuth(context, handle, &value);
@@ -158,12 +168,14 @@ uint32_t keepsake_tpm_secret_read(ESYS_CONTEXT *context, uint32_t index, uint32_
     TSS2_RC rc = nv_handle(context, index, &handle);
     if (rc != TSS2_RC_SUCCESS) return rc;
     ESYS_TR session;
-    rc = start_session(context, TPM2_SE_POLICY, &session);
+    rc = keepsake_tpm_start_salted(context, TPM2_SE_POLICY, &session);
     if (rc != TSS2_RC_SUCCESS) {
         Esys_TR_Close(context, &handle);
         return rc;
     }
     rc = run_policy(context, session, counter, max_counter);
+    if (rc == TSS2_RC_SUCCESS)
+        rc = Esys_TRSess_SetAttributes(context, session, TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_ENCRYPT, 0xff);
     TPM2B_AUTH value = {.size = (UINT16)auth_size};
     memcpy(value.buffer, auth, auth_size);
     if (rc == TSS2_RC_SUCCESS) rc = Esys_TR_SetAuth(context, handle, &value);

@@ -114,6 +114,25 @@ package final class PrivateTPM: Sendable {
         throw HarnessError("swtpm did not start again")
     }
 
+    /// A relay that records every byte a client sends this (loopback) swtpm and gets back — its
+    /// command channel and, on the next port, its control channel — and the TCTI that goes
+    /// through it: what someone on the TPM connection sees.
+    package func recordingRelay() throws -> (relay: RecordingRelay, tcti: String) {
+        var relays: (RecordingRelay, RecordingRelay)?
+        for _ in 0..<20 where relays == nil {
+            let port = UInt16.random(in: 20_000...60_000)
+            if let data = try? RecordingRelay(to: self.port, listeningOn: port),
+                let control = try? RecordingRelay(to: self.port + 1, listeningOn: port + 1)
+            {
+                relays = (data, control)
+            }
+        }
+        guard let (data, control) = relays else { throw HarnessError("no ports for a relay") }
+        controlRelays.withLock { $0.append(control) }
+        return (data, "swtpm:host=127.0.0.1,port=\(data.port)")
+    }
+    private let controlRelays = Mutex<[RecordingRelay]>([])
+
     /// A context on this TPM, for tests that talk to it the way an attacker would.
     package func context() throws -> TPMContext { try TPMContext(tcti: tcti) }
 

@@ -154,6 +154,47 @@ struct GuessLimitTests {
         #expect(answers.suffix(3).allSatisfy { $0 == .lockout }, "\(answers)")
     }
 
+    @Test(
+        "with a TPM: a recording of every byte between the device and its TPM — the slot made, a wrong and the right passcode, a passcode change — holds no passcode, passcode key, TPM authorization or released secret"
+    )
+    func tpmCaptureHoldsNothing() throws {
+        let tpm = try PrivateTPM()
+        let (relay, tcti) = try tpm.recordingRelay()
+        let service = try PrivateSecretService.start()
+        let device = Device(
+            secretService: service.connection(), directory: service.deviceDirectory("relayed"),
+            tpm: TPMConfiguration(tcti: tcti), tuning: .fast)
+        defer { try? device.reboot() }
+        try device.setLockScreen(.pin, passcode: "135791", currentPasscode: nil)
+        try device.reboot()
+        #expect(code { try device.unlock(passcode: "000000") } == .authFailed)
+        try device.unlock(passcode: "135791")
+        try device.setLockScreen(.pin, passcode: "246802", currentPasscode: "135791")
+        let record = try storedRecord(device)
+        let slot = try #require(record.tpm)
+        let passcodeKey = try PasscodeKeys.passcodeKey(
+            "246802", salt: try #require(record.salt), cost: try #require(record.cost))
+        let authorization = PasscodeKeys.tpmAuthorization(passcodeKey: passcodeKey)
+        let capture = relay.capture
+        #expect(capture.count > 1000)
+        // The released secret, asked for directly (after the capture: this read is not in it).
+        let secret = try TPMPasscodeSlot.attempt(
+            try tpm.context(), slot: slot, authorization: authorization
+        ).secret
+        for (name, value) in [
+            ("passcode", Data("246802".utf8)), ("old passcode", Data("135791".utf8)),
+            ("passcode key", passcodeKey.unsafeData()),
+            ("TPM authorization", authorization.unsafeData()),
+            ("released secret", secret.unsafeData()),
+        ] {
+            let window = min(6, value.count)
+            let found = stride(from: 0, through: value.count - window, by: 1).contains {
+                capture.range(of: value[$0..<($0 + window)]) != nil
+            }
+            #expect(!found, "\(name)")
+        }
+    }
+
     @Test("software path: the verifier and the key-encryption key need the device secret")
     func softwareBinding() throws {
         let service = try PrivateSecretService.start()

@@ -188,18 +188,8 @@ struct EscrowTPMTests {
     )
     func tpmCaptureHoldsNothing() throws {
         let tpm = try PrivateTPM()
-        var relays: (RecordingRelay, RecordingRelay)?
-        for _ in 0..<20 where relays == nil {
-            let port = UInt16.random(in: 20_000...60_000)
-            if let data = try? RecordingRelay(to: tpm.port, listeningOn: port),
-                let control = try? RecordingRelay(to: tpm.port + 1, listeningOn: port + 1)
-            {
-                relays = (data, control)
-            }
-        }
-        let (relay, _) = try #require(relays)
-        let escrow = try PrivateEscrow(
-            tpm: tpm, tcti: "swtpm:host=127.0.0.1,port=\(relay.port)")
+        let (relay, tcti) = try tpm.recordingRelay()
+        let escrow = try PrivateEscrow(tpm: tpm, tcti: tcti)
         let cloud = Throwaway.untrusted("cloud")
         let service = try PrivateSecretService.start()
         let phone = Device(

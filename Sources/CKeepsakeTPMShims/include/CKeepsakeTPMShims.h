@@ -24,12 +24,14 @@ uint32_t keepsake_tpm_counter_read(ESYS_CONTEXT *context, uint32_t index, uint64
 /// Why: a trial policy session to compute the policy digest, then TPM2B_NV_PUBLIC and TPM2B_AUTH
 /// for the secret index, then a policy session to write it. The index is readable and writable
 /// only through the policy PolicyNV(counter <= max_counter) AND PolicyAuthValue(auth); it is
-/// subject to the TPM's dictionary-attack protection.
+/// subject to the TPM's dictionary-attack protection. The authorization and the secret cross the
+/// TPM connection encrypted (salted sessions: an owner HMAC session for the definition, the
+/// policy session for the write).
 uint32_t keepsake_tpm_secret_define(ESYS_CONTEXT *context, uint32_t index, uint32_t counter,
                                     uint64_t max_counter, const uint8_t *auth, size_t auth_size,
                                     const uint8_t *secret, size_t secret_size);
-/// Why: a policy session (PolicyNV, PolicyAuthValue) then Esys_NV_Read; the secret is copied
-/// out and the TSS's copy wiped.
+/// Why: a salted policy session (PolicyNV, PolicyAuthValue) then Esys_NV_Read with the response
+/// encrypted; the secret is copied out and the TSS's copy wiped.
 uint32_t keepsake_tpm_secret_read(ESYS_CONTEXT *context, uint32_t index, uint32_t counter,
                                   uint64_t max_counter, const uint8_t *auth, size_t auth_size,
                                   uint8_t *secret_out, size_t secret_size);
@@ -54,6 +56,10 @@ uint32_t keepsake_tpm_reset_dictionary_attack(ESYS_CONTEXT *context);
 /// only an earlier, killed process of the service can have left: for a TPM it alone uses.
 uint32_t keepsake_tpm_salted_session(ESYS_CONTEXT *context, uint8_t *name, size_t *name_size,
                                      uint32_t *session);
+/// Why: CreatePrimary's template (as above) and Esys_StartAuthSession of `type` (TPM2_SE_HMAC or
+/// TPM2_SE_POLICY) salted to that key, AES-128-CFB: a session whose key an eavesdropper cannot
+/// compute, for parameter encryption and HMACs that allow no offline guess of an authorization.
+uint32_t keepsake_tpm_start_salted(ESYS_CONTEXT *context, uint32_t type, uint32_t *session);
 /// Why: Esys_FlushContext on an ESYS_TR.
 void keepsake_tpm_flush(ESYS_CONTEXT *context, uint32_t handle);
 /// Why: TPM2B_NV_PUBLIC for an ordinary index read and written with its own authorization
