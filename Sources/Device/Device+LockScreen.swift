@@ -43,8 +43,9 @@ extension Device {
         /// `service` when a guess counter service counts the guesses (hard limit, `countedIn`
         /// says where it keeps the count), `tpm` when the TPM does, else `software`.
         public var guessLimit: String
-        /// Where the guess counter service keeps its count, as it says (`file`: its own state
-        /// directory); nil on the other paths.
+        /// Where the count is kept: the guess counter service's as it says (`software TPM (…)`,
+        /// `hardware TPM (…)`, `file`: its own state directory); on the TPM path the TPM, as it
+        /// says; nil on the software path.
         public var countedIn: String?
         /// Wrong passcodes in a row since the last right one.
         public var failedAttempts: Int
@@ -61,10 +62,12 @@ extension Device {
             failed = status.failures
             countedIn = status.counter
         } else if let slot = record.tpm, let tpm {
+            let context = try tpmCall { () throws(TPMError) in try tpm.context() }
             failed = Int(
                 try tpmCall { () throws(TPMError) in
-                    try TPMPasscodeSlot.failures(try tpm.context(), slot: slot)
+                    try TPMPasscodeSlot.failures(context, slot: slot)
                 })
+            countedIn = context.kind(tcti: tpm.tcti)
         }
         return LockScreenStatus(
             kind: record.kind, state: try state(of: record.kind),

@@ -126,6 +126,25 @@ package final class TPMContext: @unchecked Sendable {
         }
     }
 
+    /// What the TPM is, as it says: "software TPM (IBM SW)" (swtpm) or "hardware TPM (…)".
+    package func kind(tcti: String) -> String {
+        var manufacturer: UInt32 = 0
+        var vendor: UInt32 = 0
+        _ = runUnchecked { keepsake_tpm_vendor($0, &manufacturer, &vendor) }
+        func text(_ value: UInt32) -> String {
+            String(
+                decoding: (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * $0)) }
+                    .filter { $0 >= 0x20 && $0 < 0x7F }, as: UTF8.self
+            ).trimmingCharacters(in: .whitespaces)
+        }
+        let name = "\(text(manufacturer)) \(text(vendor))".trimmingCharacters(in: .whitespaces)
+        // libtpms (swtpm) says IBM / "SW"; Microsoft's simulator MSFT; a TCTI to an emulator.
+        let software =
+            tcti.hasPrefix("swtpm") || tcti.hasPrefix("mssim") || text(vendor).hasPrefix("SW")
+            || text(manufacturer) == "MSFT"
+        return "\(software ? "software" : "hardware") TPM (\(name))"
+    }
+
     /// Clears the TPM's dictionary-attack lockout: for the test harness's own swtpm only.
     package func resetDictionaryAttack() throws(TPMError) {
         try run("DictionaryAttackLockReset") { keepsake_tpm_reset_dictionary_attack($0) }

@@ -58,7 +58,7 @@ package final class TPMServiceState: @unchecked Sendable {
             throw TPMError(rc: rc, "CreatePrimary / StartAuthSession (salted)")
         }
         connection = (context, session)
-        kind = Self.kind(context, tcti: tcti)
+        kind = context.kind(tcti: tcti)
         if let handles {
             self.handles = handles
         } else {
@@ -190,25 +190,6 @@ package final class TPMServiceState: @unchecked Sendable {
                 rc: rc)
         }
         return TPMError(rc: rc, what)
-    }
-
-    /// "software TPM (IBM SW TPM)" or "hardware TPM (STM …)".
-    private static func kind(_ context: TPMContext, tcti: String) -> String {
-        var manufacturer: UInt32 = 0
-        var vendor: UInt32 = 0
-        _ = context.runUnchecked { keepsake_tpm_vendor($0, &manufacturer, &vendor) }
-        func text(_ value: UInt32) -> String {
-            String(
-                decoding: (0..<4).map { UInt8(truncatingIfNeeded: value >> (24 - 8 * $0)) }
-                    .filter { $0 >= 0x20 && $0 < 0x7F }, as: UTF8.self
-            ).trimmingCharacters(in: .whitespaces)
-        }
-        let name = "\(text(manufacturer)) \(text(vendor))".trimmingCharacters(in: .whitespaces)
-        // libtpms (swtpm) says IBM / "SW"; Microsoft's simulator MSFT; a TCTI to an emulator.
-        let software =
-            tcti.hasPrefix("swtpm") || tcti.hasPrefix("mssim") || text(vendor).hasPrefix("SW")
-            || text(manufacturer) == "MSFT"
-        return "\(software ? "software" : "hardware") TPM (\(name))"
     }
 
     private static func define(_ what: String, _ body: (UInt32) throws(TPMError) -> Void)

@@ -147,6 +147,7 @@ struct LockScreenAttackTests {
         let option = ["--tpm", tpm.tcti]
         #expect(try setPin("6060", service, option).status == 0)
         #expect(try status(service, option)["guessLimit"] as? String == "tpm")
+        #expect(try status(service, option)["countedIn"] as? String == "software TPM (IBM SW)")
         #expect(try keepsake(["device", "reboot"] + option, service: service).status == 0)
         let unlocked = try keepsake(
             ["lockscreen", "unlock"] + option, input: Data("6060\n".utf8), service: service)
