@@ -370,11 +370,40 @@ public struct WebDAVCloud: CloudStorage {
     public func lock() throws -> AnyObject {
         // A live holder may keep it as long as a session may last (its refreshes stop there).
         let deadline = Date().addingTimeInterval(StrayObjects.age + timeout)
+        var told = false
         while true {
             if let lock = try tryLock() { return lock }
             guard Date() < deadline else { throw CloudError("the account lock stays taken") }
+            if !told {
+                told = true
+                Self.waitNotice.withLock { $0 }?(
+                    "waiting for the cloud account's lock: another device or process is syncing (a holder that died lets go within \(Int(Self.lockLifetime)) s)"
+                )
+            }
             Thread.sleep(forTimeInterval: 0.05 + Double.random(in: 0..<0.1))
         }
+    }
+
+    /// Told once each time a `lock()` has to wait for another holder: the command line says so
+    /// on standard error, so a waiting sync never sits in silence.
+    package static let waitNotice = Mutex<(@Sendable (String) -> Void)?>(nil)
+
+    /// The account locks this process holds now, so that an interrupted command lets go of them
+    /// before it exits (`releaseHeldLocks`).
+    private static let held = Mutex<[ObjectIdentifier: WeakLock]>([:])
+    private final class WeakLock: @unchecked Sendable {
+        // @unchecked Sendable: read and written only under `held`'s lock.
+        weak var lock: Lock?
+        init(_ lock: Lock) { self.lock = lock }
+    }
+
+    /// Releases (UNLOCK, one try each) every account lock this process holds, at once: for a
+    /// command interrupted by SIGINT or SIGTERM, just before it exits, so no other device waits
+    /// for the lock to expire. The locks read as lost from then on: no compare-and-swap relies on
+    /// them.
+    package static func releaseHeldLocks() {
+        let locks = held.withLock { held in held.values.compactMap(\.lock) }
+        for lock in locks { lock.finish(attempts: 1) }
     }
 
     /// One try at the account's lock: the held lock, or nil while another holder has it (423).
@@ -503,10 +532,17 @@ public struct WebDAVCloud: CloudStorage {
             func withLock<R>(_ body: (inout Bool) -> R) -> R { flag.withLock { body(&$0) } }
         }
 
+        /// Set once released (`finish`): by its owner letting it go, or by an interruption.
+        private let finished = Mutex(false)
+
         init(cloud: WebDAVCloud, url: URL, token: String, lifetime: TimeInterval) {
             self.cloud = cloud
             self.url = url
             self.token = token
+            defer {
+                let weak = WeakLock(self)
+                WebDAVCloud.held.withLock { $0[ObjectIdentifier(self)] = weak }
+            }
             let generation = cloud.state.acquired()
             cloud.state.noteToken(token, for: url)
             let stop = self.stop
@@ -540,10 +576,21 @@ public struct WebDAVCloud: CloudStorage {
 
         // Only this holder's token unlocks it; a repeated UNLOCK of a released lock is refused.
         deinit {
+            WebDAVCloud.held.withLock { $0[ObjectIdentifier(self)] = nil }
+            finish()
+        }
+
+        /// Stops the refreshes, marks the lock released and sends UNLOCK, once.
+        func finish(attempts: Int? = nil) {
+            guard
+                finished.withLock({ done in
+                    defer { done = true }; return !done
+                })
+            else { return }
             released.withLock { $0 = true }
             stop.signal()
             cloud.state.released()
-            _ = try? cloud.unlock(url, token: token)
+            _ = try? cloud.unlock(url, token: token, attempts: attempts)
             cloud.state.forgetToken(token)
         }
     }

@@ -5,6 +5,7 @@ import Foundation
 import Keychain
 import RecoveryHint
 import SecretService
+import Synchronization
 
 /// The `keepsake` command line: parse, run, print; failures name their status on standard error.
 ///
@@ -24,6 +25,8 @@ package enum KeepsakeCLI {
             Output.error("keepsake: the process could not be made non-dumpable")
             return 1
         }
+        releaseCloudLocksOnInterrupt()
+        WebDAVCloud.waitNotice.withLock { $0 = { Output.error("keepsake: \($0)") } }
         do {
             let arguments = try Arguments.fromProcess()
             let words = arguments.words
@@ -117,3 +120,24 @@ let usage = """
       cloud login | logout | status       (--cloud https://…; login: user name and password on stdin)
     Secrets are read from standard input and written raw to standard output.
     """
+
+extension KeepsakeCLI {
+    /// SIGINT and SIGTERM (Ctrl-C, a service manager stopping a sync) first release the cloud
+    /// account's lock this process holds, then end it as the signal would: another device never
+    /// waits for an interrupted sync's lock to expire.
+    static func releaseCloudLocksOnInterrupt() {
+        for signalNumber in [SIGINT, SIGTERM] {
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler {
+                WebDAVCloud.releaseHeldLocks()
+                _exit(128 + signalNumber)
+            }
+            source.resume()
+            interruptSources.append(source)
+        }
+    }
+
+    /// Kept for the process's life; written once, on the main thread, before any command runs.
+    nonisolated(unsafe) private static var interruptSources: [any DispatchSourceSignal] = []
+}

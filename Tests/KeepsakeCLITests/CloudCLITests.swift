@@ -1,9 +1,69 @@
 import Foundation
+import Synchronization
 import KeepsakeTestSupport
 import Testing
 
 @Suite("keepsake with a WebDAV cloud (a private Apache, TLS with a throwaway CA)")
 struct CloudCLITests {
+    @Test(
+        "a command interrupted (SIGINT, SIGTERM) while it holds the cloud account's lock lets go of it before it exits; a sync waiting for that lock says on standard error why it waits, and goes on once it is released"
+    )
+    func interruptReleasesTheLock() throws {
+        let server = try PrivateWebDAV.start(tls: true, passwordHash: .md5)
+        defer { server.stop() }
+        let service = try PrivateSecretService.start()
+        let cloud = ["--cloud", server.url.absoluteString, "--cloud-ca", server.caFile.path]
+        let login = try keepsake(
+            ["cloud", "login"] + cloud,
+            input: Data("\(server.username)\n\(server.password)\n".utf8), service: service)
+        #expect(login.status == 0, "\(login.stderr)")
+        #expect(
+            try keepsake(
+                ["lockscreen", "set", "--kind", "pin"] + cloud, input: Data("2580\n".utf8),
+                service: service
+            ).status == 0)
+        for signalNumber in [SIGINT, SIGTERM] {
+            let holder = Process()
+            holder.executableURL = keepsakeExecutable
+            holder.arguments = ["hold-cloud-lock"] + cloud
+            holder.environment = service.environment
+            let output = Pipe()
+            holder.standardOutput = output
+            holder.standardError = FileHandle.nullDevice
+            holder.standardInput = FileHandle.nullDevice
+            try holder.run()
+            defer { if holder.isRunning { holder.terminate() } }
+            let said = output.fileHandleForReading.availableData
+            #expect(String(decoding: said, as: UTF8.self).hasPrefix("held"))
+            // A sync meanwhile waits, and says why.
+            let refusedBefore = server.answered.filter { $0 == "LOCK 423" }.count
+            let waiting = Mutex<Run?>(nil)
+            Thread {
+                let run = try? keepsake(["blockstore", "sync"] + cloud, service: service)
+                waiting.withLock { $0 = run ?? Run(status: -1, stdout: Data(), stderr: "") }
+            }.start()
+            // Interrupted once the waiting sync has tried the lock (a 423 answered).
+            #expect(server.waitUntilAnswered("LOCK 423", count: refusedBefore + 1))
+            kill(holder.processIdentifier, signalNumber)
+            let ended = Date() + 30  // a bound for a holder that ignores the signal
+            while holder.isRunning && Date() < ended { usleep(20_000) }
+            guard !holder.isRunning else {
+                Issue.record("the holder did not end at \(signalNumber)")
+                kill(holder.processIdentifier, SIGKILL)
+                return
+            }
+            #expect(holder.terminationStatus == 128 + signalNumber)
+            // Its lock was released, not left to expire (30 s): the waiting sync goes on well
+            // before that (it takes about a second; 20 s allows a busy machine).
+            let interrupted = Date()
+            while waiting.withLock({ $0 }) == nil && Date() < interrupted + 60 { usleep(20_000) }
+            #expect(Date().timeIntervalSince(interrupted) < 20)
+            let sync = try #require(waiting.withLock { $0 })
+            #expect(sync.status == 0, "\(sync.stderr)")
+            #expect(sync.stderr.contains("waiting for the cloud account's lock"), "\(sync.stderr)")
+        }
+    }
+
     @Test(
         "cloud login keeps the credentials in Keepsake's own Keychain item; a sync goes to the server sealed; with the server down it is pending (exit 75) and nothing local is lost"
     )
