@@ -257,6 +257,54 @@ extension EscrowTPMTests {
     }
 }
 
+extension EscrowTPMTests {
+    /// Runs `arguments` as uid/gid 12345 (no groups): another user of the machine.
+    private func asAnotherUser(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let run = try Spawn.capture(
+            "/usr/bin/setpriv",
+            ["--reuid=12345", "--regid=12345", "--clear-groups", "--"] + arguments,
+            environment: ["PATH": "/usr/bin:/bin"])
+        return (run.status, String(decoding: run.stdout + run.stderr, as: UTF8.self))
+    }
+
+    @Test(
+        "a user other than the service's reaches its TPM and its state not at all — the swtpm socket and the state directory refuse it (permission denied) — only its address, where a claim is counted",
+        .enabled(if: getuid() == 0, "needs root to run a process as another user"))
+    func anotherUserReachesOnlyTheAddress() throws {
+        let escrow = try PrivateEscrow()
+        defer { escrow.stop() }
+        let tpm = try #require(escrow.tpm)
+        let socket = try #require(tpm.socket)
+        let connect = try asAnotherUser([
+            "/usr/bin/python3", "-c",
+            "import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])", socket.path,
+        ])
+        #expect(connect.status != 0 && connect.output.contains("PermissionError"), "\(connect)")
+        let read = try asAnotherUser([
+            "/bin/cat", escrow.stateDirectory.appendingPathComponent(".tpm").path,
+        ])
+        #expect(read.status != 0 && read.output.contains("Permission denied"), "\(read)")
+        // Its address answers anyone, and every claim there is counted.
+        let registered = try RawSlot(escrow)
+        let body = Throwaway.directory("claim").appendingPathComponent("claim")
+        try EscrowProtocol.message([
+            (.slot, registered.slot),
+            (.blinded, OPRF.blind(SecureBytes(randomCount: 32), context: "guess").blinded),
+        ]).write(to: body)
+        let shared = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "keepsake-claim-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.copyItem(at: body, to: shared)
+        defer { try? FileManager.default.removeItem(at: shared) }
+        chmod(shared.path, 0o644)
+        let claim = try asAnotherUser([
+            "/usr/bin/curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--data-binary",
+            "@\(shared.path)", escrow.url.appendingPathComponent("v1/claim").absoluteString,
+        ])
+        #expect(claim.output == "200", "\(claim)")
+        #expect(try registered.failures(escrow) == 1)
+    }
+}
+
 /// Makes `target`'s contents exactly `source`'s (the lock file aside).
 private func copyContents(of source: URL, to target: URL) throws {
     let manager = FileManager.default
