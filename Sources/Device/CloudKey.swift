@@ -602,15 +602,17 @@ extension Device {
         guard AccountKey.isValid(accountKey), let account = try readAccount(),
             constantTimeEquals(account.check, AccountRecord.check(accountKey))
         else { throw DeviceError(.corrupt, "the key does not match the cloud account") }
-        try guessLimit.exclusively { () throws(DeviceError) in
+        let record = try guessLimit.exclusively { () throws(DeviceError) in
             let loaded = try records.load()
             var record = loaded.record
             record.wrappedCloudKey = try sealCloudKey(accountKey)
             record.cloudEpoch = account.epoch ?? 0
             try records.store(record, replacing: loaded.path)
-            // In the manifest's device list, so that rotations seal the next key to it too.
-            try enterManifest(record, key: accountKey)
+            return record
         }
+        // In the manifest's device list, so that rotations seal the next key to it too (the
+        // cloud reached once the guess lock is released).
+        try enterManifest(record, key: accountKey)
     }
 
     func readAccount() throws(DeviceError) -> AccountRecord? {

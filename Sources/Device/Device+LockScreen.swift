@@ -257,7 +257,7 @@ extension Device {
     /// passcode (a newer generation) only a newly made account key is kept (it is sealed under a
     /// class key, which a passcode change keeps); the escrow is registered again at the next
     /// unlock.
-    private func storeAfterCloud(_ record: DeviceRecord, read: DeviceRecord) throws(DeviceError) {
+    func storeAfterCloud(_ record: DeviceRecord, read: DeviceRecord) throws(DeviceError) {
         try guessLimit.exclusively { () throws(DeviceError) in
             let (path, current) = try records.load()
             var merged = current

@@ -60,18 +60,18 @@ extension Device {
             throw DeviceError(
                 .interactionNotAllowed, "this needs the device unlocked and in the cloud account")
         }
-        return try guessLimit.exclusively { () throws(DeviceError) in
-            let loaded = try records.load()
-            var record = loaded.record
-            let recovery = try rotateAccountKey(
-                &record, from: key, passcode: nil, removing: removing,
-                replacingRecoveryKey: replacingRecoveryKey)
-            try records.store(record, replacing: loaded.path)
-            return recovery
-        }
+        // The cloud work outside the guess lock (a slow cloud never holds up an unlock); what it
+        // changed in the record is merged in under the lock afterwards.
+        let read = try records.load().record
+        var record = read
+        let recovery = try rotateAccountKey(
+            &record, from: key, passcode: nil, removing: removing,
+            replacingRecoveryKey: replacingRecoveryKey)
+        try storeAfterCloud(record, read: read)
+        return recovery
     }
 
-    /// The rotation itself, with the lock-screen lock held by the caller, who stores `record`.
+    /// The rotation itself; the caller stores `record` (`storeAfterCloud`).
     func rotateAccountKey(
         _ record: inout DeviceRecord, from oldKey: SecureBytes, passcode: SecureBytes?,
         removing: String? = nil, replacingRecoveryKey: Bool = false

@@ -36,9 +36,13 @@ struct SuiteWideSweep {
             // settings.json's do. They are checked for the secrets themselves, as names and logs
             // are (and JoinTests checks them for anything derived from the passcode).
             // A device's `cloud-strays` lists cloud object names (keyed hashes, public in the
-            // cloud already) and times: hex, checked for the secrets themselves as names are.
+            // cloud already) and times; its sync manifests (`cloud-manifest`, the Keychain's
+            // `manifest`) list those names with keyed digests of what was uploaded: hex, which
+            // meets the hex-rich sealed records by chance at 8 bytes, so
+            // checked for the secrets themselves as names are.
             let clearByDesign =
-                ["account", "account-escrow", "cloud-strays"].contains(file.lastPathComponent)
+                ["account", "account-escrow", "cloud-strays", "cloud-manifest", "manifest"]
+                .contains(file.lastPathComponent)
                 || (file.lastPathComponent.hasPrefix("join-")
                     && !file.lastPathComponent.hasSuffix("-approval"))
             let found = SuiteSweep.matches(
