@@ -124,10 +124,16 @@ let usage = """
 extension KeepsakeCLI {
     /// SIGINT and SIGTERM (Ctrl-C, a service manager stopping a sync) first release the cloud
     /// account's lock this process holds, then end it as the signal would: another device never
-    /// waits for an interrupted sync's lock to expire.
+    /// waits for an interrupted sync's lock to expire. A signal the process started with ignored
+    /// is left ignored.
     static func releaseCloudLocksOnInterrupt() {
         for signalNumber in [SIGINT, SIGTERM] {
-            signal(signalNumber, SIG_IGN)
+            // A signal ignored when the process started (a background job of a script ignores
+            // SIGINT) stays ignored, as the shell meant.
+            let previous = signal(signalNumber, SIG_IGN)
+            if unsafeBitCast(previous, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self) {
+                continue
+            }
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
             source.setEventHandler {
                 WebDAVCloud.releaseHeldLocks()

@@ -23,9 +23,16 @@ struct CloudCLITests {
                 service: service
             ).status == 0)
         for signalNumber in [SIGINT, SIGTERM] {
+            // Started with SIGINT and SIGTERM at their defaults, as from a terminal (this test
+            // process ignores SIGINT, and an ignored signal is inherited and left ignored).
             let holder = Process()
-            holder.executableURL = keepsakeExecutable
-            holder.arguments = ["hold-cloud-lock"] + cloud
+            holder.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            holder.arguments =
+                [
+                    "-c",
+                    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); signal.signal(signal.SIGTERM, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])",
+                    keepsakeExecutable.path, "hold-cloud-lock",
+                ] + cloud
             holder.environment = service.environment
             let output = Pipe()
             holder.standardOutput = output
