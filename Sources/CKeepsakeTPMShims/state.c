@@ -1,4 +1,5 @@
 #include "CKeepsakeTPMShims.h"
+#include "shared.h"
 
 #include <string.h>
 #include <tss2/tss2_sys.h>
@@ -187,15 +188,7 @@ uint32_t keepsake_tpm_state_read(ESYS_CONTEXT *context, uint32_t session, uint32
 uint32_t keepsake_tpm_state_counter_define(ESYS_CONTEXT *context, uint32_t session,
                                            uint32_t index) {
     TPM2B_AUTH empty = {.size = 0};
-    TPM2B_NV_PUBLIC info = {
-        .nvPublic = {
-            .nvIndex = index,
-            .nameAlg = TPM2_ALG_SHA256,
-            .attributes = TPMA_NV_AUTHREAD | TPMA_NV_AUTHWRITE | TPMA_NV_NO_DA |
-                          (TPM2_NT_COUNTER << TPMA_NV_TPM2_NT_SHIFT),
-            .authPolicy = {.size = 0},
-            .dataSize = 8,
-        }};
+    TPM2B_NV_PUBLIC info = keepsake_tpm_counter_public(index);
     ESYS_TR handle = ESYS_TR_NONE;
     TSS2_RC rc = attributes(context, session, 0);
     if (rc == TSS2_RC_SUCCESS)
@@ -228,10 +221,7 @@ uint32_t keepsake_tpm_state_counter_read(ESYS_CONTEXT *context, uint32_t session
     rc = Esys_NV_Read(context, handle, handle, session, ESYS_TR_NONE, ESYS_TR_NONE, 8, 0, &data);
     Esys_TR_Close(context, &handle);
     if (rc != TSS2_RC_SUCCESS) return rc;
-    uint64_t v = 0;
-    for (int i = 0; i < 8 && i < data->size; i++) v = (v << 8) | data->buffer[i];
-    if (data->size != 8) rc = TSS2_ESYS_RC_MALFORMED_RESPONSE;
-    *value = v;
+    rc = keepsake_tpm_counter_value(data, value);
     Esys_Free(data);
     return rc;
 }

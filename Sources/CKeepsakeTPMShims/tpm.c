@@ -1,4 +1,5 @@
 #include "CKeepsakeTPMShims.h"
+#include "shared.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +31,7 @@ static TSS2_RC nv_handle(ESYS_CONTEXT *context, uint32_t index, ESYS_TR *handle)
     return Esys_TR_FromTPMPublic(context, index, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, handle);
 }
 
-uint32_t keepsake_tpm_counter_define(ESYS_CONTEXT *context, uint32_t index) {
-    TPM2B_AUTH empty = {.size = 0};
+TPM2B_NV_PUBLIC keepsake_tpm_counter_public(uint32_t index) {
     TPM2B_NV_PUBLIC info = {
         .nvPublic = {
             .nvIndex = index,
@@ -41,6 +41,19 @@ uint32_t keepsake_tpm_counter_define(ESYS_CONTEXT *context, uint32_t index) {
             .authPolicy = {.size = 0},
             .dataSize = 8,
         }};
+    return info;
+}
+
+uint32_t keepsake_tpm_counter_value(const TPM2B_MAX_NV_BUFFER *data, uint64_t *value) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8 && i < data->size; i++) v = (v << 8) | data->buffer[i];
+    *value = v;
+    return data->size == 8 ? TSS2_RC_SUCCESS : TSS2_ESYS_RC_MALFORMED_RESPONSE;
+}
+
+uint32_t keepsake_tpm_counter_define(ESYS_CONTEXT *context, uint32_t index) {
+    TPM2B_AUTH empty = {.size = 0};
+    TPM2B_NV_PUBLIC info = keepsake_tpm_counter_public(index);
     ESYS_TR handle = ESYS_TR_NONE;
     TSS2_RC rc = Esys_NV_DefineSpace(context, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE,
                                      ESYS_TR_NONE, &empty, &info, &handle);
@@ -66,11 +79,9 @@ uint32_t keepsake_tpm_counter_read(ESYS_CONTEXT *context, uint32_t index, uint64
                       &data);
     Esys_TR_Close(context, &handle);
     if (rc != TSS2_RC_SUCCESS) return rc;
-    uint64_t v = 0;
-    for (int i = 0; i < 8 && i < data->size; i++) v = (v << 8) | data->buffer[i];
-    *value = v;
+    rc = keepsake_tpm_counter_value(data, value);
     Esys_Free(data);
-    return TSS2_RC_SUCCESS;
+    return rc;
 }
 
 /// Runs the secret's policy in `session`: PolicyNV(counter <= max_counter), PolicyAuthValue.

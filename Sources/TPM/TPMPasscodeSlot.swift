@@ -140,8 +140,9 @@ package enum TPMPasscodeSlot {
         }
     }
 
-    /// Defines at a random free index of `indexRange`, retrying when one is taken.
-    private static func define(_ what: String, _ body: (UInt32) throws(TPMError) -> Void)
+    /// Defines at a random free index of `indexRange`, retrying when one is taken (the device's
+    /// slots and a service's state alike).
+    static func define(_ what: String, _ body: (UInt32) throws(TPMError) -> Void)
         throws(TPMError) -> UInt32
     {
         for _ in 0..<16 {

@@ -64,7 +64,7 @@ package final class TPMServiceState: @unchecked Sendable {
         } else {
             let authorization = KeyDerivation.randomBytes(32)
             let key = SecureBytes(count: 32) { KeyDerivation.randomFill($0) }
-            let keyIndex = try Self.define("state key") { index throws(TPMError) in
+            let keyIndex = try TPMPasscodeSlot.define("state key") { index throws(TPMError) in
                 try context.run("NV_DefineSpace(state key)") { c in
                     authorization.withUnsafeBytes { auth in
                         key.withUnsafeBytes { bytes in
@@ -76,7 +76,7 @@ package final class TPMServiceState: @unchecked Sendable {
                     }
                 }
             }
-            let counterIndex = try Self.define("counter") { index throws(TPMError) in
+            let counterIndex = try TPMPasscodeSlot.define("counter") { index throws(TPMError) in
                 try context.run("NV_DefineSpace(counter)") {
                     keepsake_tpm_state_counter_define($0, session, index)
                 }
@@ -190,21 +190,6 @@ package final class TPMServiceState: @unchecked Sendable {
                 rc: rc)
         }
         return TPMError(rc: rc, what)
-    }
-
-    private static func define(_ what: String, _ body: (UInt32) throws(TPMError) -> Void)
-        throws(TPMError) -> UInt32
-    {
-        for _ in 0..<16 {
-            let index = UInt32.random(in: TPMPasscodeSlot.indexRange)
-            do {
-                try body(index)
-                return index
-            } catch  where keepsake_tpm_rc_base(error.rc) == 0x14C {  // TPM_RC_NV_DEFINED
-                continue
-            }
-        }
-        throw TPMError(.failed, "no free NV index for the \(what)")
     }
 }
 
