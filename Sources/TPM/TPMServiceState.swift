@@ -37,10 +37,18 @@ package final class TPMServiceState: @unchecked Sendable {
     /// nil): a random key, a new counter.
     package init(tcti: String, handles: Handles?) throws(TPMError) {
         self.tcti = tcti
+        // Read from the service's own files: a storage key's name is 2 + a digest (never empty,
+        // at most 64 bytes), an authorization at most a SHA-256 digest; anything else is refused
+        // rather than taken as "any key".
+        if let handles,
+            !(1...64).contains(handles.storageKeyName.count) || handles.authorization.count > 32
+        {
+            throw TPMError(.failed, "the service's TPM state record does not decode")
+        }
         let context = try TPMContext(tcti: tcti)
         var name = [UInt8](repeating: 0, count: 64)
         var nameSize = 0
-        if let expected = handles?.storageKeyName, expected.count <= 64 {
+        if let expected = handles?.storageKeyName {
             name.replaceSubrange(0..<expected.count, with: expected)
             nameSize = expected.count
         }

@@ -145,6 +145,28 @@ struct EscrowTPMTests {
     }
 
     @Test(
+        "a TPM state record whose storage key name is empty or oversized is refused at start, never taken as any key"
+    )
+    func tamperedHandlesRefused() throws {
+        let escrow = try PrivateEscrow()
+        let tpm = try #require(escrow.tpm)
+        escrow.stop()
+        let file = escrow.stateDirectory.appendingPathComponent(".tpm")
+        var handles = try JSONDecoder().decode(
+            TPMServiceState.Handles.self, from: Data(contentsOf: file))
+        for name in [Data(), Data(repeating: 7, count: 100)] {
+            handles.storageKeyName = name
+            try JSONEncoder().encode(handles).write(to: file)
+            do {
+                _ = try PrivateEscrow(stateDirectory: escrow.stateDirectory, tpm: tpm)
+                Issue.record("an escrow started on a storage key name of \(name.count) bytes")
+            } catch {
+                #expect("\(error)".contains("does not decode"), "\(error)")
+            }
+        }
+    }
+
+    @Test(
         "swtpm killed (SIGKILL) while claims are in flight, then started again: the escrow answers again without a restart, and every answered claim stayed counted"
     )
     func tpmKilledBetweenGuessAndCount() throws {
