@@ -75,8 +75,12 @@ extension Device {
     /// - Throws: `.invalidPasscode` for input that is not a passcode (never a claim);
     ///   `.authFailed` for a wrong passcode (counted); `.notAvailable` without an escrow (join by
     ///   approval or with the recovery key instead), when the record is gone or the escrow
-    ///   unreachable.
-    public func join(passcode: SecureBytes) throws(DeviceError) {
+    ///   unreachable; `.corrupt` when the cloud shows an older account state than the escrow's
+    ///   witness keeps (rolled back: nothing joined).
+    /// - Returns: what to tell the user when nothing vouched that the cloud shows the account's
+    ///   latest state (nil when the escrow's witness did).
+    @discardableResult
+    public func join(passcode: SecureBytes) throws(DeviceError) -> String? {
         let cloud = try signedIn()
         guard let escrow else {
             throw DeviceError(
@@ -94,23 +98,31 @@ extension Device {
         guard let record = EscrowRecord.parse(found) else {
             throw DeviceError(.corrupt, "the cloud account's escrow record does not decode")
         }
-        let accountKey: SecureBytes
+        let released: (key: SecureBytes, seed: SecureBytes?)
         do throws(DeviceError) {
-            accountKey = try claim(record.slot, passcode: passcode, at: escrow).secret
+            released = AccountWitness.split(
+                escrowSecret: try claim(record.slot, passcode: passcode, at: escrow).secret)
         } catch {
             if (error.underlying as? EscrowError)?.code == .destroyed {
                 try? cloud.delete(AccountObjects.escrow)  // it names nothing any more
             }
             throw error
         }
-        try adopt(accountKey)
+        try checkAccount(released.key)
+        let note = try checkWitness(released.key, seed: released.seed)
+        try adopt(released.key)
+        return note
     }
 
     /// Joins with the recovery key shown when the account was created (or last replaced).
     ///
     /// - Throws: `.authFailed` for a key that is not the account's; `.invalidPasscode` for text
-    ///   that is not a recovery key.
-    public func join(recoveryKey text: SecureBytes) throws(DeviceError) {
+    ///   that is not a recovery key; `.corrupt` when the cloud shows an older account state than
+    ///   the escrow's witness keeps, or an account the witness does not know (planted).
+    /// - Returns: what to tell the user when nothing vouched that the cloud shows the account's
+    ///   latest state (nil when the escrow's witness did).
+    @discardableResult
+    public func join(recoveryKey text: SecureBytes) throws(DeviceError) -> String? {
         let cloud = try signedIn()
         guard let key = RecoveryKey.parse(text) else {
             throw DeviceError(.invalidPasscode, "a recovery key is 32 base32 characters")
@@ -129,7 +141,10 @@ extension Device {
         guard AccountKey.isValid(accountKey) else {
             throw DeviceError(.corrupt, "the recovery record does not hold an account key")
         }
+        try checkAccount(accountKey)
+        let note = try checkWitness(accountKey, seed: AccountWitness.seed(recoveryKey: key))
         try adopt(accountKey)
+        return note
     }
 
     /// A join request this device posted, and what it needs to show its code and open the
@@ -484,6 +499,9 @@ extension Device {
             try seenManifest
                 .write(
                     account: SeenManifest.account(key), epoch: 0, version: 1)
+            let seed = AccountWitness.seed(recoveryKey: recovery.key)
+            try writeWitnessSeed(seed, under: key, epoch: 0, cloud: cloud)
+            witness(key, epoch: 0, version: 1, seed: seed)
             // Written last, and only where there is none: until it is there, no device takes the
             // account for made.
             let made = try cloudCall {
@@ -561,10 +579,13 @@ extension Device {
         let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
         let passcodeKey = try PasscodeKeys.passcodeKey(passcode, salt: salt, cost: passcodeCost)
         let client = escrow.client()
+        let epoch = try readAccount()?.epoch ?? 0
+        let secret = AccountWitness.escrowSecret(
+            accountKey, seed: witnessSeed(accountKey, epoch: epoch))
         let slot = try escrowCall { () throws(EscrowError) in
             try client.register(
-                accountKey, passcodeKey: passcodeKey, salt: salt, cost: passcodeCost,
-                limit: Int(GuessLimit.tpmLimit))
+                secret, owner: accountKey, passcodeKey: passcodeKey, salt: salt,
+                cost: passcodeCost, limit: Int(GuessLimit.tpmLimit))
         }
         // Compare-and-swap: when another device registered meanwhile, its record stands and
         // this one's slot goes; this device registers again at its next unlock.
@@ -595,6 +616,13 @@ extension Device {
         try swap(
             AccountObjects.recovery, sealed, ifVersion: version, on: cloud,
             conflict: "another device is changing the account: try again")
+    }
+
+    /// Refuses a key the account record the cloud shows does not confirm.
+    func checkAccount(_ accountKey: SecureBytes) throws(DeviceError) {
+        guard AccountKey.isValid(accountKey), let account = try readAccount(),
+            constantTimeEquals(account.check, AccountRecord.check(accountKey))
+        else { throw DeviceError(.corrupt, "the key does not match the cloud account") }
     }
 
     /// Keeps `accountKey` on this device, once the account's check value confirms it.

@@ -113,6 +113,9 @@ package final class CloudSession {
     /// exclusive — Apache's mod_dav_fs granted overlapping exclusive locks to concurrent LOCKs —
     /// so removing it at once could delete what the other session is about to list.)
     private let strays: Set<String>
+    /// Told the epoch and version of each manifest this session wrote, once the account's lock
+    /// is let go (the device signs it for the account's witness).
+    var afterCommit: ((_ epoch: Int, _ version: UInt64) -> Void)?
 
     init(
         key: SecureBytes, storage: any CloudStorage, lock: AnyObject, manifest: AccountManifest,
@@ -205,6 +208,7 @@ package final class CloudSession {
     /// lock had expired), the new copy is read, checked like any manifest, and this session's
     /// writes and deletions are merged into it — never written over it.
     package func commit() throws(DeviceError) {
+        let wrote = dirty
         if dirty {
             var attempts = 0
             while true {
@@ -236,6 +240,7 @@ package final class CloudSession {
         }
         removals = []
         lock = nil  // the exchange is over: other devices and processes may go
+        if wrote { afterCommit?(manifest.epoch, manifest.version) }
     }
 
     /// Reads the manifest another writer put in place, and enters this session's changes in it.
@@ -371,9 +376,15 @@ extension Device {
                 dirty = true
             }
         }
-        return CloudSession(
+        let session = CloudSession(
             key: key, storage: cloud, lock: lock, manifest: manifest, manifestVersion: version,
             dirty: dirty, seen: seen, strays: strays)
+        if escrow != nil {
+            session.afterCommit = { [weak self] epoch, version in
+                self?.witness(key, epoch: epoch, version: version)
+            }
+        }
+        return session
     }
 
     /// The account's manifest, checked against the highest version this device saw (which it

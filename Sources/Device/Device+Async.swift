@@ -19,11 +19,13 @@ extension Device {
         }
     }
 
-    public func join(passcode: SecureBytes) async throws(DeviceError) {
+    @discardableResult
+    public func join(passcode: SecureBytes) async throws(DeviceError) -> String? {
         try await offThePool { () throws(DeviceError) in try self.join(passcode: passcode) }
     }
 
-    public func join(recoveryKey: SecureBytes) async throws(DeviceError) {
+    @discardableResult
+    public func join(recoveryKey: SecureBytes) async throws(DeviceError) -> String? {
         try await offThePool { () throws(DeviceError) in try self.join(recoveryKey: recoveryKey) }
     }
 }

@@ -140,11 +140,14 @@ extension Device {
         }
         var recoveryText: SecureBytes?
         var recoveryPublicKey = account.recoveryPublicKey
+        var seed = witnessSeed(oldKey, epoch: epoch - 1)
         if replacingRecoveryKey || recoveryPublicKey == nil {
             let recovery = RecoveryKey.make()
             recoveryPublicKey = RecoveryKey.keyPair(recovery.key).publicKey
             recoveryText = recovery.text
+            seed = AccountWitness.seed(recoveryKey: recovery.key)
         }
+        if let seed { try writeWitnessSeed(seed, under: newKey, epoch: epoch, cloud: cloud) }
         try writeRecovery(
             newKey, to: recoveryPublicKey!, cloud: cloud, ifVersion: recoveryVersion)
         manifest.epoch = epoch
@@ -161,6 +164,7 @@ extension Device {
             ).encoded(), ifVersion: accountVersion, on: cloud, conflict: conflict)
         try seen.write(
             account: SeenManifest.account(newKey), epoch: epoch, version: manifest.version)
+        witness(newKey, epoch: epoch, version: manifest.version, seed: seed)
         record.wrappedCloudKey = try sealCloudKey(newKey)
         record.cloudEpoch = epoch
         record.rotationPending = nil

@@ -27,10 +27,11 @@ package struct EscrowClient: Sendable {
     /// Puts `secret` (32 or 64 bytes) in a new slot, released to the passcode whose key is
     /// `passcodeKey` (derived with `salt` and `cost`, which the escrow keeps for claimers), at
     /// most `limit` claims without it in a row. Removing the slot later takes the secret itself
-    /// (`remove`): whoever registered it, or claimed it with the right passcode. Returns the
-    /// slot's ID.
+    /// (`remove`): whoever registered it, or claimed it with the right passcode — or, when
+    /// `owner` is given, that part of it (a key the secret starts with). Returns the slot's ID.
     package func register(
-        _ secret: SecureBytes, passcodeKey: SecureBytes, salt: Data, cost: Argon2Cost, limit: Int
+        _ secret: SecureBytes, owner: SecureBytes? = nil, passcodeKey: SecureBytes, salt: Data,
+        cost: Argon2Cost, limit: Int
     ) throws(EscrowError) -> Data {
         let (blind, blinded) = OPRF.blind(passcodeKey, context: EscrowProtocol.context)
         let answer = try send(.register, [(.blinded, blinded)])
@@ -46,7 +47,7 @@ package struct EscrowClient: Sendable {
             .finishRegistration,
             [
                 (.slot, slot), (.verifier, keys.verifier.publicKey),
-                (.owner, Self.owner(secret).publicKey), (.envelope, envelope),
+                (.owner, Self.owner(owner ?? secret).publicKey), (.envelope, envelope),
                 (.salt, salt), (.operations, EscrowProtocol.integer(Int64(cost.operations))),
                 (.memory, EscrowProtocol.integer(Int64(cost.memoryBytes))),
                 (.limit, EscrowProtocol.integer(Int64(limit))),
@@ -115,6 +116,42 @@ package struct EscrowClient: Sendable {
                 (.slot, slot), (.challenge, challenge),
                 (.signature, Signature.sign(proof, secretKey: Self.owner(secret).secretKey)),
             ])
+    }
+
+    /// Puts `statement` in the witness `id` (signed here with `key`; the escrow keeps it only over
+    /// one that orders no higher). An older one than the escrow keeps is `.stale`.
+    package func witness(
+        _ id: Data, statement: Data, key: (publicKey: Data, secretKey: SecureBytes)
+    ) throws(EscrowError) {
+        let proof = EscrowProtocol.witnessProof(id: id, statement: statement)
+        _ = try send(
+            .witness,
+            [
+                (.slot, id), (.owner, key.publicKey), (.statement, statement),
+                (.signature, Signature.sign(proof, secretKey: key.secretKey)),
+            ])
+    }
+
+    /// The statement the witness `id` keeps, once its signature verified under `publicKey` (the
+    /// key the reader derived itself, whatever key the escrow names); nil when it keeps none.
+    ///
+    /// - Throws: `.authFailed` for a statement not signed by `publicKey`.
+    package func witnessed(_ id: Data, publicKey: Data) throws(EscrowError) -> Data? {
+        let answer: TLV.Fields
+        do { answer = try send(.readWitness, [(.slot, id)]) } catch {
+            if error.code == .notFound { return nil }
+            throw error
+        }
+        let statement = try answer.atMost(.statement, EscrowProtocol.maximumStatement)
+        let signature = try answer.exactly(.signature, Signature.length)
+        guard
+            Signature.verify(
+                signature, of: EscrowProtocol.witnessProof(id: id, statement: statement),
+                publicKey: publicKey)
+        else {
+            throw EscrowError(.authFailed, "the witnessed statement is not signed by this account")
+        }
+        return statement
     }
 
     /// The slot owner's signing key: derived from the secret the slot holds.

@@ -19,6 +19,11 @@ import Sealing
 ///    without a valid proof, the slot's key is erased for good.
 /// 3. **Remove** (`/v1/challenge`, then `/v1/remove`): a signature of the owner key over a fresh
 ///    challenge.
+/// 4. **Witness** (`/v1/witness`, `/v1/witness/read`): an account's latest state (a statement
+///    whose first 16 bytes order it), signed by the witness key of the account. The first
+///    statement under an ID names its key; every later one must be signed by it and order no lower
+///    than the one kept, so whoever serves the account's objects cannot wind it back. Anyone may
+///    read it: a joining device checks the signature with the key it derived itself.
 ///
 /// The escrow never sees `x`, the passcode or the secret; a recording of every byte holds blinded
 /// elements (uniformly random), the escrow's evaluations of them (useless without the blind),
@@ -43,8 +48,11 @@ package enum EscrowProtocol {
     package enum Tag: UInt8 {
         case slot = 1, blinded, evaluated, challenge, verifier, owner, envelope, limit, failures
         case boxKey, signature, sealed, message, counter, salt, operations, memory, slots
+        case statement
     }
-    static let knownTags: ClosedRange<UInt8> = 1...18
+    static let knownTags: ClosedRange<UInt8> = 1...19
+    /// The longest witness statement.
+    package static let maximumStatement = 96
 
     /// The paths of the protocol's requests.
     package enum Path: String, CaseIterable, Sendable {
@@ -56,6 +64,8 @@ package enum EscrowProtocol {
         case remove = "/v1/remove"
         case slot = "/v1/slot"
         case status = "/v1/status"
+        case witness = "/v1/witness"
+        case readWitness = "/v1/witness/read"
     }
 
     /// What a proof of the passcode signs: the slot, the escrow's challenge and the key the
@@ -67,6 +77,22 @@ package enum EscrowProtocol {
     /// What the owner signs to remove a slot.
     static func removalProof(slot: Data, challenge: Data) -> Data {
         Data("keepsake-escrow remove v1\0".utf8) + slot + challenge
+    }
+
+    /// What a witness key signs: the witness's ID and the statement.
+    package static func witnessProof(id: Data, statement: Data) -> Data {
+        Data("keepsake-escrow witness v1\0".utf8) + id + statement
+    }
+
+    /// Where a statement stands: its first 16 bytes, two big-endian numbers compared in turn
+    /// (an account's epoch, then its manifest version). nil for one shorter than that.
+    package static func order(of statement: Data) -> (UInt64, UInt64)? {
+        guard statement.count >= 16 else { return nil }
+        let bytes = [UInt8](statement.prefix(16))
+        let number = { (range: Range<Int>) in
+            range.reduce(UInt64(0)) { $0 << 8 | UInt64(bytes[$1]) }
+        }
+        return (number(0..<8), number(8..<16))
     }
 
     /// The envelope's associated data: it opens only as this slot's.

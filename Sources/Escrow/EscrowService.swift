@@ -59,6 +59,8 @@ package final class EscrowService: Sendable {
             case .challenge: reply = try challenge(fields!)
             case .remove: reply = try remove(fields!)
             case .slot: reply = try slotStatus(fields!)
+            case .witness: reply = try witness(fields!)
+            case .readWitness: reply = try readWitness(fields!)
             case .status:
                 reply = [
                     (.counter, Data(counter.utf8)),
@@ -222,6 +224,69 @@ package final class EscrowService: Sendable {
         ]
     }
 
+    /// Keeps an account's latest state: the first statement under an ID names the key every
+    /// later one must be signed with; a later one must order no lower than the one kept (one
+    /// that orders the same replaces nothing and is answered as kept).
+    private func witness(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)] {
+        let id = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
+        let offered = WitnessRecord(
+            publicKey: try fields.exactly(.owner, Signature.publicKeyLength),
+            statement: try fields.atMost(.statement, EscrowProtocol.maximumStatement),
+            signature: try fields.exactly(.signature, Signature.length))
+        guard let order = EscrowProtocol.order(of: offered.statement) else {
+            throw EscrowError(.malformed, "a statement is at least 16 bytes")
+        }
+        guard
+            Signature.verify(
+                offered.signature,
+                of: EscrowProtocol.witnessProof(id: id, statement: offered.statement),
+                publicKey: offered.publicKey)
+        else { throw EscrowError(.authFailed, "the statement is not signed by its key") }
+        try state.withLock { _ throws(EscrowError) in
+            if let kept = try loadWitness(id) {
+                guard constantTimeEquals(kept.publicKey, offered.publicKey) else {
+                    throw EscrowError(.authFailed, "not signed by this witness's key")
+                }
+                let keptOrder = EscrowProtocol.order(of: kept.statement)!
+                guard order >= keptOrder else {
+                    throw EscrowError(.stale, "older than the state this witness keeps")
+                }
+                if order == keptOrder { return }
+            } else if storage.count() >= maximumSlots {
+                throw EscrowError(.busy, "the escrow is full: try again later")
+            }
+            do { try storage.save(id, offered.encoded()) } catch {
+                throw EscrowError(
+                    .unavailable,
+                    "the escrow could not keep the statement: \(error.localizedDescription)")
+            }
+        }
+        return []
+    }
+
+    private func readWitness(_ fields: TLV.Fields) throws(EscrowError) -> [(
+        EscrowProtocol.Tag, Data
+    )] {
+        let id = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
+        let kept = try state.withLock { _ throws(EscrowError) in try loadWitness(id) }
+        guard let kept else { throw EscrowError(.notFound, "no statement under this ID") }
+        return [
+            (.owner, kept.publicKey), (.statement, kept.statement), (.signature, kept.signature),
+        ]
+    }
+
+    private func loadWitness(_ id: Data) throws(EscrowError) -> WitnessRecord? {
+        let bytes: Data?
+        do { bytes = try storage.load(id) } catch {
+            throw EscrowError(.unavailable, "the escrow's state: \(error.localizedDescription)")
+        }
+        guard let bytes else { return nil }
+        guard let record = WitnessRecord.parse(bytes) else {
+            throw EscrowError(.unavailable, "the escrow's record under this ID is not a statement")
+        }
+        return record
+    }
+
     // MARK: - Slots
 
     private func evaluate(_ blinded: Data, _ key: SecureBytes) throws(EscrowError) -> Data {
@@ -310,5 +375,34 @@ struct SlotRecord {
             key: SecureBytes(copying: key), verifier: Data(verifier), owner: Data(owner),
             envelope: Data(envelope), salt: Data(salt), operations: operations, memory: memory,
             limit: limit, failures: failures)
+    }
+}
+
+/// An account's latest state as a witness keeps it: the key that signs, the statement, and its
+/// signature (checked before it was kept; handed out as is).
+struct WitnessRecord {
+    var publicKey: Data
+    var statement: Data
+    var signature: Data
+
+    static let magic = Data("KESW".utf8)
+
+    func encoded() -> Data {
+        var record = TLV(magic: Self.magic)
+        record.append(1, publicKey)
+        record.append(2, statement)
+        record.append(3, signature)
+        return record.bytes
+    }
+
+    static func parse(_ bytes: Data) -> WitnessRecord? {
+        guard let fields = try? TLV.fields(bytes, magic: magic, known: 1...3),
+            let publicKey = fields[1], publicKey.count == Signature.publicKeyLength,
+            let statement = fields[2], statement.count >= 16,
+            statement.count <= EscrowProtocol.maximumStatement,
+            let signature = fields[3], signature.count == Signature.length
+        else { return nil }
+        return WitnessRecord(
+            publicKey: Data(publicKey), statement: Data(statement), signature: Data(signature))
     }
 }

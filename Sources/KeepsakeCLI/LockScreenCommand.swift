@@ -88,6 +88,7 @@ enum DeviceCommand {
             guard ways.count == 1 else {
                 throw CommandError.usage("device join --approval | --recovery-key | --passcode")
             }
+            var note: String?
             switch ways[0] {
             case "approval":
                 let timeout = try context.arguments.count("timeout", default: 300, in: 1...3600)
@@ -114,13 +115,18 @@ enum DeviceCommand {
                             "no approval within \(timeout) s (device approve --code \(code) there)")
                 }
             case "recovery-key":
-                try device.join(
+                note = try device.join(
                     recoveryKey: try SecretInput.lines().first ?? SecureBytes(copying: []))
             default:
-                try device.join(passcode: try SecretInput.lines().first ?? SecureBytes(copying: []))
+                note = try device.join(
+                    passcode: try SecretInput.lines().first ?? SecureBytes(copying: []))
             }
+            // Said where the user sees it: the state restored is the one the cloud showed.
+            if let note { Output.error("keepsake: warning: \(note)") }
             let restored = try BlockStoreSync(device: device).restore()
-            Output.json(["restored": restored])
+            var result: [String: Any] = ["restored": restored]
+            if let note { result["unvouched"] = note }
+            Output.json(result)
         case "requests":
             try context.arguments.allowOnly([])
             // Answers each new request (so the new device can show its code); a code appears

@@ -24,7 +24,11 @@ struct JoinTests {
         let change = try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
         #expect(change.recoveryKey != nil)
         let names = Set(try CloudDirectory(cloud).list())
-        #expect(names == ["account", "account-escrow", "account-manifest", "account-recovery"])
+        #expect(
+            names == [
+                "account", "account-escrow", "account-manifest", "account-recovery",
+                "account-witness",
+            ])
         let escrowBytes = try #require(try CloudDirectory(cloud).read("account-escrow"))
         let escrow = try #require(EscrowRecord.parse(escrowBytes))
         // What a guess would have to be checked against: Argon2id of the passcode (salted as the

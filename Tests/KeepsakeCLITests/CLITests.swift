@@ -340,7 +340,8 @@ struct CLITests {
             line(
                 after: "1. On the phone",
                 containing:
-                    "cloud:      account, account-escrow, account-manifest, account-recovery, bs-"))
+                    "cloud:      account, account-escrow, account-manifest, account-recovery, account-witness, bs-"
+            ))
         #expect(
             line(
                 after: "1. On the phone",
