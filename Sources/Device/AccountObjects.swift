@@ -29,6 +29,9 @@ enum AccountObjects {
     /// `rekey-<device id>-<epoch>`: the key of `epoch`, sealed to the device's X25519 key, in an
     /// envelope under the key of the epoch before.
     static func rekey(_ deviceID: String, epoch: Int) -> String { "rekey-\(deviceID)-\(epoch)" }
+    /// `removed-<device>`: when the device was removed, sealed under the key it held (so the
+    /// removed device can tell, and the cloud cannot make one up).
+    static func removed(_ deviceID: String) -> String { "removed-\(deviceID)" }
     static func rekeyAssociatedData(_ deviceID: String, epoch: Int) -> Data {
         Data("keepsake.account.rekey.v1\0\(deviceID)\0\(epoch)".utf8)
     }

@@ -59,10 +59,32 @@ extension Device {
             return "the cloud account has no account record (never made there, or deleted)"
         }
         guard constantTimeEquals(account.check, AccountRecord.check(key)) else {
+            if let removed = try? removedOn(key) {
+                return
+                    "this device was removed from the cloud account on \(removed): join it again (keepsake device join)"
+            }
             return
                 "this device is no longer in the cloud account (removed from another device, or the account key changed without it): join it again (keepsake device join)"
         }
         return "the cloud account could not be opened just now: sync again"
+    }
+
+    /// When another device removed this one (`removed-<id>`, sealed under the key this device
+    /// still holds), as an ISO 8601 date; nil when no such record opens.
+    private func removedOn(_ heldKey: SecureBytes) throws -> String? {
+        let id = try records.load().record.deviceID
+        guard let bytes = try cloud?.read(AccountObjects.removed(id)) else { return nil }
+        let stamp = try Envelope.open(
+            bytes, key: AccountObjects.rekeyWrappingKey(heldKey),
+            associatedData: Data(AccountObjects.removed(id).utf8))
+        guard
+            let seconds = stamp.withUnsafeBytes({
+                Int64(String(decoding: $0, as: UTF8.self))
+            })
+        else { return nil }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withFullDate]
+        return formatter.string(from: Date(timeIntervalSince1970: TimeInterval(seconds)))
     }
 
     // MARK: - Joining
@@ -641,6 +663,7 @@ extension Device {
         // In the manifest's device list, so that rotations seal the next key to it too (the
         // cloud reached once the guess lock is released).
         try enterManifest(record, key: accountKey)
+        try? cloud?.delete(AccountObjects.removed(record.deviceID))  // back in: no longer true
     }
 
     func readAccount() throws(DeviceError) -> AccountRecord? {

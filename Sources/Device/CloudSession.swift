@@ -415,7 +415,7 @@ extension Device {
         {
             throw DeviceError(
                 .corrupt,
-                "the cloud account's manifest is version \(manifest.version), older than version \(highest.version) this device saw: rolled back, nothing is taken from it"
+                "the cloud shows an older account state than this device has seen (manifest version \(manifest.version), older than version \(highest.version) seen here): rolled back, nothing restored or taken from it"
             )
         }
         if highest.map({ $0.epoch != manifest.epoch || $0.version != manifest.version }) ?? true {

@@ -124,7 +124,18 @@ extension Device {
             manifest.objects[Data(name.utf8)] = AccountManifest.mac(
                 bytes, name: name, under: newKey)
         }
-        if let removing { manifest.devices[removing] = nil }
+        if let removing {
+            manifest.devices[removing] = nil
+            // Told to the removed device in the only words it can still read: its old key's.
+            let stamp = Data(String(Int64(Date().timeIntervalSince1970)).utf8)
+            try cloudCall {
+                try cloud.write(
+                    AccountObjects.removed(removing),
+                    Envelope.seal(
+                        stamp, key: AccountObjects.rekeyWrappingKey(oldKey),
+                        associatedData: Data(AccountObjects.removed(removing).utf8)))
+            }
+        }
         manifest.devices[record.deviceID] = Self.boxKeyPair(record).publicKey
         for (id, publicKey) in manifest.devices where id != record.deviceID {
             let sealed: Data

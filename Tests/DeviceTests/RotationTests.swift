@@ -212,9 +212,12 @@ struct RotationTests {
         try directory.write("account-manifest", manifestV1)
         try directory.write(name, objectV1)
         let rolledBack = refusal { _ = try tablet.cloudSession(forUpload: false) }
-        #expect(rolledBack.contains("older than version"), "\(rolledBack)")
+        #expect(
+            rolledBack.contains("older account state than this device has seen"), "\(rolledBack)")
         let rolledBackUpload = refusal { _ = try tablet.cloudSession() }
-        #expect(rolledBackUpload.contains("older than version"), "\(rolledBackUpload)")
+        #expect(
+            rolledBackUpload.contains("older account state than this device has seen"),
+            "\(rolledBackUpload)")
         try directory.write("account-manifest", manifestNow)
         try directory.write(name, objectV2)
         #expect(refusal { _ = try tablet.cloudSession(forUpload: false) } == "accepted")

@@ -237,13 +237,17 @@ struct JoinCLITests {
         #expect(
             left.status == 1 && left.stderr.contains("not in a cloud account"), "\(left.stderr)")
         // Its syncs say it was removed, and what to do — never a bare "skipped".
+        let today = ISO8601DateFormatter.string(
+            from: Date(), timeZone: TimeZone(identifier: "UTC")!, formatOptions: [.withFullDate])
         let gone = try keepsake(["blockstore", "sync"] + device2, service: two)
         #expect(
-            gone.status == 0 && gone.text.contains("no longer in the cloud account")
+            gone.status == 0
+                && gone.text.contains("was removed from the cloud account on \(today)")
                 && gone.text.contains("join it again"), "\(gone.text) \(gone.stderr)")
         let goneKeychain = try keepsake(["keychain", "sync"] + device2, service: two)
         #expect(
-            goneKeychain.text.contains("no longer in the cloud account"), "\(goneKeychain.text)")
+            goneKeychain.text.contains("was removed from the cloud account on \(today)"),
+            "\(goneKeychain.text)")
         // The third device, joined without a pin of its own, stays in the account; its syncs
         // say why nothing goes up and what would change that.
         let stays = try keepsake(["blockstore", "sync"] + device3, service: three)
