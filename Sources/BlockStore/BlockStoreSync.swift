@@ -29,19 +29,82 @@ public struct BlockStoreSync: Sendable {
         guard let session = try network({ try device.cloudSession() }) else {
             return Report(skipped: try network { try device.whyNoCloudSession() })
         }
-        let cloud = session
         let keys = CloudEntries(session.key)
-        let listed = Set(session.list())
         var report = Report()
+        for plan in try plans(keys: keys, listed: Set(session.list())) {
+            let uploads = plan.uploads.map { upload in
+                (upload.name, keys.seal(upload.entry, appID: plan.appID, name: upload.name))
+            }
+            try network { try session.write(uploads) }
+            report.uploaded += uploads.count
+            for name in plan.removals { session.delete(name) }
+            report.removed += plan.removals.count
+            do { try plan.manifest.write(plan.current, digests: plan.digests) } catch {
+                throw BlockStoreError(.internalError, "the cloud manifest could not be written")
+            }
+        }
+        try network { try session.commit() }
+        device.noteSynced(Self.storeName)
+        return report
+    }
+
+    /// The store's name in a status and in the device's sync times.
+    static let storeName = "blockstore"
+
+    /// Where Block Store stands (every app's entries on this device; `keepsake status`): local
+    /// entries, the cloud's entries as `listing` vouches for them, and what the next sync would
+    /// upload or remove.
+    public func status() -> StoreStatus { status(device.cloudListing()) }
+
+    package func status(_ listing: CloudListing) -> StoreStatus {
+        var local = 0
+        for appID in device.appsWithData() {
+            guard let app = try? App(id: appID, container: device.directory),
+                let layout = try? LocalLayout(device: device, app: app)
+            else { continue }
+            local += layout.names().count
+        }
+        var pending: Int?
+        if let key = listing.key, let names = listing.names,
+            let plans = try? plans(keys: CloudEntries(key), listed: names)
+        {
+            pending = plans.reduce(0) { $0 + $1.uploads.count + $1.removals.count }
+        }
+        let keys = listing.key.map(CloudEntries.init)
+        return StoreStatus(
+            local: local, cloud: keys.flatMap { keys in listing.count(keys.objects.owns) },
+            pending: pending, lastSync: device.lastSync(of: Self.storeName),
+            notSyncing: listing.status.notSyncing)
+    }
+
+    /// Whether the cloud holds `appID`'s entry `key` (1) or not (0), as `listing` vouches for it;
+    /// nil when the cloud was not read.
+    package func hasCloudCopy(appID: String, key: String, _ listing: CloudListing) -> Int? {
+        guard let accountKey = listing.key, let names = listing.names else { return nil }
+        return names.contains(CloudEntries(accountKey).name(appID: appID, key: key)) ? 1 : 0
+    }
+
+    /// What one app's sync does: the entries to upload (changed since this device's last upload,
+    /// or not in the cloud), the cloud copies to remove (no longer backed up, or deleted), and
+    /// the record of what was uploaded to keep afterwards.
+    struct Plan {
+        var appID: String
+        var manifest: SyncManifest
+        var uploads: [(name: String, entry: BlockStoreEntry)] = []
+        var removals: [String] = []
+        var current = Set<String>()
+        var digests: [String: String] = [:]
+    }
+
+    private func plans(keys: CloudEntries, listed: Set<String>) throws(BlockStoreError) -> [Plan] {
+        var plans: [Plan] = []
         for appID in device.appsWithData() {
             guard let app = try? App(id: appID, container: device.directory) else { continue }
             let layout = try LocalLayout(device: device, app: app)
-            let manifest = SyncManifest(layout.directory.appendingPathComponent("cloud-manifest"))
-            let uploadedBefore = manifest.readDigests()
-            let previous = Set(uploadedBefore.keys)
-            var current = Set<String>()
-            var digests: [String: String] = [:]
-            var uploads: [(name: String, data: Data)] = []
+            var plan = Plan(
+                appID: appID,
+                manifest: SyncManifest(layout.directory.appendingPathComponent("cloud-manifest")))
+            let uploadedBefore = plan.manifest.readDigests()
             for name in layout.names() {
                 guard let entry = try layout.read(name) else { continue }
                 let cloudName = keys.name(appID: appID, key: entry.key)
@@ -50,27 +113,19 @@ public struct BlockStoreSync: Sendable {
                     // account manifest still listing it, and it vouches for the bytes).
                     let digest = keys.digest(entry, appID: appID, name: cloudName)
                     if uploadedBefore[cloudName] != digest || !listed.contains(cloudName) {
-                        uploads.append(
-                            (cloudName, keys.seal(entry, appID: appID, name: cloudName)))
+                        plan.uploads.append((cloudName, entry))
                     }
-                    current.insert(cloudName)
-                    digests[cloudName] = digest
+                    plan.current.insert(cloudName)
+                    plan.digests[cloudName] = digest
                 } else if listed.contains(cloudName) {
-                    cloud.delete(cloudName)
+                    plan.removals.append(cloudName)
                 }
             }
-            try network { try cloud.write(uploads) }
-            report.uploaded += uploads.count
-            for stale in previous.subtracting(current) {
-                cloud.delete(stale)
-                report.removed += 1
-            }
-            do { try manifest.write(current, digests: digests) } catch {
-                throw BlockStoreError(.internalError, "the cloud manifest could not be written")
-            }
+            plan.removals += Set(uploadedBefore.keys).subtracting(plan.current)
+                .subtracting(plan.removals).sorted()
+            plans.append(plan)
         }
-        try network { try session.commit() }
-        return report
+        return plans
     }
 
     /// A new device: proves the passcode of a device of the account (`Device.join`), then restores

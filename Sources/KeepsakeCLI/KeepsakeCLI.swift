@@ -46,6 +46,7 @@ package enum KeepsakeCLI {
             case "hint": try HintCommand.run(verb, context)
             case "kv": try KeyValueCommand.run(verb, context)
             case "cloud": try CloudCommand.run(verb, context)
+            case "status": try StatusCommand.run(context)
             default:
                 guard let extra = extraCommands[command] else {
                     throw CommandError.usage("unknown command \(command)\n\(usage)")
@@ -82,6 +83,12 @@ extension KeepsakeCLI {
         throws(CommandError)
     {
         let command = words[0]
+        if command == "status" {  // the one command without subcommands
+            guard words.count == 1 else {
+                throw CommandError.usage("keepsake status takes no subcommand")
+            }
+            return
+        }
         guard let verbs = subcommands[command] else {
             guard extraCommands[command] != nil else {
                 throw CommandError.usage("unknown command \(command)\n\(usage)")
@@ -118,6 +125,7 @@ let usage = """
       hint get | set [--authenticator-id X] [--wallet W] [--login-at MS] | clear [--profile linux|apple|android]
       app uninstall
       cloud login | logout | status       (--cloud https://…; login: user name and password on stdin)
+      status [--profile linux|apple|android]   (each store: local, cloud, last sync, pending, why not)
     Secrets are read from standard input and written raw to standard output.
     """
 

@@ -191,7 +191,27 @@ public final class UbiquitousKeyValueStore: Sendable {
             snapshot.unsynced = unsynced.filter { snapshot.entries[$0] != uploaded[$0] }
             return true
         }
+        device.noteSynced(storeName)
         if let change { onExternalChange(change) }
+    }
+
+    /// The store's name in a status and in the device's sync times: one per app.
+    private var storeName: String { "kvstore \(app.id)" }
+
+    /// Where this app's values stand (`keepsake status`): how many keys this device holds,
+    /// whether the cloud holds the app's copy (1) or not (0) as the account's manifest vouches for
+    /// it, and how many keys written here have not gone up yet.
+    public func status() -> StoreStatus { status(device.cloudListing()) }
+
+    package func status(_ listing: CloudListing) -> StoreStatus {
+        let snapshot = try? load()
+        return StoreStatus(
+            local: snapshot?.entries.values.filter { $0.value != nil }.count ?? 0,
+            cloud: listing.key.flatMap { key in
+                listing.count { $0 == CloudNames(cloudKey: key, appID: app.id).name }
+            },
+            pending: snapshot?.unsynced?.count ?? 0, lastSync: device.lastSync(of: storeName),
+            notSyncing: listing.status.notSyncing)
     }
 
     // MARK: - Local cache

@@ -43,45 +43,8 @@ public struct KeychainSync: Sendable {
         let names = Names(cloud.key)
         var report = Report()
 
-        // Local synchronizable items.
+        let local = try localItems(names)
         let secretService = device.secretService
-        var unlocked: [ItemPath] = []
-        for itemClass in ItemClass.allCases {
-            let found: SearchResult
-            do {
-                found = try secretService.search([
-                    SecretServiceSchema.schema: SecretServiceSchema.schemaName(itemClass),
-                    SecretServiceSchema.synchronizable: "true",
-                ])
-            } catch {
-                throw KeychainError(error)
-            }
-            if found.collectionLocked { throw Keychain.locked }
-            unlocked += found.unlocked
-        }
-        var read: Device.KeyedRead
-        do { read = try device.read(unlocked) } catch { throw KeychainError(error) }
-        var local: [String: Local] = [:]
-        for path in unlocked {
-            guard let bytes = read.secrets[path] else { continue }
-            let sealed = try SealedItem.parse(bytes)
-            let protection = sealed.protectionClass
-            if read.classKeys[protection] == nil {
-                do { read.classKeys[protection] = try device.classKey(protection) } catch {
-                    throw KeychainError(error)
-                }
-            }
-            let record = try sealed.open(key: read.classKeys[protection]!)
-            let name = names.name(record.key)
-            // Duplicates: the first created wins (creation time, then id — as Keychain reads).
-            if let existing = local[name],
-                (existing.record.attributes.creationDate ?? .distantPast, existing.record.id)
-                    <= (record.attributes.creationDate ?? .distantPast, record.id)
-            {
-                continue
-            }
-            local[name] = Local(path: path, record: record)
-        }
 
         // What this device synced last time, to tell deletions from items never seen.
         let manifestFile = SyncManifest(
@@ -147,7 +110,89 @@ public struct KeychainSync: Sendable {
                 KeychainStatus.notAvailable, "the sync manifest could not be written")
         }
         do { try cloud.commit() } catch { throw KeychainError(error) }
+        device.noteSynced(Self.storeName)
         return report
+    }
+
+    /// The store's name in a status and in the device's sync times.
+    static let storeName = "keychain"
+
+    /// Where synchronizable items stand (`keepsake status`): how many this device holds, how
+    /// many the cloud holds as the account's manifest vouches for them, and how many were added
+    /// or changed here since they last went up (told only while the device is unlocked).
+    public func status() -> StoreStatus { status(device.cloudListing()) }
+
+    package func status(_ listing: CloudListing) -> StoreStatus {
+        var local = 0
+        for itemClass in ItemClass.allCases {
+            local +=
+                (try? device.secretService.search([
+                    SecretServiceSchema.schema: SecretServiceSchema.schemaName(itemClass),
+                    SecretServiceSchema.synchronizable: "true",
+                ]))?.unlocked.count ?? 0
+        }
+        let lastSync = device.lastSync(of: Self.storeName)
+        var pending: Int?
+        var cloud: Int?
+        if let key = listing.key, let remote = listing.names {
+            let names = Names(key)
+            cloud = remote.filter(names.objects.owns).count
+            if let items = try? localItems(names) {
+                pending =
+                    items.filter { name, item in
+                        !remote.contains(name)
+                            || (item.record.attributes.modificationDate ?? .distantFuture)
+                                > (lastSync ?? .distantPast)
+                    }.count
+            }
+        }
+        return StoreStatus(
+            local: local, cloud: cloud, pending: pending, lastSync: lastSync,
+            notSyncing: listing.status.notSyncing)
+    }
+
+    /// The synchronizable items on this device, by cloud name (duplicates: the first created).
+    private func localItems(_ names: Names) throws(KeychainError) -> [String: Local] {
+        let secretService = device.secretService
+        var unlocked: [ItemPath] = []
+        for itemClass in ItemClass.allCases {
+            let found: SearchResult
+            do {
+                found = try secretService.search([
+                    SecretServiceSchema.schema: SecretServiceSchema.schemaName(itemClass),
+                    SecretServiceSchema.synchronizable: "true",
+                ])
+            } catch {
+                throw KeychainError(error)
+            }
+            if found.collectionLocked { throw Keychain.locked }
+            unlocked += found.unlocked
+        }
+        var read: Device.KeyedRead
+        do { read = try device.read(unlocked) } catch { throw KeychainError(error) }
+        var local: [String: Local] = [:]
+        for path in unlocked {
+            guard let bytes = read.secrets[path] else { continue }
+            let sealed = try SealedItem.parse(bytes)
+            let protection = sealed.protectionClass
+            if read.classKeys[protection] == nil {
+                do { read.classKeys[protection] = try device.classKey(protection) } catch {
+                    throw KeychainError(error)
+                }
+            }
+            let record = try sealed.open(key: read.classKeys[protection]!)
+            let name = names.name(record.key)
+            // Duplicates: the first created wins (creation time, then id — as Keychain reads).
+            if let existing = local[name],
+                (existing.record.attributes.creationDate ?? .distantPast, existing.record.id)
+                    <= (record.attributes.creationDate ?? .distantPast, record.id)
+            {
+                continue
+            }
+            local[name] = Local(path: path, record: record)
+        }
+
+        return local
     }
 
     /// Writes a remote item locally (over `replacing` when given), sealed under this device's key

@@ -103,8 +103,44 @@ public struct AutoBackup: Sendable {
                     .notAvailable, "the cloud account could not be reached: \(error)",
                     underlying: error)
             }
+            device.noteSynced(storeName)
         }
         return Report(files: files.keys.sorted(), cloud: cloudWritten)
+    }
+
+    /// The store's name in a status and in the device's sync times: one per app.
+    private var storeName: String { "autobackup \(app.id)" }
+
+    /// Where this app's backup stands (`keepsake status`): how many files the local backup
+    /// holds, whether the cloud holds the app's backup (1) or not (0) as the account's manifest
+    /// vouches for it, and how many files changed in the container since the last backup (all of
+    /// them when the cloud, read, lacks a backup the device has).
+    public func status() -> StoreStatus { status(device.cloudListing()) }
+
+    package func status(_ listing: CloudListing) -> StoreStatus {
+        var backedUp: [String: Data]?
+        if let sealed = (try? Files.read(localBackup)) ?? nil,
+            let key = try? device.dataKey("autobackup")
+        {
+            backedUp = try? Envelope.open(sealed, key: key, associatedData: associatedData) {
+                try BackupBundle.decode(Data($0))
+            }
+        }
+        let local = backedUp?.count ?? 0
+        let cloud = listing.key.flatMap { key in
+            listing.count { $0 == CloudObjects(cloudKey: key, kind: Self.cloudKind).name(app.id) }
+        }
+        var pending: Int?
+        if let current = try? snapshot(forTransfer: false) {
+            let before = backedUp ?? [:]
+            pending =
+                Set(current.keys).union(before.keys).filter { current[$0] != before[$0] }
+                .count
+            if cloud == 0 && local > 0 { pending = max(pending!, local) }
+        }
+        return StoreStatus(
+            local: local, cloud: cloud, pending: pending, lastSync: device.lastSync(of: storeName),
+            notSyncing: listing.status.notSyncing)
     }
 
     /// The cloud account to restore from: nil when it cannot be reached or this device is not

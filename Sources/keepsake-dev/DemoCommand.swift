@@ -90,6 +90,7 @@ enum DemoCommand {
             "   The phone syncs: \(report.uploaded) Block Store entry sealed to the cloud account (E2EE: pin set)."
         )
         say("   cloud:      \(cloud.listing())")
+        say("   " + statusLine(phone))
 
         say("")
         say("2. The app is uninstalled: its container is deleted.")
@@ -152,10 +153,12 @@ enum DemoCommand {
         let desktop = try DemoDevice(provider: provider, name: "desktop", cloud: cloud)
         defer { desktop.service.stop() }
         if let recoveryKey {
-            try desktop.device.join(recoveryKey: recoveryKey)
+            let unvouched = try desktop.device.join(recoveryKey: recoveryKey)
             let recovered = try BlockStoreSync(device: desktop.device).restore()
             say(
-                "   with the recovery key: \(recovered) entry restored. "
+                "   with the recovery key: \(recovered) entry restored, the account's state "
+                    + (unvouched == nil
+                        ? "vouched for by the escrow's witness. " : "unvouched (\(unvouched!)). ")
                     + welcome(desktop.hints.get()))
         }
         // The phone removes the laptop: the account key rotates away from it.
@@ -197,6 +200,7 @@ enum DemoCommand {
             "   sync: \(plainReport.skipped ?? "done"); its cloud account holds: \(otherCloud.listing())"
         )
         say("   " + welcome(plain.hints.get()))
+        say("   " + statusLine(plain))
 
         say("")
         say(
@@ -278,6 +282,21 @@ enum DemoCommand {
             return names.map { $0.count > 20 ? String($0.prefix(14)) + "…" : $0 }.joined(
                 separator: ", ")
         }
+    }
+
+    /// `keepsake status` in one line: the account, then Block Store's and the hint's copies.
+    static func statusLine(_ demo: DemoDevice) -> String {
+        let status = SyncStatus.read(app: demo.app, device: demo.device)
+        func copies(_ store: StoreStatus) -> String {
+            "\(store.local) here, \(store.cloud.map(String.init) ?? "-") in the cloud, "
+                + "\(store.pending.map(String.init) ?? "-") pending"
+        }
+        let account =
+            status.account.manifestVersion.map { "account verified (manifest v\($0))" }
+            ?? "account not read"
+        let why = status.account.notSyncing.map { "; nothing goes to the cloud: \($0)" } ?? ""
+        return "keepsake status: \(account); blockstore \(copies(status.blockStore)); "
+            + "hint \(copies(status.hint))\(why)"
     }
 
     static func show(_ phone: DemoDevice, cloud: DemoCloud, say: (String) -> Void) throws {

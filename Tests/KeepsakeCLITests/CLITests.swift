@@ -349,6 +349,22 @@ struct CLITests {
                     "guessLimit service, countedIn software TPM (IBM SW)): 10 wrong pins disable the phone."
             )
         )
+        #expect(
+            line(
+                after: "1. On the phone",
+                containing:
+                    "blockstore 1 here, 1 in the cloud, 0 pending; hint 2 here, 1 in the cloud, 0 pending"
+            ))
+        #expect(
+            line(
+                after: "5. A new device joins",
+                containing: "the account's state vouched for by the escrow's witness"))
+        #expect(
+            line(
+                after: "6. A device without a lock screen",
+                containing:
+                    "hint 2 here, - in the cloud, - pending; nothing goes to the cloud: this device has no end-to-end-encryption-capable lock screen"
+            ))
         #expect(line(after: "2. The app is uninstalled", containing: "container:  (gone)"))
         #expect(
             line(

@@ -1,0 +1,111 @@
+import Foundation
+import Sealing
+
+/// Where one store's data stands between this device and the cloud account (`keepsake status`):
+/// what is here, what the cloud holds as the account's manifest vouches for it, what has not gone
+/// up yet, and — when nothing goes up — why. Never "backed up" while sync is off.
+public struct StoreStatus: Sendable, Equatable {
+    /// How many items of the store this device holds (its local copy).
+    public var local: Int
+    /// How many objects of the store the cloud account holds, as its manifest lists and vouches
+    /// for them; nil when the cloud was not read (signed out, not joined, unreachable, or its
+    /// copy refused: `CloudAccountStatus.problem`).
+    public var cloud: Int?
+    /// Local changes the cloud copy does not have yet; nil when they cannot be told now (the
+    /// device locked, the cloud not read).
+    public var pending: Int?
+    /// When a sync of this store last reached the cloud account from this device.
+    public var lastSync: Date?
+    /// Why nothing of this store goes to the cloud now; nil when it does.
+    public var notSyncing: String?
+
+    public init(
+        local: Int, cloud: Int?, pending: Int?, lastSync: Date?, notSyncing: String?
+    ) {
+        self.local = local
+        self.cloud = cloud
+        self.pending = pending
+        self.lastSync = lastSync
+        self.notSyncing = notSyncing
+    }
+}
+
+/// The cloud account as this device sees it now.
+public struct CloudAccountStatus: Sendable, Equatable {
+    /// Signed in to a cloud account (`--cloud`).
+    public var signedIn: Bool
+    /// An end-to-end-encryption-capable lock screen is set: the condition for anything to go up.
+    public var endToEndEncryption: Bool
+    /// This device holds the account's current key (made the account, or joined it).
+    public var joined: Bool
+    /// The account manifest's version, once read and checked against the highest this device saw.
+    public var manifestVersion: UInt64?
+    /// Why the cloud's copy could not be read or was refused (unreachable, rolled back, planted
+    /// objects); nil when it was read and verified, or not asked for.
+    public var problem: String?
+    /// Why nothing goes to the cloud now; nil when copies do go up.
+    public var notSyncing: String?
+}
+
+/// The cloud account's verified listing, shared by every store's status (one read of the
+/// manifest for all of them).
+package struct CloudListing {
+    package var status: CloudAccountStatus
+    /// The store objects the verified manifest lists; nil when it was not read.
+    package var names: Set<String>?
+    /// The account key the names derive from; nil when not held.
+    package var key: SecureBytes?
+
+    /// The count of `names` a store owns.
+    package func count(_ owns: (String) -> Bool) -> Int? { names.map { $0.filter(owns).count } }
+}
+
+extension Device {
+    /// Reads the cloud account once for a status: signed in, E2EE, joined, and the manifest's
+    /// listing (verified as a restore verifies it). Never throws: what went wrong is `problem`.
+    package func cloudListing() -> CloudListing {
+        var status = CloudAccountStatus(
+            signedIn: cloud != nil,
+            endToEndEncryption: (try? isEndToEndEncryptionAvailable()) ?? false,
+            joined: false)
+        do {
+            status.notSyncing = cloud == nil ? "signed out" : nil
+            guard cloud != nil else { return CloudListing(status: status) }
+            guard let session = try cloudSession(forUpload: false) else {
+                status.notSyncing = try whyNoCloudSession()
+                return CloudListing(status: status)
+            }
+            status.joined = true
+            status.manifestVersion = session.manifest.version
+            if !status.endToEndEncryption { status.notSyncing = try whyNoCloudSession() }
+            return CloudListing(status: status, names: Set(session.list()), key: session.key)
+        } catch {
+            status.problem = error.message
+            status.notSyncing = status.notSyncing ?? "the cloud account could not be read"
+            return CloudListing(status: status)
+        }
+    }
+
+    /// Notes that a sync of `store` reached the cloud account now (`lastSync(of:)`).
+    package func noteSynced(_ store: String) {
+        var times = syncTimes()
+        times[store] = Int64(Date().timeIntervalSince1970 * 1000)
+        guard let data = try? JSONSerialization.data(withJSONObject: times, options: .sortedKeys)
+        else { return }
+        try? Files.writeAtomically(data, to: syncTimesFile)
+    }
+
+    /// When a sync of `store` last reached the cloud account from this device.
+    package func lastSync(of store: String) -> Date? {
+        syncTimes()[store].map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) }
+    }
+
+    private var syncTimesFile: URL { directory.appendingPathComponent("cloud-synced") }
+
+    private func syncTimes() -> [String: Int64] {
+        guard let bytes = (try? Files.read(syncTimesFile, limit: 64 * 1024)) ?? nil,
+            let object = try? JSONSerialization.jsonObject(with: bytes) as? [String: Any]
+        else { return [:] }
+        return object.compactMapValues { ($0 as? NSNumber)?.int64Value }
+    }
+}

@@ -1,0 +1,92 @@
+import BlockStore
+import Device
+import Foundation
+import KeyValueStore
+import Keychain
+import Preferences
+
+/// Where an app's data stands between this device and the cloud account, store by store
+/// (`keepsake status`): Keychain sync, Block Store, the key-value store, Auto Backup and the
+/// recovery hint — what is here, what the cloud holds as the account's manifest vouches for it,
+/// the last sync, what is pending and, when nothing goes up, why. The cloud is read once, without
+/// changing anything on either side.
+public struct SyncStatus: Sendable {
+    public var account: CloudAccountStatus
+    /// Synchronizable Keychain items (every app's on this device).
+    public var keychainSync: StoreStatus
+    /// Block Store entries (every app's on this device).
+    public var blockStore: StoreStatus
+    /// This app's key-value store.
+    public var keyValueStore: StoreStatus
+    /// This app's Auto Backup, under the recovery hint's backup rules.
+    public var autoBackup: StoreStatus
+    /// The recovery hint of `profile`: `local` counts the profile's stores holding it; `cloud`
+    /// is 1 when its cloud-backed store's copy (Block Store for linux and android, the key-value
+    /// store for apple) is in the cloud account, 0 when it is not.
+    public var hint: StoreStatus
+
+    /// Reads every store's status for `app` on `device`.
+    public static func read(app: App, device: Device, profile: HintProfile = .linux) -> SyncStatus {
+        let listing = device.cloudListing()
+        let blockStore = BlockStoreSync(device: device)
+        let keyValueStore = UbiquitousKeyValueStore(app: app, device: device)
+        let preferences = try? PreferencesHintStore(app: app, device: device)
+        let empty = StoreStatus(
+            local: 0, cloud: nil, pending: nil, lastSync: nil,
+            notSyncing: listing.status.notSyncing)
+        let backup = preferences.map { $0.backup.status(listing) } ?? empty
+        let keyValue = keyValueStore.status(listing)
+        return SyncStatus(
+            account: listing.status, keychainSync: KeychainSync(device: device).status(listing),
+            blockStore: blockStore.status(listing), keyValueStore: keyValue, autoBackup: backup,
+            hint: hintStatus(
+                profile, app: app, device: device, listing: listing,
+                keyValue: keyValue, preferences: preferences))
+    }
+
+    private static func hintStatus(
+        _ profile: HintProfile, app: App, device: Device, listing: CloudListing,
+        keyValue keyValueStatus: StoreStatus, preferences: PreferencesHintStore?
+    ) -> StoreStatus {
+        // Each store read as it is, without a restore or a synchronize: a status changes nothing.
+        let keychain = Keychain(app: app, device: device)
+        let blockStore = BlockStoreHintStore(client: BlockStoreClient(app: app, device: device))
+        let keyValue = UbiquitousKeyValueStore(app: app, device: device)
+        let held: [Bool]
+        switch profile {
+        case .linux:
+            held = [
+                (try? KeychainHintStore(keychain: keychain).read()) != nil,
+                (try? blockStore.read()) != nil,
+            ]
+        case .apple:
+            held = [
+                keyValue.string(forKey: KeyValueHintStore.key) != nil,
+                (try? KeychainHintStore(keychain: keychain, synchronizable: true).read()) != nil,
+            ]
+        case .android:
+            let prefs = preferences.flatMap {
+                try? SharedPreferences(app: $0.app, name: PreferencesHintStore.file)
+            }
+            held = [
+                (try? blockStore.read()) != nil,
+                prefs?.string(forKey: PreferencesHintStore.key) != nil,
+            ]
+        }
+        let local = held.filter { $0 }.count
+        let cloud: Int? =
+            profile == .apple
+            ? keyValueStatus.cloud
+            : BlockStoreSync(device: device).hasCloudCopy(
+                appID: app.id, key: BlockStoreHintStore.key, listing)
+        var pending: Int?
+        if let cloud {
+            pending = local > 0 && cloud == 0 && listing.status.notSyncing == nil ? 1 : 0
+        }
+        let lastSync =
+            profile == .apple ? keyValueStatus.lastSync : device.lastSync(of: "blockstore")
+        return StoreStatus(
+            local: local, cloud: cloud, pending: pending, lastSync: lastSync,
+            notSyncing: listing.status.notSyncing)
+    }
+}
