@@ -446,6 +446,11 @@ public struct WebDAVCloud: CloudStorage {
                     cloud: self, url: lockURL, token: token,
                     lifetime: min(granted ?? Self.lockLifetime, Self.lockLifetime))
             }
+            if (200..<300).contains(response.status) {
+                throw CloudError(
+                    "the WebDAV server answered LOCK without a lock token (HTTP \(response.status)): a pretend lock, as Nextcloud's, keeps no two devices from syncing over each other; Keepsake needs a class 2 WebDAV server (Apache mod_dav, nginx with dav_ext_lock, rclone, wsgidav)",
+                    isTemporary: false)
+            }
             guard response.status == 423 else {
                 throw CloudError("taking the account lock: HTTP \(response.status)")
             }
@@ -626,6 +631,11 @@ public struct WebDAVCloud: CloudStorage {
                 let response = try HTTP.exchange(
                     method, target, on: connection, credentials: credentials, headers: headers,
                     body: body, limit: limit, timeout: timeout, caFile: caFile)
+                if response.status == 507 {  // full: trying again does not make room
+                    throw CloudError(
+                        "the WebDAV server has no room left (HTTP 507 Insufficient Storage): free space in the account, then sync again",
+                        isTemporary: false)
+                }
                 if (500..<600).contains(response.status) && attempt + 1 < attempts {
                     failure = CloudError(
                         "\(method) \(target.lastPathComponent): HTTP \(response.status)")

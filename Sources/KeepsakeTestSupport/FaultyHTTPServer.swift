@@ -26,6 +26,8 @@ package final class FaultyHTTPServer: @unchecked Sendable {
         case stream(announced: Int?, sent: Int)
         /// Closes the connection without a word.
         case hangUp
+        /// Announces `announced` bytes, then sends one every `interval` seconds (a trickle).
+        case trickle(announced: Int, interval: Double)
     }
 
     package let port: Int
@@ -154,6 +156,16 @@ package final class FaultyHTTPServer: @unchecked Sendable {
             while left > 0 {
                 guard write(chunk.prefix(left), to: connection) else { return false }
                 left -= min(left, chunk.count)
+            }
+            return false
+        case .trickle(let announced, let interval):
+            let head = "HTTP/1.1 200 OK\r\nContent-Length: \(announced)\r\n\r\n"
+            guard write(Data(head.utf8), to: connection) else { return false }
+            for _ in 0..<announced {
+                Thread.sleep(forTimeInterval: interval)
+                guard running.withLock({ $0 }), write(Data("x".utf8), to: connection) else {
+                    return false
+                }
             }
             return false
         }

@@ -22,6 +22,9 @@ enum KeychainTLV {
     }
 
     static func malformed(_ why: String) -> KeychainError {
-        KeychainError(KeychainStatus.decode, "malformed Keepsake record: \(why)")
+        KeychainError(
+            KeychainStatus.decode,
+            "malformed Keepsake record: \(why) (damaged when the provider stopped before it saved it, or changed by another program): delete the item and add it again"
+        )
     }
 }

@@ -280,13 +280,14 @@ struct WebDAVFaultTests {
     }
 
     @Test(
-        "a server that cannot lock ends in a clear, lasting error, never a loop: LOCK 405 or 501 (no locking), 409 after the collection was made; refused credentials (401, 403) say to log in again"
+        "a server that cannot lock ends in a clear, lasting error, never a loop: LOCK 405 or 501 (no locking), 200 without a lock token (a pretend lock), 409 after the collection was made; refused credentials (401, 403) say to log in again"
     )
     func serversThatCannotLock() throws {
         for (lockStatus, mkcolStatus, expected) in [
             (405, 201, "does not support LOCK"), (501, 201, "does not support LOCK"),
             (409, 405, "even after the account's collection was made"),
             (401, 201, "log in again"), (403, 201, "log in again"),
+            (200, 201, "without a lock token"),
         ] {
             let server = try FaultyHTTPServer { request in
                 .respond(
@@ -397,6 +398,37 @@ struct WebDAVFaultTests {
         }
         defer { garbage.stop() }
         #expect(throws: CloudError.self) { try WebDAVCloud(url: garbage.url).list() }
+    }
+
+    @Test(
+        "a full server (507) is a lasting error that says so, never tried again; a server that trickles its answer a byte at a time is cut off at the request's time bound, every try"
+    )
+    func fullAndTrickling() throws {
+        let full = try FaultyHTTPServer { request in
+            request.method == "PUT"
+                ? .respond(status: 507, headers: [:], body: Data())
+                : .respond(status: 404, headers: [:], body: Data())
+        }
+        defer { full.stop() }
+        do {
+            try WebDAVCloud(url: full.url, timeout: 2, attempts: 3).write("bs-x", Data("x".utf8))
+            Issue.record("a PUT answered 507 was taken for written")
+        } catch let error as CloudError {
+            #expect(error.description.contains("no room left"), "\(error)")
+            #expect(!error.isTemporary)
+        }
+        #expect(full.requests.filter { $0.method == "PUT" }.count == 1)
+
+        let trickling = try FaultyHTTPServer { _ in .trickle(announced: 4096, interval: 0.05) }
+        defer { trickling.stop() }
+        let start = ContinuousClock.now
+        #expect(throws: CloudError.self) {
+            try WebDAVCloud(url: trickling.url, timeout: 1, attempts: 2).read("account")
+        }
+        // Two tries of at most 1 s each: a trickle never stretches a request past its bound.
+        #expect(
+            ContinuousClock.now - start < Pace.allowance(bound: .seconds(2), slack: .seconds(3)))
+        #expect(trickling.requests.count == 2)
     }
 
     @Test(

@@ -332,7 +332,9 @@ struct ProviderLostWritesTests {
             // An item the provider kept without its contents says so, and deleting it is the way
             // out: the next round adds it again.
             let get = try keepsake(["keychain", "get"] + item, service: service)
-            if get.stderr.contains("without its contents") {
+            if get.stderr.contains("without its contents")
+                || get.stderr.contains("malformed Keepsake record")
+            {
                 #expect(get.stderr.contains("errSecDecode"), "\(get.stderr)")
                 let delete = try keepsake(["keychain", "delete"] + item, service: service)
                 #expect(delete.status == 0, "round \(round): \(delete.stderr)")

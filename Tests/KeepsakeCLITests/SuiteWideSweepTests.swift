@@ -39,9 +39,13 @@ struct SuiteWideSweep {
             // cloud already) and times; its sync manifests (`cloud-manifest`, the Keychain's
             // `manifest`) list those names with keyed digests of what was uploaded: hex, which
             // meets the hex-rich sealed records by chance at 8 bytes, so
-            // checked for the secrets themselves as names are.
+            // checked for the secrets themselves as names are. Its `cloud-synced` holds the
+            // stores' names (with app ids, as the `apps/` folder names are) and times of day.
             let clearByDesign =
-                ["account", "account-escrow", "cloud-strays", "cloud-manifest", "manifest"]
+                [
+                    "account", "account-escrow", "cloud-strays", "cloud-manifest", "manifest",
+                    "cloud-synced",
+                ]
                 .contains(file.lastPathComponent)
                 || (file.lastPathComponent.hasPrefix("join-")
                     && !file.lastPathComponent.hasSuffix("-approval"))
