@@ -68,7 +68,10 @@ public struct BlockStoreSync: Sendable {
         if let key = listing.key, let names = listing.names,
             let plans = try? plans(keys: CloudEntries(key), listed: names)
         {
-            pending = plans.reduce(0) { $0 + $1.uploads.count + $1.removals.count }
+            // Removals of copies the manifest no longer lists change nothing: not pending.
+            pending = plans.reduce(0) {
+                $0 + $1.uploads.count + $1.removals.filter(names.contains).count
+            }
         }
         let keys = listing.key.map(CloudEntries.init)
         return StoreStatus(
@@ -133,8 +136,10 @@ public struct BlockStoreSync: Sendable {
     @discardableResult
     public func join(passcode: SecureBytes) throws(BlockStoreError) -> Int {
         do { try device.join(passcode: passcode) } catch {
+            // A wrong passcode, and an account refused (rolled back, planted), are no network
+            // trouble: trying again does not help.
             let code: BlockStoreError.Code =
-                error.code == .authFailed || error.code == .invalidPasscode
+                [.authFailed, .invalidPasscode, .corrupt].contains(error.code)
                 ? .internalError : .networkError
             throw BlockStoreError(code, error.message, underlying: error)
         }

@@ -58,7 +58,8 @@ struct AccountRecord: Codable, Equatable {
     static func parse(_ bytes: Data) -> AccountRecord? {
         guard bytes.starts(with: Data("KAC1".utf8)),
             let record = try? JSONDecoder().decode(AccountRecord.self, from: bytes.dropFirst(4)),
-            record.version == 1, record.check.count == 32, (record.epoch ?? 0) >= 0,
+            record.version == 1, record.check.count == 32,
+            (0...Int(Int32.max)).contains(record.epoch ?? 0),
             record.recoveryPublicKey.map({ $0.count == SealedBox.publicKeyLength }) ?? true
         else { return nil }
         return record

@@ -32,39 +32,63 @@ enum AccountWitness {
     }
 
     /// What the witness keeps: epoch and manifest version (the order), then the check value of
-    /// the epoch's key.
+    /// the epoch's key and one of the name key (which every rotation keeps: an account of
+    /// someone else's making has another, whatever epoch it shows).
     struct Statement: Equatable {
         var epoch: Int
         var version: UInt64
         var check: Data
+        var nameCheck: Data
+
+        init(epoch: Int, version: UInt64, accountKey: SecureBytes) {
+            self.init(
+                epoch: epoch, version: version, check: AccountRecord.check(accountKey),
+                nameCheck: Self.nameCheck(accountKey))
+        }
+
+        init(epoch: Int, version: UInt64, check: Data, nameCheck: Data) {
+            self.epoch = epoch
+            self.version = version
+            self.check = check
+            self.nameCheck = nameCheck
+        }
+
+        static func nameCheck(_ accountKey: SecureBytes) -> Data {
+            CloudObjects.accountIdentity(accountKey, context: "keepsake.witness.account.v1")
+        }
 
         func encoded() -> Data {
             var bytes = Data()
             withUnsafeBytes(of: UInt64(epoch).bigEndian) { bytes.append(contentsOf: $0) }
             withUnsafeBytes(of: version.bigEndian) { bytes.append(contentsOf: $0) }
-            return bytes + check
+            return bytes + check + nameCheck
         }
 
         static func parse(_ bytes: Data) -> Statement? {
-            guard bytes.count == 48, let (epoch, version) = EscrowProtocol.order(of: bytes),
+            guard bytes.count == 80, let (epoch, version) = EscrowProtocol.order(of: bytes),
                 epoch <= UInt64(Int32.max)
             else { return nil }
-            return Statement(epoch: Int(epoch), version: version, check: Data(bytes.suffix(32)))
+            let tail = Data(bytes.dropFirst(16))
+            return Statement(
+                epoch: Int(epoch), version: version, check: Data(tail.prefix(32)),
+                nameCheck: Data(tail.suffix(32)))
         }
     }
 
     // MARK: - The seed in the cloud
 
-    static func sealed(_ seed: SecureBytes, under accountKey: SecureBytes, epoch: Int) -> Data {
+    /// The seed sealed under a key of `accountKey`'s epoch (every rotation writes it again under
+    /// the new one: an older copy opens under no later key).
+    static func sealed(_ seed: SecureBytes, under accountKey: SecureBytes) -> Data {
         seed.withUnsafeBytes {
-            Envelope.seal($0, key: objectKey(accountKey), associatedData: binding(epoch))
+            Envelope.seal($0, key: objectKey(accountKey), associatedData: binding)
         }
     }
 
-    static func open(_ bytes: Data, under accountKey: SecureBytes, epoch: Int) -> SecureBytes? {
+    static func open(_ bytes: Data, under accountKey: SecureBytes) -> SecureBytes? {
         guard
             let seed = try? Envelope.open(
-                bytes, key: objectKey(accountKey), associatedData: binding(epoch)), seed.count == 32
+                bytes, key: objectKey(accountKey), associatedData: binding), seed.count == 32
         else { return nil }
         return seed
     }
@@ -74,9 +98,7 @@ enum AccountWitness {
             key: AccountKey.epochKey(accountKey), context: "keepsake.witness.object.v1")
     }
 
-    private static func binding(_ epoch: Int) -> Data {
-        Data("\(object) \(epoch)".utf8)
-    }
+    private static let binding = Data("keepsake.witness.seed.object.v1".utf8)
 
     // MARK: - The seed in the escrow
 
@@ -115,50 +137,74 @@ enum AccountWitness {
 }
 
 extension Device {
-    /// The witness seed the account's devices share (`account-witness`, sealed under the epoch's
-    /// key): nil when the cloud holds none that opens under `accountKey`.
-    func witnessSeed(_ accountKey: SecureBytes, epoch: Int) -> SecureBytes? {
-        guard let cloud, let bytes = try? cloud.read(AccountWitness.object) else { return nil }
-        return AccountWitness.open(bytes, under: accountKey, epoch: epoch)
+    /// The witness seed of the account `accountKey` is in: the copy the cloud holds under this
+    /// epoch's key (a recovery key replaced on another device brings a new one), else the one
+    /// this device keeps in its record (a cloud that withholds the object changes nothing).
+    func witnessSeed(_ accountKey: SecureBytes, record: DeviceRecord? = nil) -> SecureBytes? {
+        if let cloud, let bytes = try? cloud.read(AccountWitness.object),
+            let seed = AccountWitness.open(bytes, under: accountKey)
+        {
+            return seed
+        }
+        let kept = record ?? (try? records.load().record)
+        return kept?.wrappedWitnessSeed.flatMap { try? openWitnessSeed($0) }
     }
 
     /// Puts the seed in the cloud for the account's devices, sealed under `accountKey`'s epoch.
     func writeWitnessSeed(
-        _ seed: SecureBytes, under accountKey: SecureBytes, epoch: Int, cloud: any CloudStorage
+        _ seed: SecureBytes, under accountKey: SecureBytes, cloud: any CloudStorage
     ) throws(DeviceError) {
         try cloudCall {
-            try cloud.write(
-                AccountWitness.object,
-                AccountWitness.sealed(seed, under: accountKey, epoch: epoch))
+            try cloud.write(AccountWitness.object, AccountWitness.sealed(seed, under: accountKey))
+        }
+    }
+
+    func sealWitnessSeed(_ seed: SecureBytes) throws(DeviceError) -> Data {
+        let classKey = try classKey(.afterFirstUnlock)
+        return seed.withUnsafeBytes {
+            Envelope.seal($0, key: classKey, associatedData: Data("keepsake.witness-seed.v1".utf8))
+        }
+    }
+
+    func openWitnessSeed(_ wrapped: Data) throws(DeviceError) -> SecureBytes {
+        let classKey = try classKey(.afterFirstUnlock)
+        do {
+            return try Envelope.open(
+                wrapped, key: classKey, associatedData: Data("keepsake.witness-seed.v1".utf8))
+        } catch {
+            throw DeviceError(.corrupt, "the witness seed does not open")
         }
     }
 
     /// Signs the account's state for its witness at the escrow: after every manifest this device
     /// wrote, a rotation and the account's creation. Best effort: a witness that could not be
-    /// reached (or a seed the cloud withholds) lags until the next change, and a joiner is then
-    /// vouched for the state it last kept; a newer statement there (another device's) stands.
+    /// reached lags until the next change, and a joiner is then vouched for the state it last
+    /// kept; a newer statement there (another device's) stands.
     func witness(
         _ accountKey: SecureBytes, epoch: Int, version: UInt64, seed: SecureBytes? = nil
     ) {
-        guard let escrow, let seed = seed ?? witnessSeed(accountKey, epoch: epoch) else { return }
+        guard let escrow,
+            let seed = seed ?? witnessSeed(accountKey)
+        else { return }
         let statement = AccountWitness.Statement(
-            epoch: epoch, version: version, check: AccountRecord.check(accountKey))
+            epoch: epoch, version: version, accountKey: accountKey)
         try? escrow.client().witness(
             AccountWitness.id(seed), statement: statement.encoded(),
             key: AccountWitness.keyPair(seed))
     }
 
     /// At a recovery-key or passcode join, before the key is adopted: the account state the cloud
-    /// shows, checked against what its witness keeps. Returns what to tell the user when nothing
-    /// vouched for it (no escrow, no seed, no statement kept yet, or one behind the cloud's).
+    /// shows — its manifest, sealed under the key, with the epoch in it — checked against what its
+    /// witness keeps. Returns what to tell the user when nothing vouched for it (no escrow, no
+    /// seed, no statement kept yet, or a witness one rotation behind).
     ///
     /// - Throws: `.corrupt` when the cloud shows an older epoch or manifest version than the
-    ///   witness keeps (rolled back), or an account the witness does not know at its epoch
-    ///   (planted); `.notAvailable` when the escrow could not be asked.
+    ///   witness keeps (rolled back), an account whose keys the witness does not know (planted),
+    ///   or a manifest that is missing, does not open or disagrees with the account record;
+    ///   `.notAvailable` when the escrow could not be asked.
     func checkWitness(_ accountKey: SecureBytes, seed: SecureBytes?) throws(DeviceError) -> String?
     {
-        let unvouched =
-            "nothing vouched that the cloud shows this account's latest state"
+        let unvouched = "nothing vouched that the cloud shows this account's latest state"
         guard let escrow else {
             return
                 "\(unvouched) (no escrow service is configured: --escrow URL): a cloud that rolled the account back would not be noticed at this join"
@@ -178,43 +224,63 @@ extension Device {
             throw DeviceError(
                 .corrupt, "the account's witness keeps a statement that does not decode")
         }
-        let account = try readAccount()
-        let epoch = account?.epoch ?? 0
-        let rolledBack =
-            "the cloud shows an older account state than its escrow witnessed: rolled back, nothing joined or restored"
-        if epoch < witnessed.epoch {
-            throw DeviceError(
-                .corrupt, "\(rolledBack) (epoch \(epoch), witnessed \(witnessed.epoch))")
-        }
-        if epoch > witnessed.epoch {
-            return
-                "\(unvouched) (its escrow witnessed epoch \(witnessed.epoch), the cloud shows \(epoch))"
-        }
-        guard constantTimeEquals(witnessed.check, AccountRecord.check(accountKey)) else {
+        // The key's lineage first: an account of someone else's making (sealed to a recovery
+        // public key it copied) has a name key of its own, at any epoch it claims.
+        guard
+            constantTimeEquals(
+                witnessed.nameCheck, AccountWitness.Statement.nameCheck(accountKey))
+        else {
             throw DeviceError(
                 .corrupt,
                 "the cloud shows an account its escrow's witness does not know (planted): nothing joined"
             )
         }
+        // The epoch and version as the manifest says them, sealed under the key (the account
+        // record's epoch is the cloud's to write).
         guard let bytes = try cloudCall({ try cloud.read(AccountManifest.name) }),
             let manifest = try? AccountManifest.open(bytes, under: accountKey)
         else {
             throw DeviceError(.corrupt, "the cloud account's manifest is gone or does not open")
         }
-        guard manifest.version >= witnessed.version else {
+        guard manifest.epoch == (try readAccount()?.epoch ?? 0) else {
             throw DeviceError(
                 .corrupt,
-                "\(rolledBack) (manifest version \(manifest.version), witnessed \(witnessed.version))"
-            )
+                "the cloud account's record and manifest disagree on its epoch: nothing joined")
         }
-        // From here on the device refuses anything older than what the witness kept.
+        let rolledBack =
+            "the cloud shows an older account state than its escrow witnessed: rolled back, nothing joined or restored"
+        if manifest.epoch < witnessed.epoch {
+            throw DeviceError(
+                .corrupt, "\(rolledBack) (epoch \(manifest.epoch), witnessed \(witnessed.epoch))")
+        }
+        if manifest.epoch == witnessed.epoch {
+            guard constantTimeEquals(witnessed.check, AccountRecord.check(accountKey)) else {
+                throw DeviceError(
+                    .corrupt,
+                    "the cloud shows an account key its escrow's witness does not know at epoch \(manifest.epoch) (planted): nothing joined"
+                )
+            }
+            guard manifest.version >= witnessed.version else {
+                throw DeviceError(
+                    .corrupt,
+                    "\(rolledBack) (manifest version \(manifest.version), witnessed \(witnessed.version))"
+                )
+            }
+        }
+        // From here on the device refuses anything older than what it was shown and checked.
         let seen = seenManifest
         let id = SeenManifest.account(accountKey)
         if let highest = seen.read(account: id),
-            (highest.epoch, highest.version) >= (witnessed.epoch, witnessed.version)
+            (highest.epoch, highest.version) >= (manifest.epoch, manifest.version)
         {
         } else {
-            try seen.write(account: id, epoch: witnessed.epoch, version: witnessed.version)
+            try seen.write(account: id, epoch: manifest.epoch, version: manifest.version)
+        }
+        if manifest.epoch > witnessed.epoch {
+            // A real rotation the witness did not hear of (the key opened this epoch's manifest,
+            // and its name key is the witnessed one): vouched for the lineage, not the version.
+            return
+                "\(unvouched) (its escrow witnessed epoch \(witnessed.epoch), the account is at \(manifest.epoch): the version is not vouched for)"
         }
         return nil
     }

@@ -132,7 +132,7 @@ extension Device {
         }
         try checkAccount(released.key)
         let note = try checkWitness(released.key, seed: released.seed)
-        try adopt(released.key)
+        try adopt(released.key, witnessSeed: released.seed)
         return note
     }
 
@@ -164,8 +164,9 @@ extension Device {
             throw DeviceError(.corrupt, "the recovery record does not hold an account key")
         }
         try checkAccount(accountKey)
-        let note = try checkWitness(accountKey, seed: AccountWitness.seed(recoveryKey: key))
-        try adopt(accountKey)
+        let seed = AccountWitness.seed(recoveryKey: key)
+        let note = try checkWitness(accountKey, seed: seed)
+        try adopt(accountKey, witnessSeed: seed)
         return note
     }
 
@@ -522,7 +523,8 @@ extension Device {
                 .write(
                     account: SeenManifest.account(key), epoch: 0, version: 1)
             let seed = AccountWitness.seed(recoveryKey: recovery.key)
-            try writeWitnessSeed(seed, under: key, epoch: 0, cloud: cloud)
+            try writeWitnessSeed(seed, under: key, cloud: cloud)
+            record.wrappedWitnessSeed = try sealWitnessSeed(seed)
             witness(key, epoch: 0, version: 1, seed: seed)
             // Written last, and only where there is none: until it is there, no device takes the
             // account for made.
@@ -582,7 +584,7 @@ extension Device {
         guard
             (try? register(
                 accountKey, passcode: passcode, escrow: escrow, cloud: cloud,
-                previousKey: previousKey)) != nil
+                previousKey: previousKey, seed: witnessSeed(accountKey, record: record))) != nil
         else { return false }
         record.escrowGeneration = record.generation
         return true
@@ -594,16 +596,14 @@ extension Device {
     /// caller or no other writer (escrow record).
     func register(
         _ accountKey: SecureBytes, passcode: SecureBytes, escrow: EscrowConfiguration,
-        cloud: any CloudStorage, previousKey: SecureBytes? = nil
+        cloud: any CloudStorage, previousKey: SecureBytes? = nil, seed: SecureBytes?
     ) throws(DeviceError) {
         let found = try cloudCall { try cloud.readVersioned(AccountObjects.escrow) }
         let old = found.flatMap { EscrowRecord.parse($0.data) }
         let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
         let passcodeKey = try PasscodeKeys.passcodeKey(passcode, salt: salt, cost: passcodeCost)
         let client = escrow.client()
-        let epoch = try readAccount()?.epoch ?? 0
-        let secret = AccountWitness.escrowSecret(
-            accountKey, seed: witnessSeed(accountKey, epoch: epoch))
+        let secret = AccountWitness.escrowSecret(accountKey, seed: seed)
         let slot = try escrowCall { () throws(EscrowError) in
             try client.register(
                 secret, owner: accountKey, passcodeKey: passcodeKey, salt: salt,
@@ -648,7 +648,7 @@ extension Device {
     }
 
     /// Keeps `accountKey` on this device, once the account's check value confirms it.
-    func adopt(_ accountKey: SecureBytes) throws(DeviceError) {
+    func adopt(_ accountKey: SecureBytes, witnessSeed: SecureBytes? = nil) throws(DeviceError) {
         guard AccountKey.isValid(accountKey), let account = try readAccount(),
             constantTimeEquals(account.check, AccountRecord.check(accountKey))
         else { throw DeviceError(.corrupt, "the key does not match the cloud account") }
@@ -657,6 +657,7 @@ extension Device {
             var record = loaded.record
             record.wrappedCloudKey = try sealCloudKey(accountKey)
             record.cloudEpoch = account.epoch ?? 0
+            if let witnessSeed { record.wrappedWitnessSeed = try sealWitnessSeed(witnessSeed) }
             try records.store(record, replacing: loaded.path)
             return record
         }

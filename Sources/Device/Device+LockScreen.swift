@@ -146,7 +146,10 @@ extension Device {
             let newCounterSecret = try seal(
                 keys, presence: newPasscode == nil ? nil : presence, passcode: newPasscode,
                 into: &updated)
-            if newPasscode == nil { updated.wrappedCloudKey = nil }  // no E2EE: the cloud key goes
+            if newPasscode == nil {  // no E2EE: the cloud key goes, and the witness seed with it
+                updated.wrappedCloudKey = nil
+                updated.wrappedWitnessSeed = nil
+            }
             // A new passcode rotates the account key (below); until that is done, the next
             // unlock tries again.
             if hadKnowledgeFactor && newPasscode != nil && updated.wrappedCloudKey != nil {
@@ -261,6 +264,10 @@ extension Device {
         try guessLimit.exclusively { () throws(DeviceError) in
             let (path, current) = try records.load()
             var merged = current
+            // The witness seed is the account's, whatever the passcode: kept once known.
+            if record.wrappedWitnessSeed != nil {
+                merged.wrappedWitnessSeed = record.wrappedWitnessSeed
+            }
             if current.generation == read.generation {
                 merged.wrappedCloudKey = record.wrappedCloudKey
                 merged.cloudEpoch = record.cloudEpoch

@@ -33,6 +33,9 @@ struct DeviceRecord: Codable, Sendable, Equatable {
     var keyChecks: [String: Data]?
     /// The cloud account's key, sealed under the AfterFirstUnlock class key.
     var wrappedCloudKey: Data?
+    /// The account witness's seed (`AccountWitness`), sealed under the AfterFirstUnlock class key:
+    /// kept here so that a cloud withholding its copy cannot stop this device signing.
+    var wrappedWitnessSeed: Data?
     /// Wrong passcodes in a row, and the time before which no attempt is taken (ms since epoch).
     var failures: Int
     var notBefore: Int64

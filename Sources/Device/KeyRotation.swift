@@ -124,18 +124,7 @@ extension Device {
             manifest.objects[Data(name.utf8)] = AccountManifest.mac(
                 bytes, name: name, under: newKey)
         }
-        if let removing {
-            manifest.devices[removing] = nil
-            // Told to the removed device in the only words it can still read: its old key's.
-            let stamp = Data(String(Int64(Date().timeIntervalSince1970)).utf8)
-            try cloudCall {
-                try cloud.write(
-                    AccountObjects.removed(removing),
-                    Envelope.seal(
-                        stamp, key: AccountObjects.rekeyWrappingKey(oldKey),
-                        associatedData: Data(AccountObjects.removed(removing).utf8)))
-            }
-        }
+        if let removing { manifest.devices[removing] = nil }
         manifest.devices[record.deviceID] = Self.boxKeyPair(record).publicKey
         for (id, publicKey) in manifest.devices where id != record.deviceID {
             let sealed: Data
@@ -151,14 +140,17 @@ extension Device {
         }
         var recoveryText: SecureBytes?
         var recoveryPublicKey = account.recoveryPublicKey
-        var seed = witnessSeed(oldKey, epoch: epoch - 1)
+        var seed = witnessSeed(oldKey, record: record)
         if replacingRecoveryKey || recoveryPublicKey == nil {
             let recovery = RecoveryKey.make()
             recoveryPublicKey = RecoveryKey.keyPair(recovery.key).publicKey
             recoveryText = recovery.text
             seed = AccountWitness.seed(recoveryKey: recovery.key)
         }
-        if let seed { try writeWitnessSeed(seed, under: newKey, epoch: epoch, cloud: cloud) }
+        if let seed {
+            try writeWitnessSeed(seed, under: newKey, cloud: cloud)
+            record.wrappedWitnessSeed = try sealWitnessSeed(seed)
+        }
         try writeRecovery(
             newKey, to: recoveryPublicKey!, cloud: cloud, ifVersion: recoveryVersion)
         manifest.epoch = epoch
@@ -176,6 +168,16 @@ extension Device {
         try seen.write(
             account: SeenManifest.account(newKey), epoch: epoch, version: manifest.version)
         witness(newKey, epoch: epoch, version: manifest.version, seed: seed)
+        if let removing {
+            // Told to the removed device, once the switch is made, in the only words it can
+            // still read: its old key's.
+            let stamp = Data(String(Int64(Date().timeIntervalSince1970)).utf8)
+            try? cloud.write(
+                AccountObjects.removed(removing),
+                Envelope.seal(
+                    stamp, key: AccountObjects.rekeyWrappingKey(oldKey),
+                    associatedData: Data(AccountObjects.removed(removing).utf8)))
+        }
         record.wrappedCloudKey = try sealCloudKey(newKey)
         record.cloudEpoch = epoch
         record.rotationPending = nil

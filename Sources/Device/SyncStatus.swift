@@ -62,25 +62,63 @@ package struct CloudListing {
 
 extension Device {
     /// Reads the cloud account once for a status: signed in, E2EE, joined, and the manifest's
-    /// listing (verified as a restore verifies it). Never throws: what went wrong is `problem`.
+    /// listing, checked against the highest version this device saw. Reads only: no lock taken,
+    /// no rotation followed, nothing written on either side. Never throws: what went wrong is
+    /// `problem`.
     package func cloudListing() -> CloudListing {
         var status = CloudAccountStatus(
             signedIn: cloud != nil,
             endToEndEncryption: (try? isEndToEndEncryptionAvailable()) ?? false,
             joined: false)
-        do {
-            status.notSyncing = cloud == nil ? "signed out" : nil
-            guard cloud != nil else { return CloudListing(status: status) }
-            guard let session = try cloudSession(forUpload: false) else {
+        guard let cloud else {
+            status.notSyncing = "signed out"
+            return CloudListing(status: status)
+        }
+        do throws(any Error) {
+            guard let (key, record) = try heldCloudKey(forUpload: false) else {
                 status.notSyncing = try whyNoCloudSession()
                 return CloudListing(status: status)
             }
+            guard let account = try readAccount() else {
+                status.notSyncing =
+                    "the cloud account has no account record (never made there, or deleted)"
+                return CloudListing(status: status)
+            }
+            guard constantTimeEquals(account.check, AccountRecord.check(key)) else {
+                let next = AccountObjects.rekey(
+                    record.deviceID, epoch: (record.cloudEpoch ?? 0) + 1)
+                status.notSyncing =
+                    try cloudCall({ try cloud.read(next) }) != nil
+                    ? "the account key was rotated on another device since this one last synced: its next sync follows it"
+                    : try whyNoCloudSession()
+                return CloudListing(status: status)
+            }
             status.joined = true
-            status.manifestVersion = session.manifest.version
             if !status.endToEndEncryption { status.notSyncing = try whyNoCloudSession() }
-            return CloudListing(status: status, names: Set(session.list()), key: session.key)
+            guard let found = try cloudCall({ try cloud.read(AccountManifest.name) }) else {
+                status.problem = "the cloud account has no manifest: nothing in it is vouched for"
+                return CloudListing(status: status, names: [], key: key)
+            }
+            let manifest = try AccountManifest.open(found, under: key)
+            if let highest = seenManifest.read(account: SeenManifest.account(key)),
+                (manifest.epoch, manifest.version) < (highest.epoch, highest.version)
+            {
+                throw DeviceError(
+                    .corrupt,
+                    "the cloud shows an older account state than this device has seen (manifest version \(manifest.version), older than version \(highest.version) seen here): rolled back, nothing restored or taken from it"
+                )
+            }
+            status.manifestVersion = manifest.version
+            let listed = Set(try cloudCall { try cloud.list() })
+            let missing = manifest.names.subtracting(listed)
+            if !missing.isEmpty {
+                status.problem =
+                    "\(missing.count) objects the account manifest lists are gone from the cloud (deleted behind it)"
+            }
+            return CloudListing(
+                status: status, names: manifest.names.intersection(listed), key: key)
         } catch {
-            status.problem = error.message
+            status.problem = (error as? DeviceError)?.message ?? "\(error)"
             status.notSyncing = status.notSyncing ?? "the cloud account could not be read"
             return CloudListing(status: status)
         }

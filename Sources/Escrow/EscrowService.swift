@@ -233,8 +233,10 @@ package final class EscrowService: Sendable {
             publicKey: try fields.exactly(.owner, Signature.publicKeyLength),
             statement: try fields.atMost(.statement, EscrowProtocol.maximumStatement),
             signature: try fields.exactly(.signature, Signature.length))
-        guard let order = EscrowProtocol.order(of: offered.statement) else {
-            throw EscrowError(.malformed, "a statement is at least 16 bytes")
+        guard let order = EscrowProtocol.order(of: offered.statement), order.0 <= UInt64(Int32.max)
+        else {
+            throw EscrowError(
+                .malformed, "a statement is at least 16 bytes, its epoch at most 2³¹ − 1")
         }
         guard
             Signature.verify(

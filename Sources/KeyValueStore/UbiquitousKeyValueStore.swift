@@ -195,6 +195,13 @@ public final class UbiquitousKeyValueStore: Sendable {
         if let change { onExternalChange(change) }
     }
 
+    /// Whether the cloud holds `key` as written here (the app's copy listed, the key not written
+    /// since it last went up): 1 or 0; nil when the cloud was not read.
+    package func hasCloudCopy(of key: String, _ listing: CloudListing) -> Int? {
+        guard let cloud = status(listing).cloud else { return nil }
+        return cloud == 1 && !pendingKeys.contains(key) ? 1 : 0
+    }
+
     /// The store's name in a status and in the device's sync times: one per app.
     private var storeName: String { "kvstore \(app.id)" }
 
@@ -210,7 +217,8 @@ public final class UbiquitousKeyValueStore: Sendable {
             cloud: listing.key.flatMap { key in
                 listing.count { $0 == CloudNames(cloudKey: key, appID: app.id).name }
             },
-            pending: snapshot?.unsynced?.count ?? 0, lastSync: device.lastSync(of: storeName),
+            pending: snapshot.map { $0.unsynced?.count ?? 0 },
+            lastSync: device.lastSync(of: storeName),
             notSyncing: listing.status.notSyncing)
     }
 

@@ -76,7 +76,7 @@ public struct SyncStatus: Sendable {
         let local = held.filter { $0 }.count
         let cloud: Int? =
             profile == .apple
-            ? keyValueStatus.cloud
+            ? keyValue.hasCloudCopy(of: KeyValueHintStore.key, listing)
             : BlockStoreSync(device: device).hasCloudCopy(
                 appID: app.id, key: BlockStoreHintStore.key, listing)
         var pending: Int?

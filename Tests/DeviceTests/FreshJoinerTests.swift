@@ -52,7 +52,7 @@ private func refusal(_ body: () throws -> Any?) -> DeviceError? {
 @Suite("Fresh joiners against a hostile cloud: rollback and planting through each join path")
 struct FreshJoinerTests {
     @Test(
-        "with the recovery key: a manifest rolled back to an older version, and the whole account rolled back behind a rotation, are refused; nothing is joined"
+        "with the recovery key: a manifest rolled back to an older version, and the whole account rolled back behind a rotation (made while the cloud withheld the seed's copy), are refused; nothing is joined"
     )
     func recoveryKeyRollback() throws {
         let cloud = Throwaway.untrusted("cloud")
@@ -79,7 +79,9 @@ struct FreshJoinerTests {
 
         // A rotation (a new passcode) moves the account to epoch 1; the whole epoch-0 account
         // put back (its record, manifest, recovery record and witness seed) is refused.
+        // The cloud withholds the seed's copy from the rotating phone: it signs with its own.
         let beforeRotation = try snapshot(cloud)
+        try FileManager.default.removeItem(at: cloud.appendingPathComponent(AccountWitness.object))
         _ = try phone.setLockScreen(.pin, passcode: "1357", currentPasscode: "4711")
         try restore(beforeRotation, to: cloud)
         let (desktopService, desktop) = try member(cloud)
@@ -91,7 +93,7 @@ struct FreshJoinerTests {
     }
 
     @Test(
-        "with the recovery key: an account the cloud planted — its own key sealed to the recovery public key it copied, its own manifest — is refused; nothing is joined"
+        "with the recovery key: an account the cloud planted — its own key sealed to the recovery public key it copied, its own manifest, at the witnessed epoch or a later one — is refused; nothing is joined"
     )
     func recoveryKeyPlanted() throws {
         let cloud = Throwaway.untrusted("cloud")
@@ -113,17 +115,30 @@ struct FreshJoinerTests {
         try AccountManifest(version: 9, epoch: 0, objects: [:], devices: [:]).sealed(under: planted)
             .write(to: cloud.appendingPathComponent(AccountManifest.name))
         // A witness seed of its own in the cloud changes nothing: the joiner derives its own.
-        try AccountWitness.sealed(SecureBytes(randomCount: 32), under: planted, epoch: 0).write(
+        try AccountWitness.sealed(SecureBytes(randomCount: 32), under: planted).write(
             to: cloud.appendingPathComponent(AccountWitness.object))
         let (laptopService, laptop) = try member(cloud)
         defer { withExtendedLifetime(laptopService) {} }
         let error = try #require(refusal { try laptop.join(recoveryKey: recoveryKey) })
         #expect(error.code == .corrupt && error.message.contains("planted"), "\(error)")
         #expect(try laptop.cloudKey(forUpload: false) == nil)
+        // The same account claiming a later epoch than the witness keeps (record and manifest
+        // alike): its key's lineage is not the account's, at any epoch.
+        for epoch in [1, 7] {
+            try AccountRecord(
+                check: AccountRecord.check(planted), epoch: epoch, recoveryPublicKey: publicKey
+            ).encoded().write(to: cloud.appendingPathComponent("account"))
+            try AccountManifest(version: 1, epoch: epoch, objects: [:], devices: [:])
+                .sealed(under: planted)
+                .write(to: cloud.appendingPathComponent(AccountManifest.name))
+            let later = try #require(refusal { try laptop.join(recoveryKey: recoveryKey) })
+            #expect(later.code == .corrupt && later.message.contains("planted"), "\(later)")
+            #expect(try laptop.cloudKey(forUpload: false) == nil)
+        }
     }
 
     @Test(
-        "with the passcode through the escrow: a rolled-back manifest is refused (the slot releases the witness seed with the key, whatever the cloud shows)"
+        "with the passcode through the escrow: a rolled-back manifest, or an account record whose epoch was raised over it, is refused (the slot releases the witness seed with the key, whatever the cloud shows)"
     )
     func passcodeRollback() throws {
         let cloud = Throwaway.untrusted("cloud")
@@ -142,6 +157,15 @@ struct FreshJoinerTests {
         defer { withExtendedLifetime(tabletService) {} }
         let error = try #require(refusal { try tablet.join(passcode: "4711") })
         #expect(error.code == .corrupt && error.message.contains("rolled back"), "\(error)")
+        #expect(try tablet.cloudKey(forUpload: false) == nil)
+        // The account record's epoch raised over the old manifest (the record is the cloud's to
+        // write; the manifest's epoch is sealed): refused, nothing joined.
+        let bytes = try #require(try CloudDirectory(cloud).read("account"))
+        var record = try #require(AccountRecord.parse(bytes))
+        record.epoch = 99
+        try record.encoded().write(to: cloud.appendingPathComponent("account"))
+        let raised = try #require(refusal { try tablet.join(passcode: "4711") })
+        #expect(raised.code == .corrupt, "\(raised)")
         #expect(try tablet.cloudKey(forUpload: false) == nil)
         try restore(current, to: cloud)
         #expect(try tablet.join(passcode: "4711") == nil)
@@ -184,8 +208,10 @@ struct FreshJoinerTests {
         let id = AccountWitness.id(seed)
         let key = AccountWitness.keyPair(seed)
         func statement(_ epoch: Int, _ version: UInt64) -> Data {
-            AccountWitness.Statement(epoch: epoch, version: version, check: Data(count: 32))
-                .encoded()
+            AccountWitness.Statement(
+                epoch: epoch, version: version, check: Data(count: 32), nameCheck: Data(count: 32)
+            )
+            .encoded()
         }
         #expect(try client.witnessed(id, publicKey: key.publicKey) == nil)
         try client.witness(id, statement: statement(0, 5), key: key)

@@ -13,6 +13,22 @@ private struct Status {
     }
 }
 
+/// Every file under `root` (hidden ones too) with its bytes.
+private func contents(_ root: URL) throws -> [String: Data] {
+    var found: [String: Data] = [:]
+    guard let walker = FileManager.default.enumerator(atPath: root.path) else { return found }
+    for case let path as String in walker {
+        let url = root.appendingPathComponent(path)
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory),
+            !isDirectory.boolValue
+        {
+            found[path] = try Data(contentsOf: url)
+        }
+    }
+    return found
+}
+
 @Suite("keepsake status: every store's local copy, cloud copy, last sync, pending and why not")
 struct StatusCLITests {
     @Test(
@@ -77,7 +93,13 @@ struct StatusCLITests {
         _ = try run(["blockstore", "sync"] + device)
         _ = try run(["keychain", "sync"] + device)
         _ = try run(["kv", "synchronize"] + device)
+        // A status reads only: no file of the device or the cloud changes (no lock, no seen
+        // version, no rotation followed).
+        let deviceFiles = try contents(service.deviceDirectory())
+        let cloudFiles = try contents(cloud)
         now = try status(device)
+        #expect(try contents(service.deviceDirectory()) == deviceFiles)
+        #expect(try contents(cloud) == cloudFiles)
         let version = try #require(now.account["manifestVersion"] as? Int)
         #expect(now.number("blockStore", "cloud") == 1 && now.number("blockStore", "pending") == 0)
         #expect(now.number("keychainSync", "cloud") == 1)
