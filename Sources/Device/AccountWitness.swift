@@ -160,20 +160,11 @@ extension Device {
     }
 
     func sealWitnessSeed(_ seed: SecureBytes) throws(DeviceError) -> Data {
-        let classKey = try classKey(.afterFirstUnlock)
-        return seed.withUnsafeBytes {
-            Envelope.seal($0, key: classKey, associatedData: Data("keepsake.witness-seed.v1".utf8))
-        }
+        try sealForDevice(seed, context: "keepsake.witness-seed.v1")
     }
 
     func openWitnessSeed(_ wrapped: Data) throws(DeviceError) -> SecureBytes {
-        let classKey = try classKey(.afterFirstUnlock)
-        do {
-            return try Envelope.open(
-                wrapped, key: classKey, associatedData: Data("keepsake.witness-seed.v1".utf8))
-        } catch {
-            throw DeviceError(.corrupt, "the witness seed does not open")
-        }
+        try openForDevice(wrapped, context: "keepsake.witness-seed.v1", what: "the witness seed")
     }
 
     /// Signs the account's state for its witness at the escrow: after every manifest this device

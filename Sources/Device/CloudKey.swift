@@ -691,19 +691,30 @@ extension Device {
     }
 
     func sealCloudKey(_ cloudKey: SecureBytes) throws(DeviceError) -> Data {
-        let classKey = try classKey(.afterFirstUnlock)
-        return cloudKey.withUnsafeBytes {
-            Envelope.seal($0, key: classKey, associatedData: Data("keepsake.cloudkey.v1".utf8))
-        }
+        try sealForDevice(cloudKey, context: "keepsake.cloudkey.v1")
     }
 
     func openCloudKey(_ wrapped: Data) throws(DeviceError) -> SecureBytes {
+        try openForDevice(wrapped, context: "keepsake.cloudkey.v1", what: "the cloud key")
+    }
+
+    /// A key of the account kept on this device: sealed under the AfterFirstUnlock class key,
+    /// bound to `context`.
+    func sealForDevice(_ secret: SecureBytes, context: String) throws(DeviceError) -> Data {
+        let classKey = try classKey(.afterFirstUnlock)
+        return secret.withUnsafeBytes {
+            Envelope.seal($0, key: classKey, associatedData: Data(context.utf8))
+        }
+    }
+
+    func openForDevice(_ wrapped: Data, context: String, what: String) throws(DeviceError)
+        -> SecureBytes
+    {
         let classKey = try classKey(.afterFirstUnlock)
         do {
-            return try Envelope.open(
-                wrapped, key: classKey, associatedData: Data("keepsake.cloudkey.v1".utf8))
+            return try Envelope.open(wrapped, key: classKey, associatedData: Data(context.utf8))
         } catch {
-            throw DeviceError(.corrupt, "the cloud key does not open")
+            throw DeviceError(.corrupt, "\(what) does not open")
         }
     }
 
