@@ -321,7 +321,8 @@ struct CLITests {
         let start = ContinuousClock.now
         let run = try keepsake(["demo"], service: nil)
         print("demo: told in \(ContinuousClock.now - start)")
-        #expect(run.status == 0, "\(run.stderr)")
+        // On a failure, what the demo said last too: where the story stopped.
+        #expect(run.status == 0, "\(run.stderr)\n…\(run.text.suffix(1500))")
         let lines = run.text.split(separator: "\n").map(String.init)
         func line(after marker: String, containing text: String) -> Bool {
             guard let index = lines.firstIndex(where: { $0.contains(marker) }) else { return false }
