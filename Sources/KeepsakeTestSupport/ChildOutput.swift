@@ -145,11 +145,12 @@ package enum Spawn {
         return pid
     }
 
-    /// Waits for `pid` to end; its exit status, or the signal that ended it.
+    /// Waits for `pid` to end; its exit status, or 128 + the signal that ended it (as a shell
+    /// says it: a child killed by SIGHUP is 129, never mistaken for an exit with status 1).
     private static func reap(_ pid: pid_t) -> Int32 {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let signal = status & 0x7f
-        return signal == 0 ? (status >> 8) & 0xff : signal
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
     }
 }
