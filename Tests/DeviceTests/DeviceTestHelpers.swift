@@ -38,6 +38,12 @@ func phoneWithPin(on cloud: any CloudStorage) throws -> (
         secretService: service.connection(), directory: Throwaway.directory("phone"),
         cloud: cloud, tuning: .fast)
     try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+    // The account is made by the pin's cloud work, which a busy machine can cut short (the pin
+    // is set all the same): each unlock takes it up again, as the device's own next unlock does.
+    for _ in 0..<5 where (try? phone.cloudKey(forUpload: false)) == nil {
+        try phone.lock()
+        _ = try? phone.unlock(passcode: "4711")
+    }
     return (phone, service)
 }
 

@@ -252,18 +252,16 @@ struct CLITests {
 
     @Test("an argument that is not UTF-8 is refused with errSecParam")
     func nonUTF8Argument() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = [
-            "-c", "\"$0\" keychain get --service \"$(printf 'x\\377')\"", keepsakeExecutable.path,
-        ]
-        let stderr = Pipe()
-        process.standardError = stderr
-        try process.run()
-        let text = String(
-            decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 1)
+        // posix_spawn and waitpid (`Spawn.capture`): Foundation's Process waited here for good
+        // on a shell that had exited (a full run hung on it).
+        let (status, _, stderr) = try Spawn.capture(
+            "/bin/sh",
+            [
+                "-c", "\"$0\" keychain get --service \"$(printf 'x\\377')\"",
+                keepsakeExecutable.path,
+            ], environment: ProcessInfo.processInfo.environment)
+        let text = String(decoding: stderr, as: UTF8.self)
+        #expect(status == 1)
         #expect(text.contains("errSecParam (-50)"))
     }
 
