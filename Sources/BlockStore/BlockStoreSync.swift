@@ -49,7 +49,7 @@ public struct BlockStoreSync: Sendable {
     }
 
     /// The store's name in a status and in the device's sync times.
-    static let storeName = "blockstore"
+    package static let storeName = "blockstore"
 
     /// Where Block Store stands (every app's entries on this device; `keepsake status`): local
     /// entries, the cloud's entries as `listing` vouches for them, and what the next sync would

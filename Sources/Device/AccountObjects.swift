@@ -32,6 +32,24 @@ enum AccountObjects {
     /// `removed-<device>`: when the device was removed, sealed under the key it held (so the
     /// removed device can tell, and the cloud cannot make one up).
     static func removed(_ deviceID: String) -> String { "removed-\(deviceID)" }
+
+    /// `removed-<device>`'s bytes: when, sealed under the key the removed device still holds.
+    static func removalNotice(_ deviceID: String, at date: Date, heldKey: SecureBytes) -> Data {
+        Envelope.seal(
+            Data(String(Int64(date.timeIntervalSince1970)).utf8),
+            key: rekeyWrappingKey(heldKey), associatedData: Data(removed(deviceID).utf8))
+    }
+
+    /// When `removed-<device>` says the device was removed; nil when it does not open under
+    /// `heldKey` as that device's.
+    static func removalDate(_ bytes: Data, deviceID: String, heldKey: SecureBytes) -> Date? {
+        guard
+            let stamp = try? Envelope.open(
+                bytes, key: rekeyWrappingKey(heldKey), associatedData: Data(removed(deviceID).utf8)),
+            let seconds = stamp.withUnsafeBytes({ Int64(String(decoding: $0, as: UTF8.self)) })
+        else { return nil }
+        return Date(timeIntervalSince1970: TimeInterval(seconds))
+    }
     static func rekeyAssociatedData(_ deviceID: String, epoch: Int) -> Data {
         Data("keepsake.account.rekey.v1\0\(deviceID)\0\(epoch)".utf8)
     }

@@ -185,7 +185,8 @@ extension Device {
     }
 
     /// At a recovery-key or passcode join, before the key is adopted: the account state the cloud
-    /// shows — its manifest, sealed under the key, with the epoch in it — checked against what its
+    /// shows (`account`, the record that confirmed the key, and its manifest, sealed under the
+    /// key, with the epoch in it) checked against what its
     /// witness keeps. Returns what to tell the user when nothing vouched for it (no escrow, no
     /// seed, no statement kept yet, or a witness one rotation behind).
     ///
@@ -193,7 +194,8 @@ extension Device {
     ///   witness keeps (rolled back), an account whose keys the witness does not know (planted),
     ///   or a manifest that is missing, does not open or disagrees with the account record;
     ///   `.notAvailable` when the escrow could not be asked.
-    func checkWitness(_ accountKey: SecureBytes, seed: SecureBytes?) throws(DeviceError) -> String?
+    func checkWitness(_ accountKey: SecureBytes, seed: SecureBytes?, account: AccountRecord)
+        throws(DeviceError) -> String?
     {
         let unvouched = "nothing vouched that the cloud shows this account's latest state"
         guard let escrow else {
@@ -233,7 +235,7 @@ extension Device {
         else {
             throw DeviceError(.corrupt, "the cloud account's manifest is gone or does not open")
         }
-        guard manifest.epoch == (try readAccount()?.epoch ?? 0) else {
+        guard manifest.epoch == account.epoch ?? 0 else {
             throw DeviceError(
                 .corrupt,
                 "the cloud account's record and manifest disagree on its epoch: nothing joined")
@@ -259,14 +261,9 @@ extension Device {
             }
         }
         // From here on the device refuses anything older than what it was shown and checked.
-        let seen = seenManifest
-        let id = SeenManifest.account(accountKey)
-        if let highest = seen.read(account: id),
-            (highest.epoch, highest.version) >= (manifest.epoch, manifest.version)
-        {
-        } else {
-            try seen.write(account: id, epoch: manifest.epoch, version: manifest.version)
-        }
+        try seenManifest.raise(
+            account: SeenManifest.account(accountKey), epoch: manifest.epoch,
+            version: manifest.version)
         if manifest.epoch > witnessed.epoch {
             // A real rotation the witness did not hear of (the key opened this epoch's manifest,
             // and its name key is the witnessed one): vouched for the lineage, not the version.

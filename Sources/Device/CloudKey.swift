@@ -73,18 +73,12 @@ extension Device {
     /// still holds), as an ISO 8601 date; nil when no such record opens.
     private func removedOn(_ heldKey: SecureBytes) throws -> String? {
         let id = try records.load().record.deviceID
-        guard let bytes = try cloud?.read(AccountObjects.removed(id)) else { return nil }
-        let stamp = try Envelope.open(
-            bytes, key: AccountObjects.rekeyWrappingKey(heldKey),
-            associatedData: Data(AccountObjects.removed(id).utf8))
-        guard
-            let seconds = stamp.withUnsafeBytes({
-                Int64(String(decoding: $0, as: UTF8.self))
-            })
+        guard let bytes = try cloud?.read(AccountObjects.removed(id)),
+            let date = AccountObjects.removalDate(bytes, deviceID: id, heldKey: heldKey)
         else { return nil }
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withFullDate]
-        return formatter.string(from: Date(timeIntervalSince1970: TimeInterval(seconds)))
+        return formatter.string(from: date)
     }
 
     // MARK: - Joining
@@ -130,8 +124,8 @@ extension Device {
             }
             throw error
         }
-        try checkAccount(released.key)
-        let note = try checkWitness(released.key, seed: released.seed)
+        let account = try checkAccount(released.key)
+        let note = try checkWitness(released.key, seed: released.seed, account: account)
         try adopt(released.key, witnessSeed: released.seed)
         return note
     }
@@ -163,9 +157,9 @@ extension Device {
         guard AccountKey.isValid(accountKey) else {
             throw DeviceError(.corrupt, "the recovery record does not hold an account key")
         }
-        try checkAccount(accountKey)
+        let account = try checkAccount(accountKey)
         let seed = AccountWitness.seed(recoveryKey: key)
-        let note = try checkWitness(accountKey, seed: seed)
+        let note = try checkWitness(accountKey, seed: seed, account: account)
         try adopt(accountKey, witnessSeed: seed)
         return note
     }
@@ -272,17 +266,9 @@ extension Device {
                 }
                 try adopt(approval.accountKey)
                 // The state the approving device vouched for: an older one is refused from now on.
-                let seen = seenManifest
-                let account = SeenManifest.account(approval.accountKey)
-                if let highest = seen.read(account: account),
-                    highest.epoch > approval.epoch
-                        || (highest.epoch == approval.epoch
-                            && highest.version >= approval.manifestVersion)
-                {
-                } else {
-                    try seen.write(
-                        account: account, epoch: approval.epoch, version: approval.manifestVersion)
-                }
+                try seenManifest.raise(
+                    account: SeenManifest.account(approval.accountKey), epoch: approval.epoch,
+                    version: approval.manifestVersion)
                 for name in AccountObjects.joinObjects(ticket.id) { try? cloud.delete(name) }
                 return true
             }
@@ -640,11 +626,13 @@ extension Device {
             conflict: "another device is changing the account: try again")
     }
 
-    /// Refuses a key the account record the cloud shows does not confirm.
-    func checkAccount(_ accountKey: SecureBytes) throws(DeviceError) {
+    /// The account record the cloud shows, once it confirms `accountKey`; refuses a key it does
+    /// not confirm.
+    func checkAccount(_ accountKey: SecureBytes) throws(DeviceError) -> AccountRecord {
         guard AccountKey.isValid(accountKey), let account = try readAccount(),
             constantTimeEquals(account.check, AccountRecord.check(accountKey))
         else { throw DeviceError(.corrupt, "the key does not match the cloud account") }
+        return account
     }
 
     /// Keeps `accountKey` on this device, once the account's check value confirms it.

@@ -74,6 +74,31 @@ struct SeenManifest {
         return (epoch, version)
     }
 
+    /// Refuses `manifest` when it is older than the highest this device saw of `account`
+    /// (a rollback); returns that highest (nil: none seen yet).
+    func refuseOlder(_ manifest: AccountManifest, account: String) throws(DeviceError) -> (
+        epoch: Int, version: UInt64
+    )? {
+        let highest = read(account: account)
+        if let highest, (manifest.epoch, manifest.version) < (highest.epoch, highest.version) {
+            throw DeviceError(
+                .corrupt,
+                "the cloud shows an older account state than this device has seen (manifest version \(manifest.version), older than version \(highest.version) seen here): rolled back, nothing restored or taken from it"
+            )
+        }
+        return highest
+    }
+
+    /// Remembers `epoch` and `version` as seen, unless a state at least as new already is.
+    func raise(account: String, epoch: Int, version: UInt64) throws(DeviceError) {
+        if let highest = read(account: account),
+            (highest.epoch, highest.version) >= (epoch, version)
+        {
+            return
+        }
+        try write(account: account, epoch: epoch, version: version)
+    }
+
     func write(account: String, epoch: Int, version: UInt64) throws(DeviceError) {
         do {
             try Files.writeAtomically(Data("\(account) \(epoch) \(version)".utf8), to: file)
@@ -409,15 +434,7 @@ extension Device {
             )
         }
         let manifest = try AccountManifest.open(found.data, under: key)
-        if let highest,
-            manifest.epoch < highest.epoch
-                || (manifest.epoch == highest.epoch && manifest.version < highest.version)
-        {
-            throw DeviceError(
-                .corrupt,
-                "the cloud shows an older account state than this device has seen (manifest version \(manifest.version), older than version \(highest.version) seen here): rolled back, nothing restored or taken from it"
-            )
-        }
+        _ = try seen.refuseOlder(manifest, account: account)
         if highest.map({ $0.epoch != manifest.epoch || $0.version != manifest.version }) ?? true {
             try seen.write(account: account, epoch: manifest.epoch, version: manifest.version)
         }

@@ -171,12 +171,9 @@ extension Device {
         if let removing {
             // Told to the removed device, once the switch is made, in the only words it can
             // still read: its old key's.
-            let stamp = Data(String(Int64(Date().timeIntervalSince1970)).utf8)
             try? cloud.write(
                 AccountObjects.removed(removing),
-                Envelope.seal(
-                    stamp, key: AccountObjects.rekeyWrappingKey(oldKey),
-                    associatedData: Data(AccountObjects.removed(removing).utf8)))
+                AccountObjects.removalNotice(removing, at: Date(), heldKey: oldKey))
         }
         record.wrappedCloudKey = try sealCloudKey(newKey)
         record.cloudEpoch = epoch

@@ -100,14 +100,7 @@ extension Device {
                 return CloudListing(status: status, names: [], key: key)
             }
             let manifest = try AccountManifest.open(found, under: key)
-            if let highest = seenManifest.read(account: SeenManifest.account(key)),
-                (manifest.epoch, manifest.version) < (highest.epoch, highest.version)
-            {
-                throw DeviceError(
-                    .corrupt,
-                    "the cloud shows an older account state than this device has seen (manifest version \(manifest.version), older than version \(highest.version) seen here): rolled back, nothing restored or taken from it"
-                )
-            }
+            _ = try seenManifest.refuseOlder(manifest, account: SeenManifest.account(key))
             status.manifestVersion = manifest.version
             let listed = Set(try cloudCall { try cloud.list() })
             let missing = manifest.names.subtracting(listed)

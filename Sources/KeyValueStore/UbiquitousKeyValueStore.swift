@@ -195,13 +195,6 @@ public final class UbiquitousKeyValueStore: Sendable {
         if let change { onExternalChange(change) }
     }
 
-    /// Whether the cloud holds `key` as written here (the app's copy listed, the key not written
-    /// since it last went up): 1 or 0; nil when the cloud was not read.
-    package func hasCloudCopy(of key: String, _ listing: CloudListing) -> Int? {
-        guard let cloud = status(listing).cloud else { return nil }
-        return cloud == 1 && !pendingKeys.contains(key) ? 1 : 0
-    }
-
     /// The store's name in a status and in the device's sync times: one per app.
     private var storeName: String { "kvstore \(app.id)" }
 

@@ -118,14 +118,7 @@ public struct AutoBackup: Sendable {
     public func status() -> StoreStatus { status(device.cloudListing()) }
 
     package func status(_ listing: CloudListing) -> StoreStatus {
-        var backedUp: [String: Data]?
-        if let sealed = (try? Files.read(localBackup)) ?? nil,
-            let key = try? device.dataKey("autobackup")
-        {
-            backedUp = try? Envelope.open(sealed, key: key, associatedData: associatedData) {
-                try BackupBundle.decode(Data($0))
-            }
-        }
+        let backedUp = try? localBackupFiles()
         let local = backedUp?.count ?? 0
         let cloud = listing.key.flatMap { key in
             listing.count { $0 == CloudObjects(cloudKey: key, kind: Self.cloudKind).name(app.id) }
@@ -141,6 +134,19 @@ public struct AutoBackup: Sendable {
         return StoreStatus(
             local: local, cloud: cloud, pending: pending, lastSync: device.lastSync(of: storeName),
             notSyncing: listing.status.notSyncing)
+    }
+
+    /// The files this device's local backup holds; nil when it has none.
+    ///
+    /// - Throws: `.corrupt` for a backup that does not open (tampered or corrupt).
+    private func localBackupFiles() throws(PreferencesError) -> [String: Data]? {
+        guard let sealed = try? Files.read(localBackup) else { return nil }
+        let key = try call { try device.dataKey("autobackup") }
+        return try open {
+            try Envelope.open(sealed, key: key, associatedData: associatedData) {
+                try BackupBundle.decode(Data($0))
+            }
+        }
     }
 
     /// The cloud account to restore from: nil when it cannot be reached or this device is not
@@ -160,15 +166,8 @@ public struct AutoBackup: Sendable {
     @discardableResult
     public func restoreIfNeeded() throws(PreferencesError) -> [String] {
         guard containerFiles().isEmpty else { return [] }
-        var files: [String: Data]?
-        if let sealed = try? Files.read(localBackup) {
-            let key = try call { try device.dataKey("autobackup") }
-            files = try open {
-                try Envelope.open(sealed, key: key, associatedData: associatedData) {
-                    try BackupBundle.decode(Data($0))
-                }
-            }
-        } else if let cloud = try cloudSessionForRestore() {
+        var files = try localBackupFiles()
+        if files == nil, let cloud = try cloudSessionForRestore() {
             let objects = CloudObjects(cloudKey: cloud.key, kind: Self.cloudKind)
             let name = objects.name(app.id)
             if let sealed = try call({ try cloud.read(name) }) {

@@ -34,24 +34,35 @@ public struct SyncStatus: Sendable {
         let empty = StoreStatus(
             local: 0, cloud: nil, pending: nil, lastSync: nil,
             notSyncing: listing.status.notSyncing)
-        let backup = preferences.map { $0.backup.status(listing) } ?? empty
         let keyValue = keyValueStore.status(listing)
+        let blockStoreStatus = blockStore.status(listing)
+        // The hint's cloud copy: its Block Store entry, or (apple) the app's key-value copy once
+        // the hint's key went up with it.
+        let hintInCloud =
+            profile == .apple
+            ? keyValue.cloud.map {
+                $0 == 1 && !keyValueStore.pendingKeys.contains(KeyValueHintStore.key) ? 1 : 0
+            }
+            : blockStore.hasCloudCopy(appID: app.id, key: BlockStoreHintStore.key, listing)
         return SyncStatus(
             account: listing.status, keychainSync: KeychainSync(device: device).status(listing),
-            blockStore: blockStore.status(listing), keyValueStore: keyValue, autoBackup: backup,
+            blockStore: blockStoreStatus, keyValueStore: keyValue,
+            autoBackup: preferences.map { $0.backup.status(listing) } ?? empty,
             hint: hintStatus(
-                profile, app: app, device: device, listing: listing,
-                keyValue: keyValue, preferences: preferences))
+                profile, app: app, device: device, keyValueStore: keyValueStore,
+                preferences: preferences, inCloud: hintInCloud,
+                lastSync: profile == .apple ? keyValue.lastSync : blockStoreStatus.lastSync,
+                notSyncing: listing.status.notSyncing))
     }
 
     private static func hintStatus(
-        _ profile: HintProfile, app: App, device: Device, listing: CloudListing,
-        keyValue keyValueStatus: StoreStatus, preferences: PreferencesHintStore?
+        _ profile: HintProfile, app: App, device: Device,
+        keyValueStore: UbiquitousKeyValueStore, preferences: PreferencesHintStore?, inCloud: Int?,
+        lastSync: Date?, notSyncing: String?
     ) -> StoreStatus {
         // Each store read as it is, without a restore or a synchronize: a status changes nothing.
         let keychain = Keychain(app: app, device: device)
         let blockStore = BlockStoreHintStore(client: BlockStoreClient(app: app, device: device))
-        let keyValue = UbiquitousKeyValueStore(app: app, device: device)
         let held: [Bool]
         switch profile {
         case .linux:
@@ -61,7 +72,7 @@ public struct SyncStatus: Sendable {
             ]
         case .apple:
             held = [
-                keyValue.string(forKey: KeyValueHintStore.key) != nil,
+                keyValueStore.string(forKey: KeyValueHintStore.key) != nil,
                 (try? KeychainHintStore(keychain: keychain, synchronizable: true).read()) != nil,
             ]
         case .android:
@@ -74,19 +85,9 @@ public struct SyncStatus: Sendable {
             ]
         }
         let local = held.filter { $0 }.count
-        let cloud: Int? =
-            profile == .apple
-            ? keyValue.hasCloudCopy(of: KeyValueHintStore.key, listing)
-            : BlockStoreSync(device: device).hasCloudCopy(
-                appID: app.id, key: BlockStoreHintStore.key, listing)
-        var pending: Int?
-        if let cloud {
-            pending = local > 0 && cloud == 0 && listing.status.notSyncing == nil ? 1 : 0
-        }
-        let lastSync =
-            profile == .apple ? keyValueStatus.lastSync : device.lastSync(of: "blockstore")
+        let pending = inCloud.map { local > 0 && $0 == 0 && notSyncing == nil ? 1 : 0 }
         return StoreStatus(
-            local: local, cloud: cloud, pending: pending, lastSync: lastSync,
-            notSyncing: listing.status.notSyncing)
+            local: local, cloud: inCloud, pending: pending, lastSync: lastSync,
+            notSyncing: notSyncing)
     }
 }
