@@ -593,7 +593,7 @@ extension Device {
         let slot = try escrowCall { () throws(EscrowError) in
             try client.register(
                 secret, owner: accountKey, passcodeKey: passcodeKey, salt: salt,
-                cost: passcodeCost, limit: Int(GuessLimit.tpmLimit))
+                cost: passcodeCost, limit: Int(GuessLimit.hardLimit))
         }
         // Compare-and-swap: when another device registered meanwhile, its record stands and
         // this one's slot goes; this device registers again at its next unlock.

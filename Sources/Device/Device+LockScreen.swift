@@ -111,6 +111,7 @@ extension Device {
         let changed = try guessLimit.exclusively {
             () throws(DeviceError) -> (record: DeviceRecord, hadKnowledgeFactor: Bool) in
             var (path, record) = try records.load()
+            if newPasscode != nil { try refuseDirectTPM(record) }
             let hadKnowledgeFactor = record.kind.hasKnowledgeFactor
             var keys: [ProtectionClass: SecureBytes]
             // Kept through a passcode change, like the class keys; gone with the passcode.
@@ -432,7 +433,7 @@ extension Device {
                 if (error.underlying as? EscrowError)?.code == .destroyed {
                     throw DeviceError(
                         .disabled,
-                        "\(GuessLimit.tpmLimit) wrong passcodes in a row: the guess counter destroyed this device's slot; the device is disabled (erase it: `Device.wipe`, `keepsake device wipe`)",
+                        "\(GuessLimit.hardLimit) wrong passcodes in a row: the guess counter destroyed this device's slot; the device is disabled (erase it: `Device.wipe`, `keepsake device wipe`)",
                         underlying: error.underlying)
                 }
                 if error.code == .authFailed {
@@ -468,7 +469,7 @@ extension Device {
             } catch  where error.code == .limitReached {
                 throw DeviceError(
                     .disabled,
-                    "\(GuessLimit.tpmLimit) wrong passcodes in a row: the device is disabled (erase it: `Device.wipe`, `keepsake device wipe`)",
+                    "\(GuessLimit.hardLimit) wrong passcodes in a row: the device is disabled (erase it: `Device.wipe`, `keepsake device wipe`)",
                     underlying: error)
             } catch {
                 throw DeviceError(.notAvailable, "the TPM: \(error)", underlying: error)
@@ -512,20 +513,20 @@ extension Device {
                 record.counterSlot = try escrowCall { () throws(EscrowError) in
                     try counter.client().register(
                         secret, passcodeKey: passcodeKey, salt: salt, cost: cost,
-                        limit: Int(GuessLimit.tpmLimit))
+                        limit: Int(GuessLimit.hardLimit))
                 }
                 counterSecret = secret
                 record.tpm = nil
                 record.verifier = nil
                 kek = PasscodeKeys.tpmKEK(
                     passcodeKey: passcodeKey, tpmSecret: secret, deviceSecret: deviceSecret)
-            } else if let tpm, tpm.takesNewSlots() {
+            } else if let tpm, tpm.newSlots == .made {
                 let tpmSecret = SecureBytes(randomCount: 32)
                 let slot = try tpmCall { () throws(TPMError) in
                     try TPMPasscodeSlot.create(
                         try tpm.context(), counter: record.tpm?.counterIndex,
                         authorization: PasscodeKeys.tpmAuthorization(passcodeKey: passcodeKey),
-                        secret: tpmSecret, limit: GuessLimit.tpmLimit)
+                        secret: tpmSecret, limit: GuessLimit.hardLimit)
                 }
                 record.tpm = slot
                 record.verifier = nil
@@ -553,6 +554,18 @@ extension Device {
         record.notBefore = 0
         record.generation = (record.generation ?? 0) + 1
         return counterSecret
+    }
+
+    /// Refuses a new passcode on a device that names a TPM of its own and no guess counter
+    /// service: it asked for a TPM's count, which a TPM that the user's processes reach does not
+    /// give (see `TPMConfiguration`), and must not get the software path unawares. A device whose
+    /// slot is already on the TPM moves to the software path at its next passcode change.
+    private func refuseDirectTPM(_ record: DeviceRecord) throws(DeviceError) {
+        guard counter == nil, let tpm, tpm.newSlots == .refused, record.tpm == nil else { return }
+        throw DeviceError(
+            .notAvailable,
+            "the TPM: a TPM that this user's processes reach cannot count their passcode guesses (any of them could disable the device or guess around the count); run `keepsake-escrow --tpm \(tpm.tcti)` as a user of its own and name it with `--counter URL` (`Device(counter:)`), or leave out `--tpm` for the software path (docs/running.md)"
+        )
     }
 
     /// Removes a counter slot this device no longer names (best effort: one left behind holds a

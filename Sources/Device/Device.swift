@@ -10,7 +10,7 @@ import Synchronization
 /// - the record and its storage in the Secret Service: `DeviceRecord.swift`;
 /// - the pure key derivations: `PasscodeKeys.swift`;
 /// - the lock screen, lock states and class keys: `Device+LockScreen.swift`;
-/// - where passcode guesses are counted (delays, TPM or software): `GuessLimit.swift`;
+/// - where passcode guesses are counted (delays, service or software): `GuessLimit.swift`;
 /// - runtime state, the unwrapped class keys in the kernel keyring: `RuntimeKeys.swift`;
 /// - the cloud account's key and joining it: `CloudKey.swift`.
 ///
@@ -24,7 +24,8 @@ public final class Device: Sendable {
     public let cloud: (any CloudStorage)?
     /// The real device's cost and delays; only the test support target passes others.
     package let tuning: DeviceTuning
-    /// The TPM that counts passcode guesses, when the device has one.
+    /// The TPM that holds a passcode slot made before the direct TPM path was retired, when the
+    /// device has one (`TPMConfiguration`); new slots go to `counter` or the software path.
     package let tpm: TPMConfiguration?
     /// The cloud account's escrow service, when the account uses one: it holds the account key
     /// for joining with a passcode, and counts the claims.
@@ -41,8 +42,9 @@ public final class Device: Sendable {
     /// same), for a caller to say so; nil when it could or had nothing to do.
     package let lastCloudAccountProblem = Mutex<String?>(nil)
 
-    /// A device at the real cost and delays (Argon2id `moderate`, delays from one second), with
-    /// the machine's TPM (`/dev/tpmrm0`) when it has one.
+    /// A device at the real cost and delays (Argon2id `moderate`, delays from one second) on the
+    /// software guess limit; a passcode slot an earlier version made on the machine's TPM
+    /// (`/dev/tpmrm0`) still unlocks.
     public convenience init(
         secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
         cloud: (any CloudStorage)? = nil
@@ -52,10 +54,13 @@ public final class Device: Sendable {
             tpm: TPMConfiguration.machine, tuning: .real)
     }
 
-    /// A device with the TPM reached through `tpm` (a TCTI such as `device:/dev/tpmrm0`), or
-    /// none (`nil`: the software guess limit); the cloud account's escrow service, if any; and the
-    /// guess counter that holds its passcode slot (`counter`, a `keepsake-escrow` service of its
-    /// own user: then it counts every guess, and the TPM is not used).
+    /// A device with the guess counter that holds its passcode slot (`counter`, a
+    /// `keepsake-escrow` service of its own user, which counts every guess where no process of
+    /// the device's user reaches it) or none (the software guess limit, delays only); the cloud
+    /// account's escrow service, if any. `tpm` (a TCTI such as `device:/dev/tpmrm0`) names the
+    /// TPM of a passcode slot made before the direct TPM path was retired; without `counter`, a
+    /// new lock screen on a device that names one is refused, since a TPM that the user's
+    /// processes reach cannot count their guesses (`TPMConfiguration`).
     public convenience init(
         secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
         cloud: (any CloudStorage)? = nil, tpm: String?, escrow: EscrowConfiguration? = nil,

@@ -12,16 +12,18 @@ import Sealing
 /// re-checks the record's generation).
 ///
 /// What counts the guesses depends on the device:
-/// - **TPM** (`TPMConfiguration`): the TPM releases the secret the key-encryption key needs only
-///   to the right authorization, and only while its own guess counter allows it — a hard limit of
-///   ``GuessLimit/tpmLimit`` wrong passcodes in a row that no process of the user can reset (see
-///   `TPMPasscodeSlot`). The delays here come on top.
+/// - **Guess counter service** (`Device.counter`): the service releases the secret the
+///   key-encryption key needs only after a proof of the passcode, and counts every claim where no
+///   process of the user reaches it — a hard limit of ``GuessLimit/hardLimit`` wrong passcodes in
+///   a row. The delays here come on top.
+/// - **TPM** (a slot made before the direct path was retired, `TPMConfiguration`): the TPM
+///   releases the secret only to the right authorization, while its counter allows it.
 /// - **Software**: the count and the delays live in the device record in the Secret Service: they
 ///   slow down guessing through Keepsake, but whoever can edit the login keyring can reset them,
 ///   and whoever can read it can guess offline at the Argon2id cost (SECURITY.md).
 struct GuessLimit {
-    /// Wrong passcodes in a row after which a TPM device is disabled.
-    static let tpmLimit: UInt64 = 10
+    /// Wrong passcodes in a row after which a counted (or TPM) device is disabled.
+    static let hardLimit: UInt64 = 10
 
     let lockFile: URL
     let policy: RetryPolicy

@@ -1,40 +1,57 @@
 import Foundation
 import TPM
 
-/// The TPM that counts this device's passcode guesses, reached through a TCTI.
+/// A TPM the device reaches through a TCTI: where passcode slots made before the direct TPM path
+/// was retired are kept.
+///
+/// No new lock-screen slot goes to a TPM that the device's own processes reach: any other process
+/// of the same user reaches it too, and with the owner authorization empty (most Linux machines)
+/// can increment Keepsake's counter or undefine the slot (disabling the device without a wrong
+/// guess) and, while the lockout authorization is empty, clear the lockout that counts guesses
+/// made around Keepsake's counter. Guesses are counted by a TPM only through a guess counter
+/// service that owns it (`keepsake-escrow --tpm`, run as a user of its own; `Device(counter:)`).
+/// A device whose passcode slot is on a TPM keeps unlocking with it; its next passcode change
+/// moves the slot to the guess counter service, or to the software path without one.
 public struct TPMConfiguration: Sendable, Hashable {
     /// A tpm2-tss TCTI string: `device:/dev/tpmrm0`, `swtpm:host=127.0.0.1,port=2321`, …
     public let tcti: String
 
-    /// Whether a lock screen set on this TPM falls back to the software path when the TPM's
-    /// lockout authorization is empty (the machine's TPM, taken by default) instead of being
-    /// refused (a TPM named explicitly).
-    let softwareWhenOpen: Bool
+    /// What setting a lock screen does with this TPM.
+    enum NewSlots: Sendable, Hashable {
+        /// Refused, naming the guess counter service: the TPM was named explicitly, so the user
+        /// asked for a TPM's count and would otherwise get the software path unawares.
+        case refused
+        /// The software path (the machine's TPM, taken by default: it holds older slots only).
+        case software
+        /// A slot on the TPM, as before the direct path was retired: only the test support target
+        /// makes one, to test the devices that still have one.
+        case made
+    }
+
+    let newSlots: NewSlots
 
     public init(tcti: String) {
-        self.tcti = tcti
-        softwareWhenOpen = false
+        self.init(tcti: tcti, newSlots: .refused)
     }
 
-    private init(machineTCTI tcti: String) {
+    init(tcti: String, newSlots: NewSlots) {
         self.tcti = tcti
-        softwareWhenOpen = true
+        self.newSlots = newSlots
     }
 
-    /// The machine's TPM (`/dev/tpmrm0`, the kernel's resource manager) when it has one. A lock
-    /// screen is set on it only when its lockout authorization is set (otherwise any process could
-    /// clear the lockout that counts guesses made around Keepsake): on a machine whose TPM has
-    /// none, as most have, the software path is used and `lockscreen status` says so.
+    /// The machine's TPM (`/dev/tpmrm0`, the kernel's resource manager) when it has one: a
+    /// passcode slot made on it by an earlier version still unlocks; a new lock screen uses the
+    /// software path (or the guess counter service, when the device names one).
     public static var machine: TPMConfiguration? {
         FileManager.default.fileExists(atPath: "/dev/tpmrm0")
-            ? TPMConfiguration(machineTCTI: "device:/dev/tpmrm0") : nil
+            ? TPMConfiguration(tcti: "device:/dev/tpmrm0", newSlots: .software) : nil
     }
 
-    /// Whether a new lock-screen slot goes to this TPM: false for the machine's default TPM when
-    /// its lockout authorization is empty (and for one that does not answer the question).
-    func takesNewSlots() -> Bool {
-        guard softwareWhenOpen else { return true }
-        return (try? context().lockoutAuthorizationIsSet()) ?? false
+    /// A TPM that new lock screens make a direct slot on, as devices set up before the direct
+    /// path was retired have: for tests of those devices only, never reachable from an app or the
+    /// shipped command line.
+    package static func makingDirectSlots(tcti: String) -> TPMConfiguration {
+        TPMConfiguration(tcti: tcti, newSlots: .made)
     }
 
     /// A fresh ESAPI context (one per operation: a TPM that went away is found again).

@@ -19,7 +19,9 @@ package final class PrivateTPM: Sendable {
     package var tcti: String {
         socket.map { "swtpm:path=\($0.path)" } ?? "swtpm:host=127.0.0.1,port=\(port)"
     }
-    package var configuration: TPMConfiguration { TPMConfiguration(tcti: tcti) }
+    /// This TPM as a device's that makes direct passcode slots on it, as devices set up before
+    /// the direct TPM path was retired did: for tests of those devices.
+    package var directSlots: TPMConfiguration { .makingDirectSlots(tcti: tcti) }
 
     /// Starts swtpm. Its dictionary-attack protection is set to `maxTries` failures (swtpm's own
     /// default is 3), forgiving one every `recoverySeconds`, so that a test sees Keepsake's own

@@ -15,7 +15,7 @@ extension PrivateSecretService {
     ) -> Device {
         let device = Device(
             secretService: connection(timeout: timeout), directory: deviceDirectory(name),
-            cloud: cloud.map(CloudDirectory.init), tpm: tpm?.configuration,
+            cloud: cloud.map(CloudDirectory.init), tpm: tpm?.directSlots,
             escrow: cloud.flatMap { try? PrivateEscrow.of($0).configuration },
             counter: counter?.configuration,
             tuning: DeviceTuning(

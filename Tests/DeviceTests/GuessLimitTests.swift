@@ -18,7 +18,7 @@ private func storedRecord(_ device: Device) throws -> DeviceRecord {
 @Suite("Passcode guesses are counted where they cannot be reset (TPM via swtpm, and software)")
 struct GuessLimitTests {
     @Test(
-        "with a TPM: the right passcode unlocks, the status says tpm, and the record holds no verifier"
+        "a direct TPM slot (made before the direct path was retired): the right passcode unlocks, the status says tpm, and the record holds no verifier"
     )
     func tpmUnlock() throws {
         let tpm = try PrivateTPM()
@@ -46,7 +46,7 @@ struct GuessLimitTests {
     }
 
     @Test(
-        "with a TPM: 10 wrong passcodes in a row disable the device, even for the right one; editing the record's count changes nothing"
+        "a direct TPM slot: 10 wrong passcodes in a row disable the device, even for the right one; editing the record's count changes nothing"
     )
     func tpmHardLimit() throws {
         let tpm = try PrivateTPM()
@@ -91,7 +91,9 @@ struct GuessLimitTests {
         )
     }
 
-    @Test("with a TPM: guesses that skip Keepsake's counter are counted by the TPM's own lockout")
+    @Test(
+        "a direct TPM slot: guesses that skip Keepsake's counter are counted by the TPM's own lockout"
+    )
     func tpmCountsSkippedCounter() throws {
         let tpm = try PrivateTPM(maxTries: 5, recoverySeconds: 600)
         let service = try PrivateSecretService.start()
@@ -118,7 +120,7 @@ struct GuessLimitTests {
     }
 
     @Test(
-        "a TPM whose lockout authorization is empty (any process could clear its lockout) gets no lock-screen slot: refused, naming the fix, nothing changed; with one set, another process of the user cannot clear the lockout that counts guesses skipping Keepsake's counter"
+        "a direct TPM slot was never made on a TPM whose lockout authorization is empty (any process could clear its lockout); with one set, another process of the user cannot clear the lockout that counts guesses skipping Keepsake's counter"
     )
     func openLockoutRefused() throws {
         let open = try PrivateTPM(openLockout: true)
@@ -155,7 +157,7 @@ struct GuessLimitTests {
     }
 
     @Test(
-        "with a TPM: a recording of every byte between the device and its TPM — the slot made, a wrong and the right passcode, a passcode change — holds no passcode, passcode key, TPM authorization or released secret"
+        "a direct TPM slot: a recording of every byte between the device and its TPM — the slot made, a wrong and the right passcode, a passcode change — holds no passcode, passcode key, TPM authorization or released secret"
     )
     func tpmCaptureHoldsNothing() throws {
         let tpm = try PrivateTPM()
@@ -163,7 +165,7 @@ struct GuessLimitTests {
         let service = try PrivateSecretService.start()
         let device = Device(
             secretService: service.connection(), directory: service.deviceDirectory("relayed"),
-            tpm: TPMConfiguration(tcti: tcti), tuning: .fast)
+            tpm: .makingDirectSlots(tcti: tcti), tuning: .fast)
         defer { try? device.reboot() }
         try device.setLockScreen(.pin, passcode: "135791", currentPasscode: nil)
         try device.reboot()
@@ -192,6 +194,93 @@ struct GuessLimitTests {
                 capture.range(of: value[$0..<($0 + window)]) != nil
             }
             #expect(!found, "\(name)")
+        }
+    }
+
+    @Test(
+        "no new lock screen makes a slot on a TPM the user's processes reach: one named is refused, naming the guess counter service, nothing changed; the machine's TPM taken by default gives the software path; with a counter named, the service counts"
+    )
+    func noNewDirectSlots() throws {
+        let tpm = try PrivateTPM()
+        let service = try PrivateSecretService.start()
+        func device(_ name: String, _ newSlots: TPMConfiguration.NewSlots) -> Device {
+            Device(
+                secretService: service.connection(), directory: service.deviceDirectory(name),
+                tpm: TPMConfiguration(tcti: tpm.tcti, newSlots: newSlots), tuning: .fast)
+        }
+        let named = device("named", .refused)
+        defer { try? named.reboot() }
+        do {
+            try named.setLockScreen(.pin, passcode: "246810", currentPasscode: nil)
+            Issue.record("a lock screen was set with its guesses counted by a TPM the user reaches")
+        } catch {
+            #expect(error.message.contains("keepsake-escrow --tpm \(tpm.tcti)"), "\(error)")
+            #expect(error.message.contains("--counter"), "\(error)")
+        }
+        #expect(try named.lockScreenKind() == .none)
+        #expect(try storedRecord(named).tpm == nil)
+
+        let machine = device("machine", .software)
+        defer { try? machine.reboot() }
+        try machine.setLockScreen(.pin, passcode: "246810", currentPasscode: nil)
+        #expect(try storedRecord(machine).tpm == nil)
+        #expect(try storedRecord(machine).verifier != nil)
+        #expect(try machine.status().guessLimit == "software")
+        try machine.wipe()  // one device per Secret Service: the next one starts afresh
+
+        let counter = try PrivateEscrow()
+        let counted = Device(
+            secretService: service.connection(), directory: service.deviceDirectory("counted"),
+            tpm: TPMConfiguration(tcti: tpm.tcti), counter: counter.configuration, tuning: .fast)
+        defer { try? counted.reboot() }
+        try counted.setLockScreen(.pin, passcode: "246810", currentPasscode: nil)
+        #expect(try storedRecord(counted).tpm == nil)
+        #expect(try counted.status().guessLimit == "service")
+    }
+
+    @Test(
+        "a device with a direct TPM slot keeps unlocking with it; its next passcode change moves it to the guess counter service when one is named, else to the software path, and undefines the old slot"
+    )
+    func directSlotMovesOff() throws {
+        let tpm = try PrivateTPM()
+        let service = try PrivateSecretService.start()
+        let counter = try PrivateEscrow()
+        for toService in [false, true] {
+            let name = toService ? "to-service" : "to-software"
+            let before = service.device(name, retryPolicy: quick, tpm: tpm)
+            try before.setLockScreen(.pin, passcode: "482916", currentPasscode: nil)
+            try before.reboot()
+            // This version: the same device, its TPM named (or the machine's), new slots elsewhere.
+            let now = Device(
+                secretService: service.connection(), directory: service.deviceDirectory(name),
+                tpm: TPMConfiguration(tcti: tpm.tcti),
+                counter: toService ? counter.configuration : nil,
+                tuning: .fast)
+            defer { try? now.reboot() }
+            #expect(code { try now.unlock(passcode: "000000") } == .authFailed)
+            try now.unlock(passcode: "482916")
+            #expect(try now.status().guessLimit == "tpm")
+            let old = try storedRecord(now)
+            let slot = try #require(old.tpm)
+            let oldKey = try PasscodeKeys.passcodeKey(
+                "482916", salt: try #require(old.salt), cost: try #require(old.cost))
+            try now.setLockScreen(.pin, passcode: "771133", currentPasscode: "482916")
+            let record = try storedRecord(now)
+            #expect(record.tpm == nil)
+            #expect(try now.status().guessLimit == (toService ? "service" : "software"))
+            #expect((record.counterSlot != nil) == toService)
+            #expect((record.verifier != nil) == !toService)
+            // The old slot is gone from the TPM: not even the old passcode's authorization opens it.
+            #expect(throws: TPMError.self) {
+                try TPMPasscodeSlot.attempt(
+                    try tpm.context(), slot: slot,
+                    authorization: PasscodeKeys.tpmAuthorization(passcodeKey: oldKey))
+            }
+            try now.reboot()
+            #expect(code { try now.unlock(passcode: "482916") } == .authFailed)
+            try now.unlock(passcode: "771133")
+            #expect(try now.state() == .unlocked)
+            try now.wipe()  // one device per Secret Service: the next round starts afresh
         }
     }
 

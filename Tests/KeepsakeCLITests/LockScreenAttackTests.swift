@@ -140,19 +140,23 @@ struct LockScreenAttackTests {
             limits.range(of: #"Max core file size\s+0\s+0"#, options: .regularExpression) != nil)
     }
 
-    @Test("with --tpm the status says tpm and ten wrong passcodes disable the device")
+    @Test(
+        "with --tpm and no --counter a lock screen is refused, naming the guess counter service: a TPM the user's processes reach counts no guesses; nothing is changed"
+    )
     func tpmThroughTheCommandLine() throws {
         let tpm = try PrivateTPM()
         let service = try PrivateSecretService.start()
         let option = ["--tpm", tpm.tcti]
-        #expect(try setPin("6060", service, option).status == 0)
-        #expect(try status(service, option)["guessLimit"] as? String == "tpm")
-        #expect(try status(service, option)["countedIn"] as? String == "software TPM (IBM SW)")
-        #expect(try keepsake(["device", "reboot"] + option, service: service).status == 0)
-        let unlocked = try keepsake(
-            ["lockscreen", "unlock"] + option, input: Data("6060\n".utf8), service: service)
-        #expect(unlocked.status == 0, "\(unlocked.stderr)")
-        #expect(try status(service, option)["state"] as? String == "unlocked")
+        let refused = try setPin("6060", service, option)
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("keepsake-escrow --tpm"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("--counter"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("6060"))
+        #expect(try status(service, option)["kind"] as? String == "none")
+        #expect(try status(service, option)["guessLimit"] as? String == "software")
+        // Without --tpm the software path, as the status says.
+        #expect(try setPin("6060", service).status == 0)
+        #expect(try status(service)["guessLimit"] as? String == "software")
     }
 
     @Test(
