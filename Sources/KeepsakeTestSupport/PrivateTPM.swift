@@ -118,12 +118,14 @@ package final class PrivateTPM: Sendable {
 
     /// A relay that records every byte a client sends this (loopback) swtpm and gets back — its
     /// command channel and, on the next port, its control channel — and the TCTI that goes
-    /// through it: what someone on the TPM connection sees.
+    /// through it: what someone on the TPM connection sees (and can replay:
+    /// `RecordingRelay.answerFromEarlier`).
     package func recordingRelay() throws -> (relay: RecordingRelay, tcti: String) {
         var relays: (RecordingRelay, RecordingRelay)?
         for _ in 0..<20 where relays == nil {
             let port = UInt16.random(in: 20_000...60_000)
-            if let data = try? RecordingRelay(to: self.port, listeningOn: port),
+            if let data = try? RecordingRelay(
+                to: self.port, listeningOn: port, replayingTPM: true),
                 let control = try? RecordingRelay(to: self.port + 1, listeningOn: port + 1)
             {
                 relays = (data, control)

@@ -246,6 +246,34 @@ struct EscrowTPMTests {
 
 extension EscrowTPMTests {
     @Test(
+        "earlier TPM responses replayed on the escrow's TPM connection — a counter read, an increment answered without reaching the TPM — fail the session's check: the claim is refused, the count never goes back, and the escrow answers again once the connection is honest"
+    )
+    func replayedResponsesRefused() throws {
+        let tpm = try PrivateTPM()
+        let (relay, tcti) = try tpm.recordingRelay()
+        let escrow = try PrivateEscrow(tpm: tpm, tcti: tcti)
+        defer { escrow.stop() }
+        let registered = try RawSlot(escrow)
+        #expect(try registered.claim(escrow) == 200)  // the relay has seen a read and an increment
+        var counted = try registered.failures(escrow)
+        #expect(counted == 1)
+        let codes: [(String, UInt32)] = [("NV_Read", 0x14E), ("NV_Increment", 0x134)]
+        for (name, code) in codes {
+            relay.answerFromEarlier(code)
+            let status = try registered.claim(escrow)
+            relay.answerFromEarlier(nil)
+            #expect(relay.replays(of: code) > 0, "\(name): nothing was replayed")
+            #expect(status != 200, "\(name): a claim was answered on a replayed response")
+            let now = try registered.failures(escrow)
+            #expect(now >= counted, "\(name): the count went back (\(now) < \(counted))")
+            counted = now
+        }
+        // Honest again: the escrow answers without a restart, and counts every claim.
+        #expect(try registered.claim(escrow) == 200)
+        #expect(try registered.failures(escrow) > counted)
+    }
+
+    @Test(
         "over loopback TLS, through Apache as the reverse proxy docs/running.md describes: a pin set and a passcode join (a wrong one counted, the right one joining) reach the TPM-backed escrow; a plain-HTTP escrow address off loopback is refused"
     )
     func overTLS() throws {
