@@ -40,7 +40,10 @@ private func sampleCloudAccount() throws -> (CloudSample, URL) {
     return (try loadFixture(CloudSample.self, "blockstore/cloud-sample.json"), cloud)
 }
 
-@Suite("Block Store formats against an independent implementation (Fixtures/blockstore)")
+@Suite(
+    "Block Store formats against an independent implementation (Fixtures/blockstore)",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct BlockStoreFixtureTests {
     @Test(
         "a sealed local entry matches its vector byte for byte, name included, and opens back",

@@ -28,7 +28,10 @@ private func write(_ record: Data, _ name: String, in cloud: URL) throws {
     try record.write(to: cloud.appendingPathComponent(name))
 }
 
-@Suite("Approval joins against a hostile cloud: grinding, swapping, planting, approving blind")
+@Suite(
+    "Approval joins against a hostile cloud: grinding, swapping, planting, approving blind",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct ApprovalAttackTests {
     @Test(
         "a cloud in the middle that swaps the request for its own key (committed before the answer, revealed after) shows the phone another code: the code the user types withdraws the requests, the new device stops with a clear error, no approval is written"

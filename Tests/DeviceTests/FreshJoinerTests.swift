@@ -49,7 +49,10 @@ private func refusal(_ body: () throws -> Any?) -> DeviceError? {
 /// A device that joins fresh (recovery key, or passcode through the escrow) has seen no version of
 /// the account; the account's witness at its escrow vouches for the latest state, under a key
 /// that derives from the recovery key — which the cloud never holds.
-@Suite("Fresh joiners against a hostile cloud: rollback and planting through each join path")
+@Suite(
+    "Fresh joiners against a hostile cloud: rollback and planting through each join path",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct FreshJoinerTests {
     @Test(
         "with the recovery key: a manifest rolled back to an older version, and the whole account rolled back behind a rotation (made while the cloud withheld the seed's copy), are refused; nothing is joined"

@@ -15,7 +15,10 @@ private func storedRecord(_ device: Device) throws -> DeviceRecord {
     try device.records.load().record
 }
 
-@Suite("Passcode guesses are counted where they cannot be reset (TPM via swtpm, and software)")
+@Suite(
+    "Passcode guesses are counted where they cannot be reset (TPM via swtpm, and software)",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct GuessLimitTests {
     @Test(
         "a direct TPM slot (made before the direct path was retired): the right passcode unlocks, the status says tpm, and the record holds no verifier"

@@ -144,6 +144,9 @@ struct LockScreenTests {
 
     @Test(
         "a device directory (or its lock file) of another user, or writable by others, is refused with a clear error and never used",
+        .enabled(
+            if: PrivateSecretService.runsKeepsakesOwnRules,
+            "Keepsake's own rule: gnome-keyring pass"),
         arguments: ["other-user", "group-writable", "world-writable", "lock-file-of-other-user"])
     func directoryNotTheUsers(_ place: String) throws {
         let service = try PrivateSecretService.start()

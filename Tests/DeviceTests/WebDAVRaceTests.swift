@@ -54,7 +54,10 @@ private final class InterferedCloud: CloudStorage, @unchecked Sendable {
     }
 }
 
-@Suite("Account objects two devices may race on WebDAV are compare-and-swapped (a private Apache)")
+@Suite(
+    "Account objects two devices may race on WebDAV are compare-and-swapped (a private Apache)",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct WebDAVRaceTests {
     @Test(
         "a rotation that meets another writer's change stops there, and never writes over it",

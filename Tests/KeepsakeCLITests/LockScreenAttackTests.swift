@@ -70,7 +70,11 @@ struct LockScreenAttackTests {
         #expect(new.status == 0, "\(new.stderr)")
     }
 
-    @Test("the shipped keepsake reads no cost or delay from the environment")
+    @Test(
+        "the shipped keepsake reads no cost or delay from the environment",
+        .enabled(
+            if: PrivateSecretService.runsKeepsakesOwnRules,
+            "Keepsake's own rule: gnome-keyring pass"))
     func shippedBinaryHasNoKnobs() throws {
         let service = try PrivateSecretService.start()
         let knobs = ["KEEPSAKE_RETRY_BASE_MS": "0", "KEEPSAKE_ARGON2_COST": "minimum"]

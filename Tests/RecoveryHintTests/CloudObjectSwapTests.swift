@@ -158,7 +158,10 @@ private func put(_ objects: [String: Data], into cloud: URL) throws {
 
 private func kind(_ name: String) -> String { String(name.prefix(3)) }
 
-@Suite("Cloud objects moved between items, apps, stores and accounts")
+@Suite(
+    "Cloud objects moved between items, apps, stores and accounts",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct CloudObjectSwapTests {
     @Test(
         "every swapped, foreign, truncated, extended or flipped cloud object is refused by all four stores, never read as another's"
@@ -243,7 +246,10 @@ struct CloudObjectSwapTests {
     }
 }
 
-@Suite("The account manifest guards every store: rollback, drop and resurrection")
+@Suite(
+    "The account manifest guards every store: rollback, drop and resurrection",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct CloudManifestTests {
     @Test(
         "for each kind of object (Block Store, key-value store, Auto Backup, Keychain sync): a dropped object, a planted one and a rolled-back account are refused; nothing wrong is read",
