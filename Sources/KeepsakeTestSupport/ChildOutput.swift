@@ -14,9 +14,12 @@ package final class ChildOutput: @unchecked Sendable {
     private let data = Mutex(Data())
     private let exited = Mutex(false)
     private let done = DispatchSemaphore(value: 0)
+    /// Kept for as long as this reader lives: the descriptor closes with it.
+    private let handle: FileHandle
 
     /// Starts reading `handle` (the read end of the child's pipe) at once.
     package init(_ handle: FileHandle) {
+        self.handle = handle
         let fd = handle.fileDescriptor
         Thread { [self] in
             var buffer = [UInt8](repeating: 0, count: 64 * 1024)
@@ -72,6 +75,16 @@ package enum Spawn {
     package static func capture(
         _ path: String, _ arguments: [String], environment: [String: String], input: Data = Data()
     ) throws -> (status: Int32, stdout: Data, stderr: Data) {
+        try start(path, arguments, environment: environment, input: input).wait()
+    }
+
+    /// Starts a program with `input` on its standard input (fed on a thread of its own, so a
+    /// child that reads it late or not at all never holds the caller) and its standard output and
+    /// error read beside it; `Child.wait()` reaps it.
+    package static func start(
+        _ path: String, _ arguments: [String], environment: [String: String], input: Data = Data(),
+        keepingInputOpen: Bool = false
+    ) throws -> Child {
         signal(SIGPIPE, SIG_IGN)  // a child that exits before reading its input
         var stdinPipe: [Int32] = [0, 0]
         var stdoutPipe: [Int32] = [0, 0]
@@ -100,12 +113,10 @@ package enum Spawn {
             close(stdinPipe[1])
             throw error
         }
-        let outReader = ChildOutput(out)
-        let errReader = ChildOutput(err)
-        // The input on a thread of its own: a child that reads it late (or not at all) never
-        // holds this one.
         let feeder = stdinPipe[1]
-        let fed = DispatchSemaphore(value: 0)
+        let child = Child(
+            pid: pid, stdout: ChildOutput(out), stderr: ChildOutput(err),
+            input: keepingInputOpen ? feeder : nil)
         Thread {
             input.withUnsafeBytes { raw in
                 var offset = 0
@@ -116,12 +127,70 @@ package enum Spawn {
                     offset += n
                 }
             }
-            close(feeder)
-            fed.signal()
+            if !keepingInputOpen { close(feeder) }
+            child.fed.signal()
         }.start()
-        let status = reap(pid)
-        fed.wait()
-        return (status, outReader.finish(), errReader.finish())
+        return child
+    }
+
+    /// A child started by `Spawn.start`, until `wait()` reaps it.
+    package final class Child: @unchecked Sendable {
+        // Sendable: `status` sits behind a mutex, `outcome` behind `waiting`; the readers are
+        // thread-safe.
+        package let pid: pid_t
+        private let stdout: ChildOutput
+        private let stderr: ChildOutput
+        fileprivate let fed = DispatchSemaphore(value: 0)
+        /// The exit status once reaped: until then the pid is this child's (a zombie's at worst).
+        private let status = Mutex<Int32?>(nil)
+        private let waiting = NSLock()
+        private var outcome: (status: Int32, stdout: Data, stderr: Data)?
+
+        /// Standard input's write end, while the caller keeps it open (`keepingInputOpen`).
+        private let input: Mutex<Int32?>
+
+        fileprivate init(pid: pid_t, stdout: ChildOutput, stderr: ChildOutput, input: Int32?) {
+            self.pid = pid
+            self.stdout = stdout
+            self.stderr = stderr
+            self.input = Mutex(input)
+        }
+
+        /// Closes standard input when it was kept open (`keepingInputOpen`): the child reads its
+        /// end.
+        package func closeInput() {
+            input.withLock {
+                if let fd = $0 { close(fd) }
+                $0 = nil
+            }
+        }
+
+        /// Sends `signal` (SIGKILL unless told) — only while the child is not reaped, so the pid
+        /// can never be another process's.
+        package func kill(_ signal: Int32 = SIGKILL) {
+            status.withLock { if $0 == nil { _ = Glibc.kill(pid, signal) } }
+        }
+
+        /// Waits for the child to end (once; later calls answer the same): its exit status (or
+        /// 128 + the signal that ended it) and what it wrote.
+        @discardableResult
+        package func wait() -> (status: Int32, stdout: Data, stderr: Data) {
+            waiting.lock()
+            defer { waiting.unlock() }
+            if let outcome { return outcome }
+            closeInput()  // a child still reading its input would never end
+            // Waits for the end without reaping, then reaps under the lock `kill` takes.
+            var info = siginfo_t()
+            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
+            let ended = status.withLock { ended in
+                if ended == nil { ended = Spawn.reap(pid) }
+                return ended!
+            }
+            fed.wait()
+            let done = (ended, stdout.finish(), stderr.finish())
+            outcome = done
+            return done
+        }
     }
 
     /// Starts `path` with the file actions `setUp` adds; returns its pid.
@@ -147,7 +216,7 @@ package enum Spawn {
 
     /// Waits for `pid` to end; its exit status, or 128 + the signal that ended it (as a shell
     /// says it: a child killed by SIGHUP is 129, never mistaken for an exit with status 1).
-    private static func reap(_ pid: pid_t) -> Int32 {
+    fileprivate static func reap(_ pid: pid_t) -> Int32 {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let signal = status & 0x7f

@@ -288,22 +288,11 @@ struct CLITests {
         let service = try PrivateSecretService.shared()
         let app = ["--app-id", "com.example.cli\(UUID().uuidString.prefix(6).lowercased())"]
         let s = ["--service", "race", "--account", "a"]
-        let statuses = try (0..<8).map { index -> (Process, Pipe) in
-            let process = Process()
-            process.executableURL = keepsakeExecutable
-            process.arguments = ["keychain", "add"] + s + app
-            process.environment = service.environment
-            let input = Pipe()
-            process.standardInput = input
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            return (process, input)
-        }.map { process, input in
-            input.fileHandleForWriting.write(Data("writer".utf8))
-            try? input.fileHandleForWriting.close()
-            process.waitUntilExit()
-            return process.terminationStatus
-        }
+        let statuses = try (0..<8).map { _ in
+            try Spawn.start(
+                keepsakeExecutable.path, ["keychain", "add"] + s + app,
+                environment: service.environment, input: Data("writer".utf8))
+        }.map { $0.wait().status }
         #expect(statuses.filter { $0 == 0 }.count == 1)
         let list = try keepsake(["keychain", "list", "--service", "race"] + app, service: service)
         let items = try #require(try JSONSerialization.jsonObject(with: list.stdout) as? [Any])

@@ -3,19 +3,8 @@ import KeepsakeTestSupport
 import Testing
 
 /// Starts `keepsake` without waiting; the caller collects it.
-private func launch(_ arguments: [String], service: PrivateSecretService) throws -> (Process, Pipe)
-{
-    let process = Process()
-    process.executableURL = keepsakeExecutable
-    process.arguments = arguments
-    let environment = service.environment
-    process.environment = environment
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    return (process, output)
+private func launch(_ arguments: [String], service: PrivateSecretService) throws -> Spawn.Child {
+    try Spawn.start(keepsakeExecutable.path, arguments, environment: service.environment)
 }
 
 @Suite("keepsake hint")
@@ -83,10 +72,8 @@ struct HintCLITests {
                 ["hint", "set", "--wallet", testWallet("w\(round)")] + app, service: service)
             let b = try launch(
                 ["hint", "set", "--authenticator-id", "a\(round)"] + app, service: service)
-            for (process, output) in [a, b] {
-                _ = output.fileHandleForReading.readDataToEndOfFile()
-                process.waitUntilExit()
-                #expect(process.terminationStatus == 0)
+            for process in [a, b] {
+                #expect(process.wait().status == 0)
             }
             let hint = try keepsake(["hint", "get"] + app, service: service).text
             #expect(
@@ -102,22 +89,21 @@ struct HintCLITests {
             "--app-id", "com.example.h\(UUID().uuidString.prefix(6).lowercased())", "--device-dir",
             Throwaway.directory("device").path,
         ]
-        var processes: [(Process, Pipe, Bool)] = []
+        var processes: [(Spawn.Child, Bool)] = []
         for index in 0..<6 {
-            let (p, o) = try launch(
+            let p = try launch(
                 [
                     "hint", "set", "--wallet", testWallet("v\(index)"), "--authenticator-id",
                     testWallet("v\(index)"),
                 ] + app,
                 service: service)
-            processes.append((p, o, false))
-            let (r, ro) = try launch(["hint", "get"] + app, service: service)
-            processes.append((r, ro, true))
+            processes.append((p, false))
+            let r = try launch(["hint", "get"] + app, service: service)
+            processes.append((r, true))
         }
-        for (process, output, isReader) in processes {
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0)
+        for (process, isReader) in processes {
+            let (status, data, _) = process.wait()
+            #expect(status == 0)
             guard isReader else { continue }
             let object = try #require(
                 try JSONSerialization.jsonObject(with: data) as? [String: Any])

@@ -70,38 +70,27 @@ struct KillTests {
             let sorted = recent[index].sorted()
             return sorted.isEmpty ? 0.05 : sorted[sorted.count / 2]
         }
-        func run(_ index: Int, value: Int, killAfter fraction: Double?) throws -> Process {
+        /// One write, killed after `fraction` of its kind's typical time: its exit status (128 +
+        /// 9 when the kill ended it).
+        func run(_ index: Int, value: Int, killAfter fraction: Double?) throws -> Int32 {
             let (arguments, input) = kinds[index].write(value)
-            let process = Process()
-            process.executableURL = keepsakeExecutable
-            process.arguments = arguments
-            process.environment = environment
-            let stdin = Pipe()
-            process.standardInput = stdin
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            let exited = ExitStamp()
-            process.terminationHandler = { _ in exited.mark() }
             let start = ContinuousClock.now
-            try process.run()
-            stdin.fileHandleForWriting.write(input)
-            try stdin.fileHandleForWriting.close()
+            let process = try Spawn.start(
+                keepsakeExecutable.path, arguments, environment: environment, input: input)
             if let fraction {
                 usleep(UInt32(typical(index) * fraction * 1_000_000))
-                process.killWhileRunning()
+                process.kill()
             }
-            process.waitUntilExit()
-            if process.terminationReason == .exit {
-                // The handler may not have run yet when waitUntilExit returns: then now is close.
-                let end = exited.instant ?? ContinuousClock.now
-                recent[index] = (recent[index] + [(end - start) / .seconds(1)]).suffix(7)
+            let status = process.wait().status
+            if status != 128 + SIGKILL {
+                recent[index] = (recent[index] + [(ContinuousClock.now - start) / .seconds(1)])
+                    .suffix(7)
             }
-            return process
+            return status
         }
         for index in kinds.indices {
             for _ in 0..<3 {  // unkilled writes of the value already there
-                #expect(
-                    try run(index, value: current[index], killAfter: nil).terminationStatus == 0)
+                #expect(try run(index, value: current[index], killAfter: nil) == 0)
             }
         }
         var trial = 0
@@ -113,8 +102,8 @@ struct KillTests {
             trial += 1
             let index = trial % kinds.count
             let kind = kinds[index]
-            let process = try run(index, value: trial, killAfter: Double.random(in: 0...1.3))
-            if process.terminationReason == .uncaughtSignal { killedMidway += 1 }
+            let status = try run(index, value: trial, killAfter: Double.random(in: 0...1.3))
+            if status == 128 + SIGKILL { killedMidway += 1 }
             let read = try kind.read()
             #expect(
                 read == kind.expected(current[index]) || read == kind.expected(trial),
@@ -134,13 +123,6 @@ struct KillTests {
         #expect(killedMidway > 20)
         #expect(landed.values.reduce(0, +) > 10, "too few writes landed to tell anything")
     }
-}
-
-/// When a child process exited (its termination handler runs on another thread).
-private final class ExitStamp: Sendable {
-    private let stamp = Mutex<ContinuousClock.Instant?>(nil)
-    func mark() { stamp.withLock { $0 = ContinuousClock.now } }
-    var instant: ContinuousClock.Instant? { stamp.withLock { $0 } }
 }
 
 @Suite("Faults: a full disk, a Secret Service killed mid-operation")
@@ -225,31 +207,21 @@ struct DiskAndDaemonFaultTests {
                 == 0)
         var outcomes: [String: Int] = [:]
         var slowest: TimeInterval = 0
-        func startWriters(_ trial: Int) throws -> [(Process, Pipe)] {
-            try (0..<4).map { index -> (Process, Pipe) in
-                let process = Process()
-                process.executableURL = keepsakeExecutable
-                process.arguments =
+        func startWriters(_ trial: Int) throws -> [Spawn.Child] {
+            try (0..<4).map { index in
+                try Spawn.start(
+                    keepsakeExecutable.path,
                     index.isMultiple(of: 2)
-                    ? ["keychain", "update"] + item
-                    : ["hint", "set", "--wallet", testWallet("new-\(trial)-\(index)")] + app
-                process.environment = service.environment
-                let input = Pipe()
-                let errors = Pipe()
-                process.standardInput = input
-                process.standardOutput = FileHandle.nullDevice
-                process.standardError = errors
-                try process.run()
-                input.fileHandleForWriting.write(Data("new-\(trial)-\(index)".utf8))
-                try input.fileHandleForWriting.close()
-                return (process, errors)
+                        ? ["keychain", "update"] + item
+                        : ["hint", "set", "--wallet", testWallet("new-\(trial)-\(index)")] + app,
+                    environment: service.environment, input: Data("new-\(trial)-\(index)".utf8))
             }
         }
         // The kill point is drawn from how long the four writers take on this machine now (three
         // unkilled rounds measured first), so that the kill falls before, inside or after them.
         let round = try (0..<3).map { _ in
             let start = ContinuousClock.now
-            for (writer, _) in try startWriters(-1) { writer.waitUntilExit() }
+            for writer in try startWriters(-1) { writer.wait() }
             return (ContinuousClock.now - start) / .seconds(1)
         }.sorted()[1]
         for trial in 0..<10 {
@@ -257,12 +229,11 @@ struct DiskAndDaemonFaultTests {
             usleep(UInt32(round * Double.random(in: 0...1.3) * 1_000_000))
             service.kill()
             let start = ContinuousClock.now
-            for (writer, errors) in writers {
-                let message = String(
-                    decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                writer.waitUntilExit()
+            for writer in writers {
+                let (exit, _, errors) = writer.wait()
+                let message = String(decoding: errors, as: UTF8.self)
                 let status =
-                    writer.terminationStatus == 0
+                    exit == 0
                     ? "ok"
                     : message.firstMatch(of: /[A-Za-z_]+ \(-?\d+\)/).map { String($0.0) }
                         ?? "unnamed: \(message)"

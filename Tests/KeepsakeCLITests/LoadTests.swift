@@ -14,22 +14,15 @@ struct LoadTests {
         let service = try PrivateSecretService.start()
         let app = ["--app-id", "com.example.load"] + deviceDirectory(of: service)
         let environment = service.environment
-        let workers = try (0..<8).map { worker -> (Process, Pipe) in
-            let process = Process()
-            process.executableURL = keepsakeExecutable
-            process.arguments = ["stress", "--worker", "\(worker)", "--ops", "200"] + app
-            process.environment = environment
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            return (process, output)
+        let workers = try (0..<8).map { worker in
+            try Spawn.start(
+                keepsakeExecutable.path,
+                ["stress", "--worker", "\(worker)", "--ops", "200"] + app, environment: environment)
         }
         var total: [String: Int] = [:]
-        for (process, output) in workers {
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0)
+        for worker in workers {
+            let (status, data, _) = worker.wait()
+            #expect(status == 0)
             let counts = try #require(
                 try JSONSerialization.jsonObject(with: data) as? [String: Int])
             total.merge(counts) { $0 + $1 }

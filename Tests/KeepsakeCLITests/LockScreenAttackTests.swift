@@ -114,21 +114,15 @@ struct LockScreenAttackTests {
     @Test("the command line is not dumpable: core size 0 while it holds a passcode")
     func notDumpable() throws {
         let service = try PrivateSecretService.start()
-        let process = Process()
-        process.executableURL = shippedKeepsakeExecutable
-        process.arguments = ["lockscreen", "unlock"]
-        process.environment = service.environment
-        let stdin = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try Spawn.start(
+            shippedKeepsakeExecutable.path, ["lockscreen", "unlock"],
+            environment: service.environment, keepingInputOpen: true)
         // It waits on standard input now; look at it from outside.
         var limits = ""
         for _ in 0..<100 {
             limits =
                 (try? String(
-                    contentsOfFile: "/proc/\(process.processIdentifier)/limits", encoding: .utf8))
+                    contentsOfFile: "/proc/\(process.pid)/limits", encoding: .utf8))
                 ?? ""
             if limits.contains("Max core file size")
                 && limits.range(of: #"Max core file size\s+0\s+0"#, options: .regularExpression)
@@ -138,8 +132,7 @@ struct LockScreenAttackTests {
             }
             usleep(20_000)
         }
-        try stdin.fileHandleForWriting.close()
-        process.waitUntilExit()
+        process.wait()
         #expect(
             limits.range(of: #"Max core file size\s+0\s+0"#, options: .regularExpression) != nil)
     }

@@ -89,19 +89,14 @@ struct KeePassXCConfirmationTests {
 
         // The trap avoided: the Service's own SearchItems (libsecret's) gets no answer while the
         // database is locked, KeePassXC waiting in its unlock dialog.
-        let serviceSearch = Process()
-        serviceSearch.executableURL = URL(fileURLWithPath: "/usr/bin/gdbus")
-        serviceSearch.arguments = [
-            "call", "--session", "--timeout", "2", "--dest", "org.freedesktop.secrets",
-            "--object-path", "/org/freedesktop/secrets", "--method",
-            "org.freedesktop.Secret.Service.SearchItems", "{'service': 'defaults'}",
-        ]
-        serviceSearch.environment = service.environment
-        serviceSearch.standardOutput = FileHandle.nullDevice
-        serviceSearch.standardError = FileHandle.nullDevice
-        try serviceSearch.run()
-        serviceSearch.waitUntilExit()
-        #expect(serviceSearch.terminationStatus != 0, "the Service's search answered")
+        let searched = try Spawn.run(
+            "/usr/bin/gdbus",
+            [
+                "call", "--session", "--timeout", "2", "--dest", "org.freedesktop.secrets",
+                "--object-path", "/org/freedesktop/secrets", "--method",
+                "org.freedesktop.Secret.Service.SearchItems", "{'service': 'defaults'}",
+            ], environment: service.environment)
+        #expect(searched != 0, "the Service's search answered")
 
         // Unlocked again (KeePassXC started on its database, as at a login), everything is there.
         try service.unlock()
