@@ -49,7 +49,7 @@ let package = Package(
             ]),
 
         // Knows D-Bus and libsecret, nothing about keychains.
-        .target(name: "SecretService", dependencies: ["CSecret", "CKeepsakeShims"]),
+        .target(name: "SecretService", dependencies: ["CSecret", "CKeepsakeShims", "Sealing"]),
         // Knows libsodium, nothing about storage: owned key memory, envelopes, Argon2id.
         .target(name: "Sealing", dependencies: ["CSodium"]),
         // Knows tpm2-tss ESAPI, nothing about keychains: passcode slots under a guess counter.
@@ -75,7 +75,9 @@ let package = Package(
         // The hint: two stores per profile, dual write, read either, the never-throwing facade.
         .target(
             name: "RecoveryHint",
-            dependencies: ["Keychain", "BlockStore", "KeyValueStore", "Preferences", "Device"]),
+            dependencies: [
+                "Keychain", "BlockStore", "KeyValueStore", "Preferences", "Device", "Sealing",
+            ]),
         // Apple-source-compatible surface: SecItem*, kSec* constants, CF aliases.
         .target(
             name: "Security",
@@ -87,7 +89,9 @@ let package = Package(
         // The private Secret Service harness and throwaway devices (tests, demo, benchmarks).
         .target(
             name: "KeepsakeTestSupport",
-            dependencies: ["SecretService", "Device", "Sealing", "TPM", "Escrow", "CSecret", "CSodium"]),
+            dependencies: [
+                "SecretService", "Device", "Sealing", "TPM", "Escrow", "CSecret", "CSodium",
+            ]),
         // The command line's commands, shared by the shipped `keepsake` and `keepsake-dev`.
         // Knows the library modules, never the test harness.
         .target(
@@ -100,7 +104,8 @@ let package = Package(
         .executableTarget(name: "keepsake", dependencies: ["KeepsakeCLI"]),
         // The escrow service a cloud account's devices join through with a passcode: it owns
         // its state (slots, counts) and answers only `EscrowProtocol`.
-        .executableTarget(name: "keepsake-escrow", dependencies: ["Escrow", "Device", "TPM", "Sealing"]),
+        .executableTarget(
+            name: "keepsake-escrow", dependencies: ["Escrow", "Device", "TPM", "Sealing"]),
         // The development tool, not a product: the command line at test speed plus demo, bench
         // and the load-test worker on the private harness. Never shipped.
         .executableTarget(

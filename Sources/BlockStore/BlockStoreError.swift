@@ -1,10 +1,11 @@
 import Device
 import Foundation
+import Sealing
 import SecretService
 
 /// The one error type of the Block Store, with Google's status codes exactly
 /// (`BlockstoreStatusCodes`, and `CommonStatusCodes` for the general ones). Compares by code.
-public struct BlockStoreError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct BlockStoreError: KeepsakeError {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         public let rawValue: Int
         public let name: String
@@ -48,9 +49,6 @@ public struct BlockStoreError: Error, Sendable, Hashable, CustomStringConvertibl
         self.underlying = underlying
     }
 
-    public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
-    public func hash(into h: inout Hasher) { h.combine(code) }
-    public var description: String { "\(code): \(message)" }
 }
 
 extension BlockStoreError {
@@ -66,10 +64,4 @@ extension BlockStoreError {
             }
         self.init(code, error.message, underlying: error)
     }
-}
-
-/// `error.localizedDescription` is the same sentence `description` and the command line give
-/// (never a secret), not Foundation's "The operation could not be completed".
-extension BlockStoreError: LocalizedError {
-    public var errorDescription: String? { description }
 }

@@ -1,8 +1,9 @@
 import Foundation
+import Sealing
 import SecretService
 
 /// The one error type of the Device module. Compares by code; never carries a passcode or key.
-public struct DeviceError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct DeviceError: KeepsakeError {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
             case invalidAppID, invalidPasscode, authFailed, interactionNotAllowed, notAvailable
@@ -52,9 +53,6 @@ public struct DeviceError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let invalidAppID = DeviceError(
         .invalidAppID, "the app id must be reverse-DNS (e.g. com.example.wallet)")
 
-    public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
-    public func hash(into h: inout Hasher) { h.combine(code) }
-    public var description: String { "\(code): \(message)" }
 }
 
 extension DeviceError {
@@ -69,10 +67,4 @@ extension DeviceError {
                 underlying: error)
         }
     }
-}
-
-/// `error.localizedDescription` is the same sentence `description` and the command line give
-/// (never a secret), not Foundation's "The operation could not be completed".
-extension DeviceError: LocalizedError {
-    public var errorDescription: String? { description }
 }

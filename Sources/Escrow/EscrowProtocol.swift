@@ -158,7 +158,7 @@ extension TLV.Fields {
 }
 
 /// The one error type of the Escrow module. Compares by code.
-package struct EscrowError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct EscrowError: KeepsakeError {
     package struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
             case malformed, authFailed, destroyed, notFound, unavailable, busy, stale
@@ -194,6 +194,8 @@ package struct EscrowError: Error, Sendable, Hashable, CustomStringConvertible {
 
     package let code: Code
     package let message: String
+    /// Always nil: the escrow's answers carry their reason in `message`.
+    package var underlying: (any Error & Sendable)? { nil }
 
     package init(_ code: Code, _ message: String) {
         self.code = code
@@ -228,7 +230,4 @@ package struct EscrowError: Error, Sendable, Hashable, CustomStringConvertible {
         self.init(code, message)
     }
 
-    package static func == (l: Self, r: Self) -> Bool { l.code == r.code }
-    package func hash(into h: inout Hasher) { h.combine(code) }
-    package var description: String { "\(code): \(message)" }
 }

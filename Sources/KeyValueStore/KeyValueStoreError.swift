@@ -1,9 +1,10 @@
 import Foundation
+import Sealing
 
 /// The one error type of the KeyValueStore module, thrown by the checked writes
 /// (`write(_:forKey:)`) underneath Apple's non-throwing `set` and `removeObject`. Compares by
 /// code; the message never carries a value.
-public struct KeyValueStoreError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct KeyValueStoreError: KeepsakeError {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
             case quotaViolation, notPersisted, notSynchronized, noCloudAccount
@@ -45,13 +46,4 @@ public struct KeyValueStoreError: Error, Sendable, Hashable, CustomStringConvert
         self.underlying = underlying
     }
 
-    public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
-    public func hash(into h: inout Hasher) { h.combine(code) }
-    public var description: String { "\(code): \(message)" }
-}
-
-/// `error.localizedDescription` is the same sentence `description` and the command line give
-/// (never a secret), not Foundation's "The operation could not be completed".
-extension KeyValueStoreError: LocalizedError {
-    public var errorDescription: String? { description }
 }

@@ -1,11 +1,12 @@
 import Foundation
+import Sealing
 
 /// The one error type of the Keychain: an Apple status (``KeychainStatus``, exactly as Apple
 /// numbers it) with what happened underneath. Compares by status.
 ///
 /// Like every Keepsake error it has a `code`, a `message` and an `underlying` error; `status` is
 /// Apple's word for its code.
-public struct KeychainError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct KeychainError: KeepsakeError {
     public let code: KeychainStatus
     /// What went wrong, in words; never a secret.
     public let message: String
@@ -23,19 +24,10 @@ public struct KeychainError: Error, Sendable, Hashable, CustomStringConvertible 
     /// The `OSStatus`, Apple's name for the code.
     public var status: KeychainStatus { code }
 
-    public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
-
     /// `errSecItemNotFound (-25300)`, as the command line prints it.
     public var statusName: String { code.description }
 
     public var description: String {
         message.isEmpty ? statusName : "\(statusName): \(message)"
     }
-}
-
-/// `error.localizedDescription` is the same sentence `description` and the command line give
-/// (never a secret), not Foundation's "The operation could not be completed".
-extension KeychainError: LocalizedError {
-    public var errorDescription: String? { description }
 }

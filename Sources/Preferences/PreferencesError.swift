@@ -1,8 +1,9 @@
 import Foundation
+import Sealing
 
 /// The one error type of the Preferences module. Compares by code; the message says what went
 /// wrong in words, never a value.
-public struct PreferencesError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct PreferencesError: KeepsakeError {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
             case invalidInput, overQuota, corrupt, notAvailable
@@ -38,13 +39,5 @@ public struct PreferencesError: Error, Sendable, Hashable, CustomStringConvertib
         self.underlying = underlying
     }
 
-    public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
-    public func hash(into h: inout Hasher) { h.combine(code) }
     public var description: String { message }
-}
-
-/// `error.localizedDescription` is the same sentence `description` and the command line give
-/// (never a secret), not Foundation's "The operation could not be completed".
-extension PreferencesError: LocalizedError {
-    public var errorDescription: String? { description }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Sealing
 
 /// The recovery hint: tiny and non-sensitive — which authenticator, which wallet, when — kept so
 /// that a reinstall says "Welcome back" instead of "Create a wallet".
@@ -106,7 +107,7 @@ public struct RecoveryHint: Sendable, Hashable, Codable {
 }
 
 /// The one error type of the RecoveryHint module. Compares by code.
-public struct HintError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct HintError: KeepsakeError {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
             case empty, invalidField, malformed, allStoresFailed
@@ -137,13 +138,5 @@ public struct HintError: Error, Sendable, Hashable, CustomStringConvertible {
         self.message = message
         self.underlying = underlying
     }
-    public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
-    public func hash(into h: inout Hasher) { h.combine(code) }
     public var description: String { message }
-}
-
-/// `error.localizedDescription` is the same sentence `description` and the command line give
-/// (never a secret), not Foundation's "The operation could not be completed".
-extension HintError: LocalizedError {
-    public var errorDescription: String? { description }
 }

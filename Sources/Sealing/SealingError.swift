@@ -1,7 +1,7 @@
 import Foundation
 
 /// The one error type of the Sealing module. Compares by code; never carries key material.
-public struct SealingError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct SealingError: KeepsakeError {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
             case malformed, unknownVersion, authentication, keyDerivation
@@ -34,13 +34,4 @@ public struct SealingError: Error, Sendable, Hashable, CustomStringConvertible {
         self.code = code
         self.message = message
     }
-    public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
-    public func hash(into h: inout Hasher) { h.combine(code) }
-    public var description: String { message.isEmpty ? "\(code)" : "\(code): \(message)" }
-}
-
-/// `error.localizedDescription` is the same sentence `description` and the command line give
-/// (never a secret), not Foundation's "The operation could not be completed".
-extension SealingError: LocalizedError {
-    public var errorDescription: String? { description }
 }

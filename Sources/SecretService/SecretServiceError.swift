@@ -1,11 +1,12 @@
 import Foundation
+import Sealing
 
 /// The one error type of the SecretService module.
 ///
 /// Compares by `code`; the GError domain, code and message (and the D-Bus error name when the
 /// daemon sent one) are kept for diagnosis. None of them ever contains a secret: libsecret and the
 /// daemons put object paths and reasons in their messages, not values.
-public struct SecretServiceError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct SecretServiceError: KeepsakeError {
     /// What every store says when the Secret Service's collection is locked, and what to do.
     package static let lockedCollection =
         "the Secret Service collection is locked: unlock it in its provider (log in to gnome-keyring, open the KeePassXC database or the KWallet wallet) and try again"
@@ -70,18 +71,13 @@ public struct SecretServiceError: Error, Sendable, Hashable, CustomStringConvert
         self.dbusName = dbusName
     }
 
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+    /// Always nil: the failure underneath is GLib's or the daemon's, told in `domain`,
+    /// `errorCode` and `dbusName`.
+    public var underlying: (any Error & Sendable)? { nil }
 
     public var description: String {
         var text = "Secret Service: \(code): \(message)"
         if let dbusName { text += " [\(dbusName)]" }
         return text
     }
-}
-
-/// `error.localizedDescription` is the same sentence `description` and the command line give
-/// (never a secret), not Foundation's "The operation could not be completed".
-extension SecretServiceError: LocalizedError {
-    public var errorDescription: String? { description }
 }

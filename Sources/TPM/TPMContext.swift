@@ -1,8 +1,9 @@
 internal import CKeepsakeTPMShims
 import Foundation
+import Sealing
 
 /// The one error type of the TPM module. Compares by code; `rc` keeps the TSS2 response code.
-package struct TPMError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct TPMError: KeepsakeError {
     package struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: Hashable, Sendable {
             case notAvailable, authFailed, limitReached, lockout, failed
@@ -55,9 +56,6 @@ package struct TPMError: Error, Sendable, Hashable, CustomStringConvertible {
         self.init(code, "\(what): TSS2 0x\(String(rc, radix: 16))", rc: rc)
     }
 
-    package static func == (l: Self, r: Self) -> Bool { l.code == r.code }
-    package func hash(into h: inout Hasher) { h.combine(code) }
-    package var description: String { "\(code): \(message)" }
 }
 
 /// One ESAPI context over a TCTI (`device:/dev/tpmrm0`, `swtpm:host=127.0.0.1,port=P`). Owns the

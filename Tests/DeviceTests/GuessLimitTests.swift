@@ -378,6 +378,10 @@ struct GuessLimitTests {
         try device.unlock(passcode: digits)
         let found = try memoryCopies(of: digits)
         #expect(found == 0, "copies of the passcode left in memory: \(found)")
+        // And the search finds a copy when there is one.
+        let copy = digits.withUnsafeBytes { Array($0) }
+        #expect(try memoryCopies(of: digits) >= 1, "a copy on the heap was not found")
+        withExtendedLifetime(copy) {}
     }
 }
 
@@ -415,14 +419,19 @@ private func memoryCopies(of secret: SecureBytes) throws -> Int {
             defer { munmap(scratch, size) }
             let got = pread(mem, scratch, size, off_t(Int(bitPattern: start)))
             guard got >= needle.count else { continue }
+            // Each place the first byte occurs (memchr), then the rest compared there.
+            let first = Int32(needle[0])
             var index = 0
-            while index + needle.count <= got {
-                if memcmp(scratch + index, needle.baseAddress!, needle.count) == 0,
-                    start + UInt(index) != ownedStart
+            while index + needle.count <= got,
+                let found = memchr(scratch + index, first, got - needle.count + 1 - index)
+            {
+                let offset = scratch.distance(to: found)
+                if memcmp(found, needle.baseAddress!, needle.count) == 0,
+                    start + UInt(offset) != ownedStart
                 {
                     count += 1
                 }
-                index += 1
+                index = offset + 1
             }
         }
         return count
