@@ -150,36 +150,8 @@ package enum SuiteSweep {
         }
     }
 
-    /// Recorded 8-byte windows, ready to look for: the set, and a 2 MiB bitmap of their hashes
-    /// that turns nearly every non-match away before the set is asked (the sweep reads tens of
-    /// megabytes, one window per byte).
-    package struct Windows: Sendable {
-        package let set: Set<UInt64>
-        private let bitmap: [UInt64]
-
-        package init(_ set: Set<UInt64>) {
-            self.set = set
-            var bitmap = [UInt64](repeating: 0, count: 1 << 18)
-            for value in set {
-                let bit = Self.bit(value)
-                bitmap[bit >> 6] |= 1 << UInt64(bit & 63)
-            }
-            self.bitmap = bitmap
-        }
-
-        /// Which of the bitmap's 2^24 bits `value` sets.
-        private static func bit(_ value: UInt64) -> Int {
-            Int(truncatingIfNeeded: (value &* 0x9E37_79B9_7F4A_7C15) >> 40)
-        }
-
-        func contains(_ value: UInt64) -> Bool {
-            let bit = Self.bit(value)
-            return bitmap[bit >> 6] & (1 << UInt64(bit & 63)) != 0 && set.contains(value)
-        }
-    }
-
     /// The offsets in `bytes` where a recorded window starts.
-    package static func matches(in bytes: Data, windows: Windows) -> [Int] {
+    package static func matches(in bytes: Data, windows: Set<UInt64>) -> [Int] {
         guard bytes.count >= window else { return [] }
         return bytes.withUnsafeBytes { raw in
             (0...(raw.count - window)).filter {

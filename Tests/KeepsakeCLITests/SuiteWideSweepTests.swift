@@ -9,9 +9,8 @@ struct SuiteWideSweep {
         "no cloud account, transfer file or device directory made during the suite holds an 8-byte sequence of any plaintext sealed or secret stored; no file name, error or log line of the CLI holds a secret",
         .enabled(if: SuiteSweep.directory != nil, "run by scripts/test after the whole suite"))
     func sweep() throws {
-        let secrets = SuiteSweep.Windows(try SuiteSweep.recorded(.secrets))
-        let sealedOrSecret = SuiteSweep.Windows(
-            try SuiteSweep.recorded(.sealed).union(secrets.set))
+        let secrets = try SuiteSweep.recorded(.secrets)
+        let sealedOrSecret = try SuiteSweep.recorded(.sealed).union(secrets)
         // A device directory's clear files are the device's settings (backup on, Block Store
         // available: no secret, and JSON whose punctuation matches sealed JSON by chance) and its
         // public device ID (which sealed device lists name on purpose).
@@ -23,9 +22,8 @@ struct SuiteWideSweep {
         let logs = SuiteSweep.keptStandardError()
         // Not vacuous: the suite sealed plenty, gave the CLI secrets and left plenty behind.
         #expect(
-            sealedOrSecret.set.count > 10_000,
-            "the ledger is nearly empty: did the suite run first?")
-        #expect(secrets.set.count > 100, "few secrets recorded: did the CLI tests run first?")
+            sealedOrSecret.count > 10_000, "the ledger is nearly empty: did the suite run first?")
+        #expect(secrets.count > 100, "few secrets recorded: did the CLI tests run first?")
         #expect(files.count > 50, "too few untrusted files: did the suite run first?")
         #expect(!logs.isEmpty, "no standard error kept: did the CLI tests run first?")
         var bytes = 0
@@ -79,10 +77,10 @@ struct SuiteWideSweep {
                 "\(path.path): \(String(mode, radix: 8))")
         }
         // And the sweep does find a recorded sequence when one is planted.
-        let planted = withUnsafeBytes(of: secrets.set.first!) { Data($0) }
+        let planted = withUnsafeBytes(of: secrets.first!) { Data($0) }
         #expect(SuiteSweep.matches(in: Data("xx".utf8) + planted, windows: secrets) == [2])
         print(
-            "sweep: \(files.count) untrusted and device files (\(bytes) bytes) against \(sealedOrSecret.set.count) sealed or secret 8-byte sequences; \(logBytes) bytes of CLI errors and logs against \(secrets.set.count) secret ones"
+            "sweep: \(files.count) untrusted and device files (\(bytes) bytes) against \(sealedOrSecret.count) sealed or secret 8-byte sequences; \(logBytes) bytes of CLI errors and logs against \(secrets.count) secret ones"
         )
     }
 }
