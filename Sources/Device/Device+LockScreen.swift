@@ -95,8 +95,9 @@ extension Device {
     /// is unlocked.
     ///
     /// Atomic: it fails with nothing changed, or succeeds whole. The class keys do not change, so
-    /// they are put in runtime state before the one record write that makes the change; a TPM
-    /// slot of the new passcode is made before that write and the old one destroyed after it.
+    /// they are put in runtime state before the one record write that makes the change; a
+    /// counter slot of the new passcode is made before that write and the old slot (a counter's,
+    /// or an earlier version's direct TPM slot) removed after it.
     @discardableResult
     public func setLockScreen(
         _ kind: LockScreenKind, passcode: SecureBytes?, currentPasscode: SecureBytes?
@@ -214,12 +215,20 @@ extension Device {
                 record.keyChecks = checks
                 path = try records.store(record, replacing: path)
             }
-            if record.version < 2 || (record.cost.map { $0.isBelow(passcodeCost) } ?? true) {
+            // A direct TPM slot (an earlier version's) moves off the TPM while the passcode is at
+            // hand when the device names a guess counter service, or when the TPM's lockout
+            // authorization is empty (any process could clear the lockout that counts guesses
+            // made around Keepsake's counter). Otherwise it stays as it is, its Argon2id cost
+            // too: raising the cost would take a new direct slot, or a move nobody asked for.
+            let movesOffTPM = record.tpm != nil && (counter != nil || tpmLockoutIsOpen())
+            let raisesCost =
+                record.version < 2 || (record.cost.map { $0.isBelow(passcodeCost) } ?? true)
+            if movesOffTPM || (record.tpm == nil && raisesCost) {
                 let oldSlot = record.tpm
                 var upgraded = record
                 let newCounterSecret = try seal(
                     keys, presence: presence ?? SecureBytes(randomCount: 32), passcode: passcode,
-                    into: &upgraded)
+                    into: &upgraded, directSlot: !movesOffTPM)
                 do throws(DeviceError) {
                     path = try records.store(upgraded, replacing: path)
                 } catch {
@@ -496,7 +505,7 @@ extension Device {
     @discardableResult
     private func seal(
         _ keys: [ProtectionClass: SecureBytes], presence: SecureBytes? = nil,
-        passcode: SecureBytes?, into record: inout DeviceRecord
+        passcode: SecureBytes?, into record: inout DeviceRecord, directSlot: Bool = true
     ) throws(DeviceError) -> SecureBytes? {
         let deviceSecret = SecureBytes(copying: record.deviceSecret)
         let kek: SecureBytes
@@ -520,7 +529,7 @@ extension Device {
                 record.verifier = nil
                 kek = PasscodeKeys.tpmKEK(
                     passcodeKey: passcodeKey, tpmSecret: secret, deviceSecret: deviceSecret)
-            } else if let tpm, tpm.newSlots == .made {
+            } else if directSlot, let tpm, tpm.newSlots == .made {
                 let tpmSecret = SecureBytes(randomCount: 32)
                 let slot = try tpmCall { () throws(TPMError) in
                     try TPMPasscodeSlot.create(
@@ -566,6 +575,13 @@ extension Device {
             .notAvailable,
             "the TPM: a TPM that this user's processes reach cannot count their passcode guesses (any of them could disable the device or guess around the count); run `keepsake-escrow --tpm \(tpm.tcti)` as a user of its own and name it with `--counter URL` (`Device(counter:)`), or leave out `--tpm` for the software path (docs/running.md)"
         )
+    }
+
+    /// Whether the TPM holding this device's direct slot says its lockout authorization is empty
+    /// (false when it cannot be asked: the slot then stays where it is).
+    private func tpmLockoutIsOpen() -> Bool {
+        guard let tpm, let context = try? tpm.context() else { return false }
+        return (try? context.lockoutAuthorizationIsSet()) == false
     }
 
     /// Removes a counter slot this device no longer names (best effort: one left behind holds a

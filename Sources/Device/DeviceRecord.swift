@@ -91,6 +91,9 @@ struct DeviceRecord: Codable, Sendable, Equatable {
         guard bytes.count <= 64 * 1024, bytes.starts(with: Data("KDS1".utf8)),
             let record = try? JSONDecoder().decode(DeviceRecord.self, from: bytes.dropFirst(4)),
             (1...2).contains(record.version), record.deviceSecret.count == 32,
+            // Version 1 had neither a TPM slot nor a counter slot: one claiming it with a slot
+            // was rewritten, to have an unlock move the slot off as an upgrade would.
+            record.version == 2 || (record.tpm == nil && record.counterSlot == nil),
             record.cost?.isWithinBounds ?? true
         else {
             throw DeviceError(

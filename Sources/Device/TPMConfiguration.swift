@@ -10,8 +10,9 @@ import TPM
 /// guess) and, while the lockout authorization is empty, clear the lockout that counts guesses
 /// made around Keepsake's counter. Guesses are counted by a TPM only through a guess counter
 /// service that owns it (`keepsake-escrow --tpm`, run as a user of its own; `Device(counter:)`).
-/// A device whose passcode slot is on a TPM keeps unlocking with it; its next passcode change
-/// moves the slot to the guess counter service, or to the software path without one.
+/// A device whose passcode slot is on a TPM keeps unlocking with it: its next right unlock moves
+/// the slot to the guess counter service when the device names one (or to the software path when
+/// the TPM's lockout authorization is empty), its next passcode change to the software path.
 public struct TPMConfiguration: Sendable, Hashable {
     /// A tpm2-tss TCTI string: `device:/dev/tpmrm0`, `swtpm:host=127.0.0.1,port=2321`, …
     public let tcti: String

@@ -16,7 +16,8 @@ package struct Context {
     package let cloudCA: String?
     package let dataHome: URL
     package let homeDirectory: URL
-    /// The TPM that counts passcode guesses, or nil (the software guess limit).
+    /// The TPM of a direct passcode slot an earlier version made (`--tpm`, else the machine's);
+    /// new lock screens never make one (`TPMConfiguration`).
     package let tpm: TPMConfiguration?
     /// The cloud account's escrow service, or nil.
     package let escrow: EscrowConfiguration?

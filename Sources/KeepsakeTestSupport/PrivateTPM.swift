@@ -51,10 +51,26 @@ package final class PrivateTPM: Sendable {
         self.port = port
         self.process = Mutex(process)
         self.socket = socket
+        let lockout = openLockout ? nil : UUID().uuidString
+        lockoutAuthorization = Mutex(lockout)
         let context = try TPMContext(tcti: tcti)
         try context.setDictionaryAttack(
             maxTries: maxTries, recoveryTime: recoverySeconds, lockoutRecovery: recoverySeconds)
-        if !openLockout { try context.setLockoutAuthorization(Data(UUID().uuidString.utf8)) }
+        if let lockout { try context.setLockoutAuthorization(Data(lockout.utf8)) }
+    }
+
+    /// The lockout authorization the harness set (nil: empty).
+    private let lockoutAuthorization: Mutex<String?>
+
+    /// Empties the lockout authorization, as on most machines (`tpm2_changeauth -c lockout`): for
+    /// tests of what a slot made on such a TPM does.
+    package func clearLockoutAuthorization() throws {
+        guard let old = lockoutAuthorization.withLock({ $0 }) else { return }
+        let status = try Spawn.run(
+            "/usr/bin/tpm2_changeauth", ["-T", tcti, "-c", "lockout", "-p", old],
+            environment: ProcessInfo.processInfo.environment)
+        guard status == 0 else { throw HarnessError("tpm2_changeauth -c lockout: exit \(status)") }
+        lockoutAuthorization.withLock { $0 = nil }
     }
 
     /// swtpm on `directory`'s state, on `port` or `socket`; nil when it did not come up.

@@ -123,7 +123,7 @@ struct GuessLimitTests {
     }
 
     @Test(
-        "a direct TPM slot was never made on a TPM whose lockout authorization is empty (any process could clear its lockout); with one set, another process of the user cannot clear the lockout that counts guesses skipping Keepsake's counter"
+        "this version makes no direct TPM slot on a TPM whose lockout authorization is empty (any process could clear its lockout), even for a test device; with one set, another process of the user cannot clear the lockout that counts guesses skipping Keepsake's counter"
     )
     func openLockoutRefused() throws {
         let open = try PrivateTPM(openLockout: true)
@@ -242,7 +242,7 @@ struct GuessLimitTests {
     }
 
     @Test(
-        "a device with a direct TPM slot keeps unlocking with it; its next passcode change moves it to the guess counter service when one is named, else to the software path, and undefines the old slot"
+        "a device with a direct TPM slot keeps unlocking with it, and its next passcode change moves it to the software path, undefining the old slot; with a guess counter service named, its next right unlock moves it there"
     )
     func directSlotMovesOff() throws {
         let tpm = try PrivateTPM()
@@ -262,6 +262,15 @@ struct GuessLimitTests {
             defer { try? now.reboot() }
             #expect(code { try now.unlock(passcode: "000000") } == .authFailed)
             try now.unlock(passcode: "482916")
+            if toService {  // a guess counter service named: the right unlock moves it there
+                #expect(try now.status().guessLimit == "service")
+                #expect(try storedRecord(now).tpm == nil)
+                try now.reboot()
+                #expect(code { try now.unlock(passcode: "000000") } == .authFailed)
+                try now.unlock(passcode: "482916")
+                try now.wipe()  // one device per Secret Service: the next round starts afresh
+                continue
+            }
             #expect(try now.status().guessLimit == "tpm")
             let old = try storedRecord(now)
             let slot = try #require(old.tpm)
@@ -270,9 +279,8 @@ struct GuessLimitTests {
             try now.setLockScreen(.pin, passcode: "771133", currentPasscode: "482916")
             let record = try storedRecord(now)
             #expect(record.tpm == nil)
-            #expect(try now.status().guessLimit == (toService ? "service" : "software"))
-            #expect((record.counterSlot != nil) == toService)
-            #expect((record.verifier != nil) == !toService)
+            #expect(try now.status().guessLimit == "software")
+            #expect(record.verifier != nil)
             // The old slot is gone from the TPM: not even the old passcode's authorization opens it.
             #expect(throws: TPMError.self) {
                 try TPMPasscodeSlot.attempt(
@@ -284,6 +292,70 @@ struct GuessLimitTests {
             try now.unlock(passcode: "771133")
             #expect(try now.state() == .unlocked)
             try now.wipe()  // one device per Secret Service: the next round starts afresh
+        }
+    }
+
+    @Test(
+        "a direct TPM slot on a TPM whose lockout authorization is empty moves off the TPM at the next right unlock, to the software path (or the guess counter service when named); on one with a lockout set it stays, cost and all; a record rewritten to version 1 with a slot is refused as corrupt"
+    )
+    func directSlotOnOpenLockoutMovesAtUnlock() throws {
+        let service = try PrivateSecretService.start()
+        let counter = try PrivateEscrow()
+        for toService in [false, true] {
+            let tpm = try PrivateTPM()
+            let name = toService ? "open-to-service" : "open-to-software"
+            let before = service.device(name, retryPolicy: quick, tpm: tpm)
+            try before.setLockScreen(.pin, passcode: "482916", currentPasscode: nil)
+            try before.reboot()
+            // This version, on a floor above the slot's cost: with the lockout set, the slot stays
+            // and so does its cost (raising it would take a new direct slot).
+            let now = Device(
+                secretService: service.connection(), directory: service.deviceDirectory(name),
+                tpm: TPMConfiguration(tcti: tpm.tcti),
+                tuning: DeviceTuning(
+                    passcodeCost: Argon2Cost(
+                        operations: Argon2Cost.minimum.operations + 1,
+                        memoryBytes: Argon2Cost.minimum.memoryBytes),
+                    retryPolicy: quick))
+            defer { try? now.reboot() }
+            try now.unlock(passcode: "482916")
+            var record = try storedRecord(now)
+            #expect(record.tpm != nil && record.cost == Argon2Cost.minimum)
+            // Another process rewrites the record to look older, to have an unlock move it.
+            let loaded = try now.records.load()
+            var older = loaded.record
+            older.version = 1
+            let olderPath = try now.records.store(older, replacing: loaded.path)
+            #expect(code { _ = try now.lockScreenKind() } == .corrupt)
+            try now.records.store(loaded.record, replacing: olderPath)
+            // The lockout authorization emptied (as on most machines): the next right unlock moves
+            // the slot off, to the counter when one is named, else to the software path.
+            try tpm.clearLockoutAuthorization()
+            let moved = Device(
+                secretService: service.connection(), directory: service.deviceDirectory(name),
+                tpm: TPMConfiguration(tcti: tpm.tcti),
+                counter: toService ? counter.configuration : nil, tuning: .fast)
+            defer { try? moved.reboot() }
+            try moved.reboot()
+            record = try storedRecord(moved)
+            let slot = try #require(record.tpm)
+            let oldKey = try PasscodeKeys.passcodeKey(
+                "482916", salt: try #require(record.salt), cost: try #require(record.cost))
+            try moved.unlock(passcode: "482916")
+            record = try storedRecord(moved)
+            #expect(record.tpm == nil)
+            #expect(try moved.status().guessLimit == (toService ? "service" : "software"))
+            #expect(
+                throws: TPMError.self, "the slot read at the unlock is gone from the TPM"
+            ) {
+                try TPMPasscodeSlot.attempt(
+                    try tpm.context(), slot: slot,
+                    authorization: PasscodeKeys.tpmAuthorization(passcodeKey: oldKey))
+            }
+            try moved.reboot()
+            #expect(code { try moved.unlock(passcode: "000000") } == .authFailed)
+            try moved.unlock(passcode: "482916")
+            try moved.wipe()  // one device per Secret Service: the next round starts afresh
         }
     }
 

@@ -44,6 +44,17 @@ private struct RawSlot {
         ).status
     }
 
+    /// One claim with a random guess, and what the escrow answered (its HTTP status and body).
+    func claimAnswer(_ escrow: PrivateEscrow) throws -> (status: Int, body: String) {
+        let (status, body) = try escrow.configuration.transport()(
+            "POST", EscrowProtocol.Path.claim.rawValue,
+            EscrowProtocol.message([
+                (.slot, slot),
+                (.blinded, OPRF.blind(SecureBytes(randomCount: 32), context: "guess").blinded),
+            ]))
+        return (status, String(decoding: body, as: UTF8.self))
+    }
+
     func failures(_ escrow: PrivateEscrow) throws -> Int {
         try escrow.configuration.client().status(of: slot).failures
     }
@@ -246,7 +257,7 @@ struct EscrowTPMTests {
 
 extension EscrowTPMTests {
     @Test(
-        "earlier TPM responses replayed on the escrow's TPM connection — a counter read, an increment answered without reaching the TPM — fail the session's check: the claim is refused, the count never goes back, and the escrow answers again once the connection is honest"
+        "earlier TPM responses replayed on the escrow's TPM connection — a counter read, an increment answered without reaching the TPM — fail the session's check of the response: the claim is refused, the count never goes back, and the escrow answers again once the connection is honest"
     )
     func replayedResponsesRefused() throws {
         let tpm = try PrivateTPM()
@@ -260,10 +271,13 @@ extension EscrowTPMTests {
         let codes: [(String, UInt32)] = [("NV_Read", 0x14E), ("NV_Increment", 0x134)]
         for (name, code) in codes {
             relay.answerFromEarlier(code)
-            let status = try registered.claim(escrow)
+            let (status, body) = try registered.claimAnswer(escrow)
             relay.answerFromEarlier(nil)
             #expect(relay.replays(of: code) > 0, "\(name): nothing was replayed")
             #expect(status != 200, "\(name): a claim was answered on a replayed response")
+            // Refused by the session's check of the response's HMAC (ESAPI's
+            // TSS2_ESYS_RC_RSP_AUTH_FAILED), not by anything the escrow checks after.
+            #expect(body.contains("TSS2 0x7001b"), "\(name): refused otherwise: \(body)")
             let now = try registered.failures(escrow)
             #expect(now >= counted, "\(name): the count went back (\(now) < \(counted))")
             counted = now
