@@ -34,15 +34,7 @@ private struct RawSlot {
     }
 
     /// One claim with a random guess: counted, never proved. Its HTTP status.
-    func claim(_ escrow: PrivateEscrow) throws -> Int {
-        try send(
-            escrow, .claim,
-            [
-                (.slot, slot),
-                (.blinded, OPRF.blind(SecureBytes(randomCount: 32), context: "guess").blinded),
-            ]
-        ).status
-    }
+    func claim(_ escrow: PrivateEscrow) throws -> Int { try claimAnswer(escrow).status }
 
     /// One claim with a random guess, and what the escrow answered (its HTTP status and body).
     func claimAnswer(_ escrow: PrivateEscrow) throws -> (status: Int, body: String) {
