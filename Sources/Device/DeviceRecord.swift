@@ -123,33 +123,27 @@ struct DeviceRecordStore: Sendable {
     static let collection = CollectionPath.default
     static let attributes = ["xdg:schema": "org.keepsake.Device", "keepsake-device": "state"]
 
-    /// The record, made on first use. Concurrent first uses may make several; the smallest path
-    /// wins and the others are deleted (whatever order a provider gives its paths in, every
-    /// process makes the same comparison).
+    /// Taken around a first use's search-and-create, so the processes of the user that share the
+    /// device directory make one record between them (hidden: a wipe keeps it).
+    private var creationLock: URL { directory.appendingPathComponent(".record.lock") }
+
+    /// The record, made on first use. Concurrent first uses are serialized by the device
+    /// directory's creation lock: one of them makes the record, the others find it. Without the
+    /// lock (processes given different directories on one Secret Service) several may be made;
+    /// the smallest path wins and the others are deleted (whatever order a provider gives its
+    /// paths in, every process makes the same comparison) — and what a loser sealed under its
+    /// own record's keys meanwhile is lost, which is why the lock is there.
     func load() throws(DeviceError) -> (path: ItemPath, record: DeviceRecord) {
+        if let found = try read() { return found }
+        try DeviceError.checkOwnedByUser([directory, creationLock])
+        let lock: FileLock
+        do { lock = try FileLock(creationLock) } catch {
+            throw DeviceError(
+                .notAvailable, "the device record's creation lock: \(error)", underlying: error)
+        }
+        defer { withExtendedLifetime(lock) {} }
         for _ in 0..<3 {
-            let found = try call { () throws(SecretServiceError) in
-                try secretService.search(Self.attributes)
-            }
-            // Locked: KeePassXC finds nothing in a locked database, and a record made then would
-            // be a second one (and its create an unlock dialog).
-            if found.collectionLocked {
-                throw DeviceError(.interactionNotAllowed, SecretServiceError.lockedCollection)
-            }
-            if let first = found.unlocked.min() {
-                for other in found.unlocked where other != first {
-                    try? secretService.deleteItem(at: other)
-                }
-                if let bytes = try call({ () throws(SecretServiceError) in
-                    try secretService.secrets(at: [first])
-                })[first] {
-                    if bytes.isEmpty { try startOverAfterLoss(at: first) }
-                    let record = try DeviceRecord.decode(bytes)
-                    noteDeviceID(record.deviceID)
-                    return (first, record)
-                }
-                continue
-            }
+            if let found = try read() { return found }
             // None (yet, or no more: a provider that lost the item itself). A device noted here
             // before has no state left: its runtime keys go with it.
             forgetNotedDevice()
@@ -158,6 +152,31 @@ struct DeviceRecordStore: Sendable {
             noteDeviceID(fresh.deviceID)
         }
         throw DeviceError(.notAvailable, "the device state could not be read")
+    }
+
+    /// The record the search finds; nil when there is none (or its item went away meanwhile).
+    private func read() throws(DeviceError) -> (path: ItemPath, record: DeviceRecord)? {
+        let found = try call { () throws(SecretServiceError) in
+            try secretService.search(Self.attributes)
+        }
+        // Locked: KeePassXC finds nothing in a locked database, and a record made then would
+        // be a second one (and its create an unlock dialog).
+        if found.collectionLocked {
+            throw DeviceError(.interactionNotAllowed, SecretServiceError.lockedCollection)
+        }
+        guard let first = found.unlocked.min() else { return nil }
+        for other in found.unlocked where other != first {
+            try? secretService.deleteItem(at: other)
+        }
+        guard
+            let bytes = try call({ () throws(SecretServiceError) in
+                try secretService.secrets(at: [first])
+            })[first]
+        else { return nil }
+        if bytes.isEmpty { try startOverAfterLoss(at: first) }
+        let record = try DeviceRecord.decode(bytes)
+        noteDeviceID(record.deviceID)
+        return (first, record)
     }
 
     /// The record's item came back empty: makes the record anew in it, drops the lost device's

@@ -3,6 +3,7 @@ import Foundation
 import KeepsakeTestSupport
 import Sealing
 import SecretService
+import Synchronization
 import Testing
 
 struct PasscodeCase: Decodable, Sendable, CustomTestStringConvertible {
@@ -69,6 +70,35 @@ struct LockScreenTests {
         try device.reboot()
         #expect(try device.state() == .unlocked)
         #expect(try device.classKey(.whenUnlocked) == key)
+    }
+
+    @Test(
+        "a new device's first use from 8 connections at once makes one device record: every one gets the same class keys, and the record is one item"
+    )
+    func concurrentFirstUse() throws {
+        let service = try PrivateSecretService.start()
+        let devices = (0..<8).map { _ in makeDevice(service) }
+        let keys = Mutex<[Int: SecureBytes]>([:])
+        let failures = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: devices.count) { index in
+            do {
+                let key = try devices[index].classKey(.whenUnlocked)
+                keys.withLock { $0[index] = key }
+            } catch { failures.withLock { $0.append("\(error)") } }
+        }
+        #expect(failures.withLock { $0 } == [])
+        let distinct = keys.withLock { found in
+            found.values.reduce(into: [SecureBytes]()) { kept, key in
+                if !kept.contains(key) { kept.append(key) }
+            }
+        }
+        #expect(distinct.count == 1)
+        let records = try service.connection().search([
+            "xdg:schema": "org.keepsake.Device", "keepsake-device": "state",
+        ])
+        #expect(records.unlocked.count == 1)
+        // And a later device on the same Secret Service reads that record.
+        #expect(try makeDevice(service).classKey(.whenUnlocked) == distinct.first)
     }
 
     @Test("with a pin: reboot → beforeFirstUnlock, unlock → unlocked, lock → locked, reboot again")

@@ -133,7 +133,7 @@ struct KeychainOperationTests {
         let runner = try CaseRunner()
         for item in testCase.setup { try runner.add(item) }
         var items: [String]?
-        let result = status {
+        func perform() throws {
             switch testCase.op {
             case "add": try runner.add(testCase.item!)
             case "get": items = try runner.read(testCase.query!, limit: testCase.limit)
@@ -149,7 +149,14 @@ struct KeychainOperationTests {
             default: Issue.record("unknown op \(testCase.op)")
             }
         }
-        #expect(result.rawValue == testCase.status)
+        var message = ""
+        let result = status {
+            do { try perform() } catch {
+                message = "\(error)"
+                throw error
+            }
+        }
+        #expect(result.rawValue == testCase.status, "\(message)")
         if let expected = testCase.items { #expect(items == expected) }
         if let after = testCase.after {
             var afterItems: [String]?
