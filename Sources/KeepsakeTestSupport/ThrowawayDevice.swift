@@ -2,27 +2,43 @@ import Device
 import Foundation
 
 extension PrivateSecretService {
-    /// A device for tests on this Secret Service: its directory `name` under the service's
-    /// throwaway root (never the user's `$XDG_DATA_HOME`) — or, during the suite-wide sweep, kept
-    /// for it, since everything Keepsake writes there is sealed — the cheapest Argon2id cost, and
-    /// the given cloud account, call timeout and retry delays, and its delays sat out on `clock`
-    /// (a `ManualClock` of its own unless given: they advance it instead of sleeping), and its
-    /// passcode guesses counted by `counter` when given. The same name gives the same directory.
+    /// The test device: the one way tests make a `Device`. It lives on this Secret Service, in
+    /// the directory `name` under the service's throwaway root (or `directory`; never the user's
+    /// `$XDG_DATA_HOME`; during the suite-wide sweep kept for it, since everything Keepsake writes
+    /// there is sealed), on `tpm`, signed in to `cloud` with the account's `escrow`, its passcode
+    /// guesses counted by `counter`, its calls bounded by `timeout`, and tuned by `tuning` (the
+    /// cheapest Argon2id cost, short delays sat out on a clock of its own: `DeviceTuning.fast`).
+    /// Its runtime keys (kernel state that outlives a test) go when the service stops: a reboot.
+    /// The same name gives the same directory.
+    package func device(
+        _ name: String = "device", directory: URL? = nil, cloud: (any CloudStorage)? = nil,
+        tpm: TPMConfiguration? = nil, escrow: EscrowConfiguration? = nil,
+        counter: EscrowConfiguration? = nil, timeout: Duration = .seconds(5), tuning: DeviceTuning
+    ) -> Device {
+        let device = Device(
+            secretService: connection(timeout: timeout),
+            directory: directory ?? deviceDirectory(name), cloud: cloud, tpm: tpm,
+            escrow: escrow, counter: counter, tuning: tuning)
+        atStop { try? device.reboot() }
+        return device
+    }
+
+    /// `device(_:cloud:…)` for the common cases: signed in to the account at `cloud` (a
+    /// directory, with its private escrow when it has one), `retryPolicy`'s delays sat out on
+    /// `clock` (a `ManualClock` of its own unless given: they advance it instead of sleeping),
+    /// a private TPM's direct slots, a private guess counter service.
     package func device(
         _ name: String = "device", cloud: URL? = nil, timeout: Duration = .seconds(5),
         retryPolicy: RetryPolicy = RetryPolicy(), tpm: PrivateTPM? = nil,
         counter: PrivateEscrow? = nil, clock: ManualClock = ManualClock()
     ) -> Device {
-        let device = Device(
-            secretService: connection(timeout: timeout), directory: deviceDirectory(name),
-            cloud: cloud.map(CloudDirectory.init), tpm: tpm?.directSlots,
+        device(
+            name, cloud: cloud.map(CloudDirectory.init),
+            tpm: tpm?.directSlots,
             escrow: cloud.flatMap { try? PrivateEscrow.of($0).configuration },
-            counter: counter?.configuration,
+            counter: counter?.configuration, timeout: timeout,
             tuning: DeviceTuning(
                 passcodeCost: .minimum, retryPolicy: retryPolicy, clock: clock.guessClock))
-        // Its runtime keys are kernel state that outlives the test: a reboot at the end.
-        atStop { try? device.reboot() }
-        return device
     }
 
     /// Where `device(name)` keeps its files.

@@ -34,9 +34,7 @@ func phoneWithPin(on cloud: any CloudStorage) throws -> (
     phone: Device, service: PrivateSecretService
 ) {
     let service = try PrivateSecretService.start()
-    let phone = Device(
-        secretService: service.connection(), directory: Throwaway.directory("phone"),
-        cloud: cloud, tuning: .fast)
+    let phone = service.device(directory: Throwaway.directory("phone"), cloud: cloud, tuning: .fast)
     try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
     // The account is made by the pin's cloud work, which a busy machine can cut short (the pin
     // is set all the same): each unlock takes it up again, as the device's own next unlock does.

@@ -184,18 +184,12 @@ struct FreshJoinerTests {
         let cloud = Throwaway.untrusted("cloud")
         let phoneService = try PrivateSecretService.start()
         defer { withExtendedLifetime(phoneService) {} }
-        let phone = Device(
-            secretService: phoneService.connection(), directory: phoneService.deviceDirectory(),
-            cloud: CloudDirectory(cloud), tpm: nil, escrow: nil, tuning: .fast)
-        phoneService.atStop { try? phone.reboot() }
+        let phone = phoneService.device(cloud: CloudDirectory(cloud), tuning: .fast)
         let recoveryKey = try #require(
             try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil).recoveryKey)
         let laptopService = try PrivateSecretService.start()
         defer { withExtendedLifetime(laptopService) {} }
-        let laptop = Device(
-            secretService: laptopService.connection(), directory: laptopService.deviceDirectory(),
-            cloud: CloudDirectory(cloud), tpm: nil, escrow: nil, tuning: .fast)
-        laptopService.atStop { try? laptop.reboot() }
+        let laptop = laptopService.device(cloud: CloudDirectory(cloud), tuning: .fast)
         let note = try #require(try laptop.join(recoveryKey: recoveryKey))
         #expect(note.contains("nothing vouched") && note.contains("--escrow"), "\(note)")
         #expect(try laptop.cloudKey(forUpload: false) == (try phone.cloudKey()))

@@ -166,9 +166,7 @@ struct GuessLimitTests {
         let tpm = try PrivateTPM()
         let (relay, tcti) = try tpm.recordingRelay()
         let service = try PrivateSecretService.start()
-        let device = Device(
-            secretService: service.connection(), directory: service.deviceDirectory("relayed"),
-            tpm: .makingDirectSlots(tcti: tcti), tuning: .fast)
+        let device = service.device("relayed", tpm: .makingDirectSlots(tcti: tcti), tuning: .fast)
         defer { try? device.reboot() }
         try device.setLockScreen(.pin, passcode: "135791", currentPasscode: nil)
         try device.reboot()
@@ -207,9 +205,8 @@ struct GuessLimitTests {
         let tpm = try PrivateTPM()
         let service = try PrivateSecretService.start()
         func device(_ name: String, _ newSlots: TPMConfiguration.NewSlots) -> Device {
-            Device(
-                secretService: service.connection(), directory: service.deviceDirectory(name),
-                tpm: TPMConfiguration(tcti: tpm.tcti, newSlots: newSlots), tuning: .fast)
+            service.device(
+                name, tpm: TPMConfiguration(tcti: tpm.tcti, newSlots: newSlots), tuning: .fast)
         }
         let named = device("named", .refused)
         defer { try? named.reboot() }
@@ -232,9 +229,9 @@ struct GuessLimitTests {
         try machine.wipe()  // one device per Secret Service: the next one starts afresh
 
         let counter = try PrivateEscrow()
-        let counted = Device(
-            secretService: service.connection(), directory: service.deviceDirectory("counted"),
-            tpm: TPMConfiguration(tcti: tpm.tcti), counter: counter.configuration, tuning: .fast)
+        let counted = service.device(
+            "counted", tpm: TPMConfiguration(tcti: tpm.tcti), counter: counter.configuration,
+            tuning: .fast)
         defer { try? counted.reboot() }
         try counted.setLockScreen(.pin, passcode: "246810", currentPasscode: nil)
         #expect(try storedRecord(counted).tpm == nil)
@@ -254,11 +251,9 @@ struct GuessLimitTests {
             try before.setLockScreen(.pin, passcode: "482916", currentPasscode: nil)
             try before.reboot()
             // This version: the same device, its TPM named (or the machine's), new slots elsewhere.
-            let now = Device(
-                secretService: service.connection(), directory: service.deviceDirectory(name),
-                tpm: TPMConfiguration(tcti: tpm.tcti),
-                counter: toService ? counter.configuration : nil,
-                tuning: .fast)
+            let now = service.device(
+                name, tpm: TPMConfiguration(tcti: tpm.tcti),
+                counter: toService ? counter.configuration : nil, tuning: .fast)
             defer { try? now.reboot() }
             #expect(code { try now.unlock(passcode: "000000") } == .authFailed)
             try now.unlock(passcode: "482916")
@@ -309,14 +304,12 @@ struct GuessLimitTests {
             try before.reboot()
             // This version, on a floor above the slot's cost: with the lockout set, the slot stays
             // and so does its cost (raising it would take a new direct slot).
-            let now = Device(
-                secretService: service.connection(), directory: service.deviceDirectory(name),
-                tpm: TPMConfiguration(tcti: tpm.tcti),
+            let now = service.device(
+                name, tpm: TPMConfiguration(tcti: tpm.tcti),
                 tuning: DeviceTuning(
                     passcodeCost: Argon2Cost(
                         operations: Argon2Cost.minimum.operations + 1,
-                        memoryBytes: Argon2Cost.minimum.memoryBytes),
-                    retryPolicy: quick))
+                        memoryBytes: Argon2Cost.minimum.memoryBytes), retryPolicy: quick))
             defer { try? now.reboot() }
             try now.unlock(passcode: "482916")
             var record = try storedRecord(now)
@@ -331,9 +324,8 @@ struct GuessLimitTests {
             // The lockout authorization emptied (as on most machines): the next right unlock moves
             // the slot off, to the counter when one is named, else to the software path.
             try tpm.clearLockoutAuthorization()
-            let moved = Device(
-                secretService: service.connection(), directory: service.deviceDirectory(name),
-                tpm: TPMConfiguration(tcti: tpm.tcti),
+            let moved = service.device(
+                name, tpm: TPMConfiguration(tcti: tpm.tcti),
                 counter: toService ? counter.configuration : nil, tuning: .fast)
             defer { try? moved.reboot() }
             try moved.reboot()
@@ -387,8 +379,7 @@ struct GuessLimitTests {
         let cheap = service.device(retryPolicy: quick)
         try cheap.setLockScreen(.pin, passcode: "5555", currentPasscode: nil)
         #expect(try storedRecord(cheap).cost == .minimum)
-        let real = Device(
-            secretService: service.connection(), directory: service.deviceDirectory(),
+        let real = service.device(
             tuning: DeviceTuning(passcodeCost: .interactive, retryPolicy: quick))
         try real.reboot()
         try real.unlock(passcode: "5555")

@@ -207,9 +207,7 @@ struct JoinTests {
         try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
         let service = try PrivateSecretService.start()
         defer { withExtendedLifetime(service) {} }
-        let plain = Device(
-            secretService: service.connection(), directory: service.deviceDirectory("plain"),
-            cloud: CloudDirectory(cloud), tpm: nil, escrow: nil, tuning: .fast)
+        let plain = service.device("plain", cloud: CloudDirectory(cloud), tuning: .fast)
         do {
             try plain.join(passcode: "4711")
             Issue.record("joined without an escrow")

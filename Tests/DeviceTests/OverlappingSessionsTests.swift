@@ -38,9 +38,8 @@ struct OverlappingSessionsTests {
         }
         let recovery = try phone.replaceRecoveryKey()
         let tabletService = try PrivateSecretService.start()
-        let tablet = Device(
-            secretService: tabletService.connection(), directory: Throwaway.directory("tablet"),
-            cloud: cloud, tuning: .fast)
+        let tablet = tabletService.device(
+            directory: Throwaway.directory("tablet"), cloud: cloud, tuning: .fast)
         defer { try? tablet.reboot() }
         try tablet.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
         try tablet.join(recoveryKey: recovery)

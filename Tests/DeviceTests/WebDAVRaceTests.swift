@@ -75,9 +75,7 @@ struct WebDAVRaceTests {
         let name = target == "store object" ? storeObject : target
         let theirs = Data("another writer's \(name)".utf8)
         let cloud = InterferedCloud(real, before: name, writing: theirs)
-        let phone = Device(
-            secretService: setUp.secretService, directory: setUp.directory, cloud: cloud,
-            tuning: .fast)
+        let phone = service.device(directory: setUp.directory, cloud: cloud, tuning: .fast)
         let keyBefore = try #require(try phone.cloudKey(forUpload: false))
 
         #expect(throws: DeviceError.self) { _ = try phone.replaceRecoveryKey() }
@@ -101,9 +99,8 @@ struct WebDAVRaceTests {
         let (phone, _, service) = try phoneWithOneObject(on: real)
         defer { withExtendedLifetime(service) {} }
         let laptopService = try PrivateSecretService.start()
-        let laptop = Device(
-            secretService: laptopService.connection(), directory: Throwaway.directory("laptop"),
-            cloud: try server.cloud(), tuning: .fast)
+        let laptop = laptopService.device(
+            directory: Throwaway.directory("laptop"), cloud: try server.cloud(), tuning: .fast)
         try laptop.setLockScreen(.pin, passcode: "2468", currentPasscode: nil)
         let ticket = try laptop.requestJoin()
         _ = try phone.joinRequests()
@@ -130,9 +127,9 @@ struct WebDAVRaceTests {
         let theirs = Data("another device's escrow record".utf8)
         let cloud = InterferedCloud(real, before: AccountObjects.escrow, writing: theirs)
         let service = try PrivateSecretService.start()
-        let phone = Device(
-            secretService: service.connection(), directory: Throwaway.directory("phone"),
-            cloud: cloud, escrow: escrow.configuration, tuning: .fast)
+        let phone = service.device(
+            directory: Throwaway.directory("phone"), cloud: cloud, escrow: escrow.configuration,
+            tuning: .fast)
         // The registration loses: the pin is set all the same, the other record stays. (On a
         // busy machine the pin's cloud work may not get as far as the registration: each unlock
         // takes it up again, until a registration has met the other writer.)
@@ -150,9 +147,9 @@ struct WebDAVRaceTests {
         #expect(try real.read(AccountObjects.escrow) != theirs)
         // And the escrow answers the phone's passcode: a new device joins with it.
         let tabletService = try PrivateSecretService.start()
-        let tablet = Device(
-            secretService: tabletService.connection(), directory: Throwaway.directory("tablet"),
-            cloud: try server.cloud(), escrow: escrow.configuration, tuning: .fast)
+        let tablet = tabletService.device(
+            directory: Throwaway.directory("tablet"), cloud: try server.cloud(),
+            escrow: escrow.configuration, tuning: .fast)
         try tablet.setLockScreen(.pin, passcode: "2468", currentPasscode: nil)
         try tablet.join(passcode: "4711")
         #expect(try tablet.cloudKey(forUpload: false) == phone.cloudKey(forUpload: false))

@@ -56,9 +56,9 @@ struct WebDAVTests {
             release.withLock { $0 = true }
             server.stop()
         }
-        let clouded = Device(
-            secretService: service.connection(), directory: service.deviceDirectory("shared"),
-            cloud: try WebDAVCloud(url: server.url, timeout: 60, attempts: 1), tuning: .fast)
+        let clouded = service.device(
+            "shared", cloud: try WebDAVCloud(url: server.url, timeout: 60, attempts: 1),
+            tuning: .fast)
         let done = Mutex<Result<Void, DeviceError>?>(nil)
         Thread {
             let result = Result { () throws(DeviceError) in
@@ -124,9 +124,8 @@ struct WebDAVTests {
         let cloud = try WebDAVCloud(
             url: server.url, username: server.username, password: server.password)
         let phoneService = try PrivateSecretService.start()
-        let phone = Device(
-            secretService: phoneService.connection(), directory: Throwaway.directory("phone"),
-            cloud: cloud, tuning: .fast)
+        let phone = phoneService.device(
+            directory: Throwaway.directory("phone"), cloud: cloud, tuning: .fast)
         let recovery = try #require(
             try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil).recoveryKey)
         let session = try #require(try phone.cloudSession())
@@ -137,9 +136,8 @@ struct WebDAVTests {
         let manifestV1 = try #require(try cloud.read("account-manifest"))
 
         let tabletService = try PrivateSecretService.start()
-        let tablet = Device(
-            secretService: tabletService.connection(), directory: Throwaway.directory("tablet"),
-            cloud: cloud, tuning: .fast)
+        let tablet = tabletService.device(
+            directory: Throwaway.directory("tablet"), cloud: cloud, tuning: .fast)
         try tablet.join(recoveryKey: recovery)
         do {
             // A session holds the account's lock until it commits or goes: keep it short.
@@ -216,9 +214,8 @@ struct WebDAVFaultTests {
         let cloud = try server.cloud()
         let service = try PrivateSecretService.start()
         defer { withExtendedLifetime(service) {} }
-        let phone = Device(
-            secretService: service.connection(), directory: Throwaway.directory("phone"),
-            cloud: cloud, tuning: .fast)
+        let phone = service.device(
+            directory: Throwaway.directory("phone"), cloud: cloud, tuning: .fast)
         let made = try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
         #expect(made.cloudAccountProblem == nil, "\(made.cloudAccountProblem ?? "")")
         let session = try #require(try phone.cloudSession())
@@ -250,9 +247,8 @@ struct WebDAVFaultTests {
         defer { server.stop() }
         let services = try (0..<2).map { _ in try PrivateSecretService.start() }
         let devices = try services.enumerated().map { index, service in
-            Device(
-                secretService: service.connection(timeout: .seconds(20)),
-                directory: Throwaway.directory("device-\(index)"), cloud: try server.cloud(),
+            service.device(
+                "device-\(index)", cloud: try server.cloud(), timeout: .seconds(20),
                 tuning: .fast)
         }
         let keys = Mutex<[Int: SecureBytes?]>([:])

@@ -35,11 +35,9 @@ private struct Account {
         PrivateSecretService, Device
     ) {
         let other = try PrivateSecretService.start()
-        let device = Device(
-            secretService: other.connection(), directory: other.deviceDirectory("newcomer"),
-            cloud: CloudDirectory(cloud), tpm: nil,
-            escrow: configuration ?? escrow.configuration, tuning: .fast)
-        other.atStop { try? device.reboot() }  // its runtime keyring goes with the test
+        let device = other.device(
+            "newcomer", cloud: CloudDirectory(cloud), escrow: configuration ?? escrow.configuration,
+            tuning: .fast)
         return (other, device)
     }
 
@@ -265,16 +263,14 @@ struct EscrowServiceTests {
         let through = try #require(
             EscrowConfiguration(url: URL(string: "http://127.0.0.1:\(relay.port)/")!))
         let service = try PrivateSecretService.start()
-        let phone = Device(
-            secretService: service.connection(), directory: service.deviceDirectory("phone"),
-            cloud: CloudDirectory(cloud), tpm: nil, escrow: through, tuning: .fast)
+        let phone = service.device(
+            "phone", cloud: CloudDirectory(cloud), escrow: through, tuning: .fast)
         defer { try? phone.reboot() }  // its runtime keyring goes with the test
         try phone.setLockScreen(.pin, passcode: "271828", currentPasscode: nil)
         let accountKey = try #require(try phone.cloudKey(forUpload: false))
         let other = try PrivateSecretService.start()
-        let laptop = Device(
-            secretService: other.connection(), directory: other.deviceDirectory("laptop"),
-            cloud: CloudDirectory(cloud), tpm: nil, escrow: through, tuning: .fast)
+        let laptop = other.device(
+            "laptop", cloud: CloudDirectory(cloud), escrow: through, tuning: .fast)
         defer { try? laptop.reboot() }
         #expect(throws: DeviceError.self) { try laptop.join(passcode: "314159") }
         try laptop.join(passcode: "271828")

@@ -217,16 +217,14 @@ struct EscrowTPMTests {
         let escrow = try PrivateEscrow(tpm: tpm, tcti: tcti)
         let cloud = Throwaway.untrusted("cloud")
         let service = try PrivateSecretService.start()
-        let phone = Device(
-            secretService: service.connection(), directory: service.deviceDirectory("phone"),
-            cloud: CloudDirectory(cloud), tpm: nil, escrow: escrow.configuration, tuning: .fast)
+        let phone = service.device(
+            "phone", cloud: CloudDirectory(cloud), escrow: escrow.configuration, tuning: .fast)
         defer { try? phone.reboot() }
         try phone.setLockScreen(.pin, passcode: "271828", currentPasscode: nil)
         let accountKey = try #require(try phone.cloudKey(forUpload: false))
         let other = try PrivateSecretService.start()
-        let laptop = Device(
-            secretService: other.connection(), directory: other.deviceDirectory("laptop"),
-            cloud: CloudDirectory(cloud), tpm: nil, escrow: escrow.configuration, tuning: .fast)
+        let laptop = other.device(
+            "laptop", cloud: CloudDirectory(cloud), escrow: escrow.configuration, tuning: .fast)
         defer { try? laptop.reboot() }
         #expect(throws: DeviceError.self) { try laptop.join(passcode: "314159") }
         try laptop.join(passcode: "271828")
@@ -296,16 +294,14 @@ extension EscrowTPMTests {
 
         let cloud = Throwaway.untrusted("cloud")
         let service = try PrivateSecretService.start()
-        let phone = Device(
-            secretService: service.connection(), directory: service.deviceDirectory("phone"),
-            cloud: CloudDirectory(cloud), tpm: nil, escrow: configuration, tuning: .fast)
+        let phone = service.device(
+            "phone", cloud: CloudDirectory(cloud), escrow: configuration, tuning: .fast)
         defer { try? phone.reboot() }
         try phone.setLockScreen(.pin, passcode: "161803", currentPasscode: nil)
         let accountKey = try #require(try phone.cloudKey(forUpload: false))
         let other = try PrivateSecretService.start()
-        let laptop = Device(
-            secretService: other.connection(), directory: other.deviceDirectory("laptop"),
-            cloud: CloudDirectory(cloud), tpm: nil, escrow: configuration, tuning: .fast)
+        let laptop = other.device(
+            "laptop", cloud: CloudDirectory(cloud), escrow: configuration, tuning: .fast)
         defer { try? laptop.reboot() }
         #expect(throws: DeviceError.self) { try laptop.join(passcode: "141421") }
         try laptop.join(passcode: "161803")

@@ -283,7 +283,7 @@ struct MalformedSealedItemTests {
         let cases = try loadFixture(MalformedEnvelopeFile.self, "sealing/envelopes.json").malformed
             .cases
         let service = try PrivateSecretService.shared()
-        let keychain = Keychain(app: try ThrowawayApp.make(), secretService: service.connection())
+        let keychain = Keychain(app: try ThrowawayApp.make(), device: service.device())
         let name = UUID().uuidString
         try keychain.add(
             GenericPasswordAttributes(service: name, account: "victim"), data: Data("v".utf8))

@@ -46,9 +46,7 @@ struct KeePassXCConfirmationTests {
             provider: .keepassxc, keepassxcConfirmations: .accessUnconfirmed)
         defer { service.stop() }
         let app = try ThrowawayApp.make()
-        let device = Device(
-            secretService: service.connection(), directory: Throwaway.directory("kpx-defaults"),
-            tuning: .fast)
+        let device = service.device(directory: Throwaway.directory("kpx-defaults"), tuning: .fast)
         let keychain = Keychain(app: app, device: device)
         let alice = GenericPasswordQuery(service: "defaults", account: "alice")
         try keychain.add(
@@ -113,8 +111,7 @@ struct KeePassXCConfirmationTests {
         let app = try ThrowawayApp.make()
         let keychain = Keychain(
             app: app,
-            device: Device(
-                secretService: service.connection(),
+            device: service.device(
                 directory: Throwaway.directory("kpx-as-installed"), tuning: .fast))
         expectRefusedAtOnce(
             "as installed",

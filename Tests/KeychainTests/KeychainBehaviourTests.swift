@@ -12,7 +12,7 @@ private func makeKeychain(_ service: PrivateSecretService? = nil, groups: [Strin
 {
     let secretService = try service ?? PrivateSecretService.shared()
     return Keychain(
-        app: try ThrowawayApp.make(accessGroups: groups), secretService: secretService.connection())
+        app: try ThrowawayApp.make(accessGroups: groups), device: secretService.device())
 }
 
 @Suite("Keychain behaviour on a shared private gnome-keyring")
@@ -65,7 +65,7 @@ struct KeychainBehaviourTests {
     func hotReadSeesOtherWriters() throws {
         let reader = try makeKeychain()
         let writer = Keychain(
-            app: reader.app, secretService: try PrivateSecretService.shared().connection())
+            app: reader.app, device: try PrivateSecretService.shared().device())
         let service = UUID().uuidString
         let query = GenericPasswordQuery(service: service, account: "a")
         try writer.add(
@@ -88,7 +88,7 @@ struct KeychainBehaviourTests {
             // for eight adds in a row on a busy machine: what is under test is that exactly one
             // adds, not how fast the provider answers.
             let keychain = Keychain(
-                app: app, secretService: shared.connection(timeout: .seconds(60)))
+                app: app, device: shared.device(timeout: .seconds(60)))
             let result = status {
                 try keychain.add(
                     GenericPasswordAttributes(service: service, account: "same"),
@@ -101,11 +101,11 @@ struct KeychainBehaviourTests {
         #expect(results.filter { $0 == KeychainStatus.duplicateItem }.count == 7, "\(results)")
         let index = try shared.connection().search(["service": service])
         #expect(index.unlocked.count == 1)
-        let keychain = Keychain(app: app, secretService: shared.connection())
+        let keychain = Keychain(app: app, device: shared.device())
         let first = try keychain.data(
             matching: GenericPasswordQuery(service: service, account: "same"))
         for _ in 0..<3 {
-            let fresh = Keychain(app: app, secretService: shared.connection())
+            let fresh = Keychain(app: app, device: shared.device())
             #expect(
                 try fresh.data(matching: GenericPasswordQuery(service: service, account: "same"))
                     == first)
@@ -165,7 +165,7 @@ struct KeychainBehaviourTests {
     @Test("items are found by secret-tool under the documented schema and attribute names")
     func secretToolFindsItems() throws {
         let shared = try PrivateSecretService.shared()
-        let keychain = Keychain(app: try ThrowawayApp.make(), secretService: shared.connection())
+        let keychain = Keychain(app: try ThrowawayApp.make(), device: shared.device())
         let service = "st-" + UUID().uuidString
         try keychain.add(
             GenericPasswordAttributes(service: service, account: "alice"), data: Data("pw".utf8))
@@ -216,7 +216,7 @@ struct KeychainAvailabilityTests {
     func killed() throws {
         let service = try PrivateSecretService.start()
         let keychain = Keychain(
-            app: try ThrowawayApp.make(), secretService: service.connection(timeout: .seconds(1)))
+            app: try ThrowawayApp.make(), device: service.device(timeout: .seconds(1)))
         service.kill()
         let start = ContinuousClock.now
         #expect(
@@ -236,7 +236,7 @@ struct KeychainAvailabilityTests {
         let service = try PrivateSecretService.start()
         let keychain = Keychain(
             app: try ThrowawayApp.make(),
-            secretService: service.connection(timeout: .milliseconds(800)))
+            device: service.device(timeout: .milliseconds(800)))
         try keychain.add(
             GenericPasswordAttributes(service: "s", account: "a"), data: Data("1".utf8))
         service.freeze()
@@ -268,7 +268,7 @@ struct KeychainAvailabilityTests {
     @Test("a locked collection answers errSecInteractionNotAllowed; after unlock all is readable")
     func locked() throws {
         let service = try PrivateSecretService.start()
-        let keychain = Keychain(app: try ThrowawayApp.make(), secretService: service.connection())
+        let keychain = Keychain(app: try ThrowawayApp.make(), device: service.device())
         try keychain.add(
             GenericPasswordAttributes(service: "s", account: "a"), data: Data("1".utf8))
         try service.lock()
@@ -291,7 +291,7 @@ struct KeychainAvailabilityTests {
     @Test("items survive a restart of the Secret Service, and the connection recovers by itself")
     func restart() throws {
         let service = try PrivateSecretService.start()
-        let keychain = Keychain(app: try ThrowawayApp.make(), secretService: service.connection())
+        let keychain = Keychain(app: try ThrowawayApp.make(), device: service.device())
         try keychain.add(
             GenericPasswordAttributes(service: "s", account: "a"), data: Data("1".utf8))
         try service.restart()

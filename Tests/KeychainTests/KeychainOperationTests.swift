@@ -69,7 +69,7 @@ private struct CaseRunner {
         let entitled = try App(
             id: app.id, container: app.container, accessGroups: [groups["G1"]!, groups["G2"]!])
         keychain = Keychain(
-            app: entitled, secretService: try PrivateSecretService.shared().connection())
+            app: entitled, device: try PrivateSecretService.shared().device())
         service = "svc-" + UUID().uuidString
     }
 

@@ -15,8 +15,7 @@ struct ProviderMoveTests {
         let keepass = try PrivateSecretService.start(provider: .keepassxc)
         let app = try ThrowawayApp.make()
         let directory = Throwaway.directory("moved-device")
-        let before = Device(
-            secretService: gnome.connection(), directory: directory, tuning: .fast)
+        let before = gnome.device(directory: directory, tuning: .fast)
         try before.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let keychain = Keychain(app: app, device: before)
         for (account, accessible) in [
@@ -43,8 +42,7 @@ struct ProviderMoveTests {
         #expect(moved == 3)
         gnome.stop(keepingRuntimeState: true)
 
-        let after = Device(
-            secretService: keepass.connection(), directory: directory, tuning: .fast)
+        let after = keepass.device(directory: directory, tuning: .fast)
         let there = Keychain(app: app, device: after)
         func read(_ account: String) -> String {
             do {

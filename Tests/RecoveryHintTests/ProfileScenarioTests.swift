@@ -118,10 +118,9 @@ struct ProfileScenarioTests {
         arguments: HintProfile.allCases)
     func cloudUnreachable(_ profile: HintProfile) throws {
         let service = try PrivateSecretService.start()
-        let device = Device(
-            secretService: service.connection(),
-            directory: service.root.appendingPathComponent("device"),
-            cloud: UnreachableCloud(), tuning: .fast)
+        let device = service.device(
+            directory: service.root.appendingPathComponent("device"), cloud: UnreachableCloud(),
+            tuning: .fast)
         let app = try App(
             id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
         let hints = try RecoveryHintService.make(profile: profile, app: app, device: device)

@@ -177,9 +177,8 @@ struct RecoveryHintServiceTests {
         #expect(facade.get() == .empty)
         // Both stores unreachable: still no throw, the empty hint, and a log line.
         phone.service.kill()
-        let freshDevice = Device(
-            secretService: phone.service.connection(timeout: .milliseconds(500)),
-            directory: Throwaway.directory("device"))
+        let freshDevice = phone.service.device(
+            "cold", timeout: .milliseconds(500), tuning: .fast)
         let cold = RecoveryHints(
             service: try RecoveryHintService.make(
                 profile: .linux, app: phone.app, device: freshDevice)

@@ -16,10 +16,8 @@ private struct WebDAVPhone {
 
     init(cloud: WebDAVCloud, escrow: PrivateEscrow) throws {
         service = try PrivateSecretService.start()
-        device = Device(
-            secretService: service.connection(timeout: .seconds(20)),
-            directory: service.deviceDirectory(), cloud: cloud,
-            escrow: escrow.configuration, tuning: .fast)
+        device = service.device(
+            cloud: cloud, escrow: escrow.configuration, timeout: .seconds(20), tuning: .fast)
         app = try App(
             id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
     }

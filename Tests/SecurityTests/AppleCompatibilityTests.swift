@@ -8,7 +8,7 @@ import Testing
 /// Runs `body` with the SecItem functions acting on a fresh app on the shared private service.
 private func withApp<R>(_ body: () throws -> R) throws -> R {
     let keychain = Keychain(
-        app: try ThrowawayApp.make(), secretService: try PrivateSecretService.shared().connection())
+        app: try ThrowawayApp.make(), device: try PrivateSecretService.shared().device())
     return try SecurityConfiguration.$current.withValue(keychain) { try body() }
 }
 
@@ -123,7 +123,7 @@ struct AppleCompatibilityTests {
         let service = "svc-\(UUID().uuidString)"
         var reference: Data?
         try SecurityConfiguration.$current.withValue(
-            Keychain(app: app, secretService: try PrivateSecretService.shared().connection())
+            Keychain(app: app, device: try PrivateSecretService.shared().device())
         ) {
             var result: CFTypeRef?
             let add: [String: Any] = [
@@ -137,7 +137,7 @@ struct AppleCompatibilityTests {
         let ref = try #require(reference)
         // A fresh Keychain (as after a restart) finds it by the reference alone.
         try SecurityConfiguration.$current.withValue(
-            Keychain(app: app, secretService: try PrivateSecretService.shared().connection())
+            Keychain(app: app, device: try PrivateSecretService.shared().device())
         ) {
             var result: CFTypeRef?
             let byRef: [String: Any] = [

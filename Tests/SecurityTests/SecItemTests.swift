@@ -7,7 +7,7 @@ import Testing
 /// Runs `body` with the SecItem functions acting on a fresh app on the shared private service.
 private func withFreshApp<R>(_ body: () throws -> R) throws -> R {
     let keychain = Keychain(
-        app: try ThrowawayApp.make(), secretService: try PrivateSecretService.shared().connection())
+        app: try ThrowawayApp.make(), device: try PrivateSecretService.shared().device())
     return try SecurityConfiguration.$current.withValue(keychain) { try body() }
 }
 
