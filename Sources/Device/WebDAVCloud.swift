@@ -1,6 +1,7 @@
 internal import CKeepsakeHTTP
 import Foundation
 import FoundationXML
+import Sealing
 import Synchronization
 
 /// The cloud account on a WebDAV server (RFC 4918: Apache mod_dav, Nextcloud, …): each object a
@@ -832,6 +833,9 @@ enum HTTP {
 /// collection, one level down, not collections themselves).
 enum MultistatusNames {
     static func parse(_ body: Data, collection: String) throws -> [String] {
+        if let refusal = UntrustedXML.refusal(body) {
+            throw CloudError("PROPFIND: the server's answer is refused: \(refusal) (XML)")
+        }
         let delegate = Collector()
         let parser = XMLParser(data: body)
         parser.shouldProcessNamespaces = true

@@ -52,6 +52,8 @@ package final class PrivateSecretService: @unchecked Sendable {
     private struct State {
         /// Runs at stop, while the daemons still answer (test devices drop their runtime keys).
         var atStop: [@Sendable () -> Void] = []
+        /// The test devices made on this service (`device(_:…)`), rebooted when it stops.
+        var devices: [Device] = []
         var bus: Daemon?
         var keyring: Daemon?
     }
@@ -505,15 +507,24 @@ package final class PrivateSecretService: @unchecked Sendable {
         state.withLock { $0.atStop.append(body) }
     }
 
-    /// Stops both daemons and deletes the throwaway directories; the device on it is rebooted
-    /// (its kernel keyring unlinked) unless `keepingRuntimeState` — a device moving to another
+    /// Reboots `device` when this service stops (unless it keeps its runtime state).
+    package func rebootAtStop(_ device: Device) {
+        state.withLock { $0.devices.append(device) }
+    }
+
+    /// Stops both daemons and deletes the throwaway directories; the devices on it are rebooted
+    /// (their kernel keyrings unlinked) unless `keepingRuntimeState` — a device moving to another
     /// provider keeps its runtime state, as a real machine's would.
     package func stop(keepingRuntimeState: Bool = false) {
-        let pending = state.withLock { state -> [@Sendable () -> Void] in
-            defer { state.atStop = [] }
-            return state.atStop
+        let (pending, devices) = state.withLock { state in
+            defer {
+                state.atStop = []
+                state.devices = []
+            }
+            return (state.atStop, state.devices)
         }
         pending.forEach { $0() }
+        if !keepingRuntimeState { for device in devices { try? device.reboot() } }
         // The device on this service (the command line's too) leaves no keyring behind.
         if !keepingRuntimeState, state.withLock({ $0.bus }) != nil {
             Device.forgetRuntimeState(on: connection(timeout: .seconds(2)))

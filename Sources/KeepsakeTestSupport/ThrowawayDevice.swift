@@ -8,7 +8,8 @@ extension PrivateSecretService {
     /// there is sealed), on `tpm`, signed in to `cloud` with the account's `escrow`, its passcode
     /// guesses counted by `counter`, its calls bounded by `timeout`, and tuned by `tuning` (the
     /// cheapest Argon2id cost, short delays sat out on a clock of its own: `DeviceTuning.fast`).
-    /// Its runtime keys (kernel state that outlives a test) go when the service stops: a reboot.
+    /// Its runtime keys (kernel state that outlives a test) go when the service stops, unless it
+    /// stops keeping them: a reboot.
     /// The same name gives the same directory.
     package func device(
         _ name: String = "device", directory: URL? = nil, cloud: (any CloudStorage)? = nil,
@@ -19,7 +20,7 @@ extension PrivateSecretService {
             secretService: connection(timeout: timeout),
             directory: directory ?? deviceDirectory(name), cloud: cloud, tpm: tpm,
             escrow: escrow, counter: counter, tuning: tuning)
-        atStop { try? device.reboot() }
+        rebootAtStop(device)
         return device
     }
 

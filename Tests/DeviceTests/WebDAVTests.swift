@@ -394,6 +394,24 @@ struct WebDAVFaultTests {
         }
         defer { garbage.stop() }
         #expect(throws: CloudError.self) { try WebDAVCloud(url: garbage.url).list() }
+        // XML that FoundationXML would crash on (a processing instruction without data, its `?`
+        // joined to a combining mark) or expand (a DOCTYPE) is refused before it is parsed.
+        for body in [
+            Data("<?xml version=\"1.0\"?><?".utf8) + Data([0xD9, 0x8E])
+                + Data("?><multistatus/>".utf8),
+            Data("<?xml version=\"1.0\"?><!DOCTYPE d [<!ENTITY e \"x\">]><multistatus/>".utf8),
+        ] {
+            let hostile = try FaultyHTTPServer { _ in
+                .respond(status: 207, headers: [:], body: body)
+            }
+            defer { hostile.stop() }
+            do {
+                _ = try WebDAVCloud(url: hostile.url).list()
+                Issue.record("a hostile PROPFIND answer was parsed")
+            } catch {
+                #expect("\(error)".contains("refused"), "\(error)")
+            }
+        }
     }
 
     @Test(
