@@ -30,23 +30,19 @@ let package = Package(
             providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(
             name: "CKeyutils", pkgConfig: "libkeyutils", providers: [.apt(["libkeyutils-dev"])]),
-        .systemLibrary(name: "CTSS2", pkgConfig: "tss2-esys", providers: [.apt(["libtss2-dev"])]),
-        .systemLibrary(
-            name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // libdbus: blocking calls on the caller's own thread, for the direct reads.
         .systemLibrary(
             name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
-        // libcurl's variadic setopt behind one bounded request function (WebDAV).
-        .target(name: "CKeepsakeHTTP", dependencies: ["CCurl"]),
+        // libcurl's variadic setopt behind one bounded request function (WebDAV); libcurl is
+        // loaded at the first request (dlopen), so a process that never uses a cloud never
+        // loads it. Its headers come from libcurl4-openssl-dev.
+        .target(name: "CKeepsakeHTTP"),
         .target(name: "CKeepsakeShims", dependencies: ["CSecret", "CDBus"]),
         // Tests only: an impostor of the Secret Service answering with replies of the wrong type.
         .target(name: "CRogueSecretService", dependencies: ["CSecret"]),
-        .target(
-            name: "CKeepsakeTPMShims", dependencies: ["CTSS2"],
-            linkerSettings: [
-                .linkedLibrary("tss2-esys"), .linkedLibrary("tss2-tctildr"),
-                .linkedLibrary("tss2-rc"), .linkedLibrary("tss2-sys"),
-            ]),
+        // tpm2-tss ESAPI behind fixed-argument shims; loaded at the first TPM open (dlopen), so a
+        // process that never uses a TPM never loads it. Its headers come from libtss2-dev.
+        .target(name: "CKeepsakeTPMShims"),
 
         // Knows D-Bus and libsecret, nothing about keychains.
         .target(name: "SecretService", dependencies: ["CSecret", "CKeepsakeShims", "Sealing"]),

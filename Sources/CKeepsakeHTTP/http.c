@@ -1,14 +1,63 @@
 #include "CKeepsakeHTTP.h"
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+// libcurl is loaded when the first request is made, not linked: a process that never talks to a
+// cloud (most `keepsake` commands, an app's first read) does not load it and the ~25 libraries it
+// pulls in (TLS, HTTP/2, Kerberos, LDAP, …), which cost about 5 ms of every start.
+static struct {
+    CURLcode (*global_init)(long flags);
+    CURL *(*easy_init)(void);
+    void (*easy_cleanup)(CURL *curl);
+    void (*easy_reset)(CURL *curl);
+    CURLcode (*easy_setopt)(CURL *curl, CURLoption option, ...);
+    CURLcode (*easy_perform)(CURL *curl);
+    CURLcode (*easy_getinfo)(CURL *curl, CURLINFO info, ...);
+    const char *(*easy_strerror)(CURLcode code);
+    struct curl_slist *(*slist_append)(struct curl_slist *list, const char *line);
+    void (*slist_free_all)(struct curl_slist *list);
+} lib;
+static char load_error[200];
+
 static pthread_once_t initialized = PTHREAD_ONCE_INIT;
-static void initialize(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+static void initialize(void) {
+    void *handle = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+        snprintf(load_error, sizeof load_error,
+                 "libcurl could not be loaded (install libcurl4): %s", dlerror());
+        return;
+    }
+#define LOAD(field, symbol)                                                                       \
+    if (!(*(void **)&lib.field = dlsym(handle, symbol))) {                                         \
+        snprintf(load_error, sizeof load_error, "libcurl has no %s", symbol);                     \
+        lib.global_init = NULL;                                                                    \
+        return;                                                                                    \
+    }
+    LOAD(easy_init, "curl_easy_init")
+    LOAD(easy_cleanup, "curl_easy_cleanup")
+    LOAD(easy_reset, "curl_easy_reset")
+    LOAD(easy_setopt, "curl_easy_setopt")
+    LOAD(easy_perform, "curl_easy_perform")
+    LOAD(easy_getinfo, "curl_easy_getinfo")
+    LOAD(easy_strerror, "curl_easy_strerror")
+    LOAD(slist_append, "curl_slist_append")
+    LOAD(slist_free_all, "curl_slist_free_all")
+    LOAD(global_init, "curl_global_init")
+#undef LOAD
+    lib.global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/// Whether libcurl is there to use (loaded on the first call).
+static int loaded(void) {
+    pthread_once(&initialized, initialize);
+    return lib.global_init != NULL;
+}
 
 typedef struct {
     keepsake_http_response *out;
@@ -83,17 +132,17 @@ struct keepsake_http_client {
 };
 
 keepsake_http_client *keepsake_http_client_new(void) {
-    pthread_once(&initialized, initialize);
     keepsake_http_client *client = calloc(1, sizeof *client);
     if (!client) return NULL;
     pthread_mutex_init(&client->lock, NULL);
-    client->curl = curl_easy_init();
+    // Without libcurl the client has no handle; each request then says why.
+    if (loaded()) client->curl = lib.easy_init();
     return client;
 }
 
 void keepsake_http_client_free(keepsake_http_client *client) {
     if (!client) return;
-    if (client->curl) curl_easy_cleanup(client->curl);
+    if (client->curl) lib.easy_cleanup(client->curl);
     pthread_mutex_destroy(&client->lock);
     free(client);
 }
@@ -108,25 +157,28 @@ int keepsake_http_request(keepsake_http_client *client, const char *method, cons
                           size_t header_count, const void *body, size_t body_length,
                           size_t max_response, long timeout_ms, const char *ca_file,
                           keepsake_http_response *out) {
-    pthread_once(&initialized, initialize);
     memset(out, 0, sizeof *out);
+    if (!loaded()) {
+        snprintf(out->error, sizeof out->error, "%s", load_error);
+        return KEEPSAKE_HTTP_SETUP;
+    }
     if (client && client->curl) {
         pthread_mutex_lock(&client->lock);
         // Every option back to its default; live connections and TLS sessions are kept.
-        curl_easy_reset(client->curl);
+        lib.easy_reset(client->curl);
         int result = perform(client->curl, method, url, user, password, headers, header_count,
                              body, body_length, max_response, timeout_ms, ca_file, out);
         pthread_mutex_unlock(&client->lock);
         return result;
     }
-    CURL *curl = curl_easy_init();
+    CURL *curl = lib.easy_init();
     if (!curl) {
         strcpy(out->error, "libcurl could not start a transfer");
         return KEEPSAKE_HTTP_SETUP;
     }
     int result = perform(curl, method, url, user, password, headers, header_count, body,
                          body_length, max_response, timeout_ms, ca_file, out);
-    curl_easy_cleanup(curl);
+    lib.easy_cleanup(curl);
     return result;
 }
 
@@ -136,55 +188,55 @@ static int perform(CURL *curl, const char *method, const char *url, const char *
                    const char *ca_file, keepsake_http_response *out) {
     collector c = {out, max_response, 0, 0};
     struct curl_slist *list = NULL;
-    for (size_t i = 0; i < header_count; i++) list = curl_slist_append(list, headers[i]);
+    for (size_t i = 0; i < header_count; i++) list = lib.slist_append(list, headers[i]);
     // libcurl would add "Expect: 100-continue" to larger bodies: one more round trip.
-    list = curl_slist_append(list, "Expect:");
+    list = lib.slist_append(list, "Expect:");
 
     char error[CURL_ERROR_SIZE] = {0};
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
-    curl_easy_setopt(curl, CURLOPT_URL, url);
-    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+    lib.easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+    lib.easy_setopt(curl, CURLOPT_URL, url);
+    lib.easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    lib.easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
     // A proxy from the environment never stands between a device and a server on its own host.
-    curl_easy_setopt(curl, CURLOPT_NOPROXY, "localhost,127.0.0.1,::1");
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
-    if (ca_file) curl_easy_setopt(curl, CURLOPT_CAINFO, ca_file);
-    curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)max_response);
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &c);
+    lib.easy_setopt(curl, CURLOPT_NOPROXY, "localhost,127.0.0.1,::1");
+    lib.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    lib.easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+    lib.easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    lib.easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
+    lib.easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (ca_file) lib.easy_setopt(curl, CURLOPT_CAINFO, ca_file);
+    lib.easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)max_response);
+    lib.easy_setopt(curl, CURLOPT_HTTPHEADER, list);
+    lib.easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+    lib.easy_setopt(curl, CURLOPT_WRITEDATA, &c);
     // HTTP/1.1 as every WebDAV client speaks it: rclone's HTTP/2 answered a PROPFIND with a
     // framing-layer stream error under load.
-    curl_easy_setopt(curl, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(curl, CURLOPT_HEADERDATA, out);
+    lib.easy_setopt(curl, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    lib.easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+    lib.easy_setopt(curl, CURLOPT_HEADERDATA, out);
     if (user && password) {
-        curl_easy_setopt(curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-        curl_easy_setopt(curl, CURLOPT_USERNAME, user);
-        curl_easy_setopt(curl, CURLOPT_PASSWORD, password);
+        lib.easy_setopt(curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+        lib.easy_setopt(curl, CURLOPT_USERNAME, user);
+        lib.easy_setopt(curl, CURLOPT_PASSWORD, password);
     }
     if (strcmp(method, "HEAD") == 0) {
-        curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+        lib.easy_setopt(curl, CURLOPT_NOBODY, 1L);
     } else if (strcmp(method, "GET") != 0) {
-        curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+        lib.easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
     }
     if (body) {
-        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_length);
-        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+        lib.easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_length);
+        lib.easy_setopt(curl, CURLOPT_POSTFIELDS, body);
     }
 
-    CURLcode code = curl_easy_perform(curl);
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &out->status);
+    CURLcode code = lib.easy_perform(curl);
+    lib.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &out->status);
     int result = 0;
     if (c.too_large || code == CURLE_FILESIZE_EXCEEDED) {
         snprintf(out->error, sizeof out->error, "a response larger than %zu bytes", max_response);
         result = KEEPSAKE_HTTP_TOO_LARGE;
     } else if (code != CURLE_OK) {
-        snprintf(out->error, sizeof out->error, "%s", error[0] ? error : curl_easy_strerror(code));
+        snprintf(out->error, sizeof out->error, "%s", error[0] ? error : lib.easy_strerror(code));
         result = (int)code;
     }
     if (result != 0) {
@@ -193,9 +245,9 @@ static int perform(CURL *curl, const char *method, const char *url, const char *
         out->length = 0;
     }
     // The handle must not keep pointers into this call's stack or lists.
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, NULL);
-    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, NULL);
-    curl_slist_free_all(list);
+    lib.easy_setopt(curl, CURLOPT_HTTPHEADER, NULL);
+    lib.easy_setopt(curl, CURLOPT_ERRORBUFFER, NULL);
+    lib.slist_free_all(list);
     return result;
 }
 

@@ -3,6 +3,7 @@
 
 #include <string.h>
 #include <tss2/tss2_sys.h>
+#include "loaded.h"
 
 // A service's own state in its TPM: see the header. The session carries every command; its
 // attributes are set per command (DECRYPT when the command's first parameter is secret, ENCRYPT

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <tss2/tss2_rc.h>
 #include <tss2/tss2_tctildr.h>
+#include "loaded.h"
 
 uint32_t keepsake_tpm_open(const char *tcti, ESYS_CONTEXT **context, TSS2_TCTI_CONTEXT **tcti_out) {
     // tpm2-tss logs every TPM error response (a wrong passcode is one) to standard error; Keepsake
@@ -12,7 +13,9 @@ uint32_t keepsake_tpm_open(const char *tcti, ESYS_CONTEXT **context, TSS2_TCTI_C
     setenv("TSS2_LOG", "all+NONE", 0);
     *context = NULL;
     *tcti_out = NULL;
-    TSS2_RC rc = Tss2_TctiLdr_Initialize(tcti, tcti_out);
+    TSS2_RC rc = keepsake_tpm_load();
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    rc = Tss2_TctiLdr_Initialize(tcti, tcti_out);
     if (rc != TSS2_RC_SUCCESS) return rc;
     rc = Esys_Initialize(context, *tcti_out, NULL);
     if (rc != TSS2_RC_SUCCESS) {

@@ -71,6 +71,9 @@ package final class TPMContext: @unchecked Sendable {
         var context: OpaquePointer?
         var tctiContext: OpaquePointer?
         let rc = keepsake_tpm_open(tcti, &context, &tctiContext)
+        if rc != 0, let why = keepsake_tpm_load_error() {
+            throw TPMError(.notAvailable, String(cString: why), rc: rc)
+        }
         guard rc == 0, let context, let tctiContext else {
             throw TPMError(
                 .notAvailable, "no TPM at \(tcti) (TSS2 0x\(String(rc, radix: 16)))", rc: rc)

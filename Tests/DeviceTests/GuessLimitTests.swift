@@ -457,6 +457,14 @@ private func memoryCopies(of secret: SecureBytes) throws -> Int {
     let mem = open("/proc/self/mem", O_RDONLY)
     guard mem >= 0 else { throw HarnessError("/proc/self/mem") }
     defer { close(mem) }
+    // One scratch mapping outside the heap for every read (made before the search, skipped by it).
+    let chunk = 4 << 20
+    guard
+        let scratch = mmap(nil, chunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+        scratch != MAP_FAILED
+    else { throw HarnessError("no scratch mapping") }
+    defer { munmap(scratch, chunk) }
+    let scratchStart = UInt(bitPattern: scratch)
     return secret.withUnsafeBytes { needle -> Int in
         let ownedStart = UInt(bitPattern: needle.baseAddress)
         var count = 0
@@ -473,28 +481,30 @@ private func memoryCopies(of secret: SecureBytes) throws -> Int {
             guard let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16),
                 end > start, end - start < 1 << 31
             else { continue }
-            let size = Int(end - start)
-            guard
-                let scratch = mmap(
-                    nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
-                scratch != MAP_FAILED
-            else { continue }
-            defer { munmap(scratch, size) }
-            let got = pread(mem, scratch, size, off_t(Int(bitPattern: start)))
-            guard got >= needle.count else { continue }
-            // Each place the first byte occurs (memchr), then the rest compared there.
-            let first = Int32(needle[0])
-            var index = 0
-            while index + needle.count <= got,
-                let found = memchr(scratch + index, first, got - needle.count + 1 - index)
-            {
-                let offset = scratch.distance(to: found)
-                if memcmp(found, needle.baseAddress!, needle.count) == 0,
-                    start + UInt(offset) != ownedStart
+            // Read in chunks (overlapping by the needle's length less one): another test's
+            // thread may unmap part of a region meanwhile, which ends a single read of the whole
+            // region early and would hide what lies after the hole.
+            if start < scratchStart + UInt(chunk) && end > scratchStart { continue }
+            var at = start
+            while at < end {
+                let want = min(chunk, Int(end - at))
+                let got = pread(mem, scratch, want, off_t(Int(bitPattern: at)))
+                defer { at += UInt(max(want - (needle.count - 1), 1)) }
+                guard got >= needle.count else { continue }
+                // Each place the first byte occurs (memchr), then the rest compared there.
+                let first = Int32(needle[0])
+                var index = 0
+                while index + needle.count <= got,
+                    let found = memchr(scratch + index, first, got - needle.count + 1 - index)
                 {
-                    count += 1
+                    let offset = scratch.distance(to: found)
+                    if memcmp(found, needle.baseAddress!, needle.count) == 0,
+                        at + UInt(offset) != ownedStart
+                    {
+                        count += 1
+                    }
+                    index = offset + 1
                 }
-                index = offset + 1
             }
         }
         return count

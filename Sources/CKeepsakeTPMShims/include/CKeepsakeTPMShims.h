@@ -8,6 +8,9 @@
 // arguments are nested C structs, unions and fixed-size arrays that Swift imports as tuples.
 // Every function returns the TSS2_RC (0 on success).
 
+/// Why tpm2-tss (loaded at the first open) could not be loaded, or NULL when it was.
+const char *keepsake_tpm_load_error(void);
+
 /// Why: Tss2_TctiLdr_Initialize + Esys_Initialize take and fill out-pointers of opaque types.
 uint32_t keepsake_tpm_open(const char *tcti, ESYS_CONTEXT **context, TSS2_TCTI_CONTEXT **tcti_out);
 /// Why: the pair of finalizers for keepsake_tpm_open.

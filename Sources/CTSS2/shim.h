@@ -1,3 +1,0 @@
-#include <tss2/tss2_esys.h>
-#include <tss2/tss2_tctildr.h>
-#include <tss2/tss2_rc.h>
