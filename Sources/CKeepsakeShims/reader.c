@@ -20,13 +20,12 @@
  * (libdbus refuses it), which the caller rebuilds. */
 #define MAX_MESSAGE_BYTES (32 * 1024 * 1024)
 
-typedef struct {
+struct KeepsakeReader {
     DBusConnection *connection;
     gchar *session; /* a "plain" session on this connection: Keepsake's secrets are sealed */
     int timeout_ms;
-} Reader;
-
-static const char *const reader_key = "keepsake-reader";
+};
+typedef KeepsakeReader Reader;
 
 /* A call any provider answers without a session: the service's Collections property. */
 static DBusMessage *collections_call(void) {
@@ -43,8 +42,7 @@ static DBusMessage *collections_call(void) {
     return message;
 }
 
-static void reader_free(gpointer data) {
-    Reader *reader = data;
+void keepsake_reader_close(KeepsakeReader *reader) {
     if (reader == NULL) return;
     if (reader->connection != NULL) {
         dbus_connection_close(reader->connection);
@@ -196,13 +194,12 @@ static gchar *read_session(DBusMessage *reply) {
     return g_strdup(session);
 }
 
-gboolean keepsake_reader_attach(SecretService *service, const char *bus_address, int timeout_ms,
-                                GError **error) {
+KeepsakeReader *keepsake_reader_open(const char *bus_address, int timeout_ms, GError **error) {
     dbus_threads_init_default();
     gchar *default_address = NULL;
     if (bus_address == NULL || bus_address[0] == '\0') {
         default_address = g_dbus_address_get_for_bus_sync(G_BUS_TYPE_SESSION, NULL, error);
-        if (default_address == NULL) return FALSE;
+        if (default_address == NULL) return NULL;
         bus_address = default_address;
     }
     DBusError failure;
@@ -213,7 +210,7 @@ gboolean keepsake_reader_attach(SecretService *service, const char *bus_address,
     if (connection == NULL) {
         set_error_from_dbus(&failure, started, timeout_ms, error);
         dbus_error_free(&failure);
-        return FALSE;
+        return NULL;
     }
     dbus_connection_set_exit_on_disconnect(connection, FALSE);
     dbus_connection_set_max_message_size(connection, MAX_MESSAGE_BYTES);
@@ -224,8 +221,8 @@ gboolean keepsake_reader_attach(SecretService *service, const char *bus_address,
     if (!dbus_bus_register(connection, &failure)) {
         set_error_from_dbus(&failure, started, timeout_ms, error);
         dbus_error_free(&failure);
-        reader_free(reader);
-        return FALSE;
+        keepsake_reader_close(reader);
+        return NULL;
     }
     /* gnome-keyring 42 records a client a moment after that client's first call arrives, and
      * aborts (a GLib fatal error, the whole daemon gone) when that first call is an OpenSession
@@ -236,12 +233,12 @@ gboolean keepsake_reader_attach(SecretService *service, const char *bus_address,
     DBusMessage *first = collections_call();
     if (first == NULL) {
         set_out_of_memory(error);
-        reader_free(reader);
-        return FALSE;
+        keepsake_reader_close(reader);
+        return NULL;
     }
     if (!reader_await_answer(reader, first, error)) {
-        reader_free(reader);
-        return FALSE;
+        keepsake_reader_close(reader);
+        return NULL;
     }
     DBusMessage *message =
         dbus_message_new_method_call(SECRETS_NAME, SECRETS_PATH, SERVICE_INTERFACE, "OpenSession");
@@ -259,26 +256,19 @@ gboolean keepsake_reader_attach(SecretService *service, const char *bus_address,
     if (!built) {
         if (message != NULL) dbus_message_unref(message);
         set_out_of_memory(error);
-        reader_free(reader);
-        return FALSE;
+        keepsake_reader_close(reader);
+        return NULL;
     }
     DBusMessage *reply = reader_call(reader, message, "OpenSession", "vo", error);
     if (reply == NULL) {
-        reader_free(reader);
-        return FALSE;
+        keepsake_reader_close(reader);
+        return NULL;
     }
     reader->session = read_session(reply);
     dbus_message_unref(reply);
-    g_object_set_data_full(G_OBJECT(service), reader_key, reader, reader_free);
-    return TRUE;
-}
-
-static Reader *reader_of(SecretService *service, GError **error) {
-    Reader *reader = g_object_get_data(G_OBJECT(service), reader_key);
-    if (reader == NULL)
-        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "no reading connection");
     return reader;
 }
+
 
 /* The elements of an array of object paths at `iterator`, as a NULL-terminated gchar **. */
 static gchar **read_paths(DBusMessageIter *iterator) {
@@ -367,10 +357,8 @@ static gboolean read_locked(DBusMessage *reply, gboolean *locked, GError **error
     return TRUE;
 }
 
-gboolean keepsake_collection_is_locked(SecretService *service, const char *path,
+gboolean keepsake_collection_is_locked(KeepsakeReader *reader, const char *path,
                                        gboolean *locked, GError **error) {
-    Reader *reader = reader_of(service, error);
-    if (reader == NULL) return FALSE;
     DBusMessage *message = locked_message(path, error);
     if (message == NULL) return FALSE;
     DBusMessage *reply = reader_call(reader, message, "Get Locked", "v", error);
@@ -380,12 +368,10 @@ gboolean keepsake_collection_is_locked(SecretService *service, const char *path,
     return ok;
 }
 
-gboolean keepsake_collection_search(SecretService *service, const char *collection_path,
+gboolean keepsake_collection_search(KeepsakeReader *reader, const char *collection_path,
                                     unsigned count, const char *const *keys,
                                     const char *const *values, gchar ***paths,
                                     gboolean *collection_locked, GError **error) {
-    Reader *reader = reader_of(service, error);
-    if (reader == NULL) return FALSE;
     DBusMessage *search = search_message(collection_path, count, keys, values, error);
     if (search == NULL) return FALSE;
     DBusMessage *lock_state = locked_message(collection_path, error);
@@ -434,10 +420,8 @@ void keepsake_secret_list_free(KeepsakeSecretList *list) {
 
 static KeepsakeSecretList *read_secrets(DBusMessage *reply, const char *session, GError **error);
 
-KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const char *const *paths,
+KeepsakeSecretList *keepsake_service_get_secrets(KeepsakeReader *reader, const char *const *paths,
                                                  GError **error) {
-    Reader *reader = reader_of(service, error);
-    if (reader == NULL) return NULL;
     guint requested = 0;
     for (; paths[requested] != NULL; requested++)
         if (!check_path(paths[requested], error)) return NULL;

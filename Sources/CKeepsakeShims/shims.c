@@ -51,12 +51,6 @@ SecretService *keepsake_service_open(const char *bus_address, int timeout_ms,
         g_object_unref(service);
         return NULL;
     }
-    // The direct reads go over a libdbus connection of their own, with its own plain session
-    // (reader.c).
-    if (!keepsake_reader_attach(service, bus_address, timeout_ms, error)) {
-        g_object_unref(service);
-        return NULL;
-    }
     return service;
 }
 

@@ -11,6 +11,15 @@ final class ServiceHandle: @unchecked Sendable {
     deinit { g_object_unref(pointer) }
 }
 
+/// Owns the direct reads' connection (`KeepsakeReader *`, `reader.c`); closes it when released.
+final class ReaderHandle: @unchecked Sendable {
+    // Sendable: libdbus connections are thread-safe once dbus_threads_init_default ran (the
+    // reader's open runs it); the pointer is immutable after init and freed once in deinit.
+    let pointer: OpaquePointer
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+    deinit { keepsake_reader_close(pointer) }
+}
+
 /// Owns one `GCancellable *`; `cancel()` may be called from the waiting caller's thread.
 final class Cancellable: @unchecked Sendable {
     // Sendable: g_cancellable_cancel is documented thread-safe.

@@ -35,7 +35,12 @@ public final class SecretServiceConnection: Sendable {
     /// The bound on every call.
     public let timeout: Duration
 
+    /// libsecret's connection (GDBus), for writes, sessions for writes and prompts: opened at
+    /// the first write.
     private let handle = Mutex<ServiceHandle?>(nil)
+    /// The direct reads' connection (libdbus, `reader.c`): opened at the first read. A process
+    /// that only reads (an app's first screen, `keepsake keychain get`) never starts GDBus.
+    private let readerHandle = Mutex<ReaderHandle?>(nil)
 
     /// Connects lazily: the first call opens the D-Bus connection and a session. Without
     /// `busAddress`, the session bus as libsecret finds it (`DBUS_SESSION_BUS_ADDRESS`, else
@@ -165,7 +170,8 @@ public final class SecretServiceConnection: Sendable {
         }
     }
 
-    private func openOnce() throws(SecretServiceError) -> ServiceHandle {
+    /// The bus address, or the error that says there is none.
+    private func address() throws(SecretServiceError) -> String {
         guard let address = busAddress, !address.isEmpty else {
             throw SecretServiceError(
                 .noBus,
@@ -173,6 +179,31 @@ public final class SecretServiceConnection: Sendable {
                     "DBUS_SESSION_BUS_ADDRESS is not set and there is no user bus at $XDG_RUNTIME_DIR/bus: start a session bus (docs/running.md, \"Headless\")"
             )
         }
+        return address
+    }
+
+    private func reader() throws(SecretServiceError) -> ReaderHandle {
+        if let existing = readerHandle.withLock({ $0 }) { return existing }
+        let address = try address()
+        let milliseconds = timeoutMilliseconds
+        guard
+            let (pointer, error) = bounded(
+                discard: { keepsake_reader_close($0.value) },
+                { _, error in
+                    keepsake_reader_open(address, milliseconds, &error).map(Unchecked.init)
+                })
+        else { throw abandoned(during: "connecting") }
+        guard let pointer else { throw takeError(error, during: .connect) }
+        let opened = ReaderHandle(pointer.value)
+        return readerHandle.withLock { current in
+            if let current { return current }
+            current = opened
+            return opened
+        }
+    }
+
+    private func openOnce() throws(SecretServiceError) -> ServiceHandle {
+        let address = try address()
         let milliseconds = timeoutMilliseconds
         guard
             let (pointer, error) = bounded(
@@ -190,19 +221,17 @@ public final class SecretServiceConnection: Sendable {
     }
 
     /// Forgets the cached proxy so the next call reconnects (after a daemon restart).
-    package func reset() { handle.withLock { $0 = nil } }
+    package func reset() {
+        handle.withLock { $0 = nil }
+        readerHandle.withLock { $0 = nil }
+    }
 
     /// Runs one call; when the daemon went away and came back (its session is gone), reconnects
     /// once and retries.
     ///
-    /// `direct`: `body` is a read over the connection's libdbus connection (`reader.c`: no
-    /// libsecret, no prompt, no cancellable — it gets nil) carrying the bound as its libdbus
-    /// timeout, which ends the wait on the caller's own thread whatever the provider does, so
-    /// the call needs no worker thread of ours, and the I/O is done on the caller's thread too
-    /// (GDBus hands every call to its worker thread and back: ~60 µs of CPU more per round
-    /// trip). Everything through libsecret goes to `bounded`.
+    /// Everything through libsecret goes to `bounded`.
     private func call<R>(
-        retrying: Bool = true, rejectedOnly: Bool = false, direct: Bool = false,
+        retrying: Bool = true, rejectedOnly: Bool = false,
         _ body:
             @escaping (
                 UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>?,
@@ -213,14 +242,7 @@ public final class SecretServiceConnection: Sendable {
         let service = try service()
         /// The next call builds a new connection.
         func dropConnection() { handle.withLock { if $0 === service { $0 = nil } } }
-        let outcome: (result: R?, error: UnsafeMutablePointer<GError>?)?
-        if direct {
-            var error: UnsafeMutablePointer<GError>?
-            let result = body(service.pointer, nil, &error)
-            outcome = (result, error)
-        } else {
-            outcome = bounded({ cancellable, error in body(service.pointer, cancellable, &error) })
-        }
+        let outcome = bounded({ cancellable, error in body(service.pointer, cancellable, &error) })
         guard let (result, error) = outcome else {
             // Abandoned: the connection may be wedged (a main loop that never ends, a reply that
             // never comes).
@@ -228,26 +250,49 @@ public final class SecretServiceConnection: Sendable {
             throw abandoned(during: "a call")
         }
         if let result { return result }
-        var failure = takeError(error)
-        if failure.code == .timedOut {
-            // GLib says "Operation was cancelled" or "Timeout was reached": say what happened.
-            failure = SecretServiceError(
-                .timedOut, message: "the Secret Service did not answer within \(boundText)",
-                domain: failure.domain, errorCode: failure.errorCode, dbusName: failure.dbusName)
-        }
-        if direct && failure.code == .timedOut {
-            // Ended by its libdbus timeout: the provider did not answer within the bound, as for
-            // an abandoned call.
-            dropConnection()
-            throw failure
-        }
+        let failure = failed(error)
         // A call the daemon rejected for a session it no longer knows was not carried out, so
         // even a create may go again; one that met a vanished daemon may have been (`rejectedOnly`).
         guard retrying, Self.isStaleSession(failure),
             !rejectedOnly || failure.code != .serviceUnavailable
         else { throw failure }
         dropConnection()
-        return try call(retrying: false, direct: direct, body)
+        return try call(retrying: false, body)
+    }
+
+    /// Runs one read over the reading connection (`reader.c`: no libsecret, no prompt, no
+    /// cancellable) carrying the bound as its libdbus timeout, which ends the wait on the
+    /// caller's own thread whatever the provider does, so the read needs no worker thread of
+    /// ours, and its I/O is done on the caller's thread too (GDBus hands every call to its worker
+    /// thread and back: ~60 µs of CPU more per round trip). Reconnects once when the daemon
+    /// restarted under it.
+    private func read<R>(
+        retrying: Bool = true, _ body: (OpaquePointer, inout UnsafeMutablePointer<GError>?) -> R?
+    ) throws(SecretServiceError) -> R {
+        let reader = try reader()
+        func dropReader() { readerHandle.withLock { if $0 === reader { $0 = nil } } }
+        var error: UnsafeMutablePointer<GError>?
+        if let result = body(reader.pointer, &error) { return result }
+        let failure = failed(error)
+        if failure.code == .timedOut {
+            // Ended by its libdbus timeout: the provider did not answer within the bound, as for
+            // an abandoned call.
+            dropReader()
+            throw failure
+        }
+        guard retrying, Self.isStaleSession(failure) else { throw failure }
+        dropReader()
+        return try read(retrying: false, body)
+    }
+
+    /// A failed call's error, a timeout said as one.
+    private func failed(_ error: UnsafeMutablePointer<GError>?) -> SecretServiceError {
+        let failure = takeError(error)
+        guard failure.code == .timedOut else { return failure }
+        // GLib says "Operation was cancelled" or "Timeout was reached": say what happened.
+        return SecretServiceError(
+            .timedOut, message: "the Secret Service did not answer within \(boundText)",
+            domain: failure.domain, errorCode: failure.errorCode, dbusName: failure.dbusName)
     }
 
     private func abandoned(during what: String) -> SecretServiceError {
@@ -287,12 +332,12 @@ public final class SecretServiceConnection: Sendable {
     {
         try validate(attributes)
         try validate(collection.rawValue)
-        return try call(direct: true) { service, _, error -> SearchResult? in
+        return try read { reader, error -> SearchResult? in
             var paths: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
             var collectionLocked: gboolean = 0
             let ok = withAttributeArrays(attributes) { count, k, v in
                 keepsake_collection_search(
-                    service, collection.rawValue, count, k, v, &paths, &collectionLocked, &error)
+                    reader, collection.rawValue, count, k, v, &paths, &collectionLocked, &error)
             }
             guard ok != 0 else { return nil }
             return SearchResult(
@@ -327,9 +372,9 @@ public final class SecretServiceConnection: Sendable {
     private func batchedSecrets(at paths: [ItemPath]) throws(SecretServiceError)
         -> [ItemPath: Data]
     {
-        try call(direct: true) { service, _, error -> [ItemPath: Data]? in
+        try read { reader, error -> [ItemPath: Data]? in
             let list = withCStringArray(paths.map(\.rawValue)) {
-                keepsake_service_get_secrets(service, $0, &error)
+                keepsake_service_get_secrets(reader, $0, &error)
             }
             guard let list else { return nil }
             defer { keepsake_secret_list_free(list) }
@@ -422,9 +467,9 @@ public final class SecretServiceConnection: Sendable {
         -> Bool
     {
         try validate(collection.rawValue)
-        return try call(direct: true) { service, _, error -> Bool? in
+        return try read { reader, error -> Bool? in
             var locked: gboolean = 0
-            return keepsake_collection_is_locked(service, collection.rawValue, &locked, &error)
+            return keepsake_collection_is_locked(reader, collection.rawValue, &locked, &error)
                 != 0
                 ? locked != 0 : nil
         }

@@ -479,7 +479,7 @@ private func memoryCopies(of secret: SecureBytes) throws -> Int {
             }
             let range = fields[0].split(separator: "-")
             guard let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16),
-                end > start, end - start < 1 << 31
+                end > start, end - start < 1 << 36  // a heap of several GiB is read too
             else { continue }
             // Read in chunks (overlapping by the needle's length less one): another test's
             // thread may unmap part of a region meanwhile, which ends a single read of the whole

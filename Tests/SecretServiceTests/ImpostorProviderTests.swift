@@ -59,6 +59,9 @@ struct ImpostorProviderTests {
         defer { service.stop() }
         let connection = service.connection(timeout: .seconds(2))
         #expect(try connection.search(["k": "none"]).unlocked.isEmpty)
+        // A write opens the second connection (libsecret's, opened at the first write).
+        _ = try connection.createItem(
+            label: "flood", attributes: ["k": "flood"], secret: Data("x".utf8))
         func flood(_ count: UInt32) throws -> UInt32 {
             var failure: UnsafeMutablePointer<GError>?
             let names = keepsake_rogue_flood(

@@ -9,14 +9,18 @@
 SecretService *keepsake_service_open(const char *bus_address, int timeout_ms,
                                      GCancellable *cancellable, GError **error);
 
-/// Why: the direct reads below run over a libdbus connection of our own (reader.c), opened with
-/// a plain session of its own and kept with `service`.
-gboolean keepsake_reader_attach(SecretService *service, const char *bus_address, int timeout_ms,
-                                GError **error);
+/// The direct reads' connection: libdbus, a plain session of its own (reader.c). Opened apart
+/// from libsecret's, so that a process that only reads never starts GDBus.
+typedef struct KeepsakeReader KeepsakeReader;
+
+/// Why: connects (bus_address NULL or empty: the session bus), says Hello, asks one property and
+/// opens the session; NULL with `error` set on failure.
+KeepsakeReader *keepsake_reader_open(const char *bus_address, int timeout_ms, GError **error);
+void keepsake_reader_close(KeepsakeReader *reader);
 
 /// Why: a collection's SearchItems (its a{ss} built from two C arrays) and its Locked property,
 /// both in flight at once, on the caller's thread.
-gboolean keepsake_collection_search(SecretService *service, const char *collection_path,
+gboolean keepsake_collection_search(KeepsakeReader *reader, const char *collection_path,
                                     unsigned count, const char *const *keys,
                                     const char *const *values, gchar ***paths,
                                     gboolean *collection_locked, GError **error);
@@ -29,7 +33,7 @@ typedef struct {
 } KeepsakeSecretList;
 
 /// Why: one GetSecrets round trip on the caller's thread, the reply flattened.
-KeepsakeSecretList *keepsake_service_get_secrets(SecretService *service, const char *const *paths,
+KeepsakeSecretList *keepsake_service_get_secrets(KeepsakeReader *reader, const char *const *paths,
                                                  GError **error);
 void keepsake_secret_list_free(KeepsakeSecretList *list);
 
@@ -56,7 +60,7 @@ gchar *keepsake_service_create_collection_with_master_password(
     GCancellable *cancellable, GError **error);
 
 /// Why: the collection's Locked property, one round trip on the caller's thread.
-gboolean keepsake_collection_is_locked(SecretService *service, const char *path,
+gboolean keepsake_collection_is_locked(KeepsakeReader *reader, const char *path,
                                        gboolean *locked, GError **error);
 /// Why: Secret.Service.Lock returns (ao locked, o prompt); a prompt path means a prompt is needed.
 gboolean keepsake_service_lock(SecretService *service, const char *path, gboolean *needs_prompt,
