@@ -375,7 +375,9 @@ struct KeychainBenchmark {
         _ = try run(
             secretTool, ["store", "--label", "cold", "bench", "cold-start", "key", "a"],
             input: secretFile)
-        _ = try run(shipped, ["hint", "set", "--wallet", "cold-wallet"] + options)
+        _ = try run(
+            shipped,
+            ["hint", "set", "--wallet", "0x" + String(repeating: "c0", count: 20)] + options)
         var get: [Duration] = []
         var hint: [Duration] = []
         var lookup: [Duration] = []
