@@ -226,10 +226,10 @@ KeepsakeReader *keepsake_reader_open(const char *bus_address, int timeout_ms, GE
     }
     /* gnome-keyring 42 records a client a moment after that client's first call arrives, and
      * aborts (a GLib fatal error, the whole daemon gone) when that first call is an OpenSession
-     * it answers before the record exists (upstream gnome-keyring issues 190, 196, 199). Seen
-     * here: the daemon aborted in 7 of 15 runs of SecretServiceTests' 1200 short connections, in
-     * none of 19 once the first call was this one. So the session is asked for only after another
-     * call has been answered. (libsecret's connection starts with GDBusProxy's GetAll.) */
+     * it answers before the record exists (upstream gnome-keyring issues 190, 196, 199;
+     * SecretServiceTests' 1200 short connections show it). So the session is asked for only
+     * after another call has been answered. (libsecret's connection starts with GDBusProxy's
+     * GetAll.) */
     DBusMessage *first = collections_call();
     if (first == NULL) {
         set_out_of_memory(error);

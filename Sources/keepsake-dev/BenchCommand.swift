@@ -85,8 +85,8 @@ struct KeychainBenchmark {
                 exit(Self.startOver)
             }
             // kwalletd5 5.103 now and then answers libsecret's own calls with "Can't find
-            // session" (1 of ~8 runs of 300 items here, cause unknown; Keepsake's calls open a
-            // new session and go again, libsecret's do not): the baseline can go no further.
+            // session" (cause unknown; Keepsake's calls open a new session and go again,
+            // libsecret's do not): the baseline can go no further.
             if "\(error)".contains("libsecret: Can't find session") {
                 print(
                     "keepsake bench keychain: \(provider.rawValue) dropped libsecret's session: \(error)"

@@ -122,7 +122,7 @@ struct AppleCompatibilityTests {
         let app = try ThrowawayApp.make()
         let service = "svc-\(UUID().uuidString)"
         var reference: Data?
-        try SecurityConfiguration.$current.withValue(
+        SecurityConfiguration.$current.withValue(
             Keychain(app: app, device: try PrivateSecretService.shared().device())
         ) {
             var result: CFTypeRef?
