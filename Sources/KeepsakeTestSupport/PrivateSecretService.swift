@@ -110,8 +110,9 @@ package final class PrivateSecretService: @unchecked Sendable {
         ?? .gnomeKeyring
 
     /// Whether this pass runs the suites that test a rule of Keepsake's own rather than the
-    /// provider's part in it — a hostile cloud, a format, the TPM and the escrow, the process's
-    /// memory: the gnome-keyring pass runs every suite; the other providers' passes (`scripts/test`)
+    /// provider's part in it — a hostile cloud, the cloud account's sync, joins and rotation, a
+    /// format, guess counting, the TPM and the escrow, the process's memory: the gnome-keyring
+    /// pass runs every suite; the other providers' passes (`scripts/test`)
     /// skip those, whose outcome the provider does not decide.
     package static let runsKeepsakesOwnRules = defaultProvider == .gnomeKeyring
 

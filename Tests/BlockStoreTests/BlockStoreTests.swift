@@ -273,7 +273,10 @@ struct BlockStoreRuleTests {
     }
 }
 
-@Suite("Block Store cloud copies and devices (two private Secret Services sharing a cloud)")
+@Suite(
+    "Block Store cloud copies and devices (two private Secret Services sharing a cloud)",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct BlockStoreCloudTests {
     @Test(
         "without a knowledge-factor lock screen the cloud directory stays empty after every operation and sync"

@@ -13,8 +13,9 @@ private func storedRecord(_ device: Device) throws -> DeviceRecord {
 }
 
 @Suite(
-    "Passcode guesses counted by a guess counter service (keepsake-escrow): no process of the user reaches around it"
-)
+    "Passcode guesses counted by a guess counter service (keepsake-escrow): no process of the user reaches around it",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct CounterServiceTests {
     @Test(
         "the right passcode unlocks; status says service and where it counts; the record holds no verifier, no TPM slot, nothing to test a guess against; a passcode change moves the slot and removes the old one"

@@ -12,7 +12,10 @@ private func text(_ bytes: SecureBytes) -> String {
     bytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
 }
 
-@Suite("Joining a cloud account: approval, recovery key, escrow")
+@Suite(
+    "Joining a cloud account: approval, recovery key, escrow",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct JoinTests {
     @Test(
         "nothing in the cloud account can be tested against a passcode guess: no object holds anything derived from the passcode"
@@ -218,7 +221,10 @@ struct JoinTests {
     }
 }
 
-@Suite("The cloud account's escrow record")
+@Suite(
+    "The cloud account's escrow record",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct EscrowRecordTests {
     @Test(
         "the cloud only names the escrow slot: a record that does not decode is refused as corrupt, one naming a slot the escrow does not hold answers notAvailable; neither spends a claim",

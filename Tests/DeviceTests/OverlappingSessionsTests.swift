@@ -23,7 +23,10 @@ private struct OverlappingLockCloud: CloudStorage {
     }
 }
 
-@Suite("Two syncs at once under a lock that is not exclusive")
+@Suite(
+    "Two syncs at once under a lock that is not exclusive",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct OverlappingSessionsTests {
     @Test(
         "a session opened while another's upload is not yet in the manifest leaves that upload alone: after both commit the manifest lists both objects and the cloud holds both"

@@ -24,7 +24,10 @@ private func open(_ cloud: URL, app: String, with key: SecureBytes) -> String? {
     return try? objects.open(bytes, name: name) { String(decoding: $0, as: UTF8.self) }
 }
 
-@Suite("Account key rotation, device removal and the account manifest")
+@Suite(
+    "Account key rotation, device removal and the account manifest",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct RotationTests {
     @Test(
         "a passcode change rotates the account key: every object re-sealed under the same name, the old key opens nothing, a joined device follows, the escrow answers only the new passcode"

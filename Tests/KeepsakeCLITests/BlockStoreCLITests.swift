@@ -146,7 +146,10 @@ struct BlockStoreCLITests {
     }
 }
 
-@Suite("keepsake device join, requests, approve and recovery-key")
+@Suite(
+    "keepsake device join, requests, approve and recovery-key",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct JoinCLITests {
     @Test(
         "a new device joins by approval through the command line: the existing device answers, the new device shows a code, the same code typed there approves, the new device restores"

@@ -3,7 +3,10 @@ import Synchronization
 import KeepsakeTestSupport
 import Testing
 
-@Suite("keepsake with a WebDAV cloud (a private Apache, TLS with a throwaway CA)")
+@Suite(
+    "keepsake with a WebDAV cloud (a private Apache, TLS with a throwaway CA)",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct CloudCLITests {
     @Test(
         "a command interrupted (SIGINT, SIGTERM) while it holds the cloud account's lock lets go of it before it exits; a sync waiting for that lock says on standard error why it waits, and goes on once it is released"

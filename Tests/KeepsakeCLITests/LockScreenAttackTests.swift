@@ -21,7 +21,10 @@ private func setPin(
 }
 
 /// Attacks on the lock screen from other processes of the same user, through the command line.
-@Suite("The lock screen against another process of the same user")
+@Suite(
+    "The lock screen against another process of the same user",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct LockScreenAttackTests {
     @Test("N wrong passcodes at once from N processes leave N counted")
     func parallelGuessesAllCounted() throws {

@@ -33,7 +33,10 @@ private struct Mac {
     var posted: [KVExternalChange] { changes.list.withLock { $0 } }
 }
 
-@Suite("Ubiquitous key-value store")
+@Suite(
+    "Ubiquitous key-value store",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct KeyValueStoreTests {
     @Test(
         "two devices synchronizing at once, 20 rounds each with keys of their own, lose no update: each ends with every key of both"

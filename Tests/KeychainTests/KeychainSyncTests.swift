@@ -46,7 +46,10 @@ private func cloudObjects(_ cloud: URL) -> [String] {
     }
 }
 
-@Suite("Synchronizable Keychain items through the cloud account")
+@Suite(
+    "Synchronizable Keychain items through the cloud account",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct KeychainSyncTests {
     @Test("without an E2EE-capable lock screen nothing is uploaded and the item stays local")
     func noE2EE() throws {

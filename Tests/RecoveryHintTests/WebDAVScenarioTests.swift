@@ -35,7 +35,10 @@ private struct WebDAVPhone {
     }
 }
 
-@Suite("Two devices on one Apache mod_dav account (TLS, basic auth)")
+@Suite(
+    "Two devices on one Apache mod_dav account (TLS, basic auth)",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct WebDAVScenarioTests {
     @Test(
         "the hint set on the phone is welcomed back on new devices joined with the passcode, by approval and with the recovery key"
