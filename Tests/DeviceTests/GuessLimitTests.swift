@@ -441,10 +441,25 @@ struct GuessLimitTests {
         try device.unlock(passcode: digits)
         let found = try memoryCopies(of: digits)
         #expect(found == 0, "copies of the passcode left in memory: \(found)")
-        // And the search finds a copy when there is one.
-        let copy = digits.withUnsafeBytes { Array($0) }
-        #expect(try memoryCopies(of: digits) >= 1, "a copy on the heap was not found")
-        withExtendedLifetime(copy) {}
+        // And the search finds a copy when there is one: one made with malloc, whose address is
+        // known. A search that misses it (a region another test's thread remapped meanwhile) is
+        // made again with the map read anew; a miss every time says which map line held it.
+        let control = malloc(digits.count)!
+        defer { free(control) }
+        digits.withUnsafeBytes { _ = memcpy(control, $0.baseAddress!, digits.count) }
+        var seen = 0
+        for _ in 0..<3 where seen == 0 { seen = try memoryCopies(of: digits) }
+        let address = UInt(bitPattern: control)
+        let holder =
+            (try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8))?
+            .split(separator: "\n").first { line in
+                let range = line.prefix { $0 != " " }.split(separator: "-")
+                guard range.count == 2, let start = UInt(range[0], radix: 16),
+                    let end = UInt(range[1], radix: 16)
+                else { return false }
+                return start <= address && address < end
+            } ?? "none"
+        #expect(seen >= 1, "a copy on the heap was not found (its map line: \(holder))")
     }
 }
 
