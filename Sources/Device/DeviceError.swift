@@ -56,6 +56,16 @@ public struct DeviceError: KeepsakeError {
 }
 
 extension DeviceError {
+    /// The exclusive lock on `file` in the device directory (both checked as
+    /// `checkOwnedByUser`: another user's lock file could be held forever, or swapped), named
+    /// `what` when it cannot be taken. Held until the value is released.
+    static func lock(_ file: URL, _ what: String) throws(DeviceError) -> FileLock {
+        try checkOwnedByUser([file.deletingLastPathComponent(), file])
+        do { return try FileLock(file) } catch {
+            throw DeviceError(.notAvailable, "\(what): \(error)", underlying: error)
+        }
+    }
+
     /// `Files.checkOwnedByUser` for each of `places` (a device directory and a file in it), its
     /// refusal as `.notAvailable`.
     static func checkOwnedByUser(_ places: [URL]) throws(DeviceError) {

@@ -135,12 +135,7 @@ struct DeviceRecordStore: Sendable {
     /// own record's keys meanwhile is lost, which is why the lock is there.
     func load() throws(DeviceError) -> (path: ItemPath, record: DeviceRecord) {
         if let found = try read() { return found }
-        try DeviceError.checkOwnedByUser([directory, creationLock])
-        let lock: FileLock
-        do { lock = try FileLock(creationLock) } catch {
-            throw DeviceError(
-                .notAvailable, "the device record's creation lock: \(error)", underlying: error)
-        }
+        let lock = try DeviceError.lock(creationLock, "the device record's creation lock")
         defer { withExtendedLifetime(lock) {} }
         for _ in 0..<3 {
             if let found = try read() { return found }

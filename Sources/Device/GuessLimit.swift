@@ -37,12 +37,7 @@ struct GuessLimit {
 
     /// Runs `body` holding the device's guess lock (every process of the user takes the same).
     func exclusively<R>(_ body: () throws(DeviceError) -> R) throws(DeviceError) -> R {
-        // Another user's directory or lock file could hold the lock forever, or be swapped.
-        try DeviceError.checkOwnedByUser([lockFile.deletingLastPathComponent(), lockFile])
-        let lock: FileLock
-        do { lock = try FileLock(lockFile) } catch {
-            throw DeviceError(.notAvailable, "the lock-screen lock: \(error)", underlying: error)
-        }
+        let lock = try DeviceError.lock(lockFile, "the lock-screen lock")
         defer { withExtendedLifetime(lock) {} }
         return try body()
     }

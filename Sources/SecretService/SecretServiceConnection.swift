@@ -148,9 +148,27 @@ public final class SecretServiceConnection: Sendable {
     }
 
     private func service() throws(SecretServiceError) -> ServiceHandle {
-        if let existing = handle.withLock({ $0 }) { return existing }
+        try cached(handle, opening: open)
+    }
+
+    private func reader() throws(SecretServiceError) -> ReaderHandle {
+        try cached(readerHandle) { () throws(SecretServiceError) in
+            ReaderHandle(
+                try connect(discard: { keepsake_reader_close($0.value) }) {
+                    address, milliseconds, _, error in
+                    keepsake_reader_open(address, milliseconds, &error)
+                })
+        }
+    }
+
+    /// The connection in `slot`, opened with `open` when there is none yet (two threads that
+    /// open at once keep the first one stored).
+    private func cached<Handle: AnyObject & Sendable>(
+        _ slot: borrowing Mutex<Handle?>, opening open: () throws(SecretServiceError) -> Handle
+    ) throws(SecretServiceError) -> Handle {
+        if let existing = slot.withLock({ $0 }) { return existing }
         let opened = try open()
-        return handle.withLock { current in
+        return slot.withLock { current in
             if let current { return current }
             current = opened
             return opened
@@ -182,42 +200,39 @@ public final class SecretServiceConnection: Sendable {
         return address
     }
 
-    private func reader() throws(SecretServiceError) -> ReaderHandle {
-        if let existing = readerHandle.withLock({ $0 }) { return existing }
-        let address = try address()
-        let milliseconds = timeoutMilliseconds
-        guard
-            let (pointer, error) = bounded(
-                discard: { keepsake_reader_close($0.value) },
-                { _, error in
-                    keepsake_reader_open(address, milliseconds, &error).map(Unchecked.init)
-                })
-        else { throw abandoned(during: "connecting") }
-        guard let pointer else { throw takeError(error, during: .connect) }
-        let opened = ReaderHandle(pointer.value)
-        return readerHandle.withLock { current in
-            if let current { return current }
-            current = opened
-            return opened
-        }
+    private func openOnce() throws(SecretServiceError) -> ServiceHandle {
+        ServiceHandle(
+            try connect(discard: { g_object_unref($0.value) }) {
+                address, milliseconds, cancellable, error in
+                keepsake_service_open(address, milliseconds, cancellable, &error)
+            })
     }
 
-    private func openOnce() throws(SecretServiceError) -> ServiceHandle {
+    /// Opens a connection to the bus with `body` (given the address, the bound in milliseconds, a
+    /// cancellable and an error to fill) within the bound (`bounded`); one that comes back after
+    /// it was abandoned is `discard`ed.
+    private func connect<Pointer>(
+        discard: @escaping @Sendable (Unchecked<Pointer>) -> Void,
+        _ body:
+            @escaping (
+                String, Int32, UnsafeMutablePointer<GCancellable>,
+                inout UnsafeMutablePointer<GError>?
+            ) -> Pointer?
+    ) throws(SecretServiceError) -> Pointer {
         let address = try address()
         let milliseconds = timeoutMilliseconds
         guard
             let (pointer, error) = bounded(
-                discard: { g_object_unref($0.value) },
+                discard: discard,
                 { cancellable, error in
-                    keepsake_service_open(address, milliseconds, cancellable, &error).map(
-                        Unchecked.init)
+                    body(address, milliseconds, cancellable, &error).map(Unchecked.init)
                 })
         else { throw abandoned(during: "connecting") }
         guard let pointer else {
             // A bus that answers but has nobody owning the name is "unavailable", not "no bus".
             throw takeError(error, during: .connect)
         }
-        return ServiceHandle(pointer.value)
+        return pointer.value
     }
 
     /// Forgets the cached proxy so the next call reconnects (after a daemon restart).
