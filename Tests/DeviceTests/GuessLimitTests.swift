@@ -451,7 +451,7 @@ struct GuessLimitTests {
         for _ in 0..<3 where seen == 0 { seen = try memoryCopies(of: digits) }
         let address = UInt(bitPattern: control)
         let holder =
-            (try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8))?
+            (try? processMaps())?
             .split(separator: "\n").first { line in
                 let range = line.prefix { $0 != " " }.split(separator: "-")
                 guard range.count == 2, let start = UInt(range[0], radix: 16),
@@ -468,7 +468,7 @@ struct GuessLimitTests {
 /// compares against the owned buffer in place, and reads each region into a scratch mapping
 /// outside the heap that it skips and unmaps.
 private func memoryCopies(of secret: SecureBytes) throws -> Int {
-    let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+    let maps = try processMaps()
     let mem = open("/proc/self/mem", O_RDONLY)
     guard mem >= 0 else { throw HarnessError("/proc/self/mem") }
     defer { close(mem) }
@@ -524,4 +524,23 @@ private func memoryCopies(of secret: SecureBytes) throws -> Int {
         }
         return count
     }
+}
+
+/// `/proc/self/maps`, read to its end with read(2) until it returns 0. (Read through Foundation's
+/// `String(contentsOfFile:)`, a large process's map came back without the lines that held the
+/// heap: the file's size is 0 to stat.)
+private func processMaps() throws -> String {
+    let fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw HarnessError("/proc/self/maps") }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 1 << 16)
+    while true {
+        let got = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if got < 0 && errno == EINTR { continue }
+        guard got >= 0 else { throw HarnessError("reading /proc/self/maps") }
+        if got == 0 { break }
+        bytes += buffer[..<got]
+    }
+    return String(decoding: bytes, as: UTF8.self)
 }
