@@ -3,52 +3,35 @@ import Foundation
 import Sealing
 import SecretService
 
+/// Whose codes `BlockStoreError`'s are.
+public enum BlockStoreErrorDomain {}
+
 /// The one error type of the Block Store, with Google's status codes exactly
-/// (`BlockstoreStatusCodes`, and `CommonStatusCodes` for the general ones). Compares by code.
-public struct BlockStoreError: KeepsakeError {
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        public let rawValue: Int
-        public let name: String
-        private init(_ rawValue: Int, _ name: String) {
-            self.rawValue = rawValue
-            self.name = name
-        }
-        /// Key and bytes together exceed 4096 bytes.
-        public static let maxSizeExceeded = Code(40000, "MAX_SIZE_EXCEEDED")
-        /// A 17th key for this app.
-        public static let tooManyEntries = Code(40001, "TOO_MANY_ENTRIES")
-        /// Block Store is not available on this device.
-        public static let featureNotSupported = Code(40002, "FEATURE_NOT_SUPPORTED")
-        /// A request that contradicts itself (keys and all together) — CommonStatusCodes.DEVELOPER_ERROR.
-        public static let invalidArgument = Code(10, "DEVELOPER_ERROR")
-        /// Stored data that does not decode or authenticate, or storage that failed — CommonStatusCodes.INTERNAL_ERROR.
-        public static let internalError = Code(8, "INTERNAL_ERROR")
-        /// The cloud account could not be reached — CommonStatusCodes.NETWORK_ERROR.
-        public static let networkError = Code(7, "NETWORK_ERROR")
-        /// The device's storage is not reachable (no session bus, no Secret Service, or it did
-        /// not answer in time) — CommonStatusCodes.API_NOT_CONNECTED; the Keychain's
-        /// `errSecNotAvailable`.
-        public static let apiNotConnected = Code(17, "API_NOT_CONNECTED")
-        /// The user must act first: the Secret Service collection or the device is locked —
-        /// CommonStatusCodes.RESOLUTION_REQUIRED; the Keychain's `errSecInteractionNotAllowed`.
-        public static let resolutionRequired = Code(6, "RESOLUTION_REQUIRED")
-        public var description: String { "\(name) (\(rawValue))" }
-        public static func == (l: Code, r: Code) -> Bool { l.rawValue == r.rawValue }
-        public func hash(into h: inout Hasher) { h.combine(rawValue) }
-    }
+/// (`BlockstoreStatusCodes`, and `CommonStatusCodes` for the general ones): each code's `name`
+/// and `rawValue` are Google's. Compares by code. The failure underneath, when there was one, is
+/// a `DeviceError` (a wrong passcode at join, …) or a `SecretServiceError`.
+public typealias BlockStoreError = CodedError<BlockStoreErrorDomain>
 
-    public let code: Code
-    public let message: String
-    /// The failure underneath, when there was one (a `DeviceError` for a wrong passcode at
-    /// join, …).
-    public let underlying: (any Error & Sendable)?
-
-    public init(_ code: Code, _ message: String, underlying: (any Error & Sendable)? = nil) {
-        self.code = code
-        self.message = message
-        self.underlying = underlying
-    }
-
+extension ErrorCode<BlockStoreErrorDomain> {
+    /// Key and bytes together exceed 4096 bytes.
+    public static var maxSizeExceeded: Self { Self("MAX_SIZE_EXCEEDED", rawValue: 40000) }
+    /// A 17th key for this app.
+    public static var tooManyEntries: Self { Self("TOO_MANY_ENTRIES", rawValue: 40001) }
+    /// Block Store is not available on this device.
+    public static var featureNotSupported: Self { Self("FEATURE_NOT_SUPPORTED", rawValue: 40002) }
+    /// A request that contradicts itself (keys and all together) — CommonStatusCodes.DEVELOPER_ERROR.
+    public static var invalidArgument: Self { Self("DEVELOPER_ERROR", rawValue: 10) }
+    /// Stored data that does not decode or authenticate, or storage that failed — CommonStatusCodes.INTERNAL_ERROR.
+    public static var internalError: Self { Self("INTERNAL_ERROR", rawValue: 8) }
+    /// The cloud account could not be reached — CommonStatusCodes.NETWORK_ERROR.
+    public static var networkError: Self { Self("NETWORK_ERROR", rawValue: 7) }
+    /// The device's storage is not reachable (no session bus, no Secret Service, or it did
+    /// not answer in time) — CommonStatusCodes.API_NOT_CONNECTED; the Keychain's
+    /// `errSecNotAvailable`.
+    public static var apiNotConnected: Self { Self("API_NOT_CONNECTED", rawValue: 17) }
+    /// The user must act first: the Secret Service collection or the device is locked —
+    /// CommonStatusCodes.RESOLUTION_REQUIRED; the Keychain's `errSecInteractionNotAllowed`.
+    public static var resolutionRequired: Self { Self("RESOLUTION_REQUIRED", rawValue: 6) }
 }
 
 extension BlockStoreError {

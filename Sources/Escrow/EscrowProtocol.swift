@@ -157,51 +157,30 @@ extension TLV.Fields {
     }
 }
 
+/// Whose codes `EscrowError`'s are.
+package enum EscrowErrorDomain {}
+
 /// The one error type of the Escrow module. Compares by code.
-package struct EscrowError: KeepsakeError {
-    package struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Value: Hashable, Sendable {
-            case malformed, authFailed, destroyed, notFound, unavailable, busy, stale
-        }
-        private let value: Value
-        private init(_ value: Value) { self.value = value }
-        /// A message (request or answer) that does not parse or is out of bounds.
-        package static let malformed = Code(.malformed)
-        /// The proof did not verify: a wrong passcode (or owner key). The claim stays counted.
-        package static let authFailed = Code(.authFailed)
-        /// The slot was destroyed: `limit` claims were counted without a right one.
-        package static let destroyed = Code(.destroyed)
-        /// No such slot.
-        package static let notFound = Code(.notFound)
-        /// The escrow did not answer, or answered with a failure of its own.
-        package static let unavailable = Code(.unavailable)
-        /// Too many half-done registrations: try again later.
-        package static let busy = Code(.busy)
-        /// The challenge was used, replaced or expired.
-        package static let stale = Code(.stale)
-        package var description: String {
-            switch value {
-            case .malformed: "malformed"
-            case .authFailed: "proof refused"
-            case .destroyed: "slot destroyed"
-            case .notFound: "no such slot"
-            case .unavailable: "escrow unavailable"
-            case .busy: "escrow busy"
-            case .stale: "stale challenge"
-            }
-        }
-    }
+package typealias EscrowError = CodedError<EscrowErrorDomain>
 
-    package let code: Code
-    package let message: String
-    /// Always nil: the escrow's answers carry their reason in `message`.
-    package var underlying: (any Error & Sendable)? { nil }
+extension ErrorCode<EscrowErrorDomain> {
+    /// A message (request or answer) that does not parse or is out of bounds.
+    package static var malformed: Self { Self("malformed") }
+    /// The proof did not verify: a wrong passcode (or owner key). The claim stays counted.
+    package static var authFailed: Self { Self("proof refused") }
+    /// The slot was destroyed: `limit` claims were counted without a right one.
+    package static var destroyed: Self { Self("slot destroyed") }
+    /// No such slot.
+    package static var notFound: Self { Self("no such slot") }
+    /// The escrow did not answer, or answered with a failure of its own.
+    package static var unavailable: Self { Self("escrow unavailable") }
+    /// Too many half-done registrations: try again later.
+    package static var busy: Self { Self("escrow busy") }
+    /// The challenge was used, replaced or expired.
+    package static var stale: Self { Self("stale challenge") }
+}
 
-    package init(_ code: Code, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-
+extension EscrowError {
     /// The HTTP status an escrow answers with for this error.
     var status: Int {
         switch code {
@@ -229,5 +208,4 @@ package struct EscrowError: KeepsakeError {
             }
         self.init(code, message)
     }
-
 }

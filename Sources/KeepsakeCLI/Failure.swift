@@ -1,9 +1,7 @@
 import BlockStore
 import Device
-import KeyValueStore
 import Keychain
-import Preferences
-import RecoveryHint
+import Sealing
 
 /// The one mapping from a failure to what the command line prints on standard error (the status
 /// name, then the message) and its exit status: 2 for a usage error, 1 for every other failure.
@@ -31,11 +29,7 @@ struct Failure {
                 statusName = error.code.description
             }
             (message, exitCode) = (error.message, 1)
-        case let error as HintError:
-            (statusName, message, exitCode) = ("\(error.code)", error.message, 1)
-        case let error as KeyValueStoreError:
-            (statusName, message, exitCode) = ("\(error.code)", error.message, 1)
-        case let error as PreferencesError:
+        case let error as any KeepsakeError:  // HintError, KeyValueStoreError, PreferencesError
             (statusName, message, exitCode) = ("\(error.code)", error.message, 1)
         default:
             (statusName, message, exitCode) = ("error", "\(error)", 1)

@@ -106,37 +106,17 @@ public struct RecoveryHint: Sendable, Hashable, Codable {
     }
 }
 
+/// Whose codes `HintError`'s are.
+public enum HintErrorDomain {}
+
 /// The one error type of the RecoveryHint module. Compares by code.
-public struct HintError: KeepsakeError {
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Value: Hashable, Sendable {
-            case empty, invalidField, malformed, allStoresFailed
-        }
-        private let value: Value
-        private init(_ value: Value) { self.value = value }
-        /// `set` with no field: refused, nothing touched.
-        public static let empty = Code(.empty)
-        public static let invalidField = Code(.invalidField)
-        public static let malformed = Code(.malformed)
-        /// Neither store could be written (or read).
-        public static let allStoresFailed = Code(.allStoresFailed)
-        public var description: String {
-            switch value {
-            case .empty: "empty hint"
-            case .invalidField: "invalid field"
-            case .malformed: "malformed hint"
-            case .allStoresFailed: "all stores failed"
-            }
-        }
-    }
-    public let code: Code
-    public let message: String
-    /// The failure underneath, when there was one (each store's error for `allStoresFailed`).
-    public let underlying: (any Error & Sendable)?
-    public init(_ code: Code, _ message: String, underlying: (any Error & Sendable)? = nil) {
-        self.code = code
-        self.message = message
-        self.underlying = underlying
-    }
-    public var description: String { message }
+public typealias HintError = CodedError<HintErrorDomain>
+
+extension ErrorCode<HintErrorDomain> {
+    /// `set` with no field: refused, nothing touched.
+    public static var empty: Self { Self("empty hint") }
+    public static var invalidField: Self { Self("invalid field") }
+    public static var malformed: Self { Self("malformed hint") }
+    /// Neither store could be written (or read).
+    public static var allStoresFailed: Self { Self("all stores failed") }
 }

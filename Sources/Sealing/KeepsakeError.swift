@@ -22,3 +22,42 @@ extension KeepsakeError {
     public var description: String { message.isEmpty ? "\(code)" : "\(code): \(message)" }
     public var errorDescription: String? { description }
 }
+
+/// One code of a module's errors. `Domain` says whose: codes of two modules never compare, even
+/// under one name. A module declares its codes as static members of `ErrorCode<ItsDomain>`
+/// (`DeviceError.Code.authFailed`); a code compares by its name (and its number, for codes that
+/// carry one, as Google's status codes do).
+public struct ErrorCode<Domain>: Hashable, Sendable, CustomStringConvertible {
+    /// The code's name, as `description` and the command line print it (`authentication failed`,
+    /// `MAX_SIZE_EXCEEDED`).
+    public let name: String
+    /// The number the code's API gives it, for the codes that have one (Google's status codes).
+    public let rawValue: Int?
+
+    package init(_ name: String, rawValue: Int? = nil) {
+        self.name = name
+        self.rawValue = rawValue
+    }
+
+    /// The name, with the number after it when there is one: `MAX_SIZE_EXCEEDED (40000)`.
+    public var description: String { rawValue.map { "\(name) (\($0))" } ?? name }
+}
+
+/// The error type of the modules whose errors are a code, a message and what failed underneath
+/// (`DeviceError`, `SealingError`, `HintError`, …: each a `CodedError` of its module's domain).
+/// One implementation, so that every module's error compares, prints and bridges to
+/// `LocalizedError` alike.
+public struct CodedError<Domain>: KeepsakeError {
+    public typealias Code = ErrorCode<Domain>
+    public let code: Code
+    public let message: String
+    /// The failure underneath, when there was one (a `SecretServiceError`, a file error, another
+    /// module's error).
+    public let underlying: (any Error & Sendable)?
+
+    public init(_ code: Code, _ message: String = "", underlying: (any Error & Sendable)? = nil) {
+        self.code = code
+        self.message = message
+        self.underlying = underlying
+    }
+}

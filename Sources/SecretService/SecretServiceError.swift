@@ -11,44 +11,7 @@ public struct SecretServiceError: KeepsakeError {
     package static let lockedCollection =
         "the Secret Service collection is locked: unlock it in its provider (log in to gnome-keyring, open the KeePassXC database or the KWallet wallet) and try again"
 
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Value: Hashable, Sendable {
-            case noBus, serviceUnavailable, locked, timedOut, promptRequired, noSuchObject
-            case invalidArgument, failed
-        }
-        private let value: Value
-        private init(_ value: Value) { self.value = value }
-
-        /// No D-Bus session bus could be reached (no address, nothing listening).
-        public static let noBus = Code(.noBus)
-        /// The bus is there but nothing owns `org.freedesktop.secrets`, or it went away.
-        public static let serviceUnavailable = Code(.serviceUnavailable)
-        /// The collection or item is locked.
-        public static let locked = Code(.locked)
-        /// The call did not complete within its bound (a frozen or overloaded daemon).
-        public static let timedOut = Code(.timedOut)
-        /// The daemon asked for a user prompt, which a headless session cannot show.
-        public static let promptRequired = Code(.promptRequired)
-        /// The item or collection path does not (or no longer) exist.
-        public static let noSuchObject = Code(.noSuchObject)
-        /// The caller passed something the Secret Service cannot carry (e.g. NUL in a string).
-        public static let invalidArgument = Code(.invalidArgument)
-        /// Anything else; `detail` says what.
-        public static let failed = Code(.failed)
-
-        public var description: String {
-            switch value {
-            case .noBus: "no D-Bus session bus"
-            case .serviceUnavailable: "no Secret Service on the bus"
-            case .locked: "collection locked"
-            case .timedOut: "timed out"
-            case .promptRequired: "a prompt would be needed"
-            case .noSuchObject: "no such object"
-            case .invalidArgument: "invalid argument"
-            case .failed: "failed"
-            }
-        }
-    }
+    public typealias Code = ErrorCode<SecretServiceError>
 
     public let code: Code
     /// GError domain (e.g. `g-io-error-quark`), or empty for errors raised in Swift.
@@ -80,4 +43,23 @@ public struct SecretServiceError: KeepsakeError {
         if let dbusName { text += " [\(dbusName)]" }
         return text
     }
+}
+
+extension ErrorCode<SecretServiceError> {
+    /// No D-Bus session bus could be reached (no address, nothing listening).
+    public static var noBus: Self { Self("no D-Bus session bus") }
+    /// The bus is there but nothing owns `org.freedesktop.secrets`, or it went away.
+    public static var serviceUnavailable: Self { Self("no Secret Service on the bus") }
+    /// The collection or item is locked.
+    public static var locked: Self { Self("collection locked") }
+    /// The call did not complete within its bound (a frozen or overloaded daemon).
+    public static var timedOut: Self { Self("timed out") }
+    /// The daemon asked for a user prompt, which a headless session cannot show.
+    public static var promptRequired: Self { Self("a prompt would be needed") }
+    /// The item or collection path does not (or no longer) exist.
+    public static var noSuchObject: Self { Self("no such object") }
+    /// The caller passed something the Secret Service cannot carry (e.g. NUL in a string).
+    public static var invalidArgument: Self { Self("invalid argument") }
+    /// Anything else; `detail` says what.
+    public static var failed: Self { Self("failed") }
 }

@@ -4,31 +4,7 @@ import Sealing
 
 /// The one error type of the TPM module. Compares by code; `rc` keeps the TSS2 response code.
 package struct TPMError: KeepsakeError {
-    package struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Value: Hashable, Sendable {
-            case notAvailable, authFailed, limitReached, lockout, failed
-        }
-        private let value: Value
-        private init(_ value: Value) { self.value = value }
-        /// No TPM answers at that TCTI, or it refused the command for a reason of its own.
-        package static let notAvailable = Code(.notAvailable)
-        /// A wrong authorization (the passcode): counted.
-        package static let authFailed = Code(.authFailed)
-        /// The slot's guess counter is past its limit: the TPM no longer releases the secret.
-        package static let limitReached = Code(.limitReached)
-        /// The TPM's own dictionary-attack lockout is in force.
-        package static let lockout = Code(.lockout)
-        package static let failed = Code(.failed)
-        package var description: String {
-            switch value {
-            case .notAvailable: "TPM not available"
-            case .authFailed: "authorization failed"
-            case .limitReached: "guess limit reached"
-            case .lockout: "TPM in dictionary-attack lockout"
-            case .failed: "TPM command failed"
-            }
-        }
-    }
+    package typealias Code = ErrorCode<TPMError>
 
     package let code: Code
     package let message: String
@@ -150,4 +126,16 @@ package final class TPMContext: @unchecked Sendable {
     package func resetDictionaryAttack() throws(TPMError) {
         try run("DictionaryAttackLockReset") { keepsake_tpm_reset_dictionary_attack($0) }
     }
+}
+
+extension ErrorCode<TPMError> {
+    /// No TPM answers at that TCTI, or it refused the command for a reason of its own.
+    package static var notAvailable: Self { Self("TPM not available") }
+    /// A wrong authorization (the passcode): counted.
+    package static var authFailed: Self { Self("authorization failed") }
+    /// The slot's guess counter is past its limit: the TPM no longer releases the secret.
+    package static var limitReached: Self { Self("guess limit reached") }
+    /// The TPM's own dictionary-attack lockout is in force.
+    package static var lockout: Self { Self("TPM in dictionary-attack lockout") }
+    package static var failed: Self { Self("TPM command failed") }
 }
