@@ -9,7 +9,7 @@ let package = Package(
     products: [
         // The device model: apps, the lock screen, settings, the cloud account; the Secret
         // Service connection the stores run on.
-        .library(name: "Device", targets: ["Device", "SecretService", "Sealing"]),
+        .library(name: "Device", targets: ["Device", "CloudAccount", "SecretService", "Sealing"]),
         .library(name: "Keychain", targets: ["Keychain"]),
         .library(name: "Security", targets: ["Security"]),
         .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
@@ -60,19 +60,29 @@ let package = Package(
             dependencies: [
                 "SecretService", "Sealing", "TPM", "Escrow", "CKeyutils", "CKeepsakeHTTP",
             ]),
+        // The cloud account a device signs in to: its storage (a directory, WebDAV), its objects
+        // and their names, the manifest, joins, the escrow client, key rotation, sync status.
+        // Told of the device's unlocks; the device never calls it.
+        .target(
+            name: "CloudAccount",
+            dependencies: ["Device", "SecretService", "Sealing", "Escrow", "TPM"]),
         // Apple's generic-password semantics, Swift-native API.
-        .target(name: "Keychain", dependencies: ["SecretService", "Device", "Sealing"]),
+        .target(
+            name: "Keychain", dependencies: ["SecretService", "Device", "CloudAccount", "Sealing"]),
         // Google's Block Store: entries sealed in the device directory, cloud copies under E2EE.
-        .target(name: "BlockStore", dependencies: ["Device", "Sealing", "SecretService"]),
+        .target(
+            name: "BlockStore",
+            dependencies: ["Device", "CloudAccount", "Sealing", "SecretService"]),
         // Apple's NSUbiquitousKeyValueStore: limits, local cache, synchronize, external changes.
-        .target(name: "KeyValueStore", dependencies: ["Device", "Sealing"]),
+        .target(name: "KeyValueStore", dependencies: ["Device", "CloudAccount", "Sealing"]),
         // Android's SharedPreferences and Auto Backup (backup rules, restore at reinstall, transfer).
-        .target(name: "Preferences", dependencies: ["Device", "Sealing"]),
+        .target(name: "Preferences", dependencies: ["Device", "CloudAccount", "Sealing"]),
         // The hint: two stores per profile, dual write, read either, the never-throwing facade.
         .target(
             name: "RecoveryHint",
             dependencies: [
-                "Keychain", "BlockStore", "KeyValueStore", "Preferences", "Device", "Sealing",
+                "Keychain", "BlockStore", "KeyValueStore", "Preferences", "Device", "CloudAccount",
+                "Sealing",
             ]),
         // Apple-source-compatible surface: SecItem*, kSec* constants, CF aliases.
         .target(
@@ -86,7 +96,8 @@ let package = Package(
         .target(
             name: "KeepsakeTestSupport",
             dependencies: [
-                "SecretService", "Device", "Sealing", "TPM", "Escrow", "CSecret", "CSodium",
+                "SecretService", "Device", "CloudAccount", "Sealing", "TPM", "Escrow", "CSecret",
+                "CSodium",
             ]),
         // The command line's commands, shared by the shipped `keepsake` and `keepsake-dev`.
         // Knows the library modules, never the test harness.
@@ -94,7 +105,8 @@ let package = Package(
             name: "KeepsakeCLI",
             dependencies: [
                 "Keychain", "Security", "BlockStore", "KeyValueStore", "Preferences",
-                "RecoveryHint", "SecretService", "Device", "Sealing", "CKeepsakeShims",
+                "RecoveryHint", "SecretService", "Device", "CloudAccount", "Sealing",
+                "CKeepsakeShims",
             ]),
         // The shipped command line: the product alone.
         .executableTarget(name: "keepsake", dependencies: ["KeepsakeCLI"]),
@@ -108,48 +120,58 @@ let package = Package(
             name: "keepsake-dev",
             dependencies: [
                 "KeepsakeCLI", "KeepsakeTestSupport", "Keychain", "BlockStore", "RecoveryHint",
-                "Device", "Sealing",
+                "Device", "CloudAccount", "Sealing",
             ]),
 
         .testTarget(name: "SealingTests", dependencies: ["Sealing", "KeepsakeTestSupport"]),
         .testTarget(
             name: "PreferencesTests",
-            dependencies: ["Preferences", "Device", "KeepsakeTestSupport"]),
+            dependencies: ["Preferences", "Device", "CloudAccount", "KeepsakeTestSupport"]),
         .testTarget(
             name: "KeyValueStoreTests",
-            dependencies: ["KeyValueStore", "Device", "KeepsakeTestSupport"]),
+            dependencies: ["KeyValueStore", "Device", "CloudAccount", "KeepsakeTestSupport"]),
         .testTarget(
             name: "RecoveryHintTests",
             dependencies: [
                 "RecoveryHint", "Keychain", "BlockStore", "KeyValueStore", "Preferences", "Device",
+                "CloudAccount",
                 "KeepsakeTestSupport", "SecretService", "Sealing", "LocalAuthentication",
             ]),
         .testTarget(
             name: "BlockStoreTests",
             dependencies: [
-                "BlockStore", "Device", "Sealing", "KeepsakeTestSupport", "SecretService",
+                "BlockStore", "Device", "CloudAccount", "Sealing", "KeepsakeTestSupport",
+                "SecretService",
             ]),
         .testTarget(
             name: "SecretServiceTests",
             dependencies: ["SecretService", "KeepsakeTestSupport", "CRogueSecretService"]),
         .testTarget(
             name: "KeychainTests",
-            dependencies: ["Keychain", "KeepsakeTestSupport", "SecretService", "Device", "Sealing"]),
+            dependencies: [
+                "Keychain", "KeepsakeTestSupport", "SecretService", "Device", "CloudAccount",
+                "Sealing",
+            ]),
         .testTarget(
             name: "DeviceTests",
             dependencies: [
-                "Device", "KeepsakeTestSupport", "SecretService", "Sealing", "TPM", "Escrow",
+                "Device", "CloudAccount", "KeepsakeTestSupport", "SecretService", "Sealing", "TPM",
+                "Escrow",
             ]),
         .testTarget(
             name: "SecurityTests",
             dependencies: [
                 "Security", "LocalAuthentication", "Keychain", "KeepsakeTestSupport", "Device",
+                "CloudAccount",
             ]),
         .testTarget(
             name: "KeepsakeCLITests", dependencies: ["KeepsakeTestSupport"]),
         .testTarget(
             name: "EscrowTests",
-            dependencies: ["Escrow", "Device", "Sealing", "SecretService", "KeepsakeTestSupport"]),
+            dependencies: [
+                "Escrow", "Device", "CloudAccount", "Sealing", "SecretService",
+                "KeepsakeTestSupport",
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -16,7 +16,7 @@ struct LocalLayout {
 
     init(device: Device, app: App) throws(BlockStoreError) {
         self.init(
-            blockStoreKey: try Self.call { try device.blockStoreKey() },
+            blockStoreKey: try Self.call { try device.dataKey("blockstore") },
             directory: device.appDataDirectory(app, store: "blockstore"), appID: app.id)
     }
 

@@ -18,14 +18,4 @@ extension Device {
             try self.setLockScreen(kind, passcode: passcode, currentPasscode: currentPasscode)
         }
     }
-
-    @discardableResult
-    public func join(passcode: SecureBytes) async throws(DeviceError) -> String? {
-        try await offThePool { () throws(DeviceError) in try self.join(passcode: passcode) }
-    }
-
-    @discardableResult
-    public func join(recoveryKey: SecureBytes) async throws(DeviceError) -> String? {
-        try await offThePool { () throws(DeviceError) in try self.join(recoveryKey: recoveryKey) }
-    }
 }

@@ -14,7 +14,7 @@ import TPM
 /// keyring), so a reboot forgets them; `WhenUnlocked…` keys are dropped at lock. Changing the
 /// passcode rewraps the class keys; no item is re-encrypted.
 extension Device {
-    var guessLimit: GuessLimit {
+    package var guessLimit: GuessLimit {
         GuessLimit(directory: directory, policy: retryPolicy, clock: tuning.clock)
     }
 
@@ -171,18 +171,16 @@ extension Device {
             if newPasscode == nil { runtime.forget([.whenPasscodeSetThisDeviceOnly]) }
             return (updated, hadKnowledgeFactor)
         }
-        // The lock screen is changed by now: a cloud that cannot be read or written (down,
-        // hostile) does not undo that; the account key is looked after at the next unlock. Done
-        // after the guess lock is released: a slow cloud never holds up another process's unlock.
+        // The lock screen is changed by now: the account the device is signed in to is told
+        // after the guess lock is released, and what goes wrong there (a cloud down or hostile)
+        // does not undo the change; it is tried again at the next unlock.
         var recoveryKey: SecureBytes?
         var cloudAccountProblem: String?
-        if let newPasscode {
-            var record = changed.record
+        if let newPasscode, let account {
             do throws(DeviceError) {
-                let kept = try maintainCloudKey(
-                    &record, passcode: newPasscode, passcodeChanged: changed.hadKnowledgeFactor)
-                recoveryKey = kept.recoveryKey
-                if kept.changed { try storeAfterCloud(record, read: changed.record) }
+                recoveryKey = try account.passcodeDidUnlock(
+                    self, record: changed.record, passcode: newPasscode,
+                    passcodeChanged: changed.hadKnowledgeFactor)
             } catch {
                 cloudAccountProblem = error.message
             }
@@ -194,12 +192,12 @@ extension Device {
 
     /// Unlocks with the passcode: every class key becomes available. Without a knowledge factor
     /// there is nothing to unlock. Returns the recovery key when this unlock created the cloud
-    /// account (signed in since the lock screen was set), to show the user once. A stored Argon2id cost below this device's floor (or a version 1
-    /// record) is raised here, the one time the passcode is at hand.
+    /// account (signed in since the lock screen was set), to show the user once. A stored
+    /// Argon2id cost below this device's floor (or a version 1 record) is raised here, the one
+    /// time the passcode is at hand.
     @discardableResult
     public func unlock(passcode: SecureBytes) throws(DeviceError) -> SecureBytes? {
         guard try lockScreenKind().hasKnowledgeFactor else { return nil }
-        var createdRecoveryKey: SecureBytes?
         var unlocked: DeviceRecord?
         try LockScreenKind.checkGuess(passcode)  // never a guess: refused, not counted
         try guessLimit.exclusively { () throws(DeviceError) in
@@ -247,47 +245,17 @@ extension Device {
             }
             unlocked = record
         }
-        // The cloud account after the guess lock is released: a slow or hostile cloud never
-        // holds up another process's unlock. The device unlocks whatever the cloud does; what
-        // went wrong there is kept for the caller to say (`lastCloudAccountProblem`).
-        lastCloudAccountProblem.withLock { $0 = nil }
-        if cloud != nil, let read = unlocked {
-            var record = read
-            do throws(DeviceError) {
-                let kept = try maintainCloudKey(&record, passcode: passcode)
-                if kept.changed { try storeAfterCloud(record, read: read) }
-                if let key = kept.recoveryKey { createdRecoveryKey = key }
-            } catch {
-                lastCloudAccountProblem.withLock { $0 = error.message }
-            }
-        }
-        return createdRecoveryKey
-    }
-
-    /// Stores what the cloud account's upkeep changed in the record (the account key, its epoch,
-    /// the escrow registration) onto the record as it is now, under the guess lock again: another
-    /// process may have unlocked (counted a guess) or set a lock screen meanwhile. Under another
-    /// passcode (a newer generation) only a newly made account key is kept (it is sealed under a
-    /// class key, which a passcode change keeps); the escrow is registered again at the next
-    /// unlock.
-    func storeAfterCloud(_ record: DeviceRecord, read: DeviceRecord) throws(DeviceError) {
-        try guessLimit.exclusively { () throws(DeviceError) in
-            let (path, current) = try records.load()
-            var merged = current
-            // The witness seed is the account's, whatever the passcode: kept once known.
-            if record.wrappedWitnessSeed != nil {
-                merged.wrappedWitnessSeed = record.wrappedWitnessSeed
-            }
-            if current.generation == read.generation {
-                merged.wrappedCloudKey = record.wrappedCloudKey
-                merged.cloudEpoch = record.cloudEpoch
-                merged.escrowGeneration = record.escrowGeneration
-                merged.rotationPending = record.rotationPending
-            } else if current.wrappedCloudKey == nil, record.wrappedCloudKey != nil {
-                merged.wrappedCloudKey = record.wrappedCloudKey
-                merged.cloudEpoch = record.cloudEpoch
-            }
-            if merged != current { try records.store(merged, replacing: path) }
+        // The account after the guess lock is released: a slow or hostile cloud never holds up
+        // another process's unlock. The device unlocks whatever the account does; what went
+        // wrong there is kept for the caller to say (`SignedInAccount.lastProblem`).
+        guard let account, let unlocked else { return nil }
+        account.lastProblem = nil
+        do throws(DeviceError) {
+            return try account.passcodeDidUnlock(
+                self, record: unlocked, passcode: passcode, passcodeChanged: false)
+        } catch {
+            account.lastProblem = error.message
+            return nil
         }
     }
 

@@ -4,7 +4,8 @@ import SecretService
 import Synchronization
 
 /// The device the apps run on: its places and settings, its lock screen and the data-protection
-/// class keys, its cloud account.
+/// class keys. The cloud account it is signed in to is the `CloudAccount` module's
+/// (`Device(cloud:)` there).
 ///
 /// Each concern lives in a file of its own:
 /// - the record and its storage in the Secret Service: `DeviceRecord.swift`;
@@ -12,7 +13,8 @@ import Synchronization
 /// - the lock screen, lock states and class keys: `Device+LockScreen.swift`;
 /// - where passcode guesses are counted (delays, service or software): `GuessLimit.swift`;
 /// - runtime state, the unwrapped class keys in the kernel keyring: `RuntimeKeys.swift`;
-/// - the cloud account's key and joining it: `CloudKey.swift`.
+/// - the HTTP exchange the guess counter service (and the cloud) is reached by: `HTTP.swift`;
+/// - the account the device is signed in to, as the lock screen tells it: `SignedInAccount.swift`.
 ///
 /// Thread-safe; several processes may share one device.
 public final class Device: Sendable {
@@ -20,78 +22,65 @@ public final class Device: Sendable {
     /// The device directory (owned by the "OS", outside every app): settings and the stores'
     /// per-app data that survives uninstall.
     public let directory: URL
-    /// The signed-in cloud account, or nil when signed out.
-    public let cloud: (any CloudStorage)?
     /// The real device's cost and delays; only the test support target passes others.
     package let tuning: DeviceTuning
     /// The TPM that holds a passcode slot made before the direct TPM path was retired, when the
     /// device has one (`TPMConfiguration`); new slots go to `counter` or the software path.
     package let tpm: TPMConfiguration?
-    /// The cloud account's escrow service, when the account uses one: it holds the account key
-    /// for joining with a passcode, and counts the claims.
-    package let escrow: EscrowConfiguration?
     /// The guess counter that holds this device's passcode slot, when the device uses one: a
     /// `keepsake-escrow` service that owns its state (run as a user of its own), so no process of
     /// the device's user can reset, skip or rewrite its count.
     package let counter: EscrowConfiguration?
 
-    let records: DeviceRecordStore
+    package let records: DeviceRecordStore
     private let runtimeCache = Mutex<RuntimeKeys?>(nil)
     private let dataKeyCache = Mutex<[String: SecureBytes]>([:])
-    /// Why the last unlock could not keep the cloud account up to date (it unlocked all the
-    /// same), for a caller to say so; nil when it could or had nothing to do.
-    package let lastCloudAccountProblem = Mutex<String?>(nil)
+    /// The account the device is signed in to (the cloud account), told of each new passcode
+    /// and unlock; nil when signed out.
+    package let account: (any SignedInAccount)?
 
     /// A device at the real cost and delays (Argon2id `moderate`, delays from one second) on the
-    /// software guess limit; a passcode slot an earlier version made on the machine's TPM
-    /// (`/dev/tpmrm0`) still unlocks.
+    /// software guess limit, signed out; a passcode slot an earlier version made on the machine's
+    /// TPM (`/dev/tpmrm0`) still unlocks. `Device(cloud:)` (the `CloudAccount` module) signs in.
     public convenience init(
-        secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
-        cloud: (any CloudStorage)? = nil
+        secretService: SecretServiceConnection = .shared(), directory: URL? = nil
     ) {
         self.init(
-            secretService: secretService, directory: directory, cloud: cloud,
-            tpm: TPMConfiguration.machine, tuning: .real)
+            secretService: secretService, directory: directory, tpm: TPMConfiguration.machine,
+            tuning: .real)
     }
 
     /// A device with the guess counter that holds its passcode slot (`counter`, a
     /// `keepsake-escrow` service of its own user, which counts every guess where no process of
-    /// the device's user reaches it) or none (the software guess limit, delays only); the cloud
-    /// account's escrow service, if any. `tpm` (a TCTI such as `device:/dev/tpmrm0`) names the
-    /// TPM of a passcode slot made before the direct TPM path was retired; without `counter`, a
-    /// new lock screen on a device that names one is refused, since a TPM that the user's
-    /// processes reach cannot count their guesses (`TPMConfiguration`).
+    /// the device's user reaches it) or none (the software guess limit, delays only), signed
+    /// out. `tpm` (a TCTI such as `device:/dev/tpmrm0`) names the TPM of a passcode slot made
+    /// before the direct TPM path was retired; without `counter`, a new lock screen on a device
+    /// that names one is refused, since a TPM that the user's processes reach cannot count their
+    /// guesses (`TPMConfiguration`).
     public convenience init(
-        secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
-        cloud: (any CloudStorage)? = nil, tpm: String?, escrow: EscrowConfiguration? = nil,
+        secretService: SecretServiceConnection = .shared(), directory: URL? = nil, tpm: String?,
         counter: EscrowConfiguration? = nil
     ) {
         self.init(
-            secretService: secretService, directory: directory, cloud: cloud,
-            tpm: tpm.map(TPMConfiguration.init(tcti:)), escrow: escrow, counter: counter,
-            tuning: .real)
+            secretService: secretService, directory: directory,
+            tpm: tpm.map(TPMConfiguration.init(tcti:)), counter: counter, tuning: .real)
     }
 
     /// A device at another cost and delays: for the test support target and the development
-    /// tool only (`package`), never reachable from an app or the shipped command line.
+    /// tool only (`package`), never reachable from an app or the shipped command line. `account`
+    /// is the account it is signed in to (made by the `CloudAccount` module).
     package init(
         secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
-        cloud: (any CloudStorage)? = nil, tpm: TPMConfiguration? = nil,
-        escrow: EscrowConfiguration? = nil, counter: EscrowConfiguration? = nil,
-        tuning: DeviceTuning
+        tpm: TPMConfiguration? = nil, counter: EscrowConfiguration? = nil, tuning: DeviceTuning,
+        account: (any SignedInAccount)? = nil
     ) {
-        self.escrow = escrow
         self.counter = counter
         self.secretService = secretService
         self.directory = directory ?? Self.defaultDirectory
-        self.cloud = cloud
         self.tuning = tuning
         self.tpm = tpm
+        self.account = account
         records = DeviceRecordStore(secretService: secretService, directory: self.directory)
-        // A lock left on the server by a process of this device that died is released by the
-        // next one, not waited out (WebDAV locks last two minutes).
-        (cloud as? WebDAVCloud)?.keepLockTokens(
-            in: self.directory.appendingPathComponent("cloud-locks"))
     }
 
     package var passcodeCost: Argon2Cost { tuning.passcodeCost }
@@ -189,11 +178,7 @@ public final class Device: Sendable {
         }
     }
 
-    /// The device's Block Store key: derived from the device secret held in the Secret Service,
-    /// available in every lock state (Block Store data is readable whenever the app runs).
-    package func blockStoreKey() throws(DeviceError) -> SecureBytes { try dataKey("blockstore") }
-
-    /// A store's key for its data in the device directory (`blockstore`, `kvstore`, …): derived
+    /// A store's key for its data in the device directory, named by the store: derived
     /// from the device secret held in the Secret Service, available in every lock state, and
     /// remembered for the process's life once derived (the device secret never changes).
     package func dataKey(_ store: String) throws(DeviceError) -> SecureBytes {

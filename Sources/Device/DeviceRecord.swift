@@ -9,60 +9,60 @@ import TPM
 /// wrapped under the key-encryption key, and what is needed to check a passcode — never anything a
 /// passcode guess can be tested against without the device secret (software path) or the TPM
 /// (TPM path). See `PasscodeKeys` for the derivations.
-struct DeviceRecord: Codable, Sendable, Equatable {
+package struct DeviceRecord: Codable, Sendable, Equatable {
     /// 1: verifier from Argon2id(passcode) alone (read, then rewritten as 2 at the next unlock);
     /// 2: verifier and KEK bound to the device secret, optional TPM slot.
-    var version = 2
-    var deviceSecret: Data
-    var kind: LockScreenKind
-    var salt: Data?
-    var cost: Argon2Cost?
+    package var version = 2
+    package var deviceSecret: Data
+    package var kind: LockScreenKind
+    package var salt: Data?
+    package var cost: Argon2Cost?
     /// Software path only: BLAKE2b keyed by the device secret over Argon2id(passcode). nil on
     /// the TPM path, where the TPM's authorization check is the only verifier.
-    var verifier: Data?
+    package var verifier: Data?
     /// TPM path: where the TPM keeps this device's passcode-released secret and guess counter.
-    var tpm: TPMSlot?
+    package var tpm: TPMSlot?
     /// Counted path: this device's slot at its guess counter (`Device.counter`, a
     /// `keepsake-escrow` service): it releases the secret the KEK needs only to a proof of the
     /// passcode, and counts every claim before it answers.
-    var counterSlot: Data?
-    var wrappedKeys: [String: Data]
+    package var counterSlot: Data?
+    package var wrappedKeys: [String: Data]
     /// Each class key's check value (`PasscodeKeys.check`), by class: a key in the kernel keyring
     /// that does not match is not the device's and is never used. nil in records written before
     /// checks existed (then runtime keys are taken unchecked until the next unlock writes them).
-    var keyChecks: [String: Data]?
+    package var keyChecks: [String: Data]?
     /// The cloud account's key, sealed under the AfterFirstUnlock class key.
-    var wrappedCloudKey: Data?
+    package var wrappedCloudKey: Data?
     /// The account witness's seed (`AccountWitness`), sealed under the AfterFirstUnlock class key:
     /// kept here so that a cloud withholding its copy cannot stop this device signing.
-    var wrappedWitnessSeed: Data?
+    package var wrappedWitnessSeed: Data?
     /// Wrong passcodes in a row, and the time before which no attempt is taken (ms since epoch).
-    var failures: Int
-    var notBefore: Int64
+    package var failures: Int
+    package var notBefore: Int64
     /// Bumped by every lock-screen change; a write that read an older generation is refused, so a
     /// slow wrong guess never writes an older passcode's record back.
-    var generation: Int?
+    package var generation: Int?
     /// The `generation` under which this device last registered the account key with the
     /// cloud's escrow (a passcode change registers again).
-    var escrowGeneration: Int?
+    package var escrowGeneration: Int?
     /// The cloud account key's epoch this device holds (how many rotations it has followed).
-    var cloudEpoch: Int?
+    package var cloudEpoch: Int?
     /// The passcode changed while the account key could not be rotated (the cloud unreachable):
     /// the next unlock rotates it.
-    var rotationPending: Bool?
+    package var rotationPending: Bool?
     /// The public half of the presence key pair (its seed is in `wrappedKeys`, under the KEK):
     /// items that need the passcode at each use are sealed to it. Only while a passcode is set.
-    var presencePublicKey: Data?
+    package var presencePublicKey: Data?
 
     /// Keeps `seed` as the presence key, wrapped under `kek`, and its public key.
-    mutating func setPresence(_ seed: SecureBytes, kek: SecureBytes) {
+    package mutating func setPresence(_ seed: SecureBytes, kek: SecureBytes) {
         wrappedKeys[PasscodeKeys.presenceEntry] = PasscodeKeys.wrapPresence(seed, kek: kek)
         presencePublicKey = SealedBox.keyPair(seed: seed).publicKey
     }
 
     /// The device's stable public identifier (names its runtime keyring and TPM slot): a hash of
     /// the device secret, so it needs no storage of its own.
-    var deviceID: String {
+    package var deviceID: String {
         KeyDerivation.keyedHash(
             key: SecureBytes(copying: deviceSecret), context: "keepsake.device.id.v1"
         )
@@ -71,7 +71,7 @@ struct DeviceRecord: Codable, Sendable, Equatable {
 
     /// A new device: no lock screen, a random device secret, a random key per class (none for
     /// `WhenPasscodeSetThisDeviceOnly`, which needs a passcode).
-    static func fresh() -> DeviceRecord {
+    package static func fresh() -> DeviceRecord {
         let secret = SecureBytes(randomCount: 32)
         var record = DeviceRecord(
             deviceSecret: secret.unsafeData(), kind: .none, wrappedKeys: [:], failures: 0,
@@ -85,9 +85,9 @@ struct DeviceRecord: Codable, Sendable, Equatable {
         return record
     }
 
-    func encoded() -> Data { Data("KDS1".utf8) + (try! JSONEncoder().encode(self)) }
+    package func encoded() -> Data { Data("KDS1".utf8) + (try! JSONEncoder().encode(self)) }
 
-    static func decode(_ bytes: Data) throws(DeviceError) -> DeviceRecord {
+    package static func decode(_ bytes: Data) throws(DeviceError) -> DeviceRecord {
         guard bytes.count <= 64 * 1024, bytes.starts(with: Data("KDS1".utf8)),
             let record = try? JSONDecoder().decode(DeviceRecord.self, from: bytes.dropFirst(4)),
             (1...2).contains(record.version), record.deviceSecret.count == 32,
@@ -112,16 +112,18 @@ struct DeviceRecord: Codable, Sendable, Equatable {
 /// secrets do). That state is gone for good: the record is made anew in the same item, its
 /// predecessor's runtime keys are dropped (its device ID is kept, public, in the device directory),
 /// and the one call that found it says so — every later call works on the new, empty device.
-struct DeviceRecordStore: Sendable {
-    let secretService: SecretServiceConnection
+package struct DeviceRecordStore: Sendable {
+    package let secretService: SecretServiceConnection
     /// The device directory: `device-id` there names the record's device (not secret).
-    let directory: URL
+    package let directory: URL
 
     /// Where the current record's device ID is noted.
     private var idFile: URL { directory.appendingPathComponent("device-id") }
 
-    static let collection = CollectionPath.default
-    static let attributes = ["xdg:schema": "org.keepsake.Device", "keepsake-device": "state"]
+    package static let collection = CollectionPath.default
+    package static let attributes = [
+        "xdg:schema": "org.keepsake.Device", "keepsake-device": "state",
+    ]
 
     /// Taken around a first use's search-and-create, so the processes of the user that share the
     /// device directory make one record between them (hidden: a wipe keeps it).
@@ -133,7 +135,7 @@ struct DeviceRecordStore: Sendable {
     /// the smallest path wins and the others are deleted (whatever order a provider gives its
     /// paths in, every process makes the same comparison) — and what a loser sealed under its
     /// own record's keys meanwhile is lost, which is why the lock is there.
-    func load() throws(DeviceError) -> (path: ItemPath, record: DeviceRecord) {
+    package func load() throws(DeviceError) -> (path: ItemPath, record: DeviceRecord) {
         if let found = try read() { return found }
         let lock = try DeviceError.lock(creationLock, "the device record's creation lock")
         defer { withExtendedLifetime(lock) {} }
@@ -208,7 +210,9 @@ struct DeviceRecordStore: Sendable {
 
     /// Writes `record` (in place when `path` is given).
     @discardableResult
-    func store(_ record: DeviceRecord, replacing path: ItemPath?) throws(DeviceError) -> ItemPath {
+    package func store(_ record: DeviceRecord, replacing path: ItemPath?) throws(DeviceError)
+        -> ItemPath
+    {
         let bytes = record.encoded()
         return try call { () throws(SecretServiceError) in
             if let path {
@@ -223,7 +227,7 @@ struct DeviceRecordStore: Sendable {
     }
 
     /// One Secret Service call, its failure in the device's terms.
-    func call<R>(_ body: () throws(SecretServiceError) -> R) throws(DeviceError) -> R {
+    package func call<R>(_ body: () throws(SecretServiceError) -> R) throws(DeviceError) -> R {
         do { return try body() } catch {
             if error.code == .locked || error.code == .promptRequired {
                 throw DeviceError(.interactionNotAllowed, "\(error)", underlying: error)

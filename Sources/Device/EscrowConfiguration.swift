@@ -55,7 +55,7 @@ extension Device {
     /// a rewritten record cannot swap them; bounded before Argon2id runs; reading them spends no
     /// claim), then the claim, counted by the service. Returns the passcode key and the released
     /// secret.
-    func claim(_ slot: Data, passcode: SecureBytes, at service: EscrowConfiguration)
+    package func claim(_ slot: Data, passcode: SecureBytes, at service: EscrowConfiguration)
         throws(DeviceError) -> (passcodeKey: SecureBytes, secret: SecureBytes)
     {
         let client = service.client()
@@ -71,7 +71,7 @@ extension Device {
 
 /// Runs an escrow call: its failures become the device's errors (a wrong passcode
 /// `.authFailed`; a destroyed slot or an unreachable escrow `.notAvailable`).
-func escrowCall<R>(_ body: () throws(EscrowError) -> R) throws(DeviceError) -> R {
+package func escrowCall<R>(_ body: () throws(EscrowError) -> R) throws(DeviceError) -> R {
     do { return try body() } catch {
         switch error.code {
         case .authFailed:

@@ -21,9 +21,9 @@ import Sealing
 /// - **Software**: the count and the delays live in the device record in the Secret Service: they
 ///   slow down guessing through Keepsake, but whoever can edit the login keyring can reset them,
 ///   and whoever can read it can guess offline at the Argon2id cost (SECURITY.md).
-struct GuessLimit {
+package struct GuessLimit {
     /// Wrong passcodes in a row after which a counted (or TPM) device is disabled.
-    static let hardLimit: UInt64 = 10
+    package static let hardLimit: UInt64 = 10
 
     let lockFile: URL
     let policy: RetryPolicy
@@ -36,7 +36,7 @@ struct GuessLimit {
     }
 
     /// Runs `body` holding the device's guess lock (every process of the user takes the same).
-    func exclusively<R>(_ body: () throws(DeviceError) -> R) throws(DeviceError) -> R {
+    package func exclusively<R>(_ body: () throws(DeviceError) -> R) throws(DeviceError) -> R {
         let lock = try DeviceError.lock(lockFile, "the lock-screen lock")
         defer { withExtendedLifetime(lock) {} }
         return try body()

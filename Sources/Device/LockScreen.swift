@@ -70,7 +70,7 @@ public enum LockScreenKind: String, Sendable, Hashable, CaseIterable, Codable {
     /// attempts.
     ///
     /// - Throws: `.invalidPasscode` (errSecParam).
-    static func checkGuess(_ passcode: SecureBytes) throws(DeviceError) {
+    package static func checkGuess(_ passcode: SecureBytes) throws(DeviceError) {
         guard try scalarCount(passcode) >= 4 else {
             throw DeviceError(
                 .invalidPasscode,

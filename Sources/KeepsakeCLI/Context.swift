@@ -1,3 +1,4 @@
+import CloudAccount
 import Device
 import Foundation
 import Sealing
@@ -102,8 +103,7 @@ package struct Context {
 
     private func localDevice(secretService: SecretServiceConnection) -> Device {
         Device(
-            secretService: secretService, directory: deviceDirectory, tpm: tpm, escrow: escrow,
-            counter: counter,
+            secretService: secretService, directory: deviceDirectory, tpm: tpm, counter: counter,
             tuning: tuning)
     }
 

@@ -1,5 +1,6 @@
 import BlockStore
 internal import CKeepsakeShims
+import CloudAccount
 import Device
 import Foundation
 import Keychain

@@ -1,4 +1,5 @@
 import BlockStore
+import CloudAccount
 import Device
 import Foundation
 import Keychain
@@ -42,7 +43,7 @@ enum LockScreenCommand {
             {
                 showRecoveryKey(recoveryKey)
             }
-            if let problem = device.lastCloudAccountProblem.withLock({ $0 }) {
+            if let problem = device.lastCloudAccountProblem {
                 // Unlocked; the account could not be kept up to date: say so, never in silence.
                 FileHandle.standardError.write(
                     Data(

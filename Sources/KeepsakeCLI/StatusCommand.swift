@@ -1,3 +1,4 @@
+import CloudAccount
 import Device
 import Foundation
 import RecoveryHint

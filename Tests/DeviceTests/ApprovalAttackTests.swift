@@ -4,6 +4,7 @@ import Sealing
 import SecretService
 import Testing
 
+@testable import CloudAccount
 @testable import Device
 
 /// A phone with a pin that made the account on a directory cloud, and a tablet with a pin of its

@@ -2,6 +2,7 @@ import Foundation
 import KeepsakeTestSupport
 import Testing
 
+@testable import CloudAccount
 @testable import Device
 
 // Shared by the device suites (guess limit, joins, rotation).

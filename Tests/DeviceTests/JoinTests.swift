@@ -6,6 +6,7 @@ import SecretService
 import TPM
 import Testing
 
+@testable import CloudAccount
 @testable import Device
 
 private func text(_ bytes: SecureBytes) -> String {

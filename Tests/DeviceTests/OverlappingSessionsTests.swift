@@ -4,6 +4,7 @@ import Sealing
 import SecretService
 import Testing
 
+@testable import CloudAccount
 @testable import Device
 
 /// A cloud whose account lock is granted to everyone at once, as Apache's mod_dav_fs now and then

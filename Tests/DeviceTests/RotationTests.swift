@@ -3,6 +3,7 @@ import KeepsakeTestSupport
 import Sealing
 import Testing
 
+@testable import CloudAccount
 @testable import Device
 
 private let keyValue = CloudObjects.kind("kv-")

@@ -4,6 +4,7 @@ import Sealing
 import Synchronization
 import Testing
 
+@testable import CloudAccount
 @testable import Device
 
 /// The real WebDAV account with a writer that ignores the account's lock (or whose lock expired)

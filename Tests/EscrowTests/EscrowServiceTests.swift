@@ -5,6 +5,7 @@ import SecretService
 import Synchronization
 import Testing
 
+@testable import CloudAccount
 @testable import Device
 @testable import Escrow
 

@@ -6,6 +6,7 @@ import Synchronization
 import TPM
 import Testing
 
+@testable import CloudAccount
 @testable import Device
 @testable import Escrow
 

@@ -1,4 +1,4 @@
-// libFuzzer target: the cloud account's own objects (Sources/Device/AccountObjects.swift) — its
+// libFuzzer target: the cloud account's own objects (Sources/CloudAccount/AccountObjects.swift) — its
 // record, the escrow record, join requests, answers, reveals and approvals' contents, and typed recovery keys — the objects a cloud holds
 // outside a seal.
 import Foundation

@@ -1,4 +1,5 @@
 import BlockStore
+import CloudAccount
 import Device
 import Foundation
 import KeyValueStore

@@ -1,4 +1,5 @@
 import Escrow
+import Device
 import Foundation
 import Sealing
 import Synchronization
@@ -723,5 +724,34 @@ extension Device {
         -> CloudObjectVersion?
     {
         try cloudCall { try cloud.readVersioned(name) }?.version
+    }
+}
+
+extension Device {
+    /// Stores what the cloud account's upkeep changed in the record (the account key, its epoch,
+    /// the escrow registration) onto the record as it is now, under the guess lock again: another
+    /// process may have unlocked (counted a guess) or set a lock screen meanwhile. Under another
+    /// passcode (a newer generation) only a newly made account key is kept (it is sealed under a
+    /// class key, which a passcode change keeps); the escrow is registered again at the next
+    /// unlock.
+    func storeAfterCloud(_ record: DeviceRecord, read: DeviceRecord) throws(DeviceError) {
+        try guessLimit.exclusively { () throws(DeviceError) in
+            let (path, current) = try records.load()
+            var merged = current
+            // The witness seed is the account's, whatever the passcode: kept once known.
+            if record.wrappedWitnessSeed != nil {
+                merged.wrappedWitnessSeed = record.wrappedWitnessSeed
+            }
+            if current.generation == read.generation {
+                merged.wrappedCloudKey = record.wrappedCloudKey
+                merged.cloudEpoch = record.cloudEpoch
+                merged.escrowGeneration = record.escrowGeneration
+                merged.rotationPending = record.rotationPending
+            } else if current.wrappedCloudKey == nil, record.wrappedCloudKey != nil {
+                merged.wrappedCloudKey = record.wrappedCloudKey
+                merged.cloudEpoch = record.cloudEpoch
+            }
+            if merged != current { try records.store(merged, replacing: path) }
+        }
     }
 }

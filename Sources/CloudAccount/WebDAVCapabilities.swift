@@ -1,3 +1,4 @@
+import Device
 import Foundation
 
 /// What a WebDAV server honours of what the account's safety rests on, learnt by trying it

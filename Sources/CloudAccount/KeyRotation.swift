@@ -1,3 +1,4 @@
+import Device
 import Foundation
 import Sealing
 import TPM

@@ -1,4 +1,5 @@
 internal import CKeepsakeHTTP
+import Device
 import Foundation
 import FoundationXML
 import Sealing
@@ -175,7 +176,8 @@ public struct WebDAVCloud: CloudStorage {
     /// A PUT; when it failed as servers fail for a missing collection (409 as RFC 4918 says;
     /// rclone 404, nginx 500), the account's collection is made (MKCOL) and, when it was indeed
     /// missing, the PUT tried once more.
-    private func put(_ target: URL, _ data: Data, headers: [String: String]) throws -> Response {
+    private func put(_ target: URL, _ data: Data, headers: [String: String]) throws -> HTTP.Response
+    {
         let response = try send("PUT", target, body: data, headers: headers)
         guard [404, 409, 500].contains(response.status), try makeCollection() else {
             return response
@@ -486,7 +488,9 @@ public struct WebDAVCloud: CloudStorage {
     }
 
     /// Releases the lock `token` holds on `target` (only that token's holder can).
-    fileprivate func unlock(_ target: URL, token: String, attempts: Int? = nil) throws -> Response {
+    fileprivate func unlock(_ target: URL, token: String, attempts: Int? = nil) throws
+        -> HTTP.Response
+    {
         try send("UNLOCK", target, headers: ["Lock-Token": token], attempts: attempts)
     }
 
@@ -603,15 +607,6 @@ public struct WebDAVCloud: CloudStorage {
 
     // MARK: - HTTP
 
-    struct Response {
-        var status: Int
-        var body: Data
-        var etag: String?
-        var lastModified: Date?
-        var lockToken: String?
-        var dav: String?
-    }
-
     /// One request within `timeout`, tried again (up to `attempts` in all, pausing 0.2 s, 0.4 s,
     /// … with jitter) when it fails in transit or with a 5xx. A body larger than `limit` is
     /// refused (announced or as it arrives), never retried; a redirect is answered as the error
@@ -619,7 +614,7 @@ public struct WebDAVCloud: CloudStorage {
     fileprivate func send(
         _ method: String, _ target: URL, body: Data? = nil, headers: [String: String] = [:],
         limit: Int = 64 * 1024, attempts: Int? = nil
-    ) throws -> Response {
+    ) throws -> HTTP.Response {
         var failure: CloudError?
         let attempts = attempts ?? self.attempts
         for attempt in 0..<attempts {
@@ -747,85 +742,6 @@ final class ServerState: Sendable {
         else { return nil }
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         return fields.count > 19 ? String(fields[19]) : nil
-    }
-}
-
-/// One HTTP exchange through libcurl (`CKeepsakeHTTP`), its limits set there.
-enum HTTP {
-    /// A reused libcurl handle (`keepsake_http_client`), freed with its last reference.
-    final class Client: @unchecked Sendable {
-        // Sendable: the C side serializes every use with its own mutex.
-        let pointer: OpaquePointer?
-        init() { pointer = keepsake_http_client_new() }
-        deinit { keepsake_http_client_free(pointer) }
-    }
-
-    struct Failure: Error {
-        var message: String
-        var isTooLarge: Bool
-    }
-
-    static func exchange(
-        _ method: String, _ target: URL, on client: Client,
-        credentials: (user: String, password: String)?,
-        headers: [String: String], body: Data?, limit: Int, timeout: TimeInterval,
-        caFile: String?
-    ) throws -> WebDAVCloud.Response {
-        var out = keepsake_http_response()
-        let lines = headers.map { "\($0.key): \($0.value)" }
-        let code: Int32 = withCStrings(lines) { headerPointers in
-            (body ?? Data()).withUnsafeBytes { bytes in
-                keepsake_http_request(
-                    client.pointer, method, target.absoluteString, credentials?.user,
-                    credentials?.password,
-                    headerPointers, lines.count,
-                    body == nil ? nil : (bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)),
-                    bytes.count, limit, Int(timeout * 1000), caFile, &out)
-            }
-        }
-        defer { keepsake_http_free(&out) }
-        let error = withUnsafeBytes(of: out.error) {
-            String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-        }
-        guard code == 0 else {
-            throw Failure(message: error, isTooLarge: code == KEEPSAKE_HTTP_TOO_LARGE)
-        }
-        let data = out.body.map { Data(bytes: $0, count: out.length) } ?? Data()
-        let etag = withUnsafeBytes(of: out.etag) {
-            String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-        }
-        let modified = withUnsafeBytes(of: out.last_modified) {
-            String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-        }
-        let lockToken = withUnsafeBytes(of: out.lock_token) {
-            String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-        }
-        let dav = withUnsafeBytes(of: out.dav) {
-            String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-        }
-        return WebDAVCloud.Response(
-            status: out.status, body: data, etag: etag.isEmpty ? nil : etag,
-            lastModified: httpDate(modified), lockToken: lockToken.isEmpty ? nil : lockToken,
-            dav: dav.isEmpty ? nil : dav)
-    }
-
-    private static func httpDate(_ text: String) -> Date? {
-        guard !text.isEmpty else { return nil }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        return formatter.date(from: text)
-    }
-
-    /// Runs `body` with `strings` as an array of C strings.
-    private static func withCStrings<R>(
-        _ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R
-    ) -> R {
-        let copies = strings.map { strdup($0) }
-        defer { copies.forEach { free($0) } }
-        let pointers = copies.map { UnsafePointer($0) }
-        return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
     }
 }
 

@@ -1,4 +1,5 @@
 import Escrow
+import Device
 import Foundation
 import Sealing
 

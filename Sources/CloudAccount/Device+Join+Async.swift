@@ -1,0 +1,17 @@
+import Device
+import Foundation
+import Sealing
+
+/// `async` forms of the joins, as `Device+Async.swift` has them for the lock screen: each runs
+/// the blocking join on a thread of its own.
+extension Device {
+    @discardableResult
+    public func join(passcode: SecureBytes) async throws(DeviceError) -> String? {
+        try await offThePool { () throws(DeviceError) in try self.join(passcode: passcode) }
+    }
+
+    @discardableResult
+    public func join(recoveryKey: SecureBytes) async throws(DeviceError) -> String? {
+        try await offThePool { () throws(DeviceError) in try self.join(recoveryKey: recoveryKey) }
+    }
+}
