@@ -46,6 +46,9 @@ let package = Package(
 
         // Knows D-Bus and libsecret, nothing about keychains.
         .target(name: "SecretService", dependencies: ["CSecret", "CKeepsakeShims", "Sealing"]),
+        // What Keepsake needs of Linux beyond Foundation: files written atomically and owned by
+        // the user, file locks, one bounded HTTP exchange (libcurl, loaded when first used).
+        .target(name: "Platform", dependencies: ["CKeepsakeHTTP"]),
         // Knows libsodium, nothing about storage: owned key memory, envelopes, Argon2id.
         .target(name: "Sealing", dependencies: ["CSodium"]),
         // Knows tpm2-tss ESAPI, nothing about keychains: passcode slots under a guess counter.
@@ -58,30 +61,34 @@ let package = Package(
         .target(
             name: "Device",
             dependencies: [
-                "SecretService", "Sealing", "TPM", "Escrow", "CKeyutils", "CKeepsakeHTTP",
+                "SecretService", "Sealing", "Platform", "TPM", "Escrow", "CKeyutils",
             ]),
         // The cloud account a device signs in to: its storage (a directory, WebDAV), its objects
         // and their names, the manifest, joins, the escrow client, key rotation, sync status.
         // Told of the device's unlocks; the device never calls it.
         .target(
             name: "CloudAccount",
-            dependencies: ["Device", "SecretService", "Sealing", "Escrow", "TPM"]),
+            dependencies: ["Device", "SecretService", "Sealing", "Platform", "Escrow", "TPM"]),
         // Apple's generic-password semantics, Swift-native API.
         .target(
-            name: "Keychain", dependencies: ["SecretService", "Device", "CloudAccount", "Sealing"]),
+            name: "Keychain",
+            dependencies: ["SecretService", "Device", "CloudAccount", "Platform", "Sealing"]),
         // Google's Block Store: entries sealed in the device directory, cloud copies under E2EE.
         .target(
             name: "BlockStore",
-            dependencies: ["Device", "CloudAccount", "Sealing", "SecretService"]),
+            dependencies: ["Device", "CloudAccount", "Platform", "Sealing", "SecretService"]),
         // Apple's NSUbiquitousKeyValueStore: limits, local cache, synchronize, external changes.
-        .target(name: "KeyValueStore", dependencies: ["Device", "CloudAccount", "Sealing"]),
+        .target(
+            name: "KeyValueStore", dependencies: ["Device", "CloudAccount", "Platform", "Sealing"]),
         // Android's SharedPreferences and Auto Backup (backup rules, restore at reinstall, transfer).
-        .target(name: "Preferences", dependencies: ["Device", "CloudAccount", "Sealing"]),
+        .target(
+            name: "Preferences", dependencies: ["Device", "CloudAccount", "Platform", "Sealing"]),
         // The hint: two stores per profile, dual write, read either, the never-throwing facade.
         .target(
             name: "RecoveryHint",
             dependencies: [
                 "Keychain", "BlockStore", "KeyValueStore", "Preferences", "Device", "CloudAccount",
+                "Platform",
                 "Sealing",
             ]),
         // Apple-source-compatible surface: SecItem*, kSec* constants, CF aliases.
@@ -96,7 +103,8 @@ let package = Package(
         .target(
             name: "KeepsakeTestSupport",
             dependencies: [
-                "SecretService", "Device", "CloudAccount", "Sealing", "TPM", "Escrow", "CSecret",
+                "SecretService", "Device", "CloudAccount", "Platform", "Sealing", "TPM", "Escrow",
+                "CSecret",
                 "CSodium",
             ]),
         // The command line's commands, shared by the shipped `keepsake` and `keepsake-dev`.
@@ -105,7 +113,7 @@ let package = Package(
             name: "KeepsakeCLI",
             dependencies: [
                 "Keychain", "Security", "BlockStore", "KeyValueStore", "Preferences",
-                "RecoveryHint", "SecretService", "Device", "CloudAccount", "Sealing",
+                "RecoveryHint", "SecretService", "Device", "CloudAccount", "Platform", "Sealing",
                 "CKeepsakeShims",
             ]),
         // The shipped command line: the product alone.
@@ -113,34 +121,39 @@ let package = Package(
         // The escrow service a cloud account's devices join through with a passcode: it owns
         // its state (slots, counts) and answers only `EscrowProtocol`.
         .executableTarget(
-            name: "keepsake-escrow", dependencies: ["Escrow", "Device", "TPM", "Sealing"]),
+            name: "keepsake-escrow", dependencies: ["Escrow", "Platform", "TPM", "Sealing"]),
         // The development tool, not a product: the command line at test speed plus demo, bench
         // and the load-test worker on the private harness. Never shipped.
         .executableTarget(
             name: "keepsake-dev",
             dependencies: [
                 "KeepsakeCLI", "KeepsakeTestSupport", "Keychain", "BlockStore", "RecoveryHint",
-                "Device", "CloudAccount", "Sealing",
+                "Device", "CloudAccount", "Platform", "Sealing",
             ]),
 
         .testTarget(name: "SealingTests", dependencies: ["Sealing", "KeepsakeTestSupport"]),
         .testTarget(
             name: "PreferencesTests",
-            dependencies: ["Preferences", "Device", "CloudAccount", "KeepsakeTestSupport"]),
+            dependencies: [
+                "Preferences", "Device", "CloudAccount", "Platform", "KeepsakeTestSupport",
+            ]),
         .testTarget(
             name: "KeyValueStoreTests",
-            dependencies: ["KeyValueStore", "Device", "CloudAccount", "KeepsakeTestSupport"]),
+            dependencies: [
+                "KeyValueStore", "Device", "CloudAccount", "Platform", "KeepsakeTestSupport",
+            ]),
         .testTarget(
             name: "RecoveryHintTests",
             dependencies: [
                 "RecoveryHint", "Keychain", "BlockStore", "KeyValueStore", "Preferences", "Device",
-                "CloudAccount",
+                "CloudAccount", "Platform",
                 "KeepsakeTestSupport", "SecretService", "Sealing", "LocalAuthentication",
             ]),
         .testTarget(
             name: "BlockStoreTests",
             dependencies: [
-                "BlockStore", "Device", "CloudAccount", "Sealing", "KeepsakeTestSupport",
+                "BlockStore", "Device", "CloudAccount", "Platform", "Sealing",
+                "KeepsakeTestSupport",
                 "SecretService",
             ]),
         .testTarget(
@@ -150,26 +163,28 @@ let package = Package(
             name: "KeychainTests",
             dependencies: [
                 "Keychain", "KeepsakeTestSupport", "SecretService", "Device", "CloudAccount",
+                "Platform",
                 "Sealing",
             ]),
         .testTarget(
             name: "DeviceTests",
             dependencies: [
-                "Device", "CloudAccount", "KeepsakeTestSupport", "SecretService", "Sealing", "TPM",
+                "Device", "CloudAccount", "Platform", "KeepsakeTestSupport", "SecretService",
+                "Sealing", "TPM",
                 "Escrow",
             ]),
         .testTarget(
             name: "SecurityTests",
             dependencies: [
                 "Security", "LocalAuthentication", "Keychain", "KeepsakeTestSupport", "Device",
-                "CloudAccount",
+                "CloudAccount", "Platform",
             ]),
         .testTarget(
             name: "KeepsakeCLITests", dependencies: ["KeepsakeTestSupport"]),
         .testTarget(
             name: "EscrowTests",
             dependencies: [
-                "Escrow", "Device", "CloudAccount", "Sealing", "SecretService",
+                "Escrow", "Device", "CloudAccount", "Platform", "Sealing", "SecretService",
                 "KeepsakeTestSupport",
             ]),
     ],

@@ -1,5 +1,6 @@
 import Device
 import Foundation
+import Platform
 import Sealing
 
 /// The keys and names of an app's local Block Store copy, all derived from the device's Block

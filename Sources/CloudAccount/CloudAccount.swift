@@ -1,5 +1,6 @@
 import Device
 import Foundation
+import Platform
 import Sealing
 
 /// Storage for a cloud account: untrusted, shared by the user's devices, possibly synced by any

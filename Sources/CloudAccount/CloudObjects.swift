@@ -1,5 +1,6 @@
 import Device
 import Foundation
+import Platform
 import Sealing
 
 /// The one rule every store follows for its objects in the cloud account.

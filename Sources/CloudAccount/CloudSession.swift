@@ -1,5 +1,6 @@
 import Device
 import Foundation
+import Platform
 import Sealing
 
 /// `account-manifest`: what the cloud account holds, sealed under the account key — a version

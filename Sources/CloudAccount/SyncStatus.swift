@@ -1,5 +1,6 @@
 import Device
 import Foundation
+import Platform
 import Sealing
 
 /// Where one store's data stands between this device and the cloud account (`keepsake status`):

@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 import Sealing
 import SecretService
 import Synchronization
@@ -13,7 +14,6 @@ import Synchronization
 /// - the lock screen, lock states and class keys: `Device+LockScreen.swift`;
 /// - where passcode guesses are counted (delays, service or software): `GuessLimit.swift`;
 /// - runtime state, the unwrapped class keys in the kernel keyring: `RuntimeKeys.swift`;
-/// - the HTTP exchange the guess counter service (and the cloud) is reached by: `HTTP.swift`;
 /// - the account the device is signed in to, as the lock screen tells it: `SignedInAccount.swift`.
 ///
 /// Thread-safe; several processes may share one device.

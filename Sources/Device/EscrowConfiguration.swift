@@ -1,5 +1,6 @@
 import Escrow
 import Foundation
+import Platform
 import Sealing
 
 /// The cloud account's escrow: a `keepsake-escrow` service (docs/running.md, "Running a guess counter or an escrow") that

@@ -3,6 +3,7 @@ import CloudAccount
 import Device
 import Foundation
 import Keychain
+import Platform
 import Preferences
 import RecoveryHint
 import Sealing

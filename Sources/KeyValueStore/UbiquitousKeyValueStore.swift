@@ -1,6 +1,7 @@
 import CloudAccount
 import Device
 import Foundation
+import Platform
 import Sealing
 import Synchronization
 

@@ -1,6 +1,7 @@
 import CloudAccount
 import Device
 import Foundation
+import Platform
 import Sealing
 
 /// Android's Auto Backup for one app: the files its rules take from its container, kept where an

@@ -1,5 +1,6 @@
 import Device
 import Foundation
+import Platform
 
 /// Android's `SharedPreferences` for one file: `<container>/shared_prefs/<name>.xml` in Android's
 /// own format (`<map><string name="k">v</string>…</map>`). Lives in the app's container, so it is

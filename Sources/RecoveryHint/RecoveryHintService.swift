@@ -3,6 +3,7 @@ import Device
 import Foundation
 import KeyValueStore
 import Keychain
+import Platform
 import Preferences
 
 /// Which two stores keep the hint.

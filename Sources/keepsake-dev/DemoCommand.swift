@@ -5,6 +5,7 @@ import Foundation
 import KeepsakeCLI
 import KeepsakeTestSupport
 import Keychain
+import Platform
 import RecoveryHint
 import Sealing
 

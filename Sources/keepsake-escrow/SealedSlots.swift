@@ -1,6 +1,6 @@
-import Device
 import Escrow
 import Foundation
+import Platform
 import Sealing
 import Synchronization
 import TPM

@@ -1,6 +1,6 @@
-import Device
 import Escrow
 import Foundation
+import Platform
 import Synchronization
 
 /// The escrow's slots as files in its state directory (one per slot, named by its ID in hex),

@@ -6,6 +6,7 @@ import Sealing
 import Testing
 
 @testable import BlockStore
+import Platform
 
 struct EntryVector: Decodable, Sendable, CustomTestStringConvertible {
     var blockStoreKey: String

@@ -3,6 +3,7 @@ import CloudAccount
 import Device
 import Foundation
 import KeepsakeTestSupport
+import Platform
 import Sealing
 import SecretService
 import Testing

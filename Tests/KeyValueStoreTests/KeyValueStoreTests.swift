@@ -3,6 +3,7 @@ import Device
 import Foundation
 import KeepsakeTestSupport
 import KeyValueStore
+import Platform
 import Synchronization
 import Testing
 

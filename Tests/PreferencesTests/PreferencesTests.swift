@@ -2,6 +2,7 @@ import CloudAccount
 import Device
 import Foundation
 import KeepsakeTestSupport
+import Platform
 import Preferences
 import Testing
 

@@ -5,6 +5,7 @@ import Foundation
 import KeepsakeTestSupport
 import KeyValueStore
 import Keychain
+import Platform
 import Preferences
 import Testing
 

@@ -1,0 +1,57 @@
+import Escrow
+import Foundation
+import Platform
+import Sealing
+import SecretService
+import TPM
+
+/// The class keys: read in runtime state (the kernel keyring), made again from the device secret
+/// alone on a device without a knowledge factor.
+extension Device {
+    /// Secrets of `paths` and the class keys available now.
+    package struct KeyedRead: Sendable {
+        package var secrets: [ItemPath: Data]
+        package var classKeys: [ProtectionClass: SecureBytes]
+    }
+
+    /// Reads `paths` (one `GetSecrets` round trip) together with the runtime class keys (only
+    /// those of `classes` when the caller knows which it needs). Paths that no longer exist are
+    /// absent.
+    package func read(_ paths: [ItemPath], classes: Set<ProtectionClass>? = nil)
+        throws(DeviceError) -> KeyedRead
+    {
+        let secrets =
+            paths.isEmpty
+            ? [:]
+            : try records.call { () throws(SecretServiceError) in
+                try secretService.secrets(at: paths)
+            }
+        return KeyedRead(secrets: secrets, classKeys: try runtime().keys(classes))
+    }
+
+    /// The key of `protection`, when the lock state allows it.
+    ///
+    /// - Throws: `.interactionNotAllowed` when locked or before first unlock; `.authFailed` for
+    ///   `WhenPasscodeSetThisDeviceOnly` on a device without a knowledge factor.
+    package func classKey(_ protection: ProtectionClass) throws(DeviceError) -> SecureBytes {
+        let runtime = try runtime()
+        if let key = runtime.key(protection) { return key }
+        let record = try records.load().record
+        if protection.requiresPasscode && !record.kind.hasKnowledgeFactor {
+            throw DeviceError(.authFailed, "this class needs a passcode to be set")
+        }
+        if record.kind.hasKnowledgeFactor {
+            throw DeviceError(.interactionNotAllowed, "the device is locked")
+        }
+        // No knowledge factor: always unlocked; after a reboot the keys come back from the
+        // device secret alone.
+        let keys = try PasscodeKeys.unwrap(
+            record.wrappedKeys,
+            kek: PasscodeKeys.deviceKEK(SecureBytes(copying: record.deviceSecret)))
+        try runtime.store(keys)
+        guard let key = keys[protection] else {
+            throw DeviceError(.corrupt, "no key for class \(protection.rawValue)")
+        }
+        return key
+    }
+}
