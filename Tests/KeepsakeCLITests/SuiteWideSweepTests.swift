@@ -40,11 +40,13 @@ struct SuiteWideSweep {
             // `manifest`) list those names with keyed digests of what was uploaded: hex, which
             // meets the hex-rich sealed records by chance at 8 bytes, so
             // checked for the secrets themselves as names are. Its `cloud-synced` holds the
-            // stores' names (with app ids, as the `apps/` folder names are) and times of day.
+            // stores' names (with app ids, as the `apps/` folder names are) and times of day. Its
+            // `account-manifest-seen` is the account's id (hex) and the highest epoch and version
+            // seen, all public in the cloud's own manifest.
             let clearByDesign =
                 [
                     "account", "account-escrow", "cloud-strays", "cloud-manifest", "manifest",
-                    "cloud-synced",
+                    "cloud-synced", "account-manifest-seen",
                 ]
                 .contains(file.lastPathComponent)
                 || (file.lastPathComponent.hasPrefix("join-")
