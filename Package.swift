@@ -23,7 +23,7 @@ let package = Package(
     targets: [
         // C stays below this line: one system library per C library, one small shim target.
         .systemLibrary(
-            name: "CSecret", pkgConfig: "libsecret-1",
+            name: "CSecret", pkgConfig: "gobject-2.0",
             providers: [.apt(["libsecret-1-dev"])]),
         .systemLibrary(
             name: "CSodium", pkgConfig: "libsodium",
@@ -37,9 +37,13 @@ let package = Package(
         // loaded at the first request (dlopen), so a process that never uses a cloud never
         // loads it. Its headers come from libcurl4-openssl-dev.
         .target(name: "CKeepsakeHTTP"),
-        .target(name: "CKeepsakeShims", dependencies: ["CSecret", "CDBus"]),
+        .target(
+            name: "CKeepsakeShims", dependencies: ["CSecret", "CDBus"],
+            cSettings: [.headerSearchPath("../CSecret")]),
         // Tests only: an impostor of the Secret Service answering with replies of the wrong type.
-        .target(name: "CRogueSecretService", dependencies: ["CSecret"]),
+        .target(
+            name: "CRogueSecretService", dependencies: ["CSecret"],
+            cSettings: [.headerSearchPath("../CSecret")]),
         // tpm2-tss ESAPI behind fixed-argument shims; loaded at the first TPM open (dlopen), so a
         // process that never uses a TPM never loads it. Its headers come from libtss2-dev.
         .target(name: "CKeepsakeTPMShims"),
