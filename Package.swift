@@ -22,6 +22,11 @@ let package = Package(
     ],
     targets: [
         // C stays below this line: one system library per C library, one small shim target.
+        // libsecret: GLib's include paths from gobject-2.0 (libsecret-1's and gio's pkg-config
+        // files add -pthread, which SwiftPM strips with a warning in every user's build);
+        // libsecret's own headers through CKeepsakeShims/include/libsecret, a link to what
+        // libsecret-1-dev installs in /usr/include/libsecret-1 (that include directory is on every
+        // client's path, with its own module map).
         .systemLibrary(
             name: "CSecret", pkgConfig: "gobject-2.0",
             providers: [.apt(["libsecret-1-dev"])]),
@@ -38,12 +43,10 @@ let package = Package(
         // loads it. Its headers come from libcurl4-openssl-dev.
         .target(name: "CKeepsakeHTTP"),
         .target(
-            name: "CKeepsakeShims", dependencies: ["CSecret", "CDBus"],
-            cSettings: [.headerSearchPath("../CSecret")]),
+            name: "CKeepsakeShims", dependencies: ["CSecret", "CDBus"]),
         // Tests only: an impostor of the Secret Service answering with replies of the wrong type.
         .target(
-            name: "CRogueSecretService", dependencies: ["CSecret"],
-            cSettings: [.headerSearchPath("../CSecret")]),
+            name: "CRogueSecretService", dependencies: ["CSecret"]),
         // tpm2-tss ESAPI behind fixed-argument shims; loaded at the first TPM open (dlopen), so a
         // process that never uses a TPM never loads it. Its headers come from libtss2-dev.
         .target(name: "CKeepsakeTPMShims"),
