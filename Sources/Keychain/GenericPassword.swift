@@ -87,62 +87,6 @@ public struct InternetLocation: Sendable, Hashable, Codable {
     }
 }
 
-/// The internet-password fields of a query or a change: nil = any, or unchanged. One place for
-/// what every use of the six fields shares (index, match, change, validation).
-struct InternetIndex {
-    var server: String?
-    var port: Int?
-    var path: String?
-    var internetProtocol: String?
-    var authenticationType: String?
-    var securityDomain: String?
-
-    init(
-        server: String? = nil, port: Int? = nil, path: String? = nil,
-        internetProtocol: String? = nil, authenticationType: String? = nil,
-        securityDomain: String? = nil
-    ) {
-        self.server = server
-        self.port = port
-        self.path = path
-        self.internetProtocol = internetProtocol
-        self.authenticationType = authenticationType
-        self.securityDomain = securityDomain
-    }
-
-    init(_ location: InternetLocation) {
-        self.init(
-            server: location.server, port: location.port, path: location.path,
-            internetProtocol: location.internetProtocol,
-            authenticationType: location.authenticationType,
-            securityDomain: location.securityDomain)
-    }
-
-    var isEmpty: Bool {
-        server == nil && port == nil && path == nil && internetProtocol == nil
-            && authenticationType == nil && securityDomain == nil
-    }
-
-    /// Whether `location` has every field given here.
-    func matches(_ location: InternetLocation) -> Bool {
-        (server == nil || server == location.server) && (port == nil || port == location.port)
-            && (path == nil || path == location.path)
-            && (internetProtocol == nil || internetProtocol == location.internetProtocol)
-            && (authenticationType == nil || authenticationType == location.authenticationType)
-            && (securityDomain == nil || securityDomain == location.securityDomain)
-    }
-
-    /// `location` with every field given here replacing its own.
-    func applied(to location: InternetLocation) -> InternetLocation {
-        InternetLocation(
-            server: server ?? location.server, port: port ?? location.port,
-            path: path ?? location.path,
-            internetProtocol: internetProtocol ?? location.internetProtocol,
-            authenticationType: authenticationType ?? location.authenticationType,
-            securityDomain: securityDomain ?? location.securityDomain)
-    }
-}
-
 /// String attributes that arrived as UTF-8 `Data` in an Apple dictionary.
 package struct DataValuedAttributes: OptionSet, Sendable, Hashable {
     package let rawValue: UInt8
@@ -214,28 +158,19 @@ public struct GenericPasswordItem: Sendable, Hashable {
     public var persistentID: String = ""
 }
 
-/// A query over generic passwords: every given field must match exactly.
+/// A query over passwords: every given field must match exactly. The fields (`service`,
+/// `account`, …, nil = any) are its ``ItemFields``, read and written by name.
+@dynamicMemberLookup
 public struct GenericPasswordQuery: Sendable, Hashable {
-    public var service: String?
-    public var account: String?
-    /// nil = every access group the app is entitled to.
-    public var accessGroup: String?
+    /// The fields to match: nil = any.
+    public var fields: ItemFields
     public var synchronizable: SynchronizableMatch
     public var accessible: Accessibility?
-    public var label: String?
-    public var comment: String?
-    public var itemDescription: String?
-    public var generic: Data?
     /// Only the item with this persistent id (`GenericPasswordItem.persistentID`).
     public var persistentID: String?
-    /// Generic passwords unless asked otherwise; the fields below apply to internet passwords.
+    /// Generic passwords unless asked otherwise; `server` … `securityDomain` apply to internet
+    /// passwords.
     public var itemClass: ItemClass
-    public var server: String?
-    public var port: Int?
-    public var path: String?
-    public var internetProtocol: String?
-    public var authenticationType: String?
-    public var securityDomain: String?
 
     public init(
         service: String? = nil, account: String? = nil, accessGroup: String? = nil,
@@ -246,65 +181,38 @@ public struct GenericPasswordQuery: Sendable, Hashable {
         path: String? = nil, internetProtocol: String? = nil, authenticationType: String? = nil,
         securityDomain: String? = nil
     ) {
-        self.persistentID = persistentID
-        self.itemClass = itemClass
-        self.server = server
-        self.port = port
-        self.path = path
-        self.internetProtocol = internetProtocol
-        self.authenticationType = authenticationType
-        self.securityDomain = securityDomain
-        self.service = service
-        self.account = account
-        self.accessGroup = accessGroup
+        fields = ItemFields(
+            service: service, account: account, accessGroup: accessGroup, label: label,
+            comment: comment, itemDescription: itemDescription, generic: generic, server: server,
+            port: port, path: path, internetProtocol: internetProtocol,
+            authenticationType: authenticationType, securityDomain: securityDomain)
         self.synchronizable = synchronizable
         self.accessible = accessible
-        self.label = label
-        self.comment = comment
-        self.itemDescription = itemDescription
-        self.generic = generic
+        self.persistentID = persistentID
+        self.itemClass = itemClass
     }
 
-    /// The internet-password fields given.
-    var internetIndex: InternetIndex {
-        InternetIndex(
-            server: server, port: port, path: path, internetProtocol: internetProtocol,
-            authenticationType: authenticationType, securityDomain: securityDomain)
+    /// A field by name: `query.service`, `query.port`, ….
+    public subscript<Value>(dynamicMember field: WritableKeyPath<ItemFields, Value>) -> Value {
+        get { fields[keyPath: field] }
+        set { fields[keyPath: field] = newValue }
     }
 
     func matches(_ item: GenericPasswordAttributes) -> Bool {
-        guard item.itemClass == itemClass else { return false }
-        if let internet = item.internet, !internetIndex.matches(internet) { return false }
-        return (service == nil || service == item.service)
-            && (account == nil || account == item.account)
-            && (accessGroup == nil || accessGroup == item.accessGroup)
+        item.itemClass == itemClass && fields.matches(item.fields)
             && synchronizable.matches(item.synchronizable)
             && (accessible == nil || accessible == item.accessible)
-            && (label == nil || label == item.label)
-            && (comment == nil || comment == item.comment)
-            && (itemDescription == nil || itemDescription == item.itemDescription)
-            && (generic == nil || generic == item.generic)
     }
 }
 
-/// What `update` changes: every non-nil field replaces the item's value.
+/// What `update` changes: every non-nil field replaces the item's. The fields (`service`, …) are
+/// its ``ItemFields``, read and written by name.
+@dynamicMemberLookup
 public struct GenericPasswordChanges: Sendable, Hashable {
-    public var service: String?
-    public var account: String?
-    public var accessGroup: String?
+    /// The fields to set: nil = unchanged.
+    public var fields: ItemFields
     public var synchronizable: Bool?
     public var accessible: Accessibility?
-    public var label: String?
-    public var comment: String?
-    public var itemDescription: String?
-    public var generic: Data?
-    /// Internet passwords only: each non-nil field replaces the item's.
-    public var server: String?
-    public var port: Int?
-    public var path: String?
-    public var internetProtocol: String?
-    public var authenticationType: String?
-    public var securityDomain: String?
     public var data: Data?
 
     public init(
@@ -315,45 +223,29 @@ public struct GenericPasswordChanges: Sendable, Hashable {
         internetProtocol: String? = nil, authenticationType: String? = nil,
         securityDomain: String? = nil, data: Data? = nil
     ) {
-        self.server = server
-        self.port = port
-        self.path = path
-        self.internetProtocol = internetProtocol
-        self.authenticationType = authenticationType
-        self.securityDomain = securityDomain
-        self.service = service
-        self.account = account
-        self.accessGroup = accessGroup
+        fields = ItemFields(
+            service: service, account: account, accessGroup: accessGroup, label: label,
+            comment: comment, itemDescription: itemDescription, generic: generic, server: server,
+            port: port, path: path, internetProtocol: internetProtocol,
+            authenticationType: authenticationType, securityDomain: securityDomain)
         self.synchronizable = synchronizable
         self.accessible = accessible
-        self.label = label
-        self.comment = comment
-        self.itemDescription = itemDescription
-        self.generic = generic
         self.data = data
+    }
+
+    /// A field by name: `changes.label`, `changes.port`, ….
+    public subscript<Value>(dynamicMember field: WritableKeyPath<ItemFields, Value>) -> Value {
+        get { fields[keyPath: field] }
+        set { fields[keyPath: field] = newValue }
     }
 
     var isEmpty: Bool { self == GenericPasswordChanges() }
 
-    /// The internet-password fields to change.
-    var internetIndex: InternetIndex {
-        InternetIndex(
-            server: server, port: port, path: path, internetProtocol: internetProtocol,
-            authenticationType: authenticationType, securityDomain: securityDomain)
-    }
-
     func applied(to item: GenericPasswordAttributes) -> GenericPasswordAttributes {
         var changed = item
-        if let service { changed.service = service }
-        if let account { changed.account = account }
-        if let accessGroup { changed.accessGroup = accessGroup }
+        changed.fields = fields
         if let synchronizable { changed.synchronizable = synchronizable }
         if let accessible { changed.accessible = accessible }
-        if let label { changed.label = label }
-        if let comment { changed.comment = comment }
-        if let itemDescription { changed.itemDescription = itemDescription }
-        if let generic { changed.generic = generic }
-        changed.internet = changed.internet.map(internetIndex.applied)
         return changed
     }
 }

@@ -287,7 +287,7 @@ public final class Keychain: Sendable {
             service: query.service, account: query.account,
             synchronizable: query.synchronizable == .any ? nil : query.synchronizable == .yes,
             accessible: query.accessible,
-            internet: query.internetIndex)
+            internet: query.fields.location)
         var indexed = attributes
         indexed[SecretServiceSchema.itemID] = query.persistentID
         return (groups, indexed)

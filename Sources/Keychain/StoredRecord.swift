@@ -36,7 +36,7 @@ enum SecretServiceSchema {
     static func attributes(
         itemClass: ItemClass = .genericPassword, accessGroup: String?, service: String?,
         account: String?, synchronizable: Bool?, accessible: Accessibility?,
-        internet: InternetIndex = InternetIndex()
+        internet: ItemFields = ItemFields()
     ) -> [String: String] {
         var attributes = [schema: schemaName(itemClass)]
         attributes[SecretServiceSchema.accessGroup] = accessGroup
@@ -75,7 +75,7 @@ struct PrimaryKey: Hashable, Sendable {
         SecretServiceSchema.attributes(
             itemClass: itemClass, accessGroup: accessGroup, service: service, account: account,
             synchronizable: synchronizable, accessible: nil,
-            internet: internet.map(InternetIndex.init) ?? InternetIndex())
+            internet: internet?.fields ?? ItemFields())
     }
 }
 

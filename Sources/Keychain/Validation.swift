@@ -3,27 +3,6 @@ import Foundation
 /// Input rules shared by every Keychain operation; a violation is `errSecParam` and nothing is
 /// written.
 enum Validation {
-    static func check(string: String?, _ name: String) throws(KeychainError) {
-        guard let string else { return }
-        if string.utf8.count > Keychain.maximumAttributeSize {
-            throw KeychainError(
-                KeychainStatus.param,
-                "\(name) is longer than \(Keychain.maximumAttributeSize) UTF-8 bytes")
-        }
-        if string.utf8.contains(0) {
-            throw KeychainError(KeychainStatus.param, "\(name) contains a NUL character")
-        }
-    }
-
-    static func check(generic: Data?) throws(KeychainError) {
-        if let generic, generic.count > Keychain.maximumAttributeSize {
-            throw KeychainError(
-                KeychainStatus.param,
-                "generic is larger than \(Keychain.maximumAttributeSize) bytes"
-            )
-        }
-    }
-
     static func check(data: Data) throws(KeychainError) {
         if data.count > Keychain.maximumDataSize {
             throw KeychainError(
@@ -33,31 +12,11 @@ enum Validation {
     }
 
     static func check(_ attributes: GenericPasswordAttributes) throws(KeychainError) {
-        try check(string: attributes.service, "service")
-        try check(string: attributes.account, "account")
-        try check(string: attributes.accessGroup, "access group")
-        try check(string: attributes.label, "label")
-        try check(string: attributes.comment, "comment")
-        try check(string: attributes.itemDescription, "description")
-        try check(generic: attributes.generic)
-        if let internet = attributes.internet {
-            try check(InternetIndex(internet))
-            if !attributes.service.isEmpty || attributes.generic != nil {
-                throw noSuchAttribute("an internet password has no service or generic attribute")
-            }
+        try attributes.fields.check()
+        if attributes.internet != nil, attributes.fields.hasGenericOnlyFields {
+            throw noSuchAttribute("an internet password has no service or generic attribute")
         }
         try check(attributes.accessControl, synchronizable: attributes.synchronizable)
-    }
-
-    static func check(_ internet: InternetIndex) throws(KeychainError) {
-        try check(string: internet.server, "server")
-        try check(string: internet.path, "path")
-        try check(string: internet.internetProtocol, "protocol")
-        try check(string: internet.authenticationType, "authentication type")
-        try check(string: internet.securityDomain, "security domain")
-        if let port = internet.port, !(0...65535).contains(port) {
-            throw KeychainError(KeychainStatus.param, "a port is 0…65535")
-        }
     }
 
     /// Apple's rules for `SecAccessControlCreateFlags` on a password item.
@@ -83,42 +42,29 @@ enum Validation {
     }
 
     static func check(_ query: GenericPasswordQuery) throws(KeychainError) {
-        try check(query.internetIndex)
-        if query.itemClass == .genericPassword && !query.internetIndex.isEmpty {
-            throw noSuchAttribute("a generic password has no internet attributes")
-        }
-        if query.itemClass == .internetPassword && (query.service != nil || query.generic != nil) {
-            throw noSuchAttribute("an internet password has no service or generic attribute")
-        }
-        try check(string: query.service, "service")
-        try check(string: query.account, "account")
-        try check(string: query.accessGroup, "access group")
-        try check(string: query.label, "label")
-        try check(string: query.comment, "comment")
-        try check(string: query.itemDescription, "description")
-        try check(generic: query.generic)
+        try query.fields.location.check()
+        try check(fields: query.fields, of: query.itemClass)
+        try query.fields.check()
     }
 
     static func check(_ changes: GenericPasswordChanges) throws(KeychainError) {
-        try check(string: changes.service, "service")
-        try check(string: changes.account, "account")
-        try check(string: changes.accessGroup, "access group")
-        try check(string: changes.label, "label")
-        try check(string: changes.comment, "comment")
-        try check(string: changes.itemDescription, "description")
-        try check(generic: changes.generic)
+        try changes.fields.check()
         if let data = changes.data { try check(data: data) }
-        try check(changes.internetIndex)
     }
 
     /// Changes must name attributes the item's class has.
     static func check(_ changes: GenericPasswordChanges, for item: GenericPasswordAttributes)
         throws(KeychainError)
     {
-        if item.internet == nil && !changes.internetIndex.isEmpty {
+        try check(fields: changes.fields, of: item.itemClass)
+    }
+
+    /// `fields` names only attributes `itemClass` has.
+    private static func check(fields: ItemFields, of itemClass: ItemClass) throws(KeychainError) {
+        if itemClass == .genericPassword && fields.hasInternetFields {
             throw noSuchAttribute("a generic password has no internet attributes")
         }
-        if item.internet != nil && (changes.service != nil || changes.generic != nil) {
+        if itemClass == .internetPassword && fields.hasGenericOnlyFields {
             throw noSuchAttribute("an internet password has no service or generic attribute")
         }
     }
