@@ -4,7 +4,8 @@ import Foundation
 /// nil is "any" in a query (``GenericPasswordQuery``) and "unchanged" in a change
 /// (``GenericPasswordChanges``); an item's own (``GenericPasswordAttributes``) are read as one of
 /// these too. Every rule about them (their limits, which class has which, matching, changing) is
-/// written here, once; a query or a change reads and writes them by name (`query.service`).
+/// written once, here and (their limits) in `Validation.swift`; a query or a change reads and
+/// writes them by name (`query.service`).
 ///
 /// `service` and `generic` are a generic password's; `server` … `securityDomain` (Apple's primary
 /// key of an internet password, with the account) are an internet password's.
@@ -48,28 +49,6 @@ public struct ItemFields: Sendable, Hashable {
 
     /// Whether any field only an internet password has is given.
     var hasInternetFields: Bool { location != ItemFields() }
-
-    /// Apple's limits: strings and `generic` up to `Keychain.maximumAttributeSize` bytes, no
-    /// NUL in a string, a port in 0…65535 (`errSecParam`).
-    func check() throws(KeychainError) {
-        for (field, name) in Self.strings {
-            guard let string = self[keyPath: field] else { continue }
-            if string.utf8.count > Keychain.maximumAttributeSize {
-                throw KeychainError(
-                    .param, "\(name) is longer than \(Keychain.maximumAttributeSize) UTF-8 bytes")
-            }
-            if string.utf8.contains(0) {
-                throw KeychainError(.param, "\(name) contains a NUL character")
-            }
-        }
-        if let generic, generic.count > Keychain.maximumAttributeSize {
-            throw KeychainError(
-                .param, "generic is larger than \(Keychain.maximumAttributeSize) bytes")
-        }
-        if let port, !(0...65535).contains(port) {
-            throw KeychainError(.param, "a port is 0…65535")
-        }
-    }
 
     /// Whether `item` has every field given here.
     func matches(_ item: ItemFields) -> Bool {

@@ -79,3 +79,27 @@ enum Validation {
         }
     }
 }
+
+extension ItemFields {
+    /// Apple's limits: strings and `generic` up to `Keychain.maximumAttributeSize` bytes, no
+    /// NUL in a string, a port in 0…65535 (`errSecParam`).
+    func check() throws(KeychainError) {
+        for (field, name) in Self.strings {
+            guard let string = self[keyPath: field] else { continue }
+            if string.utf8.count > Keychain.maximumAttributeSize {
+                throw KeychainError(
+                    .param, "\(name) is longer than \(Keychain.maximumAttributeSize) UTF-8 bytes")
+            }
+            if string.utf8.contains(0) {
+                throw KeychainError(.param, "\(name) contains a NUL character")
+            }
+        }
+        if let generic, generic.count > Keychain.maximumAttributeSize {
+            throw KeychainError(
+                .param, "generic is larger than \(Keychain.maximumAttributeSize) bytes")
+        }
+        if let port, !(0...65535).contains(port) {
+            throw KeychainError(.param, "a port is 0…65535")
+        }
+    }
+}
