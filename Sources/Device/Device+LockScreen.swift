@@ -123,7 +123,7 @@ extension Device {
                 guard let currentPasscode else {
                     throw DeviceError(.authFailed, "the current passcode is required")
                 }
-                let proof = try prove(currentPasscode)
+                let proof = try prove(currentPasscode, loaded: (path, record))
                 (path, record) = (proof.path, proof.record)
                 proofCounterSecret = proof.counterSecret
                 keys = try PasscodeKeys.unwrap(record.wrappedKeys, kek: proof.kek)
@@ -158,7 +158,7 @@ extension Device {
             if hadKnowledgeFactor && newPasscode != nil && updated.wrappedCloudKey != nil {
                 updated.rotationPending = true
             }
-            let runtime = try runtime()
+            let runtime = try runtime(record)
             try runtime.store(keys)
             do throws(DeviceError) {
                 path = try records.store(updated, replacing: path)
@@ -198,14 +198,15 @@ extension Device {
     /// time the passcode is at hand.
     @discardableResult
     public func unlock(passcode: SecureBytes) throws(DeviceError) -> SecureBytes? {
-        guard try lockScreenKind().hasKnowledgeFactor else { return nil }
-        var unlocked: DeviceRecord?
-        try LockScreenKind.checkGuess(passcode)  // never a guess: refused, not counted
-        try guessLimit.exclusively { () throws(DeviceError) in
-            let proof = try prove(passcode)
+        // The record is read once, under the guess lock, for the lock screen's kind and the proof.
+        let unlocked = try guessLimit.exclusively { () throws(DeviceError) -> DeviceRecord? in
+            let loaded = try records.load()
+            guard loaded.record.kind.hasKnowledgeFactor else { return nil }
+            try LockScreenKind.checkGuess(passcode)  // never a guess: refused, not counted
+            let proof = try prove(passcode, loaded: loaded)
             var (path, record) = (proof.path, proof.record)
             let keys = try PasscodeKeys.unwrap(record.wrappedKeys, kek: proof.kek)
-            try runtime().store(keys)
+            try runtime(record).store(keys)
             let presence = try PasscodeKeys.unwrapPresence(record.wrappedKeys, kek: proof.kek)
             let checks = PasscodeKeys.checks(
                 keys, deviceSecret: SecureBytes(copying: record.deviceSecret))
@@ -244,7 +245,7 @@ extension Device {
                 record.setPresence(SecureBytes(randomCount: 32), kek: proof.kek)
                 path = try records.store(record, replacing: path)
             }
-            unlocked = record
+            return record
         }
         // The account after the guess lock is released: a slow or hostile cloud never holds up
         // another process's unlock. The device unlocks whatever the account does; what went

@@ -20,9 +20,11 @@ extension Device {
 
     /// Checks `passcode`, counted first: the failure is stored before the slow derivation and
     /// cleared only after the passcode proved right. Call inside `guessLimit.exclusively`.
-    func prove(_ passcode: SecureBytes) throws(DeviceError) -> Proof {
+    func prove(
+        _ passcode: SecureBytes, loaded: (path: ItemPath, record: DeviceRecord)? = nil
+    ) throws(DeviceError) -> Proof {
         try LockScreenKind.checkGuess(passcode)
-        var (path, record) = try records.load()
+        var (path, record) = if let loaded { loaded } else { try records.load() }
         let limit = guessLimit
         try limit.admit(record)
         limit.countAttempt(&record)

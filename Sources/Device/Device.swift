@@ -109,9 +109,12 @@ public final class Device: Sendable {
         RuntimeKeys(deviceID: record.deviceID).forgetAll()
     }
 
-    package func runtime() throws(DeviceError) -> RuntimeKeys {
+    /// This device's runtime state, found through the device id once per process: from
+    /// `record` when the caller holds the record already (it is not read again), else from the
+    /// record as stored.
+    package func runtime(_ record: DeviceRecord? = nil) throws(DeviceError) -> RuntimeKeys {
         if let known = runtimeCache.withLock({ $0 }) { return known }
-        let record = try records.load().record
+        let record = if let record { record } else { try records.load().record }
         let keys = RuntimeKeys(
             deviceID: record.deviceID,
             checks: record.keyChecks.map { stored in

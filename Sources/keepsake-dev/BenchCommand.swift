@@ -430,6 +430,16 @@ struct KeychainBenchmark {
         print(
             "  D-Bus calls of keepsake hint get: \(hintCalls)  "
                 + (hintCalls.all <= toolCalls.all ? "ok" : "MISSED"))
+        // An unlock reads the device record once (under the guess lock) and writes it twice (the
+        // guess counted, then cleared). The device is the one the unlock benchmark set a pin on
+        // (one device record per Secret Service).
+        let pin = Throwaway.directory("bench-cold-input").appendingPathComponent("pin")
+        try Data("123456\n".utf8).write(to: pin)
+        _ = try run(shipped, ["lockscreen", "lock"] + options)
+        let unlockCalls = try Self.busCalls(service) {
+            _ = try run(shipped, ["lockscreen", "unlock"] + options, input: pin)
+        }
+        print("  D-Bus calls of keepsake lockscreen unlock: \(unlockCalls)")
     }
 
     /// The method calls made on `service`'s bus while `body` runs (every client's: a lookup's
