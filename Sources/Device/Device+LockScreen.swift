@@ -311,24 +311,24 @@ extension Device {
 
 extension Device {
     /// Erases the device, as a phone's "erase all content and settings": the TPM slot, the runtime
-    /// keys, every Secret Service item of Keepsake's (the device record, every Keychain item), and
-    /// the device directory's contents. The next use starts a fresh device with no lock screen. The
-    /// one way back from a device disabled by too many wrong passcodes; synchronizable data comes
-    /// back from the cloud account by joining it again.
+    /// keys, the device record (with the class keys every store's data is sealed under, so none of
+    /// it opens again) and the device directory's contents. The stores remove what is left of
+    /// theirs in the Secret Service (`Keychain.deleteAllItems(on:)`; `keepsake device wipe` does
+    /// both). The next use starts a fresh device with no lock screen. The one way back from a
+    /// device disabled by too many wrong passcodes; synchronizable data comes back from the cloud
+    /// account by joining it again.
     public func wipe() throws(DeviceError) {
         try guessLimit.exclusively { () throws(DeviceError) in
             if let record = try? records.load().record {
                 if let slot = record.tpm { destroySlot(slot) }
                 RuntimeKeys(deviceID: record.deviceID).forgetAll()
             }
-            for schema in Self.keepsakeSchemas {
-                let found = try records.call { () throws(SecretServiceError) in
-                    try secretService.search(["xdg:schema": schema])
-                }
-                for path in found.unlocked {
-                    try records.call { () throws(SecretServiceError) in
-                        try secretService.deleteItem(at: path)
-                    }
+            let found = try records.call { () throws(SecretServiceError) in
+                try secretService.search(DeviceRecordStore.attributes)
+            }
+            for path in found.unlocked {
+                try records.call { () throws(SecretServiceError) in
+                    try secretService.deleteItem(at: path)
                 }
             }
             for name in Files.list(directory) where name != "lockscreen.lock" {
@@ -336,8 +336,4 @@ extension Device {
             }
         }
     }
-
-    /// The `xdg:schema` of every Secret Service item Keepsake makes (the device record, Keychain
-    /// items).
-    static let keepsakeSchemas = ["org.keepsake.Device", "org.keepsake.GenericPassword"]
 }

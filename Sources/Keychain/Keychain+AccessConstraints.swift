@@ -116,11 +116,24 @@ extension Keychain {
     /// Deletes every `WhenPasscodeSetThisDeviceOnly` item of every app on the device, as Apple
     /// does when the passcode is removed. (Their class key is already destroyed by then.)
     public static func deleteItemsRequiringPasscode(on device: Device) throws(KeychainError) {
+        try deleteItems(on: device, accessible: .whenPasscodeSetThisDeviceOnly)
+    }
+
+    /// Deletes every item of every app on the device, of both classes: what is left of them after
+    /// `Device.wipe()`, which erases the keys they are sealed under (`keepsake device wipe` does
+    /// both).
+    public static func deleteAllItems(on device: Device) throws(KeychainError) {
+        try deleteItems(on: device, accessible: nil)
+    }
+
+    private static func deleteItems(on device: Device, accessible: Accessibility?)
+        throws(KeychainError)
+    {
         do {
             for itemClass in ItemClass.allCases {
                 let attributes = SecretServiceSchema.attributes(
                     itemClass: itemClass, accessGroup: nil, service: nil, account: nil,
-                    synchronizable: nil, accessible: .whenPasscodeSetThisDeviceOnly)
+                    synchronizable: nil, accessible: accessible)
                 for path in try device.secretService.search(attributes).unlocked {
                     try device.secretService.deleteItem(at: path)
                 }

@@ -147,4 +147,25 @@ struct InternetPasswordTests {
             status { _ = try sealed.open(key: try keychain.device.classKey(.whenUnlocked)) }
                 == KeychainStatus.decode)
     }
+
+    @Test(
+        "a wipe leaves no item of either class: the device erases the keys they are sealed under, Keychain.deleteAllItems removes the items (keepsake device wipe does both)"
+    )
+    func wipe() throws {
+        let service = try PrivateSecretService.start()
+        defer { service.stop() }
+        let device = service.device(retryPolicy: .fast)
+        let keychain = Keychain(app: try ThrowawayApp.make(), device: device)
+        try keychain.add(
+            GenericPasswordAttributes(service: "wiped", account: "alice"), data: Data("g".utf8))
+        try keychain.add(site("wiped.example"), data: Data("i".utf8))
+        try device.wipe()
+        try Keychain.deleteAllItems(on: device)
+        let connection = service.connection()
+        for schema in [
+            "org.keepsake.GenericPassword", "org.keepsake.InternetPassword", "org.keepsake.Device",
+        ] {
+            #expect(try connection.search(["xdg:schema": schema]).unlocked.isEmpty, "\(schema)")
+        }
+    }
 }
