@@ -10,7 +10,7 @@
 
 // libcurl is loaded when the first request is made, not linked: a process that never talks to a
 // cloud (most `keepsake` commands, an app's first read) does not load it and the ~25 libraries it
-// pulls in (TLS, HTTP/2, Kerberos, LDAP, …), which cost about 5 ms of every start.
+// pulls in (TLS, HTTP/2, Kerberos, LDAP, …), which every start would otherwise pay for.
 static struct {
     CURLcode (*global_init)(long flags);
     CURL *(*easy_init)(void);

@@ -61,7 +61,7 @@ package final class RuntimeKeys: Sendable {
 
     /// The device's keyring, made when `create` and missing.
     private func keyring(create: Bool) throws(DeviceError) -> key_serial_t? {
-        // A remembered keyring still alive answers `describe` (a few µs; `setperm` costs ~80 µs).
+        // A remembered keyring still alive answers `describe`, far cheaper than `setperm`.
         if let ring = serials.withLock({ $0.ring }), Self.isAlive(ring) { return ring }
         let found = keyctl_search(KEY_SPEC_USER_KEYRING, "keyring", keyringName, 0)
         if found > 0 {

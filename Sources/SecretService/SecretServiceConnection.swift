@@ -133,8 +133,8 @@ public final class SecretServiceConnection: Sendable {
             outcome.finish(result, error)
             done.signal()
         }
-        // The caller is the watchdog: at the bound it cancels, after the grace it abandons (a
-        // timer on another thread for each call cost ~25 µs, a tenth of a round trip).
+        // The caller is the watchdog: at the bound it cancels, after the grace it abandons (no
+        // timer on another thread for each call, which would cost a fair share of a round trip).
         let bound = DispatchTime.now() + .milliseconds(Int(timeoutMilliseconds))
         if done.wait(timeout: bound) == .timedOut {
             cancellable.cancel()
@@ -279,7 +279,7 @@ public final class SecretServiceConnection: Sendable {
     /// cancellable) carrying the bound as its libdbus timeout, which ends the wait on the
     /// caller's own thread whatever the provider does, so the read needs no worker thread of
     /// ours, and its I/O is done on the caller's thread too (GDBus hands every call to its worker
-    /// thread and back: ~60 µs of CPU more per round trip). Reconnects once when the daemon
+    /// thread and back: CPU on every round trip). Reconnects once when the daemon
     /// restarted under it.
     func read<R>(
         retrying: Bool = true, _ body: (OpaquePointer, inout UnsafeMutablePointer<GError>?) -> R?
