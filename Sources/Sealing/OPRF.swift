@@ -154,20 +154,9 @@ package enum Signature {
     package static let length = Int(crypto_sign_BYTES)
 
     package static func keyPair(seed: SecureBytes) -> (publicKey: Data, secretKey: SecureBytes) {
-        Sodium.initialize()
-        precondition(seed.count == Int(crypto_sign_SEEDBYTES), "a signing seed is 32 bytes")
-        var publicKey = Data(count: publicKeyLength)
-        let secretKey = SecureBytes(count: Int(crypto_sign_SECRETKEYBYTES)) { sk in
-            publicKey.withUnsafeMutableBytes { pk in
-                seed.withUnsafeBytes { s in
-                    _ = crypto_sign_seed_keypair(
-                        pk.bindMemory(to: UInt8.self).baseAddress!,
-                        sk.bindMemory(to: UInt8.self).baseAddress!,
-                        s.bindMemory(to: UInt8.self).baseAddress!)
-                }
-            }
-        }
-        return (publicKey, secretKey)
+        Sodium.seededKeyPair(
+            seed, seedLength: Int(crypto_sign_SEEDBYTES), publicKeyLength: publicKeyLength,
+            secretKeyLength: Int(crypto_sign_SECRETKEYBYTES), crypto_sign_seed_keypair)
     }
 
     package static func sign(_ message: Data, secretKey: SecureBytes) -> Data {

@@ -24,20 +24,9 @@ package enum SealedBox {
     /// The key pair that follows from a 32-byte `seed` (`crypto_box_seed_keypair`): a device's
     /// own pair from its device secret, the recovery pair from the recovery key.
     package static func keyPair(seed: SecureBytes) -> (publicKey: Data, secretKey: SecureBytes) {
-        Sodium.initialize()
-        precondition(seed.count == Int(crypto_box_SEEDBYTES), "a key-pair seed is 32 bytes")
-        var publicKey = Data(count: publicKeyLength)
-        let secretKey = SecureBytes(count: Int(crypto_box_SECRETKEYBYTES)) { secret in
-            publicKey.withUnsafeMutableBytes { pk in
-                seed.withUnsafeBytes { s in
-                    _ = crypto_box_seed_keypair(
-                        pk.bindMemory(to: UInt8.self).baseAddress!,
-                        secret.bindMemory(to: UInt8.self).baseAddress!,
-                        s.bindMemory(to: UInt8.self).baseAddress!)
-                }
-            }
-        }
-        return (publicKey, secretKey)
+        Sodium.seededKeyPair(
+            seed, seedLength: Int(crypto_box_SEEDBYTES), publicKeyLength: publicKeyLength,
+            secretKeyLength: Int(crypto_box_SECRETKEYBYTES), crypto_box_seed_keypair)
     }
 
     /// Seals `message` (key bytes) to `publicKey`.

@@ -83,6 +83,30 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
 enum Sodium {
     private static let initialized: Bool = sodium_init() >= 0
     static func initialize() { precondition(initialized, "libsodium failed to initialize") }
+
+    /// The key pair `derive` (a `crypto_*_seed_keypair`) makes from a seed of `seedLength` bytes:
+    /// the public key as data, the secret key in owned memory.
+    static func seededKeyPair(
+        _ seed: SecureBytes, seedLength: Int, publicKeyLength: Int, secretKeyLength: Int,
+        _ derive: (
+            UnsafeMutablePointer<UInt8>, UnsafeMutablePointer<UInt8>, UnsafePointer<UInt8>
+        ) -> Int32
+    ) -> (publicKey: Data, secretKey: SecureBytes) {
+        initialize()
+        precondition(seed.count == seedLength, "a key-pair seed is \(seedLength) bytes")
+        var publicKey = Data(count: publicKeyLength)
+        let secretKey = SecureBytes(count: secretKeyLength) { secret in
+            publicKey.withUnsafeMutableBytes { pk in
+                seed.withUnsafeBytes { s in
+                    _ = derive(
+                        pk.bindMemory(to: UInt8.self).baseAddress!,
+                        secret.bindMemory(to: UInt8.self).baseAddress!,
+                        s.bindMemory(to: UInt8.self).baseAddress!)
+                }
+            }
+        }
+        return (publicKey, secretKey)
+    }
 }
 
 /// Constant-time comparison of two byte strings (`sodium_memcmp`), in place (no copies of
