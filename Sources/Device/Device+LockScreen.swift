@@ -149,14 +149,15 @@ extension Device {
             let newCounterSecret = try seal(
                 keys, presence: newPasscode == nil ? nil : presence, passcode: newPasscode,
                 into: &updated)
-            if newPasscode == nil {  // no E2EE: the cloud key goes, and the witness seed with it
-                updated.wrappedCloudKey = nil
-                updated.wrappedWitnessSeed = nil
-            }
-            // A new passcode rotates the account key (below); until that is done, the next
-            // unlock tries again.
-            if hadKnowledgeFactor && newPasscode != nil && updated.wrappedCloudKey != nil {
-                updated.rotationPending = true
+            // Without a knowledge factor there is no end-to-end encryption: the signed-in
+            // account's state (its key sealed under a class key, …) goes with the passcode. A new
+            // passcode while it holds state has it look after itself (the cloud account rotates
+            // its key) at the next unlock, or below when it is signed in here.
+            if newPasscode == nil {
+                updated.accountState = [:]
+                updated.accountUpkeepPending = nil
+            } else if hadKnowledgeFactor && !updated.accountState.isEmpty {
+                updated.accountUpkeepPending = true
             }
             let runtime = try runtime(record)
             try runtime.store(keys)

@@ -32,28 +32,30 @@ package struct DeviceRecord: Codable, Sendable, Equatable {
     /// that does not match is not the device's and is never used. nil in records written before
     /// checks existed (then runtime keys are taken unchecked until the next unlock writes them).
     package var keyChecks: [String: Data]?
-    /// The cloud account's key, sealed under the AfterFirstUnlock class key.
-    package var wrappedCloudKey: Data?
-    /// The account witness's seed (`AccountWitness`), sealed under the AfterFirstUnlock class key:
-    /// kept here so that a cloud withholding its copy cannot stop this device signing.
-    package var wrappedWitnessSeed: Data?
     /// Wrong passcodes in a row, and the time before which no attempt is taken (ms since epoch).
     package var failures: Int
     package var notBefore: Int64
     /// Bumped by every lock-screen change; a write that read an older generation is refused, so a
     /// slow wrong guess never writes an older passcode's record back.
     package var generation: Int?
-    /// The `generation` under which this device last registered the account key with the
-    /// cloud's escrow (a passcode change registers again).
-    package var escrowGeneration: Int?
-    /// The cloud account key's epoch this device holds (how many rotations it has followed).
-    package var cloudEpoch: Int?
-    /// The passcode changed while the account key could not be rotated (the cloud unreachable):
-    /// the next unlock rotates it.
-    package var rotationPending: Bool?
+    /// The passcode changed while the signed-in account held state (`accountState`): the account
+    /// looks after itself at the next unlock (the cloud account rotates its key) and clears this.
+    package var accountUpkeepPending: Bool?
     /// The public half of the presence key pair (its seed is in `wrappedKeys`, under the KEK):
     /// items that need the passcode at each use are sealed to it. Only while a passcode is set.
     package var presencePublicKey: Data?
+    /// The signed-in account's own state, by name, which only the account reads and writes (the
+    /// cloud account's: its key and witness seed sealed under a class key, its epoch, its escrow
+    /// registration). Stored beside the device's own fields. The device applies one rule to it:
+    /// it goes with the last knowledge factor, as every end-to-end key does.
+    package var accountState: [String: AccountValue] = [:]
+
+    /// The device's own fields, as stored; every other name in a stored record is the account's.
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case version, deviceSecret, kind, salt, cost, verifier, tpm, counterSlot, wrappedKeys
+        case keyChecks, failures, notBefore, generation, presencePublicKey
+        case accountUpkeepPending = "rotationPending"
+    }
 
     /// Keeps `seed` as the presence key, wrapped under `kek`, and its public key.
     package mutating func setPresence(_ seed: SecureBytes, kek: SecureBytes) {
@@ -86,11 +88,23 @@ package struct DeviceRecord: Codable, Sendable, Equatable {
         return record
     }
 
-    package func encoded() -> Data { Data("KDS1".utf8) + (try! JSONEncoder().encode(self)) }
+    /// `KDS1` and the record as one JSON object: the device's fields, then the account's.
+    package func encoded() -> Data {
+        var json = try! JSONEncoder().encode(self)
+        if !accountState.isEmpty {
+            // Two objects with no name in common (`accountState` never holds a device field's),
+            // joined: `{device…}` less its `}`, a comma, `{account…}` less its `{`.
+            let account = try! JSONEncoder().encode(accountState)
+            json = json.dropLast() + Data(",".utf8) + account.dropFirst()
+        }
+        return Data("KDS1".utf8) + json
+    }
 
     package static func decode(_ bytes: Data) throws(DeviceError) -> DeviceRecord {
         guard bytes.count <= 64 * 1024, bytes.starts(with: Data("KDS1".utf8)),
-            let record = try? JSONDecoder().decode(DeviceRecord.self, from: bytes.dropFirst(4)),
+            var record = try? JSONDecoder().decode(DeviceRecord.self, from: bytes.dropFirst(4)),
+            let names = try? JSONDecoder().decode(
+                [String: AccountValue].self, from: bytes.dropFirst(4)),
             (1...2).contains(record.version), record.deviceSecret.count == 32,
             // Version 1 had neither a TPM slot nor a counter slot: one claiming it with a slot
             // was rewritten, to have an unlock move the slot off as an upgrade would.
@@ -102,7 +116,61 @@ package struct DeviceRecord: Codable, Sendable, Equatable {
                 "the device state does not decode (damaged, or written by something else): erasing the device (device wipe) starts it anew; items sealed under it are lost"
             )
         }
+        let own = Set(CodingKeys.allCases.map(\.stringValue))
+        record.accountState = names.filter { !own.contains($0.key) && $0.value != .other }
         return record
+    }
+}
+
+/// One value of the signed-in account's state (`DeviceRecord.accountState`): bytes (stored as
+/// base64, as the record's other bytes are), a number or a flag.
+package enum AccountValue: Codable, Sendable, Hashable {
+    case string(String)
+    case int(Int)
+    case bool(Bool)
+    /// Any other JSON value: a device field's, never the account's.
+    case other
+
+    package init(from decoder: any Decoder) throws {
+        let value = try decoder.singleValueContainer()
+        if let flag = try? value.decode(Bool.self) {
+            self = .bool(flag)
+        } else if let number = try? value.decode(Int.self) {
+            self = .int(number)
+        } else if let text = try? value.decode(String.self) {
+            self = .string(text)
+        } else {
+            self = .other
+        }
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        var value = encoder.singleValueContainer()
+        switch self {
+        case .string(let text): try value.encode(text)
+        case .int(let number): try value.encode(number)
+        case .bool(let flag): try value.encode(flag)
+        case .other: try value.encodeNil()
+        }
+    }
+}
+
+extension [String: AccountValue] {
+    /// The bytes stored under `name`.
+    package func data(_ name: String) -> Data? {
+        if case .string(let text) = self[name] { Data(base64Encoded: text) } else { nil }
+    }
+
+    package func int(_ name: String) -> Int? {
+        if case .int(let number) = self[name] { number } else { nil }
+    }
+
+    package mutating func set(_ name: String, _ bytes: Data?) {
+        self[name] = bytes.map { .string($0.base64EncodedString()) }
+    }
+
+    package mutating func set(_ name: String, _ number: Int?) {
+        self[name] = number.map { .int($0) }
     }
 }
 

@@ -1,0 +1,75 @@
+import Foundation
+import KeepsakeTestSupport
+import Sealing
+import Testing
+
+@testable import CloudAccount
+@testable import Device
+
+@Suite("The cloud account's state in the device record: the account's names, stored as always")
+struct AccountStateTests {
+    @Test(
+        "a record with the account's fields (as every earlier version stored them) reads them back by the account's names and writes them under the same names"
+    )
+    func storedAsAlways() throws {
+        var record = DeviceRecord.fresh()
+        record.kind = .pin
+        let key = Data(repeating: 7, count: 72)
+        // What an earlier version wrote: the account's fields beside the device's, one object.
+        var object =
+            try JSONSerialization.jsonObject(with: record.encoded().dropFirst(4)) as! [String: Any]
+        object["wrappedCloudKey"] = key.base64EncodedString()
+        object["wrappedWitnessSeed"] = Data(repeating: 9, count: 72).base64EncodedString()
+        object["escrowGeneration"] = 3
+        object["cloudEpoch"] = 2
+        object["rotationPending"] = true
+        let earlier = Data("KDS1".utf8) + (try JSONSerialization.data(withJSONObject: object))
+
+        var read = try DeviceRecord.decode(earlier)
+        #expect(read.wrappedCloudKey == key)
+        #expect(read.wrappedWitnessSeed == Data(repeating: 9, count: 72))
+        #expect(read.escrowGeneration == 3)
+        #expect(read.cloudEpoch == 2)
+        #expect(read.rotationPending == true)
+        #expect(read.deviceSecret == record.deviceSecret)
+        #expect(read.accountState.count == 4)  // the device's own fields are not the account's
+
+        // Written back: the same names, the same values, and it reads back equal.
+        let written =
+            try JSONSerialization.jsonObject(with: read.encoded().dropFirst(4))
+            as! [String: Any]
+        #expect(written["wrappedCloudKey"] as? String == key.base64EncodedString())
+        #expect(written["cloudEpoch"] as? Int == 2)
+        #expect(written["rotationPending"] as? Bool == true)
+        #expect(try DeviceRecord.decode(read.encoded()) == read)
+
+        read.cloudEpoch = nil
+        #expect(try DeviceRecord.decode(read.encoded()).cloudEpoch == nil)
+        read.accountState = [:]
+        #expect(try DeviceRecord.decode(read.encoded()).wrappedCloudKey == nil)
+    }
+
+    @Test(
+        "the device's one rule on the account's state: a new passcode while it holds state marks its upkeep pending; removing the knowledge factor drops it whole"
+    )
+    func deviceRule() throws {
+        let service = try PrivateSecretService.start()
+        defer { service.stop() }
+        let device = service.device(retryPolicy: .fast)
+        try device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        var (path, record) = try device.records.load()
+        record.wrappedCloudKey = Data(repeating: 7, count: 72)
+        record.cloudEpoch = 1
+        _ = try device.records.store(record, replacing: path)
+
+        try device.setLockScreen(.pin, passcode: "5678", currentPasscode: "1234")
+        record = try device.records.load().record
+        #expect(record.rotationPending == true)
+        #expect(record.wrappedCloudKey == Data(repeating: 7, count: 72))
+
+        try device.setLockScreen(.swipe, passcode: nil, currentPasscode: "5678")
+        record = try device.records.load().record
+        #expect(record.accountState.isEmpty)
+        #expect(record.rotationPending == nil)
+    }
+}
