@@ -392,6 +392,9 @@ extension Device {
     func storeAfterCloud(_ record: DeviceRecord, read: DeviceRecord) throws(DeviceError) {
         try guessLimit.exclusively { () throws(DeviceError) in
             let (path, current) = try records.load()
+            // The passcode went meanwhile (another process): the account's keys went with it,
+            // and none comes back into a record without one.
+            guard current.kind.hasKnowledgeFactor else { return }
             var merged = current
             // The witness seed is the account's, whatever the passcode: kept once known.
             if record.wrappedWitnessSeed != nil {

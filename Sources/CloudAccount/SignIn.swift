@@ -27,12 +27,23 @@ final class CloudSignIn: SignedInAccount {
 
     func passcodeDidUnlock(
         _ device: Device, record: DeviceRecord, passcode: SecureBytes, passcodeChanged: Bool
-    ) throws(DeviceError) -> SecureBytes? {
+    ) -> (recoveryKey: SecureBytes?, problem: String?) {
         var kept = record
-        let upkeep = try device.maintainCloudKey(
-            &kept, passcode: passcode, passcodeChanged: passcodeChanged)
-        if upkeep.changed { try device.storeAfterCloud(kept, read: record) }
-        return upkeep.recoveryKey
+        let upkeep: (changed: Bool, recoveryKey: SecureBytes?)
+        do {
+            upkeep = try device.maintainCloudKey(
+                &kept, passcode: passcode, passcodeChanged: passcodeChanged)
+        } catch {
+            return (nil, error.message)
+        }
+        // The account exists once a recovery key is made: the key is shown even when the
+        // record's write fails (the next unlock stores the account key again).
+        do {
+            if upkeep.changed { try device.storeAfterCloud(kept, read: record) }
+        } catch {
+            return (upkeep.recoveryKey, error.message)
+        }
+        return (upkeep.recoveryKey, nil)
     }
 }
 

@@ -159,7 +159,7 @@ extension Device {
             } else if hadKnowledgeFactor && !updated.accountState.isEmpty {
                 updated.accountUpkeepPending = true
             }
-            let runtime = try runtime(record)
+            let runtime = try runtime(updated)
             try runtime.store(keys)
             do throws(DeviceError) {
                 path = try records.store(updated, replacing: path)
@@ -179,13 +179,9 @@ extension Device {
         var recoveryKey: SecureBytes?
         var cloudAccountProblem: String?
         if let newPasscode, let account {
-            do throws(DeviceError) {
-                recoveryKey = try account.passcodeDidUnlock(
-                    self, record: changed.record, passcode: newPasscode,
-                    passcodeChanged: changed.hadKnowledgeFactor)
-            } catch {
-                cloudAccountProblem = error.message
-            }
+            (recoveryKey, cloudAccountProblem) = account.passcodeDidUnlock(
+                self, record: changed.record, passcode: newPasscode,
+                passcodeChanged: changed.hadKnowledgeFactor)
         }
         return LockScreenChange(
             knowledgeFactorRemoved: changed.hadKnowledgeFactor && newPasscode == nil,
@@ -252,14 +248,10 @@ extension Device {
         // another process's unlock. The device unlocks whatever the account does; what went
         // wrong there is kept for the caller to say (`SignedInAccount.lastProblem`).
         guard let account, let unlocked else { return nil }
-        account.lastProblem = nil
-        do throws(DeviceError) {
-            return try account.passcodeDidUnlock(
-                self, record: unlocked, passcode: passcode, passcodeChanged: false)
-        } catch {
-            account.lastProblem = error.message
-            return nil
-        }
+        let upkeep = account.passcodeDidUnlock(
+            self, record: unlocked, passcode: passcode, passcodeChanged: false)
+        account.lastProblem = upkeep.problem
+        return upkeep.recoveryKey
     }
 
     /// The public key that items needing the passcode at each use (`.devicePasscode`,
@@ -312,24 +304,25 @@ extension Device {
 
 extension Device {
     /// Erases the device, as a phone's "erase all content and settings": the TPM slot, the runtime
-    /// keys, the device record (with the class keys every store's data is sealed under, so none of
-    /// it opens again) and the device directory's contents. The stores remove what is left of
-    /// theirs in the Secret Service (`Keychain.deleteAllItems(on:)`; `keepsake device wipe` does
-    /// both). The next use starts a fresh device with no lock screen. The one way back from a
-    /// device disabled by too many wrong passcodes; synchronizable data comes back from the cloud
-    /// account by joining it again.
+    /// keys, every Secret Service item of Keepsake's published schemas (the device record with the
+    /// class keys, every Keychain item of both classes) and the device directory's contents. The
+    /// next use starts a fresh device with no lock screen. The one way back from a device disabled
+    /// by too many wrong passcodes; synchronizable data comes back from the cloud account by
+    /// joining it again.
     public func wipe() throws(DeviceError) {
         try guessLimit.exclusively { () throws(DeviceError) in
             if let record = try? records.load().record {
                 if let slot = record.tpm { destroySlot(slot) }
                 RuntimeKeys(deviceID: record.deviceID).forgetAll()
             }
-            let found = try records.call { () throws(SecretServiceError) in
-                try secretService.search(DeviceRecordStore.attributes)
-            }
-            for path in found.unlocked {
-                try records.call { () throws(SecretServiceError) in
-                    try secretService.deleteItem(at: path)
+            for schema in Self.publishedSchemas {
+                let found = try records.call { () throws(SecretServiceError) in
+                    try secretService.search(["xdg:schema": schema])
+                }
+                for path in found.unlocked {
+                    try records.call { () throws(SecretServiceError) in
+                        try secretService.deleteItem(at: path)
+                    }
                 }
             }
             for name in Files.list(directory) where name != "lockscreen.lock" {
@@ -337,4 +330,11 @@ extension Device {
             }
         }
     }
+
+    /// The `xdg:schema` of every Secret Service item Keepsake makes: published names
+    /// (docs/keychain.md), as stable as a file format, which `wipe` erases whatever module made
+    /// the item (the Keychain's own tests hold its names to this list).
+    package static let publishedSchemas = [
+        "org.keepsake.Device", "org.keepsake.GenericPassword", "org.keepsake.InternetPassword",
+    ]
 }

@@ -91,10 +91,12 @@ package struct DeviceRecord: Codable, Sendable, Equatable {
     /// `KDS1` and the record as one JSON object: the device's fields, then the account's.
     package func encoded() -> Data {
         var json = try! JSONEncoder().encode(self)
-        if !accountState.isEmpty {
-            // Two objects with no name in common (`accountState` never holds a device field's),
-            // joined: `{device…}` less its `}`, a comma, `{account…}` less its `{`.
-            let account = try! JSONEncoder().encode(accountState)
+        // The account's names that are not the device's own (so the two objects have no name
+        // in common), joined: `{device…}` less its `}`, a comma, `{account…}` less its `{`.
+        let own = Set(CodingKeys.allCases.map(\.stringValue))
+        let state = accountState.filter { !own.contains($0.key) && $0.value != .other }
+        if !state.isEmpty {
+            let account = try! JSONEncoder().encode(state)
             json = json.dropLast() + Data(",".utf8) + account.dropFirst()
         }
         return Data("KDS1".utf8) + json

@@ -10,11 +10,11 @@ package protocol SignedInAccount: AnyObject, Sendable {
     /// After a new passcode was set (`passcodeChanged`: it replaced another) or the device
     /// unlocked with it (`record`: the device record as that change or unlock stored it): the
     /// account looks after itself (makes, joins, re-registers or rotates its key). Returns the
-    /// recovery key it made, if it made the account; throws what stopped it, for the caller to
-    /// say (the lock screen change or unlock stands all the same).
+    /// recovery key it made, if it made the account (even when something failed after), and what
+    /// stopped it, for the caller to say (the lock screen change or unlock stands all the same).
     func passcodeDidUnlock(
         _ device: Device, record: DeviceRecord, passcode: SecureBytes, passcodeChanged: Bool
-    ) throws(DeviceError) -> SecureBytes?
+    ) -> (recoveryKey: SecureBytes?, problem: String?)
 
     /// Why the last unlock could not keep the account up to date (it unlocked all the same);
     /// nil when it could or had nothing to do.

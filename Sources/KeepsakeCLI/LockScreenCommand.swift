@@ -80,12 +80,9 @@ enum DeviceCommand {
             try context.arguments.allowOnly([])
             try device.reboot()
         case "wipe":
-            // Erase all content and settings: the one way back from a disabled device. The
-            // device's keys first (nothing sealed under them opens again), then the Keychain's
-            // items, of both classes.
+            // Erase all content and settings: the one way back from a disabled device.
             try context.arguments.allowOnly([])
             try device.wipe()
-            try Keychain.deleteAllItems(on: device)
         case "join":
             // A new device joins --cloud, then restores its Block Store entries.
             try context.arguments.allowOnly(["approval", "recovery-key", "passcode", "timeout"])

@@ -119,14 +119,7 @@ extension Keychain {
         try deleteItems(on: device, accessible: .whenPasscodeSetThisDeviceOnly)
     }
 
-    /// Deletes every item of every app on the device, of both classes: what is left of them after
-    /// `Device.wipe()`, which erases the keys they are sealed under (`keepsake device wipe` does
-    /// both).
-    public static func deleteAllItems(on device: Device) throws(KeychainError) {
-        try deleteItems(on: device, accessible: nil)
-    }
-
-    private static func deleteItems(on device: Device, accessible: Accessibility?)
+    private static func deleteItems(on device: Device, accessible: Accessibility)
         throws(KeychainError)
     {
         do {

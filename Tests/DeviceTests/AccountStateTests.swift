@@ -72,4 +72,25 @@ struct AccountStateTests {
         #expect(record.accountState.isEmpty)
         #expect(record.rotationPending == nil)
     }
+
+    @Test(
+        "a passcode removed while the cloud upkeep of an earlier unlock is under way stays removed with its keys: the upkeep's write finds no knowledge factor and writes nothing back"
+    )
+    func upkeepAfterPasscodeRemoved() throws {
+        let service = try PrivateSecretService.start()
+        defer { service.stop() }
+        let device = service.device(cloud: Throwaway.untrusted("upkeep-race"))
+        let change = try device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        #expect(change.recoveryKey != nil)
+        let read = try device.records.load().record
+        #expect(read.wrappedCloudKey != nil)
+        // What an upkeep that read the record before the passcode went would write back.
+        var kept = read
+        kept.cloudEpoch = (read.cloudEpoch ?? 0) + 1
+        try device.setLockScreen(.swipe, passcode: nil, currentPasscode: "1234")
+        try device.storeAfterCloud(kept, read: read)
+        let now = try device.records.load().record
+        #expect(now.kind == .swipe)
+        #expect(now.accountState.isEmpty)
+    }
 }
