@@ -368,14 +368,17 @@ public struct WebDAVCloud: CloudStorage {
     // MARK: - HTTP
 
     /// One request within `timeout`, tried again (up to `attempts` in all, pausing 0.2 s, 0.4 s,
-    /// … with jitter) when it fails in transit or with a 5xx. A body larger than `limit` is
-    /// refused (announced or as it arrives), never retried; a redirect is answered as the error
-    /// it is here.
+    /// … with jitter) when it fails in transit or with a 5xx, and once after a 401: a server
+    /// that refuses credentials it took a moment before (wsgidav does, now and then, under
+    /// concurrent requests) is asked again before the user is told to log in again. A body larger
+    /// than `limit` is refused (announced or as it arrives), never retried; a redirect is answered
+    /// as the error it is here.
     func send(
         _ method: String, _ target: URL, body: Data? = nil, headers: [String: String] = [:],
         limit: Int = 64 * 1024, attempts: Int? = nil
     ) throws -> HTTP.Response {
         var failure: CloudError?
+        var refusedOnce = false
         let attempts = attempts ?? self.attempts
         for attempt in 0..<attempts {
             if attempt > 0 {
@@ -401,6 +404,12 @@ public struct WebDAVCloud: CloudStorage {
                     throw CloudError(
                         "\(method) \(target.lastPathComponent): redirected (HTTP \(response.status)), not followed"
                     )
+                }
+                if response.status == 401 && !refusedOnce && attempt + 1 < attempts {
+                    refusedOnce = true
+                    failure = CloudError(
+                        "\(method) \(target.lastPathComponent): HTTP 401", isTemporary: false)
+                    continue
                 }
                 if response.status == 401 || response.status == 403 {
                     throw CloudError(

@@ -305,6 +305,37 @@ struct WebDAVFaultTests {
     }
 
     @Test(
+        "a 401 once (a server that refused credentials it took a moment before, as wsgidav does under concurrent requests) is asked again; a lasting one says to log in again"
+    )
+    func refusedOnce() throws {
+        let count = Mutex(0)
+        let server = try FaultyHTTPServer { _ in
+            let n = count.withLock { n in
+                defer { n += 1 }
+                return n
+            }
+            return n == 0
+                ? .respond(status: 401, headers: [:], body: Data())
+                : .respond(status: 200, headers: ["ETag": "\"x\""], body: Data("KAC1{}".utf8))
+        }
+        defer { server.stop() }
+        let cloud = try WebDAVCloud(url: server.url, timeout: 2, attempts: 3)
+        #expect(try cloud.read("account") == Data("KAC1{}".utf8))
+        #expect(server.requests.count == 2)
+        let refusing = try FaultyHTTPServer { _ in
+            .respond(status: 401, headers: [:], body: Data())
+        }
+        defer { refusing.stop() }
+        do {
+            _ = try WebDAVCloud(url: refusing.url, timeout: 2, attempts: 3).read("account")
+            Issue.record("a lasting 401 was read")
+        } catch let error as CloudError {
+            #expect(error.description.contains("log in again") && !error.isTemporary, "\(error)")
+        }
+        #expect(refusing.requests.count == 2)
+    }
+
+    @Test(
         "5xx answers and dropped connections are tried again with pauses; a server that keeps failing is an error"
     )
     func retries() throws {
