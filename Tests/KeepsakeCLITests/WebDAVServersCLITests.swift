@@ -16,7 +16,10 @@ func joinByApproval(
     process.environment = new.environment
     let output = Pipe()
     process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
+    // The joiner's error, for the failure message when no code comes.
+    let errors = Throwaway.directory("join-errors").appendingPathComponent("stderr")
+    FileManager.default.createFile(atPath: errors.path, contents: nil)
+    process.standardError = try FileHandle(forWritingTo: errors)
     process.standardInput = FileHandle.nullDevice
     try process.run()
     defer { if process.isRunning { process.terminate() } }
@@ -37,7 +40,8 @@ func joinByApproval(
         lines += String(decoding: chunk, as: UTF8.self)
     }
     let code = try #require(
-        lines.firstMatch(of: /"code":"([0-9]{6})"/).map { String($0.output.1) }, "\(lines)")
+        lines.firstMatch(of: /"code":"([0-9]{6})"/).map { String($0.output.1) },
+        "\(lines) \((try? String(contentsOf: errors, encoding: .utf8)) ?? "")")
     // The existing device computes the same code; the user types it there.
     let again = try keepsake(["device", "requests"] + existing, service: old)
     #expect(again.text.contains("\"code\":\"\(code)\""), "\(again.text)")
