@@ -116,17 +116,11 @@ extension Keychain {
     /// Deletes every `WhenPasscodeSetThisDeviceOnly` item of every app on the device, as Apple
     /// does when the passcode is removed. (Their class key is already destroyed by then.)
     public static func deleteItemsRequiringPasscode(on device: Device) throws(KeychainError) {
-        try deleteItems(on: device, accessible: .whenPasscodeSetThisDeviceOnly)
-    }
-
-    private static func deleteItems(on device: Device, accessible: Accessibility)
-        throws(KeychainError)
-    {
         do {
             for itemClass in ItemClass.allCases {
                 let attributes = SecretServiceSchema.attributes(
                     itemClass: itemClass, accessGroup: nil, service: nil, account: nil,
-                    synchronizable: nil, accessible: accessible)
+                    synchronizable: nil, accessible: .whenPasscodeSetThisDeviceOnly)
                 for path in try device.secretService.search(attributes).unlocked {
                     try device.secretService.deleteItem(at: path)
                 }
