@@ -88,19 +88,26 @@ static gboolean perform_prompt(SecretService *service, const gchar *prompt,
     return TRUE;
 }
 
+/// `secret` as the Secret Service's (oayays) struct, encrypted for the open session; NULL (with
+/// `error` set) when there is no session.
+static GVariant *encoded_secret(SecretService *service, const void *secret, size_t secret_length,
+                                GError **error) {
+    SecretValue *value =
+        secret_value_new(secret_length ? secret : "", secret_length, "application/octet-stream");
+    GVariant *encoded = secret_service_encode_dbus_secret(service, value);
+    secret_value_unref(value);
+    if (encoded == NULL)
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "no session to encode a secret");
+    return encoded;
+}
+
 gchar *keepsake_service_create_item(SecretService *service, const char *collection_path,
                                     const char *label, unsigned count, const char *const *keys,
                                     const char *const *values, const void *secret,
                                     size_t secret_length, gboolean replace,
                                     GCancellable *cancellable, GError **error) {
-    SecretValue *value =
-        secret_value_new(secret_length ? secret : "", secret_length, "application/octet-stream");
-    GVariant *encoded = secret_service_encode_dbus_secret(service, value);
-    secret_value_unref(value);
-    if (encoded == NULL) {
-        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "no session to encode a secret");
-        return NULL;
-    }
+    GVariant *encoded = encoded_secret(service, secret, secret_length, error);
+    if (encoded == NULL) return NULL;
     GVariantBuilder attributes;
     g_variant_builder_init(&attributes, G_VARIANT_TYPE("a{ss}"));
     for (unsigned i = 0; i < count; i++)
@@ -235,14 +242,8 @@ int keepsake_process_harden(void) {
 gboolean keepsake_item_set_secret(SecretService *service, const char *item_path, const void *secret,
                                   size_t secret_length, GCancellable *cancellable,
                                   GError **error) {
-    SecretValue *value =
-        secret_value_new(secret_length ? secret : "", secret_length, "application/octet-stream");
-    GVariant *encoded = secret_service_encode_dbus_secret(service, value);
-    secret_value_unref(value);
-    if (encoded == NULL) {
-        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "no session to encode a secret");
-        return FALSE;
-    }
+    GVariant *encoded = encoded_secret(service, secret, secret_length, error);
+    if (encoded == NULL) return FALSE;
     GDBusProxy *proxy = G_DBUS_PROXY(service);
     GVariant *reply = g_dbus_connection_call_sync(
         g_dbus_proxy_get_connection(proxy), SECRETS_NAME, item_path, "org.freedesktop.Secret.Item",

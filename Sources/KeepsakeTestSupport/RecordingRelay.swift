@@ -36,24 +36,7 @@ package final class RecordingRelay: @unchecked Sendable {
     ) throws {
         upstream = upstreamPort
         framed = replayingTPM
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw HarnessError("no socket") }
-        var address = Self.loopback(requested)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0, listen(fd, 16) == 0 else {
-            close(fd)
-            throw HarnessError("cannot listen on loopback")
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        listener = fd
-        port = UInt16(bigEndian: address.sin_port)
+        (listener, port) = try Loopback.listen(on: requested)
         Thread { [self] in acceptLoop() }.start()
     }
 
@@ -62,20 +45,12 @@ package final class RecordingRelay: @unchecked Sendable {
         close(listener)
     }
 
-    private static func loopback(_ port: UInt16) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = port.bigEndian
-        return address
-    }
-
     private func acceptLoop() {
         while true {
             let client = accept(listener, nil, nil)
             guard client >= 0 else { return }
             let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = Self.loopback(upstream)
+            var address = Loopback.address(upstream)
             let connected = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                     connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size))

@@ -84,26 +84,38 @@ package enum KeyDerivation {
         // and never copied into an unwiped buffer.
         return SecureBytes(count: 32) { out in
             key.withUnsafeBytes { k in
-                // The state is an over-aligned C struct Swift does not import: raw memory of
-                // libsodium's stated size and alignment.
-                let size = crypto_generichash_statebytes()
-                let state = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 64)
-                defer {
-                    sodium_memzero(state, size)
-                    state.deallocate()
+                blake2b(key: k, context: context, into: out) { update in
+                    withWipedContiguousBytes(input) { update($0) }
                 }
-                let typed = OpaquePointer(state)
-                _ = crypto_generichash_init(
-                    typed, k.bindMemory(to: UInt8.self).baseAddress, k.count, 32)
-                var prefix = Array(context.utf8) + [0]
-                _ = crypto_generichash_update(typed, &prefix, UInt64(prefix.count))
-                withWipedContiguousBytes(input) { bytes in
-                    _ = crypto_generichash_update(
-                        typed, bytes.bindMemory(to: UInt8.self).baseAddress, UInt64(bytes.count))
-                }
-                _ = crypto_generichash_final(typed, out.bindMemory(to: UInt8.self).baseAddress!, 32)
             }
         }
+    }
+
+    /// BLAKE2b streamed (init / update / final) into `out` (its length is the digest's):
+    /// keyed by `key` (empty: unkeyed), over `context` and its NUL, then whatever `body` passes
+    /// to its update function. The state is an over-aligned C struct Swift does not import: raw
+    /// memory of libsodium's stated size and alignment, wiped before it is freed.
+    static func blake2b(
+        key: UnsafeRawBufferPointer, context: String, into out: UnsafeMutableRawBufferPointer,
+        _ body: ((UnsafeRawBufferPointer) -> Void) -> Void
+    ) {
+        let size = crypto_generichash_statebytes()
+        let state = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 64)
+        defer {
+            sodium_memzero(state, size)
+            state.deallocate()
+        }
+        let typed = OpaquePointer(state)
+        _ = crypto_generichash_init(
+            typed, key.bindMemory(to: UInt8.self).baseAddress, key.count, out.count)
+        var prefix = Array(context.utf8) + [0]
+        _ = crypto_generichash_update(typed, &prefix, UInt64(prefix.count))
+        body { bytes in
+            _ = crypto_generichash_update(
+                typed, bytes.bindMemory(to: UInt8.self).baseAddress, UInt64(bytes.count))
+        }
+        _ = crypto_generichash_final(
+            typed, out.bindMemory(to: UInt8.self).baseAddress!, out.count)
     }
 
     /// Fills `buffer` with random bytes (`randombytes_buf`).

@@ -92,19 +92,10 @@ package enum OPRF {
     static func hashToGroup(_ input: SecureBytes, context: String) -> SecureBytes {
         let wide = SecureBytes(count: 64) { out in
             input.withUnsafeBytes { x in
-                var label = Array((context + " hash-to-group").utf8) + [0]
-                let size = crypto_generichash_statebytes()
-                let state = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 64)
-                defer {
-                    sodium_memzero(state, size)
-                    state.deallocate()
-                }
-                let typed = OpaquePointer(state)
-                _ = crypto_generichash_init(typed, nil, 0, 64)
-                _ = crypto_generichash_update(typed, &label, UInt64(label.count))
-                _ = crypto_generichash_update(
-                    typed, x.bindMemory(to: UInt8.self).baseAddress, UInt64(x.count))
-                _ = crypto_generichash_final(typed, out.bindMemory(to: UInt8.self).baseAddress!, 64)
+                KeyDerivation.blake2b(
+                    key: UnsafeRawBufferPointer(start: nil, count: 0),
+                    context: context + " hash-to-group", into: out
+                ) { update in update(x) }
             }
         }
         return SecureBytes(count: elementLength) { out in

@@ -36,13 +36,24 @@ public enum SecurityConfiguration {
     }
 }
 
-/// Runs one SecItem call: parse, act, map every failure to its OSStatus.
+/// Runs one SecItem call: parse, act, map every failure to its OSStatus (its whole error kept
+/// as this thread's `SecItemDiagnostics.lastFailure`).
 private func status(_ body: () throws(KeychainError) -> Void) -> OSStatus {
     do {
         try body()
         return errSecSuccess
     } catch {
+        Thread.current.threadDictionary[SecItemDiagnostics.key] = error.description
         return error.status.rawValue
+    }
+}
+
+/// What an `OSStatus` alone does not say: the whole error of this thread's last failed SecItem
+/// call, for a test's failure message (Keepsake's errors carry no secret).
+package enum SecItemDiagnostics {
+    fileprivate static let key = "keepsake.secItem.lastFailure"
+    package static var lastFailure: String {
+        Thread.current.threadDictionary[key] as? String ?? "none"
     }
 }
 

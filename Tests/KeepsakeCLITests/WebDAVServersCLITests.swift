@@ -18,7 +18,7 @@ func joinByApproval(
     process.standardOutput = output
     // The joiner's error, for the failure message when no code comes.
     let errors = Throwaway.directory("join-errors").appendingPathComponent("stderr")
-    FileManager.default.createFile(atPath: errors.path, contents: nil)
+    _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
     process.standardError = try FileHandle(forWritingTo: errors)
     process.standardInput = FileHandle.nullDevice
     try process.run()

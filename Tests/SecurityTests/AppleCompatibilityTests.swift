@@ -212,13 +212,17 @@ struct AppleCompatibilityTests {
                 kSecAttrAccount as String: "a", kSecAttrAccessControl as String: plain,
                 kSecValueData as String: Data("x".utf8),
             ]
-            #expect(SecItemAdd(add as CFDictionary, nil) == errSecSuccess)
+            #expect(
+                SecItemAdd(add as CFDictionary, nil) == errSecSuccess,
+                "\(SecItemDiagnostics.lastFailure)")
             var result: CFTypeRef?
             let query: [String: Any] = [
                 kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
                 kSecReturnAttributes as String: true,
             ]
-            #expect(SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess)
+            #expect(
+                SecItemCopyMatching(query as CFDictionary, &result) == errSecSuccess,
+                "\(SecItemDiagnostics.lastFailure)")
             #expect((result as? [String: Any])?[kSecAttrAccessible as String] as? String == "ck")
             #expect(SecAccessControlCreateWithFlags(nil, "nonsense" as CFString, [], &error) == nil)
             #expect(error?.takeRetainedValue().code == Int(errSecParam))
