@@ -54,8 +54,9 @@ let package = Package(
         // Knows D-Bus and libsecret, nothing about keychains.
         .target(name: "SecretService", dependencies: ["CSecret", "CKeepsakeShims", "Sealing"]),
         // What Keepsake needs of Linux beyond Foundation: files written atomically and owned by
-        // the user, file locks, one bounded HTTP exchange (libcurl, loaded when first used).
-        .target(name: "Platform", dependencies: ["CKeepsakeHTTP"]),
+        // the user, file locks, the kernel keyring, one bounded HTTP exchange (libcurl, loaded
+        // when first used).
+        .target(name: "Platform", dependencies: ["CKeepsakeHTTP", "CKeyutils"]),
         // Knows libsodium, nothing about storage: owned key memory, envelopes, Argon2id.
         .target(name: "Sealing", dependencies: ["CSodium"]),
         // Knows tpm2-tss ESAPI, nothing about keychains: passcode slots under a guess counter.
@@ -68,7 +69,7 @@ let package = Package(
         .target(
             name: "Device",
             dependencies: [
-                "SecretService", "Sealing", "Platform", "TPM", "Escrow", "CKeyutils",
+                "SecretService", "Sealing", "Platform", "TPM", "Escrow",
             ]),
         // The cloud account a device signs in to: its storage (a directory, WebDAV), its objects
         // and their names, the manifest, joins, the escrow client, key rotation, sync status.

@@ -11,4 +11,15 @@ TPM2B_NV_PUBLIC keepsake_tpm_counter_public(uint32_t index);
 /// A counter's 8 big-endian bytes as a number; TSS2_ESYS_RC_MALFORMED_RESPONSE when not 8.
 uint32_t keepsake_tpm_counter_value(const TPM2B_MAX_NV_BUFFER *data, uint64_t *value);
 
+/// Sets `handle`'s authorization to `auth` (at most a TPM2B_AUTH's size), wiping the copy.
+TSS2_RC keepsake_tpm_set_auth(ESYS_CONTEXT *context, ESYS_TR handle, const uint8_t *auth,
+                              size_t auth_size);
+/// Writes `secret` (at most 64 bytes) to the NV index `handle` in `session`, wiping the copy.
+TSS2_RC keepsake_tpm_nv_write_secret(ESYS_CONTEXT *context, ESYS_TR handle, ESYS_TR session,
+                                     const uint8_t *secret, size_t secret_size);
+/// Reads exactly `secret_size` bytes of the NV index `handle` in `session` into `secret_out`
+/// (TSS2_ESYS_RC_MALFORMED_RESPONSE for another size), wiping the TPM's buffer.
+TSS2_RC keepsake_tpm_nv_read_secret(ESYS_CONTEXT *context, ESYS_TR handle, ESYS_TR session,
+                                    uint8_t *secret_out, size_t secret_size);
+
 #endif

@@ -145,12 +145,9 @@ uint32_t keepsake_tpm_state_define(ESYS_CONTEXT *context, uint32_t session, uint
     if (rc == TSS2_RC_SUCCESS) rc = Esys_TR_SetAuth(context, handle, &authorization);
     memset(&authorization, 0, sizeof authorization);
     if (rc != TSS2_RC_SUCCESS) return rc;
-    TPM2B_MAX_NV_BUFFER data = {.size = (UINT16)secret_size};
-    memcpy(data.buffer, secret, secret_size);
     rc = attributes(context, session, TPMA_SESSION_DECRYPT);
     if (rc == TSS2_RC_SUCCESS)
-        rc = Esys_NV_Write(context, handle, handle, session, ESYS_TR_NONE, ESYS_TR_NONE, &data, 0);
-    memset(&data, 0, sizeof data);
+        rc = keepsake_tpm_nv_write_secret(context, handle, session, secret, secret_size);
     if (rc != TSS2_RC_SUCCESS) {
         attributes(context, session, 0);
         Esys_NV_UndefineSpace(context, ESYS_TR_RH_OWNER, handle, session, ESYS_TR_NONE,
@@ -168,21 +165,11 @@ uint32_t keepsake_tpm_state_read(ESYS_CONTEXT *context, uint32_t session, uint32
     ESYS_TR handle;
     TSS2_RC rc = index_handle(context, session, index, &handle);
     if (rc != TSS2_RC_SUCCESS) return rc;
-    TPM2B_AUTH value = {.size = (UINT16)auth_size};
-    memcpy(value.buffer, auth, auth_size);
-    rc = Esys_TR_SetAuth(context, handle, &value);
-    memset(&value, 0, sizeof value);
-    TPM2B_MAX_NV_BUFFER *data = NULL;
+    rc = keepsake_tpm_set_auth(context, handle, auth, auth_size);
     if (rc == TSS2_RC_SUCCESS) rc = attributes(context, session, TPMA_SESSION_ENCRYPT);
     if (rc == TSS2_RC_SUCCESS)
-        rc = Esys_NV_Read(context, handle, handle, session, ESYS_TR_NONE, ESYS_TR_NONE,
-                          (UINT16)secret_size, 0, &data);
+        rc = keepsake_tpm_nv_read_secret(context, handle, session, secret_out, secret_size);
     Esys_TR_Close(context, &handle);
-    if (rc != TSS2_RC_SUCCESS) return rc;
-    if (data->size != secret_size) rc = TSS2_ESYS_RC_MALFORMED_RESPONSE;
-    else memcpy(secret_out, data->buffer, secret_size);
-    memset(data->buffer, 0, data->size);
-    Esys_Free(data);
     return rc;
 }
 

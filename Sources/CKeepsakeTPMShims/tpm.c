@@ -54,6 +54,38 @@ uint32_t keepsake_tpm_counter_value(const TPM2B_MAX_NV_BUFFER *data, uint64_t *v
     return data->size == 8 ? TSS2_RC_SUCCESS : TSS2_ESYS_RC_MALFORMED_RESPONSE;
 }
 
+TSS2_RC keepsake_tpm_set_auth(ESYS_CONTEXT *context, ESYS_TR handle, const uint8_t *auth,
+                              size_t auth_size) {
+    TPM2B_AUTH value = {.size = (UINT16)auth_size};
+    memcpy(value.buffer, auth, auth_size);
+    TSS2_RC rc = Esys_TR_SetAuth(context, handle, &value);
+    memset(&value, 0, sizeof value);
+    return rc;
+}
+
+TSS2_RC keepsake_tpm_nv_write_secret(ESYS_CONTEXT *context, ESYS_TR handle, ESYS_TR session,
+                                     const uint8_t *secret, size_t secret_size) {
+    TPM2B_MAX_NV_BUFFER data = {.size = (UINT16)secret_size};
+    memcpy(data.buffer, secret, secret_size);
+    TSS2_RC rc =
+        Esys_NV_Write(context, handle, handle, session, ESYS_TR_NONE, ESYS_TR_NONE, &data, 0);
+    memset(&data, 0, sizeof data);
+    return rc;
+}
+
+TSS2_RC keepsake_tpm_nv_read_secret(ESYS_CONTEXT *context, ESYS_TR handle, ESYS_TR session,
+                                    uint8_t *secret_out, size_t secret_size) {
+    TPM2B_MAX_NV_BUFFER *data = NULL;
+    TSS2_RC rc = Esys_NV_Read(context, handle, handle, session, ESYS_TR_NONE, ESYS_TR_NONE,
+                              (UINT16)secret_size, 0, &data);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    if (data->size != secret_size) rc = TSS2_ESYS_RC_MALFORMED_RESPONSE;
+    else memcpy(secret_out, data->buffer, secret_size);
+    memset(data->buffer, 0, data->size);
+    Esys_Free(data);
+    return rc;
+}
+
 uint32_t keepsake_tpm_counter_define(ESYS_CONTEXT *context, uint32_t index) {
     TPM2B_AUTH empty = {.size = 0};
     TPM2B_NV_PUBLIC info = keepsake_tpm_counter_public(index);
@@ -154,15 +186,9 @@ uint32_t keepsake_tpm_secret_define(ESYS_CONTEXT *context, uint32_t index, uint3
         rc = run_policy(context, session, counter, max_counter);
         if (rc == TSS2_RC_SUCCESS)
             rc = Esys_TRSess_SetAttributes(context, session, TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_DECRYPT, 0xff);
-        TPM2B_AUTH value = {.size = (UINT16)auth_size};
-        memcpy(value.buffer, auth, auth_size);
-        if (rc == TSS2_RC_SUCCESS) rc = Esys_TR_SetAuth(context, handle, &value);
-        memset(&value, 0, sizeof value);
-        TPM2B_MAX_NV_BUFFER data = {.size = (UINT16)secret_size};
-        memcpy(data.buffer, secret, secret_size);
+        if (rc == TSS2_RC_SUCCESS) rc = keepsake_tpm_set_auth(context, handle, auth, auth_size);
         if (rc == TSS2_RC_SUCCESS)
-            rc = Esys_NV_Write(context, handle, handle, session, ESYS_TR_NONE, ESYS_TR_NONE, &data, 0);
-        memset(&data, 0, sizeof data);
+            rc = keepsake_tpm_nv_write_secret(context, handle, session, secret, secret_size);
         Esys_FlushContext(context, session);
     }
     if (rc != TSS2_RC_SUCCESS) {
@@ -190,26 +216,12 @@ uint32_t keepsake_tpm_secret_read(ESYS_CONTEXT *context, uint32_t index, uint32_
     rc = run_policy(context, session, counter, max_counter);
     if (rc == TSS2_RC_SUCCESS)
         rc = Esys_TRSess_SetAttributes(context, session, TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_ENCRYPT, 0xff);
-    TPM2B_AUTH value = {.size = (UINT16)auth_size};
-    memcpy(value.buffer, auth, auth_size);
-    if (rc == TSS2_RC_SUCCESS) rc = Esys_TR_SetAuth(context, handle, &value);
-    memset(&value, 0, sizeof value);
-    TPM2B_MAX_NV_BUFFER *data = NULL;
+    if (rc == TSS2_RC_SUCCESS) rc = keepsake_tpm_set_auth(context, handle, auth, auth_size);
     if (rc == TSS2_RC_SUCCESS)
-        rc = Esys_NV_Read(context, handle, handle, session, ESYS_TR_NONE, ESYS_TR_NONE,
-                          (UINT16)secret_size, 0, &data);
+        rc = keepsake_tpm_nv_read_secret(context, handle, session, secret_out, secret_size);
     Esys_FlushContext(context, session);
     Esys_TR_Close(context, &handle);
-    if (rc != TSS2_RC_SUCCESS) return rc;
-    if (data->size != secret_size) {
-        memset(data->buffer, 0, data->size);
-        Esys_Free(data);
-        return TSS2_ESYS_RC_MALFORMED_RESPONSE;
-    }
-    memcpy(secret_out, data->buffer, secret_size);
-    memset(data->buffer, 0, data->size);
-    Esys_Free(data);
-    return TSS2_RC_SUCCESS;
+    return rc;
 }
 
 uint32_t keepsake_tpm_undefine(ESYS_CONTEXT *context, uint32_t index) {
