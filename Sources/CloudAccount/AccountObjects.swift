@@ -59,10 +59,36 @@ enum AccountObjects {
     }
 }
 
+/// An account object stored as its four-byte magic and then JSON: it parses only with its magic,
+/// the one version this code reads, and fields within their bounds (`isWellFormed`).
+protocol TaggedRecord: Codable {
+    static var magic: String { get }
+    static var currentVersion: Int { get }
+    var version: Int { get }
+    /// Whether the decoded fields are within their bounds.
+    var isWellFormed: Bool { get }
+}
+
+extension TaggedRecord {
+    func encoded() -> Data { Data(Self.magic.utf8) + (try! JSONEncoder().encode(self)) }
+
+    /// The record, or nil when it is not one.
+    static func parse(_ bytes: Data) -> Self? {
+        guard bytes.starts(with: Data(magic.utf8)),
+            let record = try? JSONDecoder().decode(
+                Self.self, from: bytes.dropFirst(magic.utf8.count)),
+            record.version == currentVersion, record.isWellFormed
+        else { return nil }
+        return record
+    }
+}
+
 /// `account`: the check value lets a device tell whether the key it holds is this account's. It
 /// is a keyed hash under the (random, 256-bit) account key: nothing to guess against.
-struct AccountRecord: Codable, Equatable {
-    var version = 1
+struct AccountRecord: TaggedRecord, Equatable {
+    static let magic = "KAC1"
+    static let currentVersion = 1
+    var version = currentVersion
     var check: Data
     /// How many times the account key was rotated (nil: never).
     var epoch: Int?
@@ -71,33 +97,21 @@ struct AccountRecord: Codable, Equatable {
 
     static func check(_ accountKey: SecureBytes) -> Data { CloudObjects.accountCheck(accountKey) }
 
-    func encoded() -> Data { Data("KAC1".utf8) + (try! JSONEncoder().encode(self)) }
-    /// The record, or nil when it is not one.
-    static func parse(_ bytes: Data) -> AccountRecord? {
-        guard bytes.starts(with: Data("KAC1".utf8)),
-            let record = try? JSONDecoder().decode(AccountRecord.self, from: bytes.dropFirst(4)),
-            record.version == 1, record.check.count == 32,
-            (0...Int(Int32.max)).contains(record.epoch ?? 0),
-            record.recoveryPublicKey.map({ $0.count == SealedBox.publicKeyLength }) ?? true
-        else { return nil }
-        return record
+    var isWellFormed: Bool {
+        check.count == 32 && (0...Int(Int32.max)).contains(epoch ?? 0)
+            && recoveryPublicKey.map({ $0.count == SealedBox.publicKeyLength }) ?? true
     }
 }
 
 /// `account-escrow`: the account key's slot at the escrow service (`EscrowConfiguration`). The
 /// escrow keeps the passcode key's salt and cost and the count; the cloud only names the slot.
-struct EscrowRecord: Codable, Equatable {
-    var version = 2
+struct EscrowRecord: TaggedRecord, Equatable {
+    static let magic = "KES2"
+    static let currentVersion = 2
+    var version = currentVersion
     var slot: Data
 
-    func encoded() -> Data { Data("KES2".utf8) + (try! JSONEncoder().encode(self)) }
-    static func parse(_ bytes: Data) -> EscrowRecord? {
-        guard bytes.starts(with: Data("KES2".utf8)),
-            let record = try? JSONDecoder().decode(EscrowRecord.self, from: bytes.dropFirst(4)),
-            record.version == 2, record.slot.count == 16
-        else { return nil }
-        return record
-    }
+    var isWellFormed: Bool { slot.count == 16 }
 }
 
 /// `join-<id>`: a new device's X25519 public key and a commitment to a nonce it reveals only
@@ -105,54 +119,37 @@ struct EscrowRecord: Codable, Equatable {
 /// devices show depends on randomness from both, fixed before either side saw the other's, and a
 /// cloud in the middle cannot grind keys to a matching code (it wins with one chance in 10⁶ per
 /// join, and a mismatch is noticed).
-struct JoinRequestRecord: Codable, Equatable {
-    var version = 2
+struct JoinRequestRecord: TaggedRecord, Equatable {
+    static let magic = "KJR2"
+    static let currentVersion = 2
+    var version = currentVersion
     var publicKey: Data
     var commitment: Data
 
-    func encoded() -> Data { Data("KJR2".utf8) + (try! JSONEncoder().encode(self)) }
-    static func parse(_ bytes: Data) -> JoinRequestRecord? {
-        guard bytes.starts(with: Data("KJR2".utf8)),
-            let record = try? JSONDecoder().decode(
-                JoinRequestRecord.self, from: bytes.dropFirst(4)),
-            record.version == 2, record.publicKey.count == SealedBox.publicKeyLength,
-            record.commitment.count == 32
-        else { return nil }
-        return record
+    var isWellFormed: Bool {
+        publicKey.count == SealedBox.publicKeyLength && commitment.count == 32
     }
 }
 
 /// `join-<id>-challenge`: the approving device's X25519 public key for this join and its nonce.
-struct JoinChallengeRecord: Codable, Equatable {
-    var version = 1
+struct JoinChallengeRecord: TaggedRecord, Equatable {
+    static let magic = "KJC1"
+    static let currentVersion = 1
+    var version = currentVersion
     var publicKey: Data
     var nonce: Data
 
-    func encoded() -> Data { Data("KJC1".utf8) + (try! JSONEncoder().encode(self)) }
-    static func parse(_ bytes: Data) -> JoinChallengeRecord? {
-        guard bytes.starts(with: Data("KJC1".utf8)),
-            let record = try? JSONDecoder().decode(
-                JoinChallengeRecord.self, from: bytes.dropFirst(4)),
-            record.version == 1, record.publicKey.count == SealedBox.publicKeyLength,
-            record.nonce.count == 32
-        else { return nil }
-        return record
-    }
+    var isWellFormed: Bool { publicKey.count == SealedBox.publicKeyLength && nonce.count == 32 }
 }
 
 /// `join-<id>-reveal`: the new device's nonce, revealed once the challenge is there.
-struct JoinRevealRecord: Codable, Equatable {
-    var version = 1
+struct JoinRevealRecord: TaggedRecord, Equatable {
+    static let magic = "KJV1"
+    static let currentVersion = 1
+    var version = currentVersion
     var nonce: Data
 
-    func encoded() -> Data { Data("KJV1".utf8) + (try! JSONEncoder().encode(self)) }
-    static func parse(_ bytes: Data) -> JoinRevealRecord? {
-        guard bytes.starts(with: Data("KJV1".utf8)),
-            let record = try? JSONDecoder().decode(JoinRevealRecord.self, from: bytes.dropFirst(4)),
-            record.version == 1, record.nonce.count == 32
-        else { return nil }
-        return record
-    }
+    var isWellFormed: Bool { nonce.count == 32 }
 }
 
 enum JoinCode {
