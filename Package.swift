@@ -26,7 +26,10 @@ let package = Package(
         // files add -pthread, which SwiftPM strips with a warning in every user's build);
         // libsecret's own headers through CKeepsakeShims/include/libsecret, a link to what
         // libsecret-1-dev installs in /usr/include/libsecret-1 (that include directory is on every
-        // client's path, with its own module map).
+        // client's path, with its own module map). libsecret and GIO are not linked: the shims
+        // load them at the first connection (CKeepsakeShims/loader.c), so a command that never
+        // reaches the Secret Service does not load them; GObject, GLib and libdbus come linked
+        // with their headers' pkg-config.
         .systemLibrary(
             name: "CSecret", pkgConfig: "gobject-2.0",
             providers: [.apt(["libsecret-1-dev"])]),
@@ -46,7 +49,8 @@ let package = Package(
             name: "CKeepsakeShims", dependencies: ["CSecret", "CDBus"]),
         // Tests only: an impostor of the Secret Service answering with replies of the wrong type.
         .target(
-            name: "CRogueSecretService", dependencies: ["CSecret"]),
+            name: "CRogueSecretService", dependencies: ["CSecret"],
+            linkerSettings: [.linkedLibrary("gio-2.0")]),
         // tpm2-tss ESAPI behind fixed-argument shims; loaded at the first TPM open (dlopen), so a
         // process that never uses a TPM never loads it. Its headers come from libtss2-dev.
         .target(name: "CKeepsakeTPMShims"),
@@ -114,7 +118,10 @@ let package = Package(
                 "SecretService", "Device", "CloudAccount", "Platform", "Sealing", "TPM", "Escrow",
                 "CSecret",
                 "CSodium",
-            ]),
+            ],
+            // libsecret's own calls, the baseline the benchmark and tests compare with (the
+            // library modules load libsecret when they first connect: CKeepsakeShims/loader.c).
+            linkerSettings: [.linkedLibrary("secret-1"), .linkedLibrary("gio-2.0")]),
         // The command line's commands, shared by the shipped `keepsake` and `keepsake-dev`.
         // Knows the library modules, never the test harness.
         .target(

@@ -11,6 +11,7 @@
 #include "CKeepsakeShims.h"
 #include <dbus/dbus.h>
 #include <string.h>
+#include "loaded.h"
 
 #define SECRETS_NAME "org.freedesktop.secrets"
 #define SECRETS_PATH "/org/freedesktop/secrets"

@@ -1,5 +1,6 @@
 #include "CKeepsakeShims.h"
 #include <string.h>
+#include "loaded.h"
 
 #define SECRETS_NAME "org.freedesktop.secrets"
 #define SECRETS_PATH "/org/freedesktop/secrets"

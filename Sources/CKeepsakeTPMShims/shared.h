@@ -21,5 +21,9 @@ TSS2_RC keepsake_tpm_nv_write_secret(ESYS_CONTEXT *context, ESYS_TR handle, ESYS
 /// (TSS2_ESYS_RC_MALFORMED_RESPONSE for another size), wiping the TPM's buffer.
 TSS2_RC keepsake_tpm_nv_read_secret(ESYS_CONTEXT *context, ESYS_TR handle, ESYS_TR session,
                                     uint8_t *secret_out, size_t secret_size);
+/// The end of an NV index's definition: on failure (`rc`) the index is undefined again (the owner
+/// authorized in `owner_session`), on success its handle closed. Returns `rc`.
+TSS2_RC keepsake_tpm_finish_define(ESYS_CONTEXT *context, ESYS_TR *handle, ESYS_TR owner_session,
+                                   TSS2_RC rc);
 
 #endif

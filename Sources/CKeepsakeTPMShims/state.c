@@ -148,14 +148,8 @@ uint32_t keepsake_tpm_state_define(ESYS_CONTEXT *context, uint32_t session, uint
     rc = attributes(context, session, TPMA_SESSION_DECRYPT);
     if (rc == TSS2_RC_SUCCESS)
         rc = keepsake_tpm_nv_write_secret(context, handle, session, secret, secret_size);
-    if (rc != TSS2_RC_SUCCESS) {
-        attributes(context, session, 0);
-        Esys_NV_UndefineSpace(context, ESYS_TR_RH_OWNER, handle, session, ESYS_TR_NONE,
-                              ESYS_TR_NONE);
-    } else {
-        Esys_TR_Close(context, &handle);
-    }
-    return rc;
+    if (rc != TSS2_RC_SUCCESS) attributes(context, session, 0);
+    return keepsake_tpm_finish_define(context, &handle, session, rc);
 }
 
 uint32_t keepsake_tpm_state_read(ESYS_CONTEXT *context, uint32_t session, uint32_t index,

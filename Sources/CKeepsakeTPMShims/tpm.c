@@ -73,6 +73,16 @@ TSS2_RC keepsake_tpm_nv_write_secret(ESYS_CONTEXT *context, ESYS_TR handle, ESYS
     return rc;
 }
 
+TSS2_RC keepsake_tpm_finish_define(ESYS_CONTEXT *context, ESYS_TR *handle, ESYS_TR owner_session,
+                                   TSS2_RC rc) {
+    if (rc != TSS2_RC_SUCCESS)
+        Esys_NV_UndefineSpace(context, ESYS_TR_RH_OWNER, *handle, owner_session, ESYS_TR_NONE,
+                              ESYS_TR_NONE);
+    else
+        Esys_TR_Close(context, handle);
+    return rc;
+}
+
 TSS2_RC keepsake_tpm_nv_read_secret(ESYS_CONTEXT *context, ESYS_TR handle, ESYS_TR session,
                                     uint8_t *secret_out, size_t secret_size) {
     TPM2B_MAX_NV_BUFFER *data = NULL;
@@ -140,6 +150,19 @@ static TSS2_RC start_session(ESYS_CONTEXT *context, TPM2_SE type, ESYS_TR *sessi
                                  ESYS_TR_NONE, NULL, type, &symmetric, TPM2_ALG_SHA256, session);
 }
 
+/// A salted policy session that has run the slot's policy, its parameters encrypted as `flags`
+/// says (DECRYPT for a secret going in, ENCRYPT for one coming out); flushed on failure.
+static TSS2_RC policy_session(ESYS_CONTEXT *context, uint32_t counter, uint64_t max_counter,
+                              TPMA_SESSION flags, ESYS_TR *session) {
+    TSS2_RC rc = keepsake_tpm_start_salted(context, TPM2_SE_POLICY, session);
+    if (rc != TSS2_RC_SUCCESS) return rc;
+    rc = run_policy(context, *session, counter, max_counter);
+    if (rc == TSS2_RC_SUCCESS)
+        rc = Esys_TRSess_SetAttributes(context, *session, TPMA_SESSION_CONTINUESESSION | flags, 0xff);
+    if (rc != TSS2_RC_SUCCESS) Esys_FlushContext(context, *session);
+    return rc;
+}
+
 uint32_t keepsake_tpm_secret_define(ESYS_CONTEXT *context, uint32_t index, uint32_t counter,
                                     uint64_t max_counter, const uint8_t *auth, size_t auth_size,
                                     const uint8_t *secret, size_t secret_size) {
@@ -181,23 +204,14 @@ uint32_t keepsake_tpm_secret_define(ESYS_CONTEXT *context, uint32_t index, uint3
     if (rc != TSS2_RC_SUCCESS) return rc;
 
     ESYS_TR session;
-    rc = keepsake_tpm_start_salted(context, TPM2_SE_POLICY, &session);
+    rc = policy_session(context, counter, max_counter, TPMA_SESSION_DECRYPT, &session);
     if (rc == TSS2_RC_SUCCESS) {
-        rc = run_policy(context, session, counter, max_counter);
-        if (rc == TSS2_RC_SUCCESS)
-            rc = Esys_TRSess_SetAttributes(context, session, TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_DECRYPT, 0xff);
-        if (rc == TSS2_RC_SUCCESS) rc = keepsake_tpm_set_auth(context, handle, auth, auth_size);
+        rc = keepsake_tpm_set_auth(context, handle, auth, auth_size);
         if (rc == TSS2_RC_SUCCESS)
             rc = keepsake_tpm_nv_write_secret(context, handle, session, secret, secret_size);
         Esys_FlushContext(context, session);
     }
-    if (rc != TSS2_RC_SUCCESS) {
-        Esys_NV_UndefineSpace(context, ESYS_TR_RH_OWNER, handle, ESYS_TR_PASSWORD, ESYS_TR_NONE,
-                              ESYS_TR_NONE);
-    } else {
-        Esys_TR_Close(context, &handle);
-    }
-    return rc;
+    return keepsake_tpm_finish_define(context, &handle, ESYS_TR_PASSWORD, rc);
 }
 
 uint32_t keepsake_tpm_secret_read(ESYS_CONTEXT *context, uint32_t index, uint32_t counter,
@@ -208,18 +222,13 @@ uint32_t keepsake_tpm_secret_read(ESYS_CONTEXT *context, uint32_t index, uint32_
     TSS2_RC rc = nv_handle(context, index, &handle);
     if (rc != TSS2_RC_SUCCESS) return rc;
     ESYS_TR session;
-    rc = keepsake_tpm_start_salted(context, TPM2_SE_POLICY, &session);
-    if (rc != TSS2_RC_SUCCESS) {
-        Esys_TR_Close(context, &handle);
-        return rc;
+    rc = policy_session(context, counter, max_counter, TPMA_SESSION_ENCRYPT, &session);
+    if (rc == TSS2_RC_SUCCESS) {
+        rc = keepsake_tpm_set_auth(context, handle, auth, auth_size);
+        if (rc == TSS2_RC_SUCCESS)
+            rc = keepsake_tpm_nv_read_secret(context, handle, session, secret_out, secret_size);
+        Esys_FlushContext(context, session);
     }
-    rc = run_policy(context, session, counter, max_counter);
-    if (rc == TSS2_RC_SUCCESS)
-        rc = Esys_TRSess_SetAttributes(context, session, TPMA_SESSION_CONTINUESESSION | TPMA_SESSION_ENCRYPT, 0xff);
-    if (rc == TSS2_RC_SUCCESS) rc = keepsake_tpm_set_auth(context, handle, auth, auth_size);
-    if (rc == TSS2_RC_SUCCESS)
-        rc = keepsake_tpm_nv_read_secret(context, handle, session, secret_out, secret_size);
-    Esys_FlushContext(context, session);
     Esys_TR_Close(context, &handle);
     return rc;
 }

@@ -8,7 +8,7 @@ final class ServiceHandle: @unchecked Sendable {
     // immutable after init and freed once in deinit.
     let pointer: UnsafeMutablePointer<SecretService>
     init(_ pointer: UnsafeMutablePointer<SecretService>) { self.pointer = pointer }
-    deinit { g_object_unref(pointer) }
+    deinit { keepsake_g_object_unref(pointer) }
 }
 
 /// Owns the direct reads' connection (`KeepsakeReader *`, `reader.c`); closes it when released.
@@ -24,9 +24,9 @@ final class ReaderHandle: @unchecked Sendable {
 final class Cancellable: @unchecked Sendable {
     // Sendable: g_cancellable_cancel is documented thread-safe.
     let pointer: UnsafeMutablePointer<GCancellable>
-    init() { pointer = g_cancellable_new() }
-    func cancel() { g_cancellable_cancel(pointer) }
-    deinit { g_object_unref(pointer) }
+    init() { pointer = keepsake_g_cancellable_new() }
+    func cancel() { keepsake_g_cancellable_cancel(pointer) }
+    deinit { keepsake_g_object_unref(pointer) }
 }
 
 /// Turns a `GError *` into a `SecretServiceError` and frees it.
@@ -36,13 +36,13 @@ func takeError(_ error: UnsafeMutablePointer<GError>?, during stage: Stage = .ca
     guard let error else {
         return SecretServiceError(.failed, message: "libsecret failed without an error")
     }
-    defer { g_error_free(error) }
+    defer { keepsake_g_error_free(error) }
     let domain = String(cString: keepsake_error_domain(error))
     let message = error.pointee.message.map { String(cString: $0) } ?? ""
     var dbusName: String?
     if let name = keepsake_error_dbus_name(error) {
         dbusName = String(cString: name)
-        g_free(name)
+        keepsake_g_free(name)
     }
     let code = classify(
         domain: domain, code: error.pointee.code, dbusName: dbusName, message: message,
@@ -90,7 +90,7 @@ private func classify(domain: String, code: Int32, dbusName: String?, message: S
 /// Copies a NULL-terminated `gchar **` into Swift strings and frees it.
 func takeStringArray(_ array: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?) -> [String] {
     guard let array else { return [] }
-    defer { g_strfreev(array) }
+    defer { keepsake_g_strfreev(array) }
     var result: [String] = []
     var index = 0
     while let element = array[index] {
@@ -153,7 +153,7 @@ final class Outcome<R>: @unchecked Sendable {
         }
         if drop {
             if let result { discard(result) }
-            if let error { g_error_free(error) }
+            if let error { keepsake_g_error_free(error) }
         }
     }
 

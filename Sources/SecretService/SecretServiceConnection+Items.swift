@@ -68,7 +68,7 @@ extension SecretServiceConnection {
             for index in 0..<Int(list.pointee.count) {
                 let path = ItemPath(String(cString: list.pointee.paths[index]!))
                 var length = 0
-                let bytes = secret_value_get(list.pointee.values[index], &length)
+                let bytes = keepsake_secret_value_get(list.pointee.values[index], &length)
                 result[path] = bytes.map { Data(bytes: $0, count: length) } ?? Data()
             }
             return result
@@ -95,7 +95,7 @@ extension SecretServiceConnection {
                 }
             }
             guard let path else { return nil }
-            defer { g_free(path) }
+            defer { keepsake_g_free(path) }
             return ItemPath(String(cString: path))
         }
     }
@@ -187,7 +187,7 @@ extension SecretServiceConnection {
                     service, label, bytes.baseAddress, bytes.count, cancellable, &error)
             }
             guard let path else { return nil }
-            defer { g_free(path) }
+            defer { keepsake_g_free(path) }
             return CollectionPath(String(cString: path))
         }
     }

@@ -202,7 +202,7 @@ public final class SecretServiceConnection: Sendable {
 
     private func openOnce() throws(SecretServiceError) -> ServiceHandle {
         ServiceHandle(
-            try connect(discard: { g_object_unref($0.value) }) {
+            try connect(discard: { keepsake_g_object_unref($0.value) }) {
                 address, milliseconds, cancellable, error in
                 keepsake_service_open(address, milliseconds, cancellable, &error)
             })
@@ -219,6 +219,10 @@ public final class SecretServiceConnection: Sendable {
                 inout UnsafeMutablePointer<GError>?
             ) -> Pointer?
     ) throws(SecretServiceError) -> Pointer {
+        // libsecret and libdbus are loaded here, at the first connection, not at start-up.
+        if let failure = keepsake_shims_load() {
+            throw SecretServiceError(.serviceUnavailable, message: String(cString: failure))
+        }
         let address = try address()
         let milliseconds = timeoutMilliseconds
         guard

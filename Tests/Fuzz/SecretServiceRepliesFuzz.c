@@ -6,6 +6,7 @@
 #include "../../Sources/CKeepsakeShims/reader.c"
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static const char *const session_path = "/org/freedesktop/secrets/session/s1";
 
@@ -88,6 +89,12 @@ static void seed(const char *directory) {
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    /* The shims call libdbus through the table the loader fills (loader.c). */
+    const char *failure = keepsake_shims_load();
+    if (failure != NULL) {
+        fprintf(stderr, "%s\n", failure);
+        abort();
+    }
     /* The last argument that is a directory is the corpus. */
     for (int i = *argc - 1; i > 0; i--) {
         if ((*argv)[i][0] != '-' && g_file_test((*argv)[i], G_FILE_TEST_IS_DIR)) {

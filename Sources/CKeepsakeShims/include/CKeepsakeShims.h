@@ -4,6 +4,19 @@
 #define SECRET_API_SUBJECT_TO_CHANGE 1
 #include <libsecret/secret.h>
 
+/// Loads libsecret and GIO once, on first need (loader.c), and finds every function the shims
+/// call: NULL when all are there, else why not. Before any other call below.
+const char *keepsake_shims_load(void);
+
+/// What Swift calls of GLib and libsecret, through the loaded table (after keepsake_shims_load).
+void keepsake_g_free(void *memory);
+void keepsake_g_object_unref(void *object);
+void keepsake_g_error_free(GError *error);
+void keepsake_g_strfreev(gchar **strings);
+GCancellable *keepsake_g_cancellable_new(void);
+void keepsake_g_cancellable_cancel(GCancellable *cancellable);
+const void *keepsake_secret_value_get(SecretValue *value, gsize *length);
+
 /// Why: a SecretService proxy on a bus of our choosing (g_initable_new is variadic), with
 /// exit-on-close off so a dying bus never takes the process with it, and a session opened.
 SecretService *keepsake_service_open(const char *bus_address, int timeout_ms,

@@ -1,0 +1,61 @@
+#include "CKeepsakeShims.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+// The table itself: filled here, before loaded.h renames the functions to its fields.
+#define KEEPSAKE_SECRET_TABLE_ONLY
+#include "loaded.h"
+
+struct keepsake_secret_libs keepsake_secret_libs;
+static char load_error[320];
+static int loaded = 0;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void load(void) {
+    // libsecret brings GIO with it (GObject, GLib and libdbus are linked already); RTLD_GLOBAL so
+    // that every symbol resolves in one lookup, wherever its function lives.
+    static const char *const libraries[] = {"libsecret-1.so.0", "libdbus-1.so.3"};
+    for (int i = 0; i < 2; i++) {
+        if (!dlopen(libraries[i], RTLD_LAZY | RTLD_GLOBAL)) {
+            snprintf(load_error, sizeof load_error,
+                     "libsecret or libdbus could not be loaded (install libsecret-1-0 and "
+                     "libdbus-1-3): %s",
+                     dlerror());
+            return;
+        }
+    }
+    void *symbol;
+#define KEEPSAKE_SECRET_LOAD(name)                                                                 \
+    symbol = dlsym(RTLD_DEFAULT, #name);                                                           \
+    if (!symbol) {                                                                                 \
+        snprintf(load_error, sizeof load_error, "libsecret or libdbus has no %s", #name);         \
+        return;                                                                                    \
+    }                                                                                              \
+    memcpy(&keepsake_secret_libs.name, &symbol, sizeof symbol);
+    KEEPSAKE_SECRET_FUNCTIONS(KEEPSAKE_SECRET_LOAD)
+#undef KEEPSAKE_SECRET_LOAD
+    loaded = 1;
+}
+
+const char *keepsake_shims_load(void) {
+    pthread_once(&once, load);
+    return loaded ? NULL : load_error;
+}
+
+// What the Swift side calls of these libraries, through the table.
+void keepsake_g_free(void *memory) { keepsake_secret_libs.g_free(memory); }
+void keepsake_g_object_unref(void *object) { keepsake_secret_libs.g_object_unref(object); }
+void keepsake_g_error_free(GError *error) { keepsake_secret_libs.g_error_free(error); }
+void keepsake_g_strfreev(gchar **strings) { keepsake_secret_libs.g_strfreev(strings); }
+GCancellable *keepsake_g_cancellable_new(void) {
+    return keepsake_secret_libs.g_cancellable_new();
+}
+void keepsake_g_cancellable_cancel(GCancellable *cancellable) {
+    keepsake_secret_libs.g_cancellable_cancel(cancellable);
+}
+const void *keepsake_secret_value_get(SecretValue *value, gsize *length) {
+    return keepsake_secret_libs.secret_value_get(value, length);
+}
