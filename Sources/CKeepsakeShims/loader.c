@@ -15,21 +15,25 @@ static int loaded = 0;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void load(void) {
-    // libsecret brings GIO with it (GObject, GLib and libdbus are linked already); RTLD_GLOBAL so
-    // that every symbol resolves in one lookup, wherever its function lives.
+    // Bound lazily, as when libsecret was linked (a first connection binds only what it calls).
+    // Each function is looked up in libsecret's tree (GIO, GObject, GLib) or libdbus's, never
+    // elsewhere in the process, and RTLD_LOCAL keeps libsecret and GIO out of the scope that
+    // libraries loaded later resolve against.
     static const char *const libraries[] = {"libsecret-1.so.0", "libdbus-1.so.3"};
+    void *handles[2];
     for (int i = 0; i < 2; i++) {
-        if (!dlopen(libraries[i], RTLD_LAZY | RTLD_GLOBAL)) {
+        handles[i] = dlopen(libraries[i], RTLD_LAZY | RTLD_LOCAL);
+        if (!handles[i]) {
             snprintf(load_error, sizeof load_error,
-                     "libsecret or libdbus could not be loaded (install libsecret-1-0 and "
-                     "libdbus-1-3): %s",
+                     "libsecret could not be loaded (install libsecret-1-0 and libdbus-1-3): %s",
                      dlerror());
             return;
         }
     }
     void *symbol;
 #define KEEPSAKE_SECRET_LOAD(name)                                                                 \
-    symbol = dlsym(RTLD_DEFAULT, #name);                                                           \
+    symbol = NULL;                                                                                 \
+    for (int i = 0; i < 2 && !symbol; i++) symbol = dlsym(handles[i], #name);                      \
     if (!symbol) {                                                                                 \
         snprintf(load_error, sizeof load_error, "libsecret or libdbus has no %s", #name);         \
         return;                                                                                    \

@@ -73,6 +73,7 @@ package final class RuntimeKeys: Sendable {
                 }
             }
         }
+        keyring.refresh()
         for (protection, key) in keys {
             let refusal = key.withUnsafeBytes { bytes in
                 Result { () throws(KernelKeyring.Refusal) in

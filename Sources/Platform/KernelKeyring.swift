@@ -60,14 +60,17 @@ package final class KernelKeyring: Sendable {
         return made
     }
 
+    /// Forgets the serials remembered: the next call finds the keyring as the kernel has it now.
+    /// Before storing: another process may have unlinked the keyring this process knew.
+    package func refresh() {
+        serials.withLock { $0 = (nil, [:]) }
+    }
+
     /// Stores `bytes` under `key` (replacing an earlier value), making the keyring when missing;
     /// `what` names the value in a refusal.
     package func store(_ key: String, _ bytes: UnsafeRawBufferPointer, what: String)
         throws(Refusal)
     {
-        // Always the keyring as the kernel has it now (not a remembered serial): another
-        // process may have unlinked the one this process knew.
-        serials.withLock { $0 = (nil, [:]) }
         guard let ring = try ring(create: true) else { return }
         let serial = add_key("user", key, bytes.baseAddress, bytes.count, ring)
         guard serial > 0 else { throw Self.refusal(what, errno: errno) }
