@@ -67,6 +67,8 @@ package final class FaultyHTTPServer: @unchecked Sendable {
         while running.withLock({ $0 }) {
             let connection = accept(listener, nil, nil)
             guard connection >= 0 else { return }
+            // Close-on-exec: no process the tests start meanwhile keeps the connection.
+            _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
             var noPipe: Int32 = 1
             setsockopt(connection, SOL_SOCKET, SO_KEEPALIVE, &noPipe, socklen_t(4))
             Thread { [self] in serve(connection) }.start()

@@ -19,7 +19,7 @@ enum Loopback {
     static func listen(on port: UInt16 = 0, reuseAddress: Bool = false) throws -> (
         socket: Int32, port: UInt16
     ) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw HarnessError("no socket") }
         if reuseAddress {
             var yes: Int32 = 1

@@ -160,7 +160,8 @@ package final class PrivateTPM: Sendable {
     /// Whether something accepts connections on the UNIX socket at `path` (its file appears at
     /// bind, a moment before it listens).
     private static func accepts(_ path: URL) -> Bool {
-        let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = Glibc.socket(
+            AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         var address = sockaddr_un()
@@ -176,7 +177,8 @@ package final class PrivateTPM: Sendable {
     }
 
     private static func isFree(_ port: UInt16) -> Bool {
-        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = Glibc.socket(
+            AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         var address = Loopback.address(port)
@@ -290,6 +292,12 @@ package final class PrivateEscrow: @unchecked Sendable {
         var line = Data()
         let deadline = Date() + 60  // a bound for a hang, not a timing
         while !line.contains(UInt8(ascii: "\n")) && Date() < deadline && process.isRunning {
+            // Waited for with a bound: a read alone blocks past the deadline when the escrow
+            // never writes (a TPM that never answers its first command).
+            var ready = pollfd(fd: reader.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            let left = Int32(max(0, min(1_000, deadline.timeIntervalSinceNow * 1_000)))
+            guard poll(&ready, 1, left) >= 0 || errno == EINTR else { break }
+            if ready.revents == 0 { continue }
             let chunk = reader.availableData
             if chunk.isEmpty { break }
             line.append(chunk)

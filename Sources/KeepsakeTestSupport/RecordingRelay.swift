@@ -49,7 +49,10 @@ package final class RecordingRelay: @unchecked Sendable {
         while true {
             let client = accept(listener, nil, nil)
             guard client >= 0 else { return }
-            let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            // Close-on-exec: no process the tests start meanwhile keeps the connection.
+            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+            let server = socket(
+                AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             var address = Loopback.address(upstream)
             let connected = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {

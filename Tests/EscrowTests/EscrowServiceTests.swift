@@ -317,7 +317,7 @@ struct EscrowServiceTests {
 
 /// Sends `request` on a new connection to the loopback `port`; returns what came back.
 private func rawHTTP(_ port: Int, _ request: String) throws -> String {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
