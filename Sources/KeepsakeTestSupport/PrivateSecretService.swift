@@ -335,6 +335,20 @@ package final class PrivateSecretService: @unchecked Sendable {
             }
             return (try? probe.isLocked(.default)) == false
         }
+        // Settled: an item created now is found at the path its creation answered. Right after
+        // the wallet opens, kwalletd can still register its entries under paths of its own, and a
+        // search then answers another path for an item a test just made (seen under load).
+        try Self.wait("KWallet to answer a search with the path it created", seconds: 30) {
+            let marker = UUID().uuidString
+            guard
+                let made = try? probe.createItem(
+                    label: "keepsake-settle-\(marker)", attributes: ["keepsake-settle": marker],
+                    secret: Data())
+            else { return false }
+            let found = try? probe.search(["keepsake-settle": marker]).unlocked
+            for path in Set((found ?? []) + [made]) { try? probe.deleteItem(at: path) }
+            return found == [made]
+        }
     }
 
     /// kwalletd5 now and then never takes `pamOpen` on a busy machine: started again, it does.
