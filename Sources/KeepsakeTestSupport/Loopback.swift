@@ -5,9 +5,9 @@ import Foundation
 #endif
 
 /// TCP on 127.0.0.1 for the harness's own servers and relays.
-enum Loopback {
+package enum Loopback {
     /// The address of `port` on loopback.
-    static func address(_ port: UInt16) -> sockaddr_in {
+    package static func address(_ port: UInt16) -> sockaddr_in {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -16,7 +16,7 @@ enum Loopback {
     }
 
     /// A listening socket on `port` (0: any free one) and the port it got.
-    static func listen(on port: UInt16 = 0, reuseAddress: Bool = false) throws -> (
+    package static func listen(on port: UInt16 = 0, reuseAddress: Bool = false) throws -> (
         socket: Int32, port: UInt16
     ) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

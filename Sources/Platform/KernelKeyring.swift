@@ -107,6 +107,10 @@ package final class KernelKeyring: Sendable {
     package func invalidate(_ keys: [String]) {
         serials.withLock { serials in for key in keys { serials.keys[key] = nil } }
         guard let ring = try? ring(create: false) else { return }
+        invalidate(keys, in: ring)
+    }
+
+    private func invalidate(_ keys: [String], in ring: key_serial_t) {
         for key in keys {
             let serial = keyctl_search(ring, "user", key, 0)
             if serial > 0 {
@@ -121,7 +125,7 @@ package final class KernelKeyring: Sendable {
     /// Invalidates `keys`, then clears the keyring and unlinks it from the user keyring.
     package func remove(invalidating keys: [String]) {
         guard let ring = try? ring(create: false) else { return }
-        invalidate(keys)
+        invalidate(keys, in: ring)
         _ = keyctl_clear(ring)
         _ = keyctl_unlink(ring, KEY_SPEC_USER_KEYRING)
         serials.withLock { $0 = (nil, [:]) }

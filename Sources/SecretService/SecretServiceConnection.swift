@@ -219,7 +219,7 @@ public final class SecretServiceConnection: Sendable {
                 inout UnsafeMutablePointer<GError>?
             ) -> Pointer?
     ) throws(SecretServiceError) -> Pointer {
-        // libsecret and libdbus are loaded here, at the first connection, not at start-up.
+        // libsecret and GIO are loaded here, at the first connection, not at start-up.
         if let failure = keepsake_shims_load() {
             throw SecretServiceError(.serviceUnavailable, message: String(cString: failure))
         }

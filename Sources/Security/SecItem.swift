@@ -43,7 +43,8 @@ private func status(_ body: () throws(KeychainError) -> Void) -> OSStatus {
         try body()
         return errSecSuccess
     } catch {
-        Thread.current.threadDictionary[SecItemDiagnostics.key] = error.description
+        // The error itself: its text is made only when a test asks (a miss is a frequent answer).
+        Thread.current.threadDictionary[SecItemDiagnostics.key] = error
         return error.status.rawValue
     }
 }
@@ -53,7 +54,7 @@ private func status(_ body: () throws(KeychainError) -> Void) -> OSStatus {
 package enum SecItemDiagnostics {
     fileprivate static let key = "keepsake.secItem.lastFailure"
     package static var lastFailure: String {
-        Thread.current.threadDictionary[key] as? String ?? "none"
+        (Thread.current.threadDictionary[key] as? KeychainError)?.description ?? "none"
     }
 }
 
