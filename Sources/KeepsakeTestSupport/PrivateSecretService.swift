@@ -600,12 +600,17 @@ final class Registry: @unchecked Sendable {
     }
 
     private var directories: [URL] = []
+    private var exits: [@Sendable () -> Void] = []
 
     func removeAtExit(_ directory: URL) { lock.withLock { directories.append(directory) } }
+
+    /// Runs `body` when the process exits, before the throwaway directories go.
+    func atExit(_ body: @escaping @Sendable () -> Void) { lock.withLock { exits.append(body) } }
 
     func stopAll() {
         let all = lock.withLock { services.compactMap(\.service) }
         all.forEach { $0.stop() }
+        lock.withLock { exits }.forEach { $0() }
         for directory in lock.withLock({ directories }) {
             try? FileManager.default.removeItem(at: directory)
         }

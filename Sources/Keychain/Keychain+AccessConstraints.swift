@@ -100,10 +100,19 @@ extension Keychain {
         }
     }
 
-    /// Now, at the millisecond precision items are stored with.
+    /// Now, at the millisecond precision items are stored with, and after every time this
+    /// process gave before: two adds within one millisecond keep their order (creation order is
+    /// the creation date, then a random id), on a provider fast enough to answer within one.
     static func now() -> Date {
-        Date(timeIntervalSince1970: (Date().timeIntervalSince1970 * 1000).rounded(.down) / 1000)
+        let milliseconds = (Date().timeIntervalSince1970 * 1000).rounded(.down)
+        let stamp = lastStamp.withLock { last in
+            last = max(milliseconds, last + 1)
+            return last
+        }
+        return Date(timeIntervalSince1970: stamp / 1000)
     }
+
+    private static let lastStamp = Mutex<Double>(0)
 
     static let duplicate = KeychainError(
         KeychainStatus.duplicateItem, "an item with this primary key already exists")

@@ -18,6 +18,7 @@ extension SecretServiceConnection {
     {
         try validate(attributes)
         try validate(collection.rawValue)
+        if let backend { return try backend.search(attributes, in: collection) }
         return try read { reader, error -> SearchResult? in
             var paths: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
             var collectionLocked: gboolean = 0
@@ -38,6 +39,7 @@ extension SecretServiceConnection {
     package func secrets(at paths: [ItemPath]) throws(SecretServiceError) -> [ItemPath: Data] {
         if paths.isEmpty { return [:] }
         for path in paths { try validate(path.rawValue) }
+        if let backend { return try backend.secrets(at: paths) }
         do {
             return try batchedSecrets(at: paths)
         } catch  where error.code == .noSuchObject {
@@ -84,6 +86,11 @@ extension SecretServiceConnection {
     ) throws(SecretServiceError) -> ItemPath {
         try validate(attributes)
         try validate(label)
+        if let backend {
+            return try backend.createItem(
+                label: label, attributes: attributes, secret: secret, replacing: replacing,
+                in: collection)
+        }
         // Retried only when rejected for a stale session: a create whose reply was lost may have
         // happened; the caller re-reads.
         return try call(rejectedOnly: true) { service, cancellable, error -> ItemPath? in
@@ -110,6 +117,12 @@ extension SecretServiceConnection {
         if let attributes {
             try validate(attributes)
             try validate(label ?? "")
+        }
+        if let backend {
+            return try backend.replaceItem(
+                at: path, secret: secret, label: label, attributes: attributes)
+        }
+        if let attributes {
             let _: Bool = try call(rejectedOnly: true) { service, cancellable, error -> Bool? in
                 withAttributeArrays(attributes) { count, k, v in
                     keepsake_item_set_attributes(
@@ -128,6 +141,7 @@ extension SecretServiceConnection {
 
     /// `Item.Delete`. Mirrors `secret_service_delete_item_dbus_path_sync`.
     package func deleteItem(at path: ItemPath) throws(SecretServiceError) {
+        if let backend { return try backend.deleteItem(at: path) }
         let _: Bool = try call { service, cancellable, error -> Bool? in
             keepsake_item_delete(service, path.rawValue, cancellable, &error) != 0 ? true : nil
         }
@@ -137,6 +151,7 @@ extension SecretServiceConnection {
 
     /// Locks a collection. Mirrors `org.freedesktop.Secret.Service.Lock`.
     package func lock(_ collection: CollectionPath = .login) throws(SecretServiceError) {
+        if let backend { return try backend.lock(collection) }
         let needsPrompt: Bool = try call { service, cancellable, error -> Bool? in
             var prompt: gboolean = 0
             return keepsake_service_lock(service, collection.rawValue, &prompt, cancellable, &error)
@@ -153,6 +168,7 @@ extension SecretServiceConnection {
         -> Bool
     {
         try validate(collection.rawValue)
+        if let backend { return try backend.isLocked(collection) }
         return try read { reader, error -> Bool? in
             var locked: gboolean = 0
             return keepsake_collection_is_locked(reader, collection.rawValue, &locked, &error)
@@ -166,6 +182,7 @@ extension SecretServiceConnection {
     package func unlock(_ collection: CollectionPath = .login, masterPassword: Data)
         throws(SecretServiceError)
     {
+        if let backend { return try backend.unlock(collection, masterPassword: masterPassword) }
         let _: Bool = try call { service, cancellable, error -> Bool? in
             masterPassword.withUnsafeBytes { bytes in
                 keepsake_service_unlock_with_master_password(

@@ -14,7 +14,7 @@ package struct SearchResult: Sendable, Equatable {
     /// The collection's `Locked` property, asked with the search.
     package var collectionLocked: Bool
 
-    init(_ paths: [ItemPath], collectionLocked: Bool) {
+    package init(_ paths: [ItemPath], collectionLocked: Bool) {
         unlocked = collectionLocked ? [] : paths
         locked = collectionLocked ? paths : []
         self.collectionLocked = collectionLocked
@@ -48,6 +48,18 @@ public final class SecretServiceConnection: Sendable {
     public init(busAddress: String? = nil, timeout: Duration = .seconds(5)) {
         self.busAddress = busAddress ?? Self.sessionBusAddress()
         self.timeout = timeout
+        backend = nil
+    }
+
+    /// Where the item calls go instead of the bus, when this connection was made with one.
+    let backend: (any SecretServiceBackend)?
+
+    /// A connection whose item and collection calls go to `backend` (no bus: `busAddress` is
+    /// nil), checked as over D-Bus first.
+    package init(backend: any SecretServiceBackend, timeout: Duration = .seconds(5)) {
+        busAddress = nil
+        self.timeout = timeout
+        self.backend = backend
     }
 
     private static let sharedConnections = Mutex<[String: SecretServiceConnection]>([:])

@@ -32,6 +32,27 @@ struct Phone {
     var sync: BlockStoreSync { BlockStoreSync(device: device) }
 }
 
+/// A phone for the rule tests: a device on a Secret Service of its own in memory (the rule is
+/// Keepsake's, not the provider's), no cloud.
+struct RulePhone {
+    let device: Device
+    let directory: URL
+    private let root = Throwaway.directory("rule-phone")
+
+    init() {
+        device = InMemorySecretService().device()
+        directory = device.directory
+    }
+
+    func app(_ id: String = "com.example.wallet") throws -> App {
+        try App(id: id, container: root.appendingPathComponent("containers/\(id)"))
+    }
+
+    func client(_ id: String = "com.example.wallet") throws -> BlockStoreClient {
+        BlockStoreClient(app: try app(id), device: device)
+    }
+}
+
 func newCloud() -> URL { Throwaway.untrusted("cloud") }
 
 /// Every file under `directory`, recursively.
@@ -56,11 +77,14 @@ func code(_ body: () throws -> Void) -> BlockStoreError.Code? {
     }
 }
 
-@Suite("Block Store rules")
+@Suite(
+    "Block Store rules (on a Secret Service in memory)",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct BlockStoreRuleTests {
     @Test("16 entries are fine, a 17th key is TOO_MANY_ENTRIES, overwriting the 16th is fine")
     func entryLimit() throws {
-        let phone = try Phone(cloud: nil)
+        let phone = RulePhone()
         let client = try phone.client()
         for index in 0..<16 {
             try client.storeBytes(StoreBytesData(bytes: Data([UInt8(index)]), key: "k\(index)"))
@@ -76,7 +100,7 @@ struct BlockStoreRuleTests {
 
     @Test("key and bytes of exactly 4096 are stored, 4097 is MAX_SIZE_EXCEEDED")
     func sizeLimit() throws {
-        let phone = try Phone(cloud: nil)
+        let phone = RulePhone()
         let client = try phone.client()
         let key = "sixteen-byte-key"
         #expect(
@@ -93,7 +117,7 @@ struct BlockStoreRuleTests {
 
     @Test("the default key, overwrite, retrieve and delete semantics")
     func semantics() throws {
-        let phone = try Phone(cloud: nil)
+        let phone = RulePhone()
         let client = try phone.client()
         #expect(try client.storeBytes(StoreBytesData(bytes: Data("a".utf8))) == 1)
         #expect(
@@ -121,7 +145,7 @@ struct BlockStoreRuleTests {
 
     @Test("one app never reads another's entries, even with its files copied in")
     func perAppIsolation() throws {
-        let phone = try Phone(cloud: nil)
+        let phone = RulePhone()
         let wallet = try phone.client("com.example.wallet")
         let other = try phone.client("com.example.other")
         try wallet.storeBytes(StoreBytesData(bytes: Data("secret".utf8), key: "k"))
@@ -146,8 +170,8 @@ struct BlockStoreRuleTests {
 
     @Test("an entry file copied to another device does not open there, even under its own name")
     func movedToAnotherDevice() throws {
-        let phone = try Phone(cloud: nil)
-        let other = try Phone(cloud: nil)
+        let phone = RulePhone()
+        let other = RulePhone()
         try phone.client().storeBytes(StoreBytesData(bytes: Data("secret".utf8), key: "k"))
         try other.client().storeBytes(StoreBytesData(bytes: Data("theirs".utf8), key: "k"))
         let source = phone.device.appDataDirectory(try phone.app(), store: "blockstore")
@@ -169,7 +193,7 @@ struct BlockStoreRuleTests {
 
     @Test("entries survive uninstall while backup is on, and are gone with it when backup is off")
     func uninstall() throws {
-        let phone = try Phone(cloud: nil)
+        let phone = RulePhone()
         let app = try phone.app()
         try FileManager.default.createDirectory(
             at: app.container, withIntermediateDirectories: true)
@@ -187,7 +211,7 @@ struct BlockStoreRuleTests {
 
     @Test("a device without Block Store answers FEATURE_NOT_SUPPORTED to every call")
     func featureNotSupported() throws {
-        let phone = try Phone(cloud: nil)
+        let phone = RulePhone()
         try phone.device.updateSettings { $0.blockStoreAvailable = false }
         let client = try phone.client()
         #expect(
@@ -202,30 +226,9 @@ struct BlockStoreRuleTests {
         #expect(code { _ = try client.isEndToEndEncryptionAvailable() } == .featureNotSupported)
     }
 
-    @Test(
-        "a locked Secret Service is RESOLUTION_REQUIRED saying how to unlock, a gone one API_NOT_CONNECTED — as the Keychain tells errSecInteractionNotAllowed from errSecNotAvailable, never INTERNAL_ERROR"
-    )
-    func lockedAndUnavailable() throws {
-        let phone = try Phone(cloud: nil)
-        try phone.service.lock()
-        do {
-            _ = try phone.client().storeBytes(StoreBytesData(bytes: Data([1]), key: "k"))
-            Issue.record("stored with the collection locked")
-        } catch let error as BlockStoreError {
-            #expect(error.code == .resolutionRequired, "\(error)")
-            #expect(error.message.contains("unlock it"), "\(error)")
-        }
-        phone.service.kill()
-        let fresh = BlockStoreClient(
-            app: try phone.app(), device: phone.service.device(cloud: nil, retryPolicy: .fast))
-        #expect(
-            code { _ = try fresh.retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) }
-                == .apiNotConnected)
-    }
-
     @Test("local files are 0600 in 0700 directories and their names reveal no key")
     func fileHygiene() throws {
-        let phone = try Phone(cloud: nil)
+        let phone = RulePhone()
         try phone.client().storeBytes(
             StoreBytesData(bytes: Data("v".utf8), key: "recovery-hint-key"))
         for file in allFiles(phone.directory) {
@@ -243,12 +246,9 @@ struct BlockStoreRuleTests {
     }
 
     @Test(
-        "flipping any single bit of a local entry file gives an error, never wrong bytes",
-        .enabled(
-            if: PrivateSecretService.runsKeepsakesOwnRules,
-            "Keepsake's own rule: gnome-keyring pass"))
+        "flipping any single bit of a local entry file gives an error, never wrong bytes")
     func localBitFlips() throws {
-        let phone = try Phone(cloud: nil)
+        let phone = RulePhone()
         let client = try phone.client()
         try client.storeBytes(StoreBytesData(bytes: Data("the hint".utf8), key: "k"))
         let dir = phone.device.appDataDirectory(try phone.app(), store: "blockstore")
@@ -272,6 +272,30 @@ struct BlockStoreRuleTests {
             try client.retrieveBytes(RetrieveBytesRequest(keys: ["k"])) == [
                 "k": Data("the hint".utf8)
             ])
+    }
+}
+
+@Suite("Block Store on a locked or gone Secret Service")
+struct BlockStoreProviderTests {
+    @Test(
+        "a locked Secret Service is RESOLUTION_REQUIRED saying how to unlock, a gone one API_NOT_CONNECTED — as the Keychain tells errSecInteractionNotAllowed from errSecNotAvailable, never INTERNAL_ERROR"
+    )
+    func lockedAndUnavailable() throws {
+        let phone = try Phone(cloud: nil)
+        try phone.service.lock()
+        do {
+            _ = try phone.client().storeBytes(StoreBytesData(bytes: Data([1]), key: "k"))
+            Issue.record("stored with the collection locked")
+        } catch let error as BlockStoreError {
+            #expect(error.code == .resolutionRequired, "\(error)")
+            #expect(error.message.contains("unlock it"), "\(error)")
+        }
+        phone.service.kill()
+        let fresh = BlockStoreClient(
+            app: try phone.app(), device: phone.service.device(cloud: nil, retryPolicy: .fast))
+        #expect(
+            code { _ = try fresh.retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) }
+                == .apiNotConnected)
     }
 }
 
