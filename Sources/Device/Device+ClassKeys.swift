@@ -16,17 +16,20 @@ extension Device {
 
     /// Reads `paths` (one `GetSecrets` round trip) together with the runtime class keys (only
     /// those of `classes` when the caller knows which it needs). Paths that no longer exist are
-    /// absent.
+    /// absent. A process's first read fetches the device record in the same round trip, at the
+    /// path it was last found at, instead of searching for it first.
     package func read(_ paths: [ItemPath], classes: Set<ProtectionClass>? = nil)
         throws(DeviceError) -> KeyedRead
     {
-        let secrets =
-            paths.isEmpty
-            ? [:]
-            : try records.call { () throws(SecretServiceError) in
-                try secretService.secrets(at: paths)
-            }
-        return KeyedRead(secrets: secrets, classKeys: try runtime().keys(classes))
+        if paths.isEmpty { return KeyedRead(secrets: [:], classKeys: try runtime().keys(classes)) }
+        let record =
+            runtimeCache.withLock({ $0 }) == nil
+            ? records.notedPath.flatMap { paths.contains($0) ? nil : $0 } : nil
+        var secrets = try records.call { () throws(SecretServiceError) in
+            try secretService.secrets(at: record.map { paths + [$0] } ?? paths)
+        }
+        let noted = record.flatMap { records.recordAt(noted: secrets.removeValue(forKey: $0)) }
+        return KeyedRead(secrets: secrets, classKeys: try runtime(noted).keys(classes))
     }
 
     /// The key of `protection`, when the lock state allows it.

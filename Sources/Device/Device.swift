@@ -33,7 +33,7 @@ public final class Device: Sendable {
     package let counter: EscrowConfiguration?
 
     package let records: DeviceRecordStore
-    private let runtimeCache = Mutex<RuntimeKeys?>(nil)
+    let runtimeCache = Mutex<RuntimeKeys?>(nil)
     private let dataKeyCache = Mutex<[String: SecureBytes]>([:])
     /// The account the device is signed in to (the cloud account), told of each new passcode
     /// and unlock; nil when signed out.

@@ -190,6 +190,10 @@ package struct DeviceRecordStore: Sendable {
 
     /// Where the current record's device ID is noted.
     private var idFile: URL { directory.appendingPathComponent("device-id") }
+    /// Where the record's item was last found (an object path: not secret), so a cold read can
+    /// fetch the record in the same `GetSecrets` as the items it reads instead of searching for
+    /// it first (`recordAt(noted:)`).
+    private var pathFile: URL { directory.appendingPathComponent("record-path") }
 
     package static let collection = CollectionPath.default
     package static let attributes = [
@@ -244,7 +248,38 @@ package struct DeviceRecordStore: Sendable {
         if bytes.isEmpty { try startOverAfterLoss(at: first) }
         let record = try DeviceRecord.decode(bytes)
         noteDeviceID(record.deviceID)
+        notePath(first)
         return (first, record)
+    }
+
+    /// The path the record was last found at, when one is noted (and reads as an object path).
+    package var notedPath: ItemPath? {
+        guard let data = try? Files.read(pathFile, limit: 512),
+            let text = String(data: data, encoding: .utf8), text.hasPrefix("/"),
+            text.unicodeScalars.allSatisfy({
+                $0.isASCII
+                    && ($0 == "/" || $0 == "_" || $0.properties.isAlphabetic
+                        || ("0"..."9").contains($0))
+            })
+        else { return nil }
+        return ItemPath(text)
+    }
+
+    /// The record in `bytes`, the secret read at `notedPath`: nil when there was none there or it
+    /// is not a device record (the item went, or a provider gave its path to another item): the
+    /// caller then finds the record by its search (`load`), which also deals with a lost one.
+    package func recordAt(noted bytes: Data?) -> DeviceRecord? {
+        guard let bytes, !bytes.isEmpty else { return nil }
+        return try? DeviceRecord.decode(bytes)
+    }
+
+    /// Notes `path` as the record's when it is not noted yet (best effort, as the device ID).
+    private func notePath(_ path: ItemPath) {
+        guard (try? Files.checkOwnedByUser(directory)) != nil,
+            (try? Files.read(pathFile, limit: 512)) != Data(path.rawValue.utf8)
+        else { return }
+        try? Files.ensureDirectory(directory)
+        try? Files.writeAtomically(Data(path.rawValue.utf8), to: pathFile)
     }
 
     /// The record's item came back empty: makes the record anew in it, drops the lost device's

@@ -24,6 +24,16 @@ package final class InMemorySecretService: SecretServiceBackend {
     }
 
     private let state = Mutex(State())
+    private let log = Mutex<[String]>([])
+
+    /// The calls made so far, one line each: `search <schema>`, `secrets <count>`, `create
+    /// <schema>`, `replace`, `delete`, `lock`, `isLocked`, `unlock`.
+    package var calls: [String] { log.withLock { $0 } }
+
+    /// Forgets the calls made so far.
+    package func forgetCalls() { log.withLock { $0 = [] } }
+
+    private func note(_ call: String) { log.withLock { $0.append(call) } }
     private let masterPassword: Data
     /// The throwaway directory its devices live in (removed when the process exits).
     private let root = Throwaway.directory("in-memory-secret-service")
@@ -62,6 +72,7 @@ package final class InMemorySecretService: SecretServiceBackend {
     package func search(_ attributes: [String: String], in collection: CollectionPath)
         throws(SecretServiceError) -> SearchResult
     {
+        note("search \(attributes["xdg:schema"] ?? "")")
         let name = Self.name(collection)
         return state.withLock { state in
             let paths = state.items.filter { _, item in
@@ -73,7 +84,8 @@ package final class InMemorySecretService: SecretServiceBackend {
     }
 
     package func secrets(at paths: [ItemPath]) throws(SecretServiceError) -> [ItemPath: Data] {
-        try state.withLock { state throws(SecretServiceError) in
+        note("secrets \(paths.count)")
+        return try state.withLock { state throws(SecretServiceError) in
             var found: [ItemPath: Data] = [:]
             for path in paths {
                 guard let item = state.items[path] else { continue }
@@ -88,6 +100,7 @@ package final class InMemorySecretService: SecretServiceBackend {
         label: String, attributes: [String: String], secret: Data, replacing: Bool,
         in collection: CollectionPath
     ) throws(SecretServiceError) -> ItemPath {
+        note("create \(attributes["xdg:schema"] ?? "")")
         let name = Self.name(collection)
         return try state.withLock { state throws(SecretServiceError) in
             if state.locked.contains(name) { throw Self.isLocked(name) }
@@ -110,6 +123,7 @@ package final class InMemorySecretService: SecretServiceBackend {
     package func replaceItem(
         at path: ItemPath, secret: Data, label: String?, attributes: [String: String]?
     ) throws(SecretServiceError) {
+        note("replace")
         try state.withLock { state throws(SecretServiceError) in
             guard var item = state.items[path] else { throw Self.noSuchItem(path) }
             if state.locked.contains(item.collection) { throw Self.isLocked(item.collection) }
@@ -123,6 +137,7 @@ package final class InMemorySecretService: SecretServiceBackend {
     }
 
     package func deleteItem(at path: ItemPath) throws(SecretServiceError) {
+        note("delete")
         try state.withLock { state throws(SecretServiceError) in
             guard let item = state.items[path] else { throw Self.noSuchItem(path) }
             if state.locked.contains(item.collection) { throw Self.isLocked(item.collection) }
@@ -131,16 +146,19 @@ package final class InMemorySecretService: SecretServiceBackend {
     }
 
     package func lock(_ collection: CollectionPath) throws(SecretServiceError) {
+        note("lock")
         _ = state.withLock { $0.locked.insert(Self.name(collection)) }
     }
 
     package func isLocked(_ collection: CollectionPath) throws(SecretServiceError) -> Bool {
-        state.withLock { $0.locked.contains(Self.name(collection)) }
+        note("isLocked")
+        return state.withLock { $0.locked.contains(Self.name(collection)) }
     }
 
     package func unlock(_ collection: CollectionPath, masterPassword: Data)
         throws(SecretServiceError)
     {
+        note("unlock")
         guard masterPassword == self.masterPassword else {
             throw SecretServiceError(
                 .failed, message: "the password for the collection was wrong")
