@@ -28,14 +28,13 @@ public struct ItemFields: Sendable, Hashable {
     public var securityDomain: String?
 
     /// The string fields and how an error names each.
-    static var strings: [(field: WritableKeyPath<ItemFields, String?>, name: String)] {
+    static let strings: [(field: WritableKeyPath<ItemFields, String?> & Sendable, name: String)] =
         [
             (\.service, "service"), (\.account, "account"), (\.accessGroup, "access group"),
             (\.label, "label"), (\.comment, "comment"), (\.itemDescription, "description"),
             (\.server, "server"), (\.path, "path"), (\.internetProtocol, "protocol"),
             (\.authenticationType, "authentication type"), (\.securityDomain, "security domain"),
         ]
-    }
 
     /// The fields of an internet password's location (`InternetLocation`).
     var location: ItemFields {

@@ -297,11 +297,15 @@ public final class Keychain: Sendable {
     /// (one group, no label/comment/description/generic condition) no secret is read.
     private func findPaths(_ query: GenericPasswordQuery) throws(KeychainError) -> [ItemPath] {
         let (groups, attributes) = try index(query)
-        let indexDecides =
-            groups.count == 1 && query.label == nil && query.comment == nil
-            && query.itemDescription == nil && query.generic == nil
-        guard indexDecides else { return try find(query).map(\.path) }
+        guard Self.indexDecides(query, groups: groups) else { return try find(query).map(\.path) }
         return try unlockedItems(attributes)
+    }
+
+    /// Whether the clear index alone decides whether an item matches `query`: one group and no
+    /// condition on a field the index does not hold (label, comment, description, generic).
+    private static func indexDecides(_ query: GenericPasswordQuery, groups: [String]) -> Bool {
+        groups.count == 1 && query.label == nil && query.comment == nil
+            && query.itemDescription == nil && query.generic == nil
     }
 
     /// The items matching `attributes`. A locked collection is `errSecInteractionNotAllowed`,
@@ -331,6 +335,8 @@ public final class Keychain: Sendable {
             sealed.append((path, item))
         }
         let opened = SealedItem.openAll(sealed.map(\.item), keys: read.classKeys)
+        // A record that matches the index matches the query too when the index decides.
+        let indexDecides = Self.indexDecides(query, groups: groups)
         var matches: [Match] = []
         for (index, (path, _)) in sealed.enumerated() {
             let record = try opened[index].get()
@@ -340,7 +346,8 @@ public final class Keychain: Sendable {
                 throw KeychainError(
                     KeychainStatus.decode, "an item's record does not match its index")
             }
-            guard groups.contains(record.key.accessGroup), query.matches(record.attributes)
+            guard groups.contains(record.key.accessGroup),
+                indexDecides || query.matches(record.attributes)
             else { continue }
             matches.append(Match(path: path, record: record))
         }
