@@ -122,15 +122,15 @@ package final class PrivateSecretService: @unchecked Sendable {
     /// Starts a bus and an unlocked provider (gnome-keyring's secrets component, or KeePassXC
     /// with its Secret Service integration on a database of its own).
     ///
-    /// KeePassXC saves its database after every change, as users run it, unless
-    /// `savesAfterEveryChange` is false (then at exit only, which a restart's SIGTERM does not
-    /// reliably reach: tests that restart keep the default). With that save, 2.7.4 segfaults now
-    /// and then in the save's thread under bursts of writes on a busy machine (its own race;
-    /// kernel log `Thread (pooled)… segfault … libQt5Core`): the shared instance and the
-    /// write-heavy tests that never restart turn it off. (Only KeePassXC reads this setting.)
+    /// KeePassXC saves its database at exit only unless `savesAfterEveryChange` (as users run
+    /// it): a test that restarts its provider (whose SIGTERM does not reliably reach the save at
+    /// exit) or reads its file on disk asks for that save. The others do not: with it, 2.7.4
+    /// segfaults now and then in the save's thread under writes on a busy machine (its own race;
+    /// kernel log `Thread (pooled)… segfault … libQt5Core`), and the test's provider is gone
+    /// from under it. (Only KeePassXC reads this setting.)
     package static func start(
         masterPassword: String = "keepsake-test", provider: Provider = defaultProvider,
-        savesAfterEveryChange: Bool = true, keepassxcConfirmations: KeePassXCConfirmations = .off
+        savesAfterEveryChange: Bool = false, keepassxcConfirmations: KeePassXCConfirmations = .off
     ) throws -> PrivateSecretService {
         _ = SuiteSweep.begin
         let service = try PrivateSecretService(
@@ -716,7 +716,7 @@ extension PrivateSecretService {
     /// The shared instance saves its database at exit only (see `start`): many tests write to it
     /// from many threads, and none restarts it.
     private static let sharedInstance = Result {
-        try PrivateSecretService.start(savesAfterEveryChange: false)
+        try PrivateSecretService.start()
     }
 
     private static let sharedCheck = Mutex(())

@@ -248,8 +248,10 @@ enum DemoCommand {
             provider: PrivateSecretService.Provider, name: String, cloud: DemoCloud?,
             profile: HintProfile = .linux, blockStore: Bool = true
         ) throws {
+            // Saving after every change, as users run KeePassXC: the phone reboots (step 4).
             service = try PrivateSecretService.start(
-                masterPassword: "\(name)-login-password", provider: provider)
+                masterPassword: "\(name)-login-password", provider: provider,
+                savesAfterEveryChange: true)
             counter = try PrivateEscrow()
             device = Device(
                 secretService: service.connection(),

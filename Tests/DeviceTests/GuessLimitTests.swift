@@ -396,7 +396,7 @@ struct GuessLimitTests {
         .enabled(if: PrivateSecretService.defaultProvider == .gnomeKeyring)
     )
     func setIsAtomic() throws {
-        let service = try PrivateSecretService.start()
+        let service = try PrivateSecretService.start(savesAfterEveryChange: true)
         let device = service.device(retryPolicy: quick)
         try device.setLockScreen(.pin, passcode: "1111", currentPasscode: nil)
         try service.restart(fileSizeLimit: 0)  // gnome-keyring can no longer write its file

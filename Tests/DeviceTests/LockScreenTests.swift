@@ -142,7 +142,7 @@ struct LockScreenTests {
         "runtime state is the kernel keyring: a Secret Service restart is no reboot, clearing the device's keyring is"
     )
     func runtimeStateInKernelKeyring() throws {
-        let service = try PrivateSecretService.start()
+        let service = try PrivateSecretService.start(savesAfterEveryChange: true)
         let device = makeDevice(service)
         try device.setLockScreen(.password, passcode: "open sesame", currentPasscode: nil)
         #expect(try device.state() == .unlocked)

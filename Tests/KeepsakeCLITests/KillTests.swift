@@ -161,7 +161,7 @@ struct DiskAndDaemonFaultTests {
         .enabled(if: PrivateSecretService.defaultProvider == .gnomeKeyring)
     )
     func secretServiceDiskFull() throws {
-        let service = try PrivateSecretService.start()
+        let service = try PrivateSecretService.start(savesAfterEveryChange: true)
         let app = ["--app-id", "com.example.disk"]
         let item = ["--service", "d", "--account", "a"] + app
         #expect(
@@ -194,7 +194,7 @@ struct DiskAndDaemonFaultTests {
         .enabled(if: PrivateSecretService.defaultProvider == .gnomeKeyring)
     )
     func daemonKilledMidOperation() throws {
-        let service = try PrivateSecretService.start()
+        let service = try PrivateSecretService.start(savesAfterEveryChange: true)
         let app = ["--app-id", "com.example.daemon"] + deviceDirectory(of: service)
         let item = ["--service", "d", "--account", "a"] + app
         #expect(
@@ -269,7 +269,7 @@ struct ProviderLostWritesTests {
         "a provider killed hard before it saved (kwalletd5 saves when a wallet closes; no goodbye here) never bricks the device: after a restart every lock-screen and device command works, and the Keychain answers"
     )
     func lostWritesNeverBrickTheDevice() throws {
-        let service = try PrivateSecretService.start()
+        let service = try PrivateSecretService.start(savesAfterEveryChange: true)
         let app = ["--app-id", "com.example.crash"] + deviceDirectory(of: service)
         let item = ["--service", "crash", "--account", "a"] + app
         var lost = 0

@@ -4,7 +4,10 @@ import Testing
 
 private func status(_ service: PrivateSecretService) throws -> [String: Any] {
     let run = try keepsake(["lockscreen", "status"], service: service)
-    return try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any] ?? [:]
+    guard let object = try? JSONSerialization.jsonObject(with: run.stdout) as? [String: Any] else {
+        throw HarnessError("lockscreen status answered no JSON (exit \(run.status)): \(run.stderr)")
+    }
+    return object
 }
 
 @Suite("keepsake lockscreen and device reboot")
@@ -29,16 +32,14 @@ struct LockScreenCLITests {
             ).status == 0)
 
         // A pattern is written as its cells joined by '-'.
-        #expect(
-            try keepsake(
-                ["lockscreen", "set", "--kind", "pattern"], input: Data("1-2-3\n".utf8),
-                service: service
-            ).stderr.contains("errSecParam"))
-        #expect(
-            try keepsake(
-                ["lockscreen", "set", "--kind", "pattern"], input: Data("1-5-9-6\n".utf8),
-                service: service
-            ).status == 0)
+        let short = try keepsake(
+            ["lockscreen", "set", "--kind", "pattern"], input: Data("1-2-3\n".utf8),
+            service: service)
+        #expect(short.stderr.contains("errSecParam"), "\(short.stderr)")
+        let pattern = try keepsake(
+            ["lockscreen", "set", "--kind", "pattern"], input: Data("1-5-9-6\n".utf8),
+            service: service)
+        #expect(pattern.status == 0, "\(pattern.stderr)")
         var s = try status(service)
         #expect(
             s["kind"] as? String == "pattern" && s["state"] as? String == "unlocked"

@@ -14,8 +14,9 @@ private struct Phone {
     let keychain: Keychain
     let clock = ManualClock()
 
-    init(app: App? = nil) throws {
-        service = try PrivateSecretService.start()
+    /// `savesAfterEveryChange`: for a test that reads the provider's file on disk.
+    init(app: App? = nil, savesAfterEveryChange: Bool = false) throws {
+        service = try PrivateSecretService.start(savesAfterEveryChange: savesAfterEveryChange)
         device = service.device(retryPolicy: .fast, clock: clock)
         keychain = Keychain(app: try app ?? ThrowawayApp.make(), device: device)
     }
@@ -140,7 +141,7 @@ struct DataProtectionTests {
 
     @Test("a scan of the raw Secret Service values never finds an item's plaintext")
     func rawScan() throws {
-        let phone = try Phone()
+        let phone = try Phone(savesAfterEveryChange: true)
         try phone.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let secrets = (0..<5).map { "plaintext-secret-\($0)-\(UUID().uuidString)" }
         for (index, secret) in secrets.enumerated() {

@@ -290,7 +290,7 @@ struct KeychainAvailabilityTests {
 
     @Test("items survive a restart of the Secret Service, and the connection recovers by itself")
     func restart() throws {
-        let service = try PrivateSecretService.start()
+        let service = try PrivateSecretService.start(savesAfterEveryChange: true)
         let keychain = Keychain(app: try ThrowawayApp.make(), device: service.device())
         try keychain.add(
             GenericPasswordAttributes(service: "s", account: "a"), data: Data("1".utf8))

@@ -38,7 +38,7 @@ private struct Member {
     init(cloud: URL) throws {
         // KeePassXC saving at exit only: its save after every change crashed it under these
         // hundreds of writes on a busy machine (see `PrivateSecretService.start`); never restarted.
-        service = try PrivateSecretService.start(savesAfterEveryChange: false)
+        service = try PrivateSecretService.start()
         // Hundreds of operations beside the whole parallel suite on two cores: a bound of 20 s,
         // not 5 (the bound itself is the fault suites' business).
         device = service.device(cloud: cloud, timeout: .seconds(20))

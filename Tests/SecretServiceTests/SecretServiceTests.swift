@@ -6,7 +6,8 @@ import Testing
 @Suite("Secret Service layer against a private provider", .serialized)
 struct SecretServiceTests {
     let service: PrivateSecretService
-    init() throws { service = try PrivateSecretService.start() }
+    // Saving after every change: a test here restarts the provider and reads what it kept.
+    init() throws { service = try PrivateSecretService.start(savesAfterEveryChange: true) }
 
     @Test("create, search, batched read and delete round-trip binary secrets")
     func roundTrip() throws {
