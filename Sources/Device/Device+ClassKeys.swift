@@ -26,7 +26,13 @@ extension Device {
             runtimeCache.withLock({ $0 }) == nil
             ? records.notedPath.flatMap { paths.contains($0) ? nil : $0 } : nil
         var secrets = try records.call { () throws(SecretServiceError) in
-            try secretService.secrets(at: record.map { paths + [$0] } ?? paths)
+            do throws(SecretServiceError) {
+                return try secretService.secrets(at: record.map { paths + [$0] } ?? paths)
+            } catch  where record != nil {
+                // The noted path is only a hint: whatever it brings (a locked item elsewhere, a
+                // refusal), the items are read without it and the record found by its search.
+                return try secretService.secrets(at: paths)
+            }
         }
         let noted = record.flatMap { records.recordAt(noted: secrets.removeValue(forKey: $0)) }
         return KeyedRead(secrets: secrets, classKeys: try runtime(noted).keys(classes))

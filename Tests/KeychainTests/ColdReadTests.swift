@@ -35,6 +35,16 @@ struct ColdReadTests {
         service.device("d").directory.appendingPathComponent("record-path")
     }
 
+    /// An item in another collection, which is then locked: reading it is refused.
+    private func lockedItemElsewhere() throws -> ItemPath {
+        let other = CollectionPath("/org/freedesktop/secrets/collection/other")
+        let path = try service.createItem(
+            label: "elsewhere", attributes: ["k": "v"], secret: Data("x".utf8), replacing: false,
+            in: other)
+        try service.lock(other)
+        return path
+    }
+
     @Test("one search (the item's) and one GetSecrets (the item and the record)")
     func oneRoundTripEach() throws {
         let (data, calls) = try coldRead()
@@ -44,7 +54,7 @@ struct ColdReadTests {
 
     @Test(
         "a noted path that went, names another item or is not a path: the record is searched for, the read answers, the note is mended",
-        arguments: ["went", "another item", "not a path"])
+        arguments: ["went", "another item", "not a path", "locked elsewhere"])
     func badNote(_ kind: String) throws {
         let recordPath = try String(contentsOf: notedPathFile, encoding: .utf8)
         let itemPath = try #require(
@@ -53,6 +63,7 @@ struct ColdReadTests {
             switch kind {
             case "went": recordPath + "999"
             case "another item": itemPath.rawValue
+            case "locked elsewhere": try lockedItemElsewhere().rawValue
             default: "../../etc/passwd"
             }
         try Data(note.utf8).write(to: notedPathFile)
