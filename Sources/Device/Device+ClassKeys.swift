@@ -26,11 +26,15 @@ extension Device {
             runtimeCache.withLock({ $0 }) == nil
             ? records.notedPath.flatMap { paths.contains($0) ? nil : $0 } : nil
         var secrets = try records.call { () throws(SecretServiceError) in
+            guard let record else { return try secretService.secrets(at: paths) }
             do throws(SecretServiceError) {
-                return try secretService.secrets(at: record.map { paths + [$0] } ?? paths)
-            } catch  where record != nil {
-                // The noted path is only a hint: whatever it brings (a locked item elsewhere, a
-                // refusal), the items are read without it and the record found by its search.
+                // In one batch, or not at all: a provider that fails a batch for one path gone
+                // (KWallet) is not asked path by path for the hint's sake.
+                return try secretService.secrets(at: paths + [record], oneByOneOnMissing: false)
+            } catch  where error.code != .timedOut {
+                // The noted path is only a hint: whatever it brings (gone, a locked item
+                // elsewhere, a refusal), the items are read without it and the record found by
+                // its search.
                 return try secretService.secrets(at: paths)
             }
         }

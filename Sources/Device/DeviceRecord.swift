@@ -252,9 +252,11 @@ package struct DeviceRecordStore: Sendable {
         return (first, record)
     }
 
-    /// The path the record was last found at, when one is noted (and reads as an object path).
+    /// The path the record was last found at, when one is noted in a directory of the user's
+    /// own (and reads as an object path).
     package var notedPath: ItemPath? {
-        guard let data = try? Files.read(pathFile, limit: 512),
+        guard (try? DeviceError.checkOwnedByUser([directory, pathFile])) != nil,
+            let data = try? Files.read(pathFile, limit: 512),
             let text = String(data: data, encoding: .utf8), text.hasPrefix("/"),
             text.unicodeScalars.allSatisfy({
                 $0.isASCII
@@ -265,12 +267,16 @@ package struct DeviceRecordStore: Sendable {
         return ItemPath(text)
     }
 
-    /// The record in `bytes`, the secret read at `notedPath`: nil when there was none there or it
-    /// is not a device record (the item went, or a provider gave its path to another item): the
-    /// caller then finds the record by its search (`load`), which also deals with a lost one.
+    /// The record in `bytes`, the secret read at `notedPath`: nil when there was none there, it
+    /// is not a device record (the item went, or a provider gave its path to another item) or
+    /// not the record of the device noted here (another record the path came to name, on another
+    /// collection or a duplicate): the caller then finds the record by its search (`load`), which
+    /// also deals with a lost one and with duplicates.
     package func recordAt(noted bytes: Data?) -> DeviceRecord? {
-        guard let bytes, !bytes.isEmpty else { return nil }
-        return try? DeviceRecord.decode(bytes)
+        guard let bytes, !bytes.isEmpty, let record = try? DeviceRecord.decode(bytes),
+            (try? Files.read(idFile, limit: 64)) == Data(record.deviceID.utf8)
+        else { return nil }
+        return record
     }
 
     /// Notes `path` as the record's when it is not noted yet (best effort, as the device ID).

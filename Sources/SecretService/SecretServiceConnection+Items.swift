@@ -33,10 +33,14 @@ extension SecretServiceConnection {
     }
 
     /// The secrets of many items in one `GetSecrets` round trip. Paths that no longer exist are
-    /// absent from the result. Mirrors `secret_service_get_secrets_for_dbus_paths_sync`.
+    /// absent from the result (a provider that fails the whole batch for one of them, KWallet,
+    /// is asked path by path; with `oneByOneOnMissing` false its `.noSuchObject` is thrown
+    /// instead). Mirrors `secret_service_get_secrets_for_dbus_paths_sync`.
     ///
     /// The returned `Data` values are copies in ordinary memory; the caller owns them.
-    package func secrets(at paths: [ItemPath]) throws(SecretServiceError) -> [ItemPath: Data] {
+    package func secrets(at paths: [ItemPath], oneByOneOnMissing: Bool = true)
+        throws(SecretServiceError) -> [ItemPath: Data]
+    {
         if paths.isEmpty { return [:] }
         for path in paths { try validate(path.rawValue) }
         if let backend { return try backend.secrets(at: paths) }
@@ -44,6 +48,7 @@ extension SecretServiceConnection {
             return try batchedSecrets(at: paths)
         } catch  where error.code == .noSuchObject {
             // KWallet fails the whole batch for one path gone meanwhile: read the rest one by one.
+            guard oneByOneOnMissing else { throw error }
             guard paths.count > 1 else { return [:] }
             var result: [ItemPath: Data] = [:]
             for path in paths {

@@ -54,7 +54,7 @@ struct ColdReadTests {
 
     @Test(
         "a noted path that went, names another item or is not a path: the record is searched for, the read answers, the note is mended",
-        arguments: ["went", "another item", "not a path", "locked elsewhere"])
+        arguments: ["went", "another item", "not a path", "locked elsewhere", "another device's"])
     func badNote(_ kind: String) throws {
         let recordPath = try String(contentsOf: notedPathFile, encoding: .utf8)
         let itemPath = try #require(
@@ -64,6 +64,14 @@ struct ColdReadTests {
             case "went": recordPath + "999"
             case "another item": itemPath.rawValue
             case "locked elsewhere": try lockedItemElsewhere().rawValue
+            case "another device's":
+                // The record at the path is not the device noted in this directory.
+                try { () throws -> String in
+                    try Data(String(repeating: "ab", count: 16).utf8).write(
+                        to: notedPathFile.deletingLastPathComponent().appendingPathComponent(
+                            "device-id"))
+                    return recordPath
+                }()
             default: "../../etc/passwd"
             }
         try Data(note.utf8).write(to: notedPathFile)
