@@ -53,7 +53,7 @@ struct ColdReadTests {
     }
 
     @Test(
-        "a noted path that went, names another item or is not a path: the record is searched for, the read answers, the note is mended",
+        "a noted path that went, names another item, is not a path, lies in a locked collection or holds another device's record: the record is searched for, the read answers, the note is mended",
         arguments: ["went", "another item", "not a path", "locked elsewhere", "another device's"])
     func badNote(_ kind: String) throws {
         let recordPath = try String(contentsOf: notedPathFile, encoding: .utf8)
