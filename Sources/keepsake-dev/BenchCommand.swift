@@ -396,6 +396,19 @@ struct KeychainBenchmark {
         _ = try run(
             shipped,
             ["hint", "set", "--wallet", "0x" + String(repeating: "c0", count: 20)] + options)
+        // libsecret's own lookup of its own item on kwalletd now and then finds nothing (status
+        // 1): such a run is counted, said, and run again, not timed; three in a row stop the run.
+        var lookupFailures = 0
+        func lookupOnce() throws -> Duration {
+            for attempt in 1...3 {
+                do {
+                    return try run(secretTool, ["lookup", "bench", "cold-start", "key", "a"])
+                } catch  where attempt < 3 {
+                    lookupFailures += 1
+                }
+            }
+            throw HarnessError("unreachable")
+        }
         var get: [Duration] = []
         var hint: [Duration] = []
         var lookup: [Duration] = []
@@ -405,7 +418,7 @@ struct KeychainBenchmark {
             get.append(
                 try run(
                     shipped, ["keychain", "get", "--service", "cold", "--account", "a"] + options))
-            lookup.append(try run(secretTool, ["lookup", "bench", "cold-start", "key", "a"]))
+            lookup.append(try lookupOnce())
             hint.append(try run(shipped, ["hint", "get"] + options))
             help.append(try run(shipped, ["--help"]))
             toolHelp.append(try run(URL(fileURLWithPath: "/bin/true"), []))
@@ -435,8 +448,18 @@ struct KeychainBenchmark {
             _ = try run(
                 shipped, ["keychain", "get", "--service", "cold", "--account", "a"] + options)
         }
-        let toolCalls = try Self.busCalls(service) {
-            _ = try run(secretTool, ["lookup", "bench", "cold-start", "key", "a"])
+        // A lookup that found nothing is seen again whole, so its failed run is not counted in.
+        var toolCalls: BusCalls?
+        for _ in 1...3 where toolCalls == nil {
+            var found = false
+            let calls = try Self.busCalls(service) {
+                found =
+                    (try? run(secretTool, ["lookup", "bench", "cold-start", "key", "a"])) != nil
+            }
+            if found { toolCalls = calls } else { lookupFailures += 1 }
+        }
+        guard let toolCalls else {
+            throw HarnessError("secret-tool lookup found nothing three times in a row")
         }
         let hintCalls = try Self.busCalls(service) {
             _ = try run(shipped, ["hint", "get"] + options)
@@ -447,6 +470,11 @@ struct KeychainBenchmark {
         print(
             "  D-Bus calls of keepsake hint get: \(hintCalls)  "
                 + (hintCalls.all <= toolCalls.all ? "ok" : "MISSED"))
+        if lookupFailures > 0 {
+            print(
+                "  secret-tool lookup found nothing (status 1) in \(lookupFailures) run\(lookupFailures == 1 ? "" : "s"), each run again and not timed"
+            )
+        }
         // An unlock reads the device record once (under the guess lock) and writes it twice (the
         // guess counted, then cleared). The device is the one the unlock benchmark set a pin on
         // (one device record per Secret Service).
