@@ -279,14 +279,8 @@ package struct DeviceRecordStore: Sendable {
         return record
     }
 
-    /// Notes `path` as the record's when it is not noted yet (best effort, as the device ID).
-    private func notePath(_ path: ItemPath) {
-        guard (try? Files.checkOwnedByUser(directory)) != nil,
-            (try? Files.read(pathFile, limit: 512)) != Data(path.rawValue.utf8)
-        else { return }
-        try? Files.ensureDirectory(directory)
-        try? Files.writeAtomically(Data(path.rawValue.utf8), to: pathFile)
-    }
+    /// Notes `path` as the record's (`note`).
+    private func notePath(_ path: ItemPath) { note(path.rawValue, in: pathFile) }
 
     /// The record's item came back empty: makes the record anew in it, drops the lost device's
     /// runtime keys, and throws what happened and what to do.
@@ -310,14 +304,18 @@ package struct DeviceRecordStore: Sendable {
         }
     }
 
-    /// Notes `id` in the device directory when it is not there yet (best effort: only a lost
-    /// state's clean-up reads it).
-    private func noteDeviceID(_ id: String) {
+    /// Notes `id` as the record's device (`note`): a lost state's clean-up reads it, and a cold
+    /// read checks the record at the noted path against it.
+    private func noteDeviceID(_ id: String) { note(id, in: idFile) }
+
+    /// Writes `text` to `file` in the device directory when it does not hold it yet. Best
+    /// effort: both notes are hints that a search can do without.
+    private func note(_ text: String, in file: URL) {
         guard (try? Files.checkOwnedByUser(directory)) != nil,
-            (try? Files.read(idFile, limit: 64)) != Data(id.utf8)
+            (try? Files.read(file, limit: 512)) != Data(text.utf8)
         else { return }
         try? Files.ensureDirectory(directory)
-        try? Files.writeAtomically(Data(id.utf8), to: idFile)
+        try? Files.writeAtomically(Data(text.utf8), to: file)
     }
 
     /// Writes `record` (in place when `path` is given).

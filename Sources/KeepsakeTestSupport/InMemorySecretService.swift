@@ -25,6 +25,14 @@ package final class InMemorySecretService: SecretServiceBackend {
 
     private let state = Mutex(State())
     private let log = Mutex<[String]>([])
+    private let masterPassword: Data
+    /// The throwaway directory its devices live in (removed when the process exits).
+    private let root = Throwaway.directory("in-memory-secret-service")
+
+    /// An empty service whose collections unlock with `masterPassword`.
+    package init(masterPassword: Data = Data()) {
+        self.masterPassword = masterPassword
+    }
 
     /// The calls made so far, one line each: `search <schema>`, `secrets <count>`, `create
     /// <schema>`, `replace`, `delete`, `lock`, `isLocked`, `unlock`.
@@ -34,14 +42,6 @@ package final class InMemorySecretService: SecretServiceBackend {
     package func forgetCalls() { log.withLock { $0 = [] } }
 
     private func note(_ call: String) { log.withLock { $0.append(call) } }
-    private let masterPassword: Data
-    /// The throwaway directory its devices live in (removed when the process exits).
-    private let root = Throwaway.directory("in-memory-secret-service")
-
-    /// An empty service whose collections unlock with `masterPassword`.
-    package init(masterPassword: Data = Data()) {
-        self.masterPassword = masterPassword
-    }
 
     /// One service for the whole test process, as `PrivateSecretService.shared()` is.
     package static let shared = InMemorySecretService()
