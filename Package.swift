@@ -9,7 +9,9 @@ let package = Package(
     products: [
         // The device model: apps, the lock screen, settings, the cloud account; the Secret
         // Service connection the stores run on.
-        .library(name: "Device", targets: ["Device", "CloudAccount", "SecretService", "Sealing"]),
+        .library(
+            name: "Device",
+            targets: ["Device", "Passcode", "CloudAccount", "SecretService", "Sealing"]),
         .library(name: "Keychain", targets: ["Keychain"]),
         .library(name: "Security", targets: ["Security"]),
         .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
@@ -68,13 +70,14 @@ let package = Package(
         // The escrow's protocol, both sides: an OPRF on ristretto255, a count kept by the escrow,
         // proofs of the passcode that tell a listener nothing. Knows libsodium (via Sealing) only.
         .target(name: "Escrow", dependencies: ["Sealing"]),
-        // The "operating system" the apps run on: app identity, container, directories, the lock
-        // screen and its guess limit, class keys, runtime keys (kernel keyring), the cloud key.
+        // The passcode: lock-screen kinds and protection classes, the key derivations, and where
+        // guesses are counted (the delays, a guess counter service, an earlier version's TPM
+        // slot). Knows no storage: the device record keeps what it returns.
+        .target(name: "Passcode", dependencies: ["Sealing", "Platform", "TPM", "Escrow"]),
+        // The "operating system" the apps run on: app identity, container, directories, the
+        // device record, the lock screen, class keys, runtime keys (kernel keyring).
         .target(
-            name: "Device",
-            dependencies: [
-                "SecretService", "Sealing", "Platform", "TPM", "Escrow",
-            ]),
+            name: "Device", dependencies: ["Passcode", "SecretService", "Sealing", "Platform", "TPM"]),
         // The cloud account a device signs in to: its storage (a directory, WebDAV), its objects
         // and their names, the manifest, joins, the escrow client, key rotation, sync status.
         // Told of the device's unlocks; the device never calls it.

@@ -1,9 +1,6 @@
-import Escrow
 import Foundation
-import Platform
 import Sealing
 import SecretService
-import TPM
 
 /// The class keys: read in runtime state (the kernel keyring), made again from the device secret
 /// alone on a device without a knowledge factor.

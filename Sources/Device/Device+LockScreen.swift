@@ -1,9 +1,7 @@
-import Escrow
 import Foundation
 import Platform
 import Sealing
 import SecretService
-import TPM
 
 /// The lock screen, the lock states and the class keys.
 ///
@@ -16,7 +14,7 @@ import TPM
 /// passcode rewraps the class keys; no item is re-encrypted.
 extension Device {
     package var guessLimit: GuessLimit {
-        GuessLimit(directory: directory, policy: retryPolicy, clock: tuning.clock)
+        GuessLimit(directory: directory, tuning: tuning, tpm: tpm, counter: counter)
     }
 
     public func lockScreenKind() throws(DeviceError) -> LockScreenKind {
@@ -54,28 +52,12 @@ extension Device {
 
     public func status() throws(DeviceError) -> LockScreenStatus {
         let record = try records.load().record
-        var failed = record.failures
-        var countedIn: String?
-        if let slot = record.counterSlot, let counter {
-            let status = try escrowCall { () throws(EscrowError) in
-                try counter.client().status(of: slot)
-            }
-            failed = status.failures
-            countedIn = status.counter
-        } else if let slot = record.tpm, let tpm {
-            let context = try tpmCall { () throws(TPMError) in try tpm.context() }
-            failed = Int(
-                try tpmCall { () throws(TPMError) in
-                    try TPMPasscodeSlot.failures(context, slot: slot)
-                })
-            countedIn = context.kind(tcti: tpm.tcti)
-        }
+        let count = try guessLimit.count(of: record.passcode, recorded: record.failures)
         return LockScreenStatus(
             kind: record.kind, state: try state(of: record.kind),
             isEndToEndEncryptionCapable: record.kind.hasKnowledgeFactor,
-            guessLimit: record.counterSlot != nil
-                ? "service" : record.tpm != nil ? "tpm" : "software",
-            countedIn: countedIn, failedAttempts: failed)
+            guessLimit: record.passcode.guessLimit, countedIn: count.countedIn,
+            failedAttempts: count.failures)
     }
 
     /// What changing the lock screen did.
@@ -113,7 +95,7 @@ extension Device {
         let changed = try guessLimit.exclusively {
             () throws(DeviceError) -> (record: DeviceRecord, hadKnowledgeFactor: Bool) in
             var (path, record) = try records.load()
-            if newPasscode != nil { try refuseDirectTPM(record) }
+            if newPasscode != nil { try guessLimit.refuseDirectTPM(record.passcode) }
             let hadKnowledgeFactor = record.kind.hasKnowledgeFactor
             var keys: [ProtectionClass: SecureBytes]
             // Kept through a passcode change, like the class keys; gone with the passcode.
@@ -144,8 +126,6 @@ extension Device {
             }
             var updated = record
             updated.kind = kind
-            let oldSlot = record.tpm
-            let oldCounterSlot = record.counterSlot
             let newCounterSecret = try seal(
                 keys, presence: newPasscode == nil ? nil : presence, passcode: newPasscode,
                 into: &updated)
@@ -164,12 +144,12 @@ extension Device {
             do throws(DeviceError) {
                 path = try records.store(updated, replacing: path)
             } catch {
-                if let slot = updated.tpm, slot != oldSlot { destroySlot(slot) }
-                removeCounterSlot(updated.counterSlot, secret: newCounterSecret)
+                guessLimit.remove(
+                    updated.passcode, keeping: record.passcode, secret: newCounterSecret)
                 throw error
             }
-            if let oldSlot, oldSlot != updated.tpm { destroySlot(oldSlot) }
-            removeCounterSlot(oldCounterSlot, secret: proofCounterSecret)
+            guessLimit.remove(
+                record.passcode, keeping: updated.passcode, secret: proofCounterSecret)
             if newPasscode == nil { runtime.forget([.whenPasscodeSetThisDeviceOnly]) }
             return (updated, hadKnowledgeFactor)
         }
@@ -213,15 +193,12 @@ extension Device {
                 path = try records.store(record, replacing: path)
             }
             // A direct TPM slot (an earlier version's) moves off the TPM while the passcode is at
-            // hand when the device names a guess counter service, or when the TPM's lockout
-            // authorization is empty (any process could clear the lockout that counts guesses
-            // made around Keepsake's counter). Otherwise it stays as it is, its Argon2id cost
+            // hand (`GuessLimit.movesOffTPM`). Otherwise it stays as it is, its Argon2id cost
             // too: raising the cost would take a new direct slot, or a move nobody asked for.
-            let movesOffTPM = record.tpm != nil && (counter != nil || tpmLockoutIsOpen())
+            let movesOffTPM = guessLimit.movesOffTPM(record.passcode)
             let raisesCost =
                 record.version < 2 || (record.cost.map { $0.isBelow(passcodeCost) } ?? true)
             if movesOffTPM || (record.tpm == nil && raisesCost) {
-                let oldSlot = record.tpm
                 var upgraded = record
                 let newCounterSecret = try seal(
                     keys, presence: presence ?? SecureBytes(randomCount: 32), passcode: passcode,
@@ -229,13 +206,12 @@ extension Device {
                 do throws(DeviceError) {
                     path = try records.store(upgraded, replacing: path)
                 } catch {
-                    removeCounterSlot(upgraded.counterSlot, secret: newCounterSecret)
+                    guessLimit.remove(
+                        upgraded.passcode, keeping: record.passcode, secret: newCounterSecret)
                     throw error
                 }
-                if let oldSlot, oldSlot != upgraded.tpm { destroySlot(oldSlot) }
-                if record.counterSlot != upgraded.counterSlot {
-                    removeCounterSlot(record.counterSlot, secret: proof.counterSecret)
-                }
+                guessLimit.remove(
+                    record.passcode, keeping: upgraded.passcode, secret: proof.counterSecret)
                 record = upgraded
             } else if presence == nil {
                 // A passcode set before presence keys existed: made at this unlock.
@@ -312,7 +288,7 @@ extension Device {
     public func wipe() throws(DeviceError) {
         try guessLimit.exclusively { () throws(DeviceError) in
             if let record = try? records.load().record {
-                if let slot = record.tpm { destroySlot(slot) }
+                guessLimit.remove(record.passcode, keeping: .empty, secret: nil)
                 RuntimeKeys(deviceID: record.deviceID).forgetAll()
             }
             for schema in Self.publishedSchemas {

@@ -1,3 +1,4 @@
+@_exported import Passcode
 import Foundation
 import Platform
 import Sealing
@@ -10,11 +11,14 @@ import Synchronization
 ///
 /// Each concern lives in a file of its own:
 /// - the record and its storage in the Secret Service: `DeviceRecord.swift`;
-/// - the pure key derivations: `PasscodeKeys.swift`;
-/// - the lock screen, lock states and class keys: `Device+LockScreen.swift`;
-/// - where passcode guesses are counted (delays, service or software): `GuessLimit.swift`;
-/// - runtime state, the unwrapped class keys in the kernel keyring: `RuntimeKeys.swift`;
+/// - the lock screen and lock states: `Device+LockScreen.swift`; proving the passcode and sealing
+///   the class keys in the record: `Device+Passcode.swift`;
+/// - the class keys: `Device+ClassKeys.swift`; runtime state, the unwrapped class keys in the
+///   kernel keyring: `RuntimeKeys.swift`;
 /// - the account the device is signed in to, as the lock screen tells it: `SignedInAccount.swift`.
+///
+/// The passcode itself — its kinds, the key derivations and where its guesses are counted — is
+/// the Passcode module's, which this module re-exports.
 ///
 /// Thread-safe; several processes may share one device.
 public final class Device: Sendable {

@@ -57,6 +57,21 @@ package struct DeviceRecord: Codable, Sendable, Equatable {
         case accountUpkeepPending = "rotationPending"
     }
 
+    /// The fields that check the passcode, as the guess limit reads and writes them.
+    package var passcode: PasscodeSlot {
+        get {
+            PasscodeSlot(
+                version: version, salt: salt, cost: cost, verifier: verifier, tpm: tpm,
+                counterSlot: counterSlot)
+        }
+        set {
+            (version, salt, cost, verifier, tpm, counterSlot) = (
+                newValue.version, newValue.salt, newValue.cost, newValue.verifier, newValue.tpm,
+                newValue.counterSlot
+            )
+        }
+    }
+
     /// Keeps `seed` as the presence key, wrapped under `kek`, and its public key.
     package mutating func setPresence(_ seed: SecureBytes, kek: SecureBytes) {
         wrappedKeys[PasscodeKeys.presenceEntry] = PasscodeKeys.wrapPresence(seed, kek: kek)

@@ -1,5 +1,6 @@
 import Foundation
 import Sealing
+import TPM
 
 /// Where passcode guesses are counted, and how fast they may come.
 ///
@@ -12,7 +13,7 @@ import Sealing
 /// re-checks the record's generation).
 ///
 /// What counts the guesses depends on the device:
-/// - **Guess counter service** (`Device.counter`): the service releases the secret the
+/// - **Guess counter service** (`counter`): the service releases the secret the
 ///   key-encryption key needs only after a proof of the passcode, and counts every claim where no
 ///   process of the user reaches it — a hard limit of ``GuessLimit/hardLimit`` wrong passcodes in
 ///   a row. The delays here come on top.
@@ -21,18 +22,31 @@ import Sealing
 /// - **Software**: the count and the delays live in the device record in the Secret Service: they
 ///   slow down guessing through Keepsake, but whoever can edit the login keyring can reset them,
 ///   and whoever can read it can guess offline at the Argon2id cost (SECURITY.md).
-package struct GuessLimit {
+package struct GuessLimit: Sendable {
     /// Wrong passcodes in a row after which a counted (or TPM) device is disabled.
     package static let hardLimit: UInt64 = 10
 
     let lockFile: URL
     let policy: RetryPolicy
     let clock: GuessClock
+    /// The Argon2id cost of a newly set passcode.
+    let cost: Argon2Cost
+    /// The TPM of a slot made before the direct TPM path was retired, when the device has one.
+    package let tpm: TPMConfiguration?
+    /// The guess counter service that holds the device's passcode slot, when it uses one.
+    package let counter: EscrowConfiguration?
 
-    init(directory: URL, policy: RetryPolicy, clock: GuessClock) {
+    /// The guess limit of the device whose directory is `directory`.
+    package init(
+        directory: URL, tuning: DeviceTuning, tpm: TPMConfiguration?,
+        counter: EscrowConfiguration?
+    ) {
         lockFile = directory.appendingPathComponent("lockscreen.lock")
-        self.policy = policy
-        self.clock = clock
+        policy = tuning.retryPolicy
+        clock = tuning.clock
+        cost = tuning.passcodeCost
+        self.tpm = tpm
+        self.counter = counter
     }
 
     /// Runs `body` holding the device's guess lock (every process of the user takes the same).
@@ -42,25 +56,25 @@ package struct GuessLimit {
         return try body()
     }
 
-    /// Sits out the delay earned by earlier wrong passcodes, or refuses at once when it is long.
-    func admit(_ record: DeviceRecord) throws(DeviceError) {
+    /// Sits out the delay earned by earlier wrong passcodes (until `notBefore`, ms since 1970),
+    /// or refuses at once when it is long.
+    package func admit(notBefore: Int64) throws(DeviceError) {
         let now = clock.now()
-        guard record.notBefore > now else { return }
-        if Duration.milliseconds(record.notBefore - now) > policy.longestWait {
+        guard notBefore > now else { return }
+        if Duration.milliseconds(notBefore - now) > policy.longestWait {
             throw DeviceError(
-                .authFailed, "too many wrong passcodes; try again in \(record.notBefore - now) ms")
+                .authFailed, "too many wrong passcodes; try again in \(notBefore - now) ms")
         }
-        clock.sleep(record.notBefore - now)
+        clock.sleep(notBefore - now)
     }
 
     /// Counts one attempt as failed (before it is checked): the next one waits longer.
-    func countAttempt(_ record: inout DeviceRecord) {
-        record.failures += 1
-        record.notBefore =
-            clock.now() + Self.milliseconds(policy.delay(afterFailures: record.failures))
+    package func countAttempt(failures: inout Int, notBefore: inout Int64) {
+        failures += 1
+        notBefore = clock.now() + Self.milliseconds(policy.delay(afterFailures: failures))
     }
 
-    static func milliseconds(_ duration: Duration) -> Int64 {
+    package static func milliseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1000
             + duration.components.attoseconds / 1_000_000_000_000_000
     }

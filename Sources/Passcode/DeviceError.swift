@@ -1,12 +1,11 @@
 import Foundation
 import Platform
 import Sealing
-import SecretService
 
 /// Whose codes `DeviceError`'s are.
 public enum DeviceErrorDomain {}
 
-/// The one error type of the Device module. Compares by code; never carries a passcode or key.
+/// The one error type of the Device and Passcode modules. Compares by code; never carries a passcode or key.
 /// The failure underneath, when there was one, is a `SecretServiceError` or a file error.
 public typealias DeviceError = CodedError<DeviceErrorDomain>
 
@@ -24,7 +23,7 @@ extension ErrorCode<DeviceErrorDomain> {
     /// The device's stored state does not decode or authenticate.
     public static var corrupt: Self { Self("device state corrupt") }
     /// Too many wrong passcodes in a row on a TPM device: the TPM no longer releases the
-    /// passcode slot; only erasing the device (``Device/wipe()``) recovers it (errSecAuthFailed).
+    /// passcode slot; only erasing the device (`Device.wipe()`) recovers it (errSecAuthFailed).
     public static var disabled: Self { Self("device disabled") }
 }
 
@@ -38,7 +37,7 @@ extension DeviceError {
     /// The exclusive lock on `file` in the device directory (both checked as
     /// `checkOwnedByUser`: another user's lock file could be held forever, or swapped), named
     /// `what` when it cannot be taken. Held until the value is released.
-    static func lock(_ file: URL, _ what: String) throws(DeviceError) -> FileLock {
+    package static func lock(_ file: URL, _ what: String) throws(DeviceError) -> FileLock {
         try checkOwnedByUser([file.deletingLastPathComponent(), file])
         do { return try FileLock(file) } catch {
             throw DeviceError(.notAvailable, "\(what): \(error)", underlying: error)
@@ -47,7 +46,7 @@ extension DeviceError {
 
     /// `Files.checkOwnedByUser` for each of `places` (a device directory and a file in it), its
     /// refusal as `.notAvailable`.
-    static func checkOwnedByUser(_ places: [URL]) throws(DeviceError) {
+    package static func checkOwnedByUser(_ places: [URL]) throws(DeviceError) {
         do {
             for place in places { try Files.checkOwnedByUser(place) }
         } catch {

@@ -34,7 +34,7 @@ package enum PasscodeKeys {
     }
 
     /// Version 1 records' verifier (Argon2id alone): read once, then replaced.
-    static func legacyVerifier(passcodeKey: SecureBytes) -> Data {
+    package static func legacyVerifier(passcodeKey: SecureBytes) -> Data {
         KeyDerivation.keyedHash(key: passcodeKey, context: "keepsake.passcode.verifier.v1")
             .unsafeData()
     }
@@ -136,14 +136,15 @@ package enum PasscodeKeys {
     package static let presenceEntry = "presence"
     private static let presenceAssociatedData = Data("keepsake.presencekey.v1".utf8)
 
-    static func wrapPresence(_ seed: SecureBytes, kek: SecureBytes) -> Data {
+    package static func wrapPresence(_ seed: SecureBytes, kek: SecureBytes) -> Data {
         seed.withUnsafeBytes {
             Envelope.seal($0, key: kek, associatedData: presenceAssociatedData)
         }
     }
 
     /// The presence seed in `wrapped`, nil when the device has none yet.
-    static func unwrapPresence(_ wrapped: [String: Data], kek: SecureBytes) throws(DeviceError)
+    package static func unwrapPresence(_ wrapped: [String: Data], kek: SecureBytes)
+        throws(DeviceError)
         -> SecureBytes?
     {
         guard let envelope = wrapped[presenceEntry] else { return nil }

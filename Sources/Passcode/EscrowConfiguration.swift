@@ -50,16 +50,16 @@ public struct EscrowConfiguration: Sendable, Hashable {
     }
 }
 
-extension Device {
-    /// One passcode claim on `slot` at `service` (the account's escrow or the device's guess
+extension EscrowConfiguration {
+    /// One passcode claim on `slot` at this service (the account's escrow or the device's guess
     /// counter): the passcode key derived with the salt and cost the service keeps (the cloud or
     /// a rewritten record cannot swap them; bounded before Argon2id runs; reading them spends no
     /// claim), then the claim, counted by the service. Returns the passcode key and the released
     /// secret.
-    package func claim(_ slot: Data, passcode: SecureBytes, at service: EscrowConfiguration)
+    package func claim(_ slot: Data, passcode: SecureBytes)
         throws(DeviceError) -> (passcodeKey: SecureBytes, secret: SecureBytes)
     {
-        let client = service.client()
+        let client = client()
         let status = try escrowCall { () throws(EscrowError) in try client.status(of: slot) }
         let passcodeKey = try PasscodeKeys.passcodeKey(
             passcode, salt: status.salt, cost: status.cost)

@@ -82,7 +82,7 @@ public enum LockScreenKind: String, Sendable, Hashable, CaseIterable, Codable {
     ///
     /// - Throws: `.invalidPasscode` when the bytes are not valid UTF-8 (two byte strings that are
     ///   not UTF-8 would otherwise both read as U+FFFD and unlock each other).
-    static func scalarCount(_ bytes: SecureBytes) throws(DeviceError) -> Int {
+    package static func scalarCount(_ bytes: SecureBytes) throws(DeviceError) -> Int {
         let count: Int? = bytes.withUnsafeBytes { raw in
             var parser = Unicode.UTF8.ForwardParser()
             var iterator = raw.makeIterator()

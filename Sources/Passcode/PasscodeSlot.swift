@@ -1,0 +1,241 @@
+import Escrow
+import Foundation
+import Sealing
+import TPM
+
+/// What checking a device's passcode takes, as the device record keeps it: the derivation's salt
+/// and cost, and where the passcode is checked — a verifier (software path), a slot at the guess
+/// counter service (counted path) or an earlier version's slot on a TPM (TPM path).
+package struct PasscodeSlot: Sendable, Equatable {
+    /// 1: verifier from Argon2id(passcode) alone (read, then rewritten as 2 at the next unlock);
+    /// 2: verifier and KEK bound to the device secret.
+    package var version: Int
+    package var salt: Data?
+    package var cost: Argon2Cost?
+    /// Software path only: BLAKE2b keyed by the device secret over Argon2id(passcode).
+    package var verifier: Data?
+    /// TPM path: where the TPM keeps the passcode-released secret and its guess counter.
+    package var tpm: TPMSlot?
+    /// Counted path: the slot at the guess counter service, which releases the secret the KEK
+    /// needs only to a proof of the passcode and counts every claim before it answers.
+    package var counterSlot: Data?
+
+    package init(
+        version: Int, salt: Data?, cost: Argon2Cost?, verifier: Data?, tpm: TPMSlot?,
+        counterSlot: Data?
+    ) {
+        self.version = version
+        self.salt = salt
+        self.cost = cost
+        self.verifier = verifier
+        self.tpm = tpm
+        self.counterSlot = counterSlot
+    }
+
+    /// No passcode: nothing to check it with.
+    package static let empty = PasscodeSlot(
+        version: 2, salt: nil, cost: nil, verifier: nil, tpm: nil, counterSlot: nil)
+
+    /// Where this slot's guesses are counted, as `keepsake lockscreen status` names it.
+    package var guessLimit: String {
+        counterSlot != nil ? "service" : tpm != nil ? "tpm" : "software"
+    }
+}
+
+/// The passcode slot's three paths: checking a passcode, making a slot for a new one, removing
+/// one no record names any more. Called inside `exclusively`.
+extension GuessLimit {
+    /// The key-encryption key for `passcode` (and on the counted path the secret the counter
+    /// released), or `.authFailed` when it is wrong. On the TPM path a right passcode rebases
+    /// `slot` (its count starts again).
+    package func keyEncryptionKey(
+        _ passcode: SecureBytes, slot: inout PasscodeSlot, deviceSecret: SecureBytes
+    ) throws(DeviceError) -> (kek: SecureBytes, counterSecret: SecureBytes?) {
+        if let counterSlot = slot.counterSlot {
+            guard let counter else {
+                throw DeviceError(
+                    .notAvailable,
+                    "this device's passcode is held by a guess counter service, and none is configured (--counter URL)"
+                )
+            }
+            do throws(DeviceError) {
+                let (passcodeKey, secret) = try counter.claim(counterSlot, passcode: passcode)
+                return (
+                    PasscodeKeys.tpmKEK(
+                        passcodeKey: passcodeKey, tpmSecret: secret, deviceSecret: deviceSecret),
+                    secret
+                )
+            } catch {
+                if (error.underlying as? EscrowError)?.code == .destroyed {
+                    throw DeviceError(
+                        .disabled,
+                        "\(Self.hardLimit) wrong passcodes in a row: the guess counter destroyed this device's slot; the device is disabled (erase it: `Device.wipe`, `keepsake device wipe`)",
+                        underlying: error.underlying)
+                }
+                if error.code == .authFailed {
+                    throw DeviceError(.authFailed, "wrong passcode", underlying: error.underlying)
+                }
+                if (error.underlying as? EscrowError)?.code == .notFound {
+                    throw DeviceError(
+                        .notAvailable,
+                        "the guess counter at \(counter.url.absoluteString) holds no slot for this device (another counter, or its state was lost): the passcode cannot be checked",
+                        underlying: error.underlying)
+                }
+                throw error
+            }
+        }
+        guard let salt = slot.salt, let cost = slot.cost else {
+            throw DeviceError(.corrupt, "no passcode parameters")
+        }
+        let passcodeKey = try PasscodeKeys.passcodeKey(passcode, salt: salt, cost: cost)
+        if let tpmSlot = slot.tpm {
+            guard let tpm else {
+                throw DeviceError(
+                    .notAvailable, "this device's passcode is held by a TPM, and none is reachable")
+            }
+            let auth = PasscodeKeys.tpmAuthorization(passcodeKey: passcodeKey)
+            let tpmSecret: SecureBytes
+            do throws(TPMError) {
+                let result = try TPMPasscodeSlot.attempt(
+                    try tpm.context(), slot: tpmSlot, authorization: auth)
+                tpmSecret = result.secret
+                slot.tpm = result.rebased
+            } catch  where error.code == .authFailed {
+                throw DeviceError(.authFailed, "wrong passcode", underlying: error)
+            } catch  where error.code == .limitReached {
+                throw DeviceError(
+                    .disabled,
+                    "\(Self.hardLimit) wrong passcodes in a row: the device is disabled (erase it: `Device.wipe`, `keepsake device wipe`)",
+                    underlying: error)
+            } catch {
+                throw DeviceError(.notAvailable, "the TPM: \(error)", underlying: error)
+            }
+            return (
+                PasscodeKeys.tpmKEK(
+                    passcodeKey: passcodeKey, tpmSecret: tpmSecret, deviceSecret: deviceSecret),
+                nil
+            )
+        }
+        let expected =
+            slot.version < 2
+            ? PasscodeKeys.legacyVerifier(passcodeKey: passcodeKey)
+            : PasscodeKeys.verifier(passcodeKey: passcodeKey, deviceSecret: deviceSecret)
+        guard let verifier = slot.verifier, constantTimeEquals(expected, verifier) else {
+            throw DeviceError(.authFailed, "wrong passcode")
+        }
+        return (PasscodeKeys.softwareKEK(passcodeKey: passcodeKey, deviceSecret: deviceSecret), nil)
+    }
+
+    /// A new slot for `passcode` (nil: no knowledge factor) at this device's cost, replacing
+    /// `slot`'s fields: a new salt, and on a counted or TPM device a new slot (the old one stays
+    /// until the caller removes it). `directSlot: false` keeps a new slot off the TPM. Returns the
+    /// key-encryption key and, on the counted path, the new slot's secret (what removing it takes).
+    package func makeSlot(
+        for passcode: SecureBytes?, replacing slot: inout PasscodeSlot, deviceSecret: SecureBytes,
+        directSlot: Bool = true
+    ) throws(DeviceError) -> (kek: SecureBytes, counterSecret: SecureBytes?) {
+        let previousTPMSlot = slot.tpm
+        slot = .empty
+        guard let passcode else { return (PasscodeKeys.deviceKEK(deviceSecret), nil) }
+        let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
+        let passcodeKey = try PasscodeKeys.passcodeKey(passcode, salt: salt, cost: cost)
+        slot.salt = salt
+        slot.cost = cost
+        if let counter {
+            let secret = SecureBytes(randomCount: 32)
+            let cost = cost
+            slot.counterSlot = try escrowCall { () throws(EscrowError) in
+                try counter.client().register(
+                    secret, passcodeKey: passcodeKey, salt: salt, cost: cost,
+                    limit: Int(Self.hardLimit))
+            }
+            return (
+                PasscodeKeys.tpmKEK(
+                    passcodeKey: passcodeKey, tpmSecret: secret, deviceSecret: deviceSecret),
+                secret
+            )
+        }
+        if directSlot, let tpm, tpm.newSlots == .made {
+            let tpmSecret = SecureBytes(randomCount: 32)
+            slot.tpm = try tpmCall { () throws(TPMError) in
+                try TPMPasscodeSlot.create(
+                    try tpm.context(), counter: previousTPMSlot?.counterIndex,
+                    authorization: PasscodeKeys.tpmAuthorization(passcodeKey: passcodeKey),
+                    secret: tpmSecret, limit: Self.hardLimit)
+            }
+            return (
+                PasscodeKeys.tpmKEK(
+                    passcodeKey: passcodeKey, tpmSecret: tpmSecret, deviceSecret: deviceSecret),
+                nil
+            )
+        }
+        slot.verifier = PasscodeKeys.verifier(passcodeKey: passcodeKey, deviceSecret: deviceSecret)
+        return (PasscodeKeys.softwareKEK(passcodeKey: passcodeKey, deviceSecret: deviceSecret), nil)
+    }
+
+    /// Wrong passcodes in a row as the counter of `slot` has them, and where it keeps the count:
+    /// the guess counter service's (as it says) or the TPM's; `recorded` and nil on the software
+    /// path, where the device record keeps the count.
+    package func count(of slot: PasscodeSlot, recorded: Int) throws(DeviceError)
+        -> (failures: Int, countedIn: String?)
+    {
+        if let counterSlot = slot.counterSlot, let counter {
+            let status = try escrowCall { () throws(EscrowError) in
+                try counter.client().status(of: counterSlot)
+            }
+            return (status.failures, status.counter)
+        }
+        if let tpmSlot = slot.tpm, let tpm {
+            let context = try tpmCall { () throws(TPMError) in try tpm.context() }
+            let failures = try tpmCall { () throws(TPMError) in
+                try TPMPasscodeSlot.failures(context, slot: tpmSlot)
+            }
+            return (Int(failures), context.kind(tcti: tpm.tcti))
+        }
+        return (recorded, nil)
+    }
+
+    /// Refuses a new passcode on a device that names a TPM of its own and no guess counter
+    /// service: it asked for a TPM's count, which a TPM that the user's processes reach does not
+    /// give (see `TPMConfiguration`), and must not get the software path unawares. A device whose
+    /// slot is already on the TPM moves to the software path at its next passcode change.
+    package func refuseDirectTPM(_ slot: PasscodeSlot) throws(DeviceError) {
+        guard counter == nil, let tpm, tpm.newSlots == .refused, slot.tpm == nil else { return }
+        throw DeviceError(
+            .notAvailable,
+            "the TPM: a TPM that this user's processes reach cannot count their passcode guesses (any of them could disable the device or guess around the count); run `keepsake-escrow --tpm \(tpm.tcti)` as a user of its own and name it with `--counter URL` (`Device(counter:)`), or leave out `--tpm` for the software path (docs/running.md)"
+        )
+    }
+
+    /// Whether `slot`, on the TPM, moves off it while the passcode is at hand: when the device
+    /// names a guess counter service, or when the TPM's lockout authorization is empty (any
+    /// process could clear the lockout that counts guesses made around Keepsake's counter).
+    package func movesOffTPM(_ slot: PasscodeSlot) -> Bool {
+        guard slot.tpm != nil else { return false }
+        if counter != nil { return true }
+        guard let tpm, let context = try? tpm.context() else { return false }
+        return (try? context.lockoutAuthorizationIsSet()) == false
+    }
+
+    /// Removes what `old` holds that `current` no longer names: a direct TPM slot, or a counter
+    /// slot (given the secret it released, what removing it takes). Best effort: a counter slot
+    /// left behind holds a secret nothing uses, still counted.
+    package func remove(_ old: PasscodeSlot, keeping current: PasscodeSlot, secret: SecureBytes?) {
+        if let tpmSlot = old.tpm, tpmSlot != current.tpm, let tpm,
+            let context = try? tpm.context()
+        {
+            TPMPasscodeSlot.destroy(context, slot: tpmSlot)
+        }
+        if let counterSlot = old.counterSlot, counterSlot != current.counterSlot, let secret,
+            let counter
+        {
+            try? counter.client().remove(counterSlot, secret: secret)
+        }
+    }
+
+    private func tpmCall<R>(_ body: () throws(TPMError) -> R) throws(DeviceError) -> R {
+        do { return try body() } catch {
+            throw DeviceError(.notAvailable, "the TPM: \(error)", underlying: error)
+        }
+    }
+}
