@@ -141,15 +141,9 @@ extension Device {
             }
             let runtime = try runtime(updated)
             try runtime.store(keys)
-            do throws(DeviceError) {
-                path = try records.store(updated, replacing: path)
-            } catch {
-                guessLimit.remove(
-                    updated.passcode, keeping: record.passcode, secret: newCounterSecret)
-                throw error
-            }
-            guessLimit.remove(
-                record.passcode, keeping: updated.passcode, secret: proofCounterSecret)
+            path = try store(
+                updated, replacing: (path, record),
+                slotSecrets: (new: newCounterSecret, old: proofCounterSecret))
             if newPasscode == nil { runtime.forget([.whenPasscodeSetThisDeviceOnly]) }
             return (updated, hadKnowledgeFactor)
         }
@@ -203,15 +197,9 @@ extension Device {
                 let newCounterSecret = try seal(
                     keys, presence: presence ?? SecureBytes(randomCount: 32), passcode: passcode,
                     into: &upgraded, directSlot: !movesOffTPM)
-                do throws(DeviceError) {
-                    path = try records.store(upgraded, replacing: path)
-                } catch {
-                    guessLimit.remove(
-                        upgraded.passcode, keeping: record.passcode, secret: newCounterSecret)
-                    throw error
-                }
-                guessLimit.remove(
-                    record.passcode, keeping: upgraded.passcode, secret: proof.counterSecret)
+                path = try store(
+                    upgraded, replacing: (path, record),
+                    slotSecrets: (new: newCounterSecret, old: proof.counterSecret))
                 record = upgraded
             } else if presence == nil {
                 // A passcode set before presence keys existed: made at this unlock.

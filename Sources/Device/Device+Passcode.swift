@@ -38,6 +38,26 @@ extension Device {
         return Proof(path: path, record: record, kek: kek, counterSecret: counterSecret)
     }
 
+    /// Stores `updated`, sealed by `seal` with a passcode slot of its own, in place of `stored`:
+    /// when the write fails the new slot is removed, once it succeeded the old one (the counter
+    /// secrets are what removing a counter slot takes). Returns the record's path.
+    func store(
+        _ updated: DeviceRecord, replacing stored: (path: ItemPath, record: DeviceRecord),
+        slotSecrets: (new: SecureBytes?, old: SecureBytes?)
+    ) throws(DeviceError) -> ItemPath {
+        let path: ItemPath
+        do throws(DeviceError) {
+            path = try records.store(updated, replacing: stored.path)
+        } catch {
+            guessLimit.remove(
+                updated.passcode, keeping: stored.record.passcode, secret: slotSecrets.new)
+            throw error
+        }
+        guessLimit.remove(
+            stored.record.passcode, keeping: updated.passcode, secret: slotSecrets.old)
+        return path
+    }
+
     /// Wraps `keys` for `passcode` (nil: no knowledge factor) at this device's cost: a new salt,
     /// and on a counted or TPM device a new slot (the old one stays until the record is stored).
     /// Returns the new counter slot's secret (what removing it takes), on the counted path.

@@ -160,8 +160,7 @@ public struct GenericPasswordItem: Sendable, Hashable {
 
 /// A query over passwords: every given field must match exactly. The fields (`service`,
 /// `account`, …, nil = any) are its ``ItemFields``, read and written by name.
-@dynamicMemberLookup
-public struct GenericPasswordQuery: Sendable, Hashable {
+public struct GenericPasswordQuery: FieldsByName, Sendable, Hashable {
     /// The fields to match: nil = any.
     public var fields: ItemFields
     public var synchronizable: SynchronizableMatch
@@ -192,12 +191,6 @@ public struct GenericPasswordQuery: Sendable, Hashable {
         self.itemClass = itemClass
     }
 
-    /// A field by name: `query.service`, `query.port`, ….
-    public subscript<Value>(dynamicMember field: WritableKeyPath<ItemFields, Value>) -> Value {
-        get { fields[keyPath: field] }
-        set { fields[keyPath: field] = newValue }
-    }
-
     func matches(_ item: GenericPasswordAttributes) -> Bool {
         item.itemClass == itemClass && fields.matches(item.fields)
             && synchronizable.matches(item.synchronizable)
@@ -207,8 +200,7 @@ public struct GenericPasswordQuery: Sendable, Hashable {
 
 /// What `update` changes: every non-nil field replaces the item's. The fields (`service`, …) are
 /// its ``ItemFields``, read and written by name.
-@dynamicMemberLookup
-public struct GenericPasswordChanges: Sendable, Hashable {
+public struct GenericPasswordChanges: FieldsByName, Sendable, Hashable {
     /// The fields to set: nil = unchanged.
     public var fields: ItemFields
     public var synchronizable: Bool?
@@ -223,6 +215,7 @@ public struct GenericPasswordChanges: Sendable, Hashable {
         internetProtocol: String? = nil, authenticationType: String? = nil,
         securityDomain: String? = nil, data: Data? = nil
     ) {
+        self.data = data
         fields = ItemFields(
             service: service, account: account, accessGroup: accessGroup, label: label,
             comment: comment, itemDescription: itemDescription, generic: generic, server: server,
@@ -230,13 +223,6 @@ public struct GenericPasswordChanges: Sendable, Hashable {
             authenticationType: authenticationType, securityDomain: securityDomain)
         self.synchronizable = synchronizable
         self.accessible = accessible
-        self.data = data
-    }
-
-    /// A field by name: `changes.label`, `changes.port`, ….
-    public subscript<Value>(dynamicMember field: WritableKeyPath<ItemFields, Value>) -> Value {
-        get { fields[keyPath: field] }
-        set { fields[keyPath: field] = newValue }
     }
 
     var isEmpty: Bool { self == GenericPasswordChanges() }

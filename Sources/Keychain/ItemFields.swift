@@ -115,3 +115,20 @@ extension InternetLocation {
             authenticationType: authenticationType, securityDomain: securityDomain)
     }
 }
+
+/// A value made of ``ItemFields`` and more — a query (``GenericPasswordQuery``) or a change
+/// (``GenericPasswordChanges``) — whose fields are read and written by name: `query.service`,
+/// `changes.port`.
+@dynamicMemberLookup
+public protocol FieldsByName {
+    /// The fields, nil where the value leaves one open.
+    var fields: ItemFields { get set }
+}
+
+extension FieldsByName {
+    /// A field by name: `query.service`, `changes.port`, ….
+    public subscript<Value>(dynamicMember field: WritableKeyPath<ItemFields, Value>) -> Value {
+        get { fields[keyPath: field] }
+        set { fields[keyPath: field] = newValue }
+    }
+}
