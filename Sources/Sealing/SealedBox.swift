@@ -57,28 +57,12 @@ package enum SealedBox {
         throws(SealingError) -> SecureBytes
     {
         Sodium.initialize()
-        let overhead = crypto_box_sealbytes()
-        guard sealed.count >= overhead, sealed.count <= overhead + 1024,
-            publicKey.count == publicKeyLength
-        else { throw SealingError(.authentication, "not a sealed box") }
-        var result: Int32 = -1
-        let opened = SecureBytes(count: sealed.count - overhead) { out in
-            result = sealed.withUnsafeBytes { c in
-                publicKey.withUnsafeBytes { pk in
-                    secretKey.withUnsafeBytes { sk in
-                        crypto_box_seal_open(
-                            out.bindMemory(to: UInt8.self).baseAddress!,
-                            c.bindMemory(to: UInt8.self).baseAddress!, UInt64(c.count),
-                            pk.bindMemory(to: UInt8.self).baseAddress!,
-                            sk.bindMemory(to: UInt8.self).baseAddress!)
-                    }
-                }
-            }
+        return try opened(
+            sealed, overhead: crypto_box_sealbytes(), publicKey: publicKey, secretKey: secretKey,
+            what: "sealed box"
+        ) { out, sealed, pk, sk in
+            crypto_box_seal_open(out, sealed.baseAddress!, UInt64(sealed.count), pk, sk)
         }
-        guard result == 0 else {
-            throw SealingError(.authentication, "the sealed box does not open")
-        }
-        return opened
     }
 
     /// Boxes `message` from `secretKey` to `publicKey` (`crypto_box_easy`, a random nonce in
@@ -117,26 +101,44 @@ package enum SealedBox {
     {
         Sodium.initialize()
         let nonceLength = Int(crypto_box_NONCEBYTES)
-        let overhead = nonceLength + Int(crypto_box_MACBYTES)
-        guard boxed.count >= overhead, boxed.count <= overhead + 1024,
+        return try opened(
+            boxed, overhead: nonceLength + Int(crypto_box_MACBYTES), publicKey: publicKey,
+            secretKey: secretKey, what: "box"
+        ) { out, boxed, pk, sk in
+            let base = boxed.baseAddress!
+            return crypto_box_open_easy(
+                out, base + nonceLength, UInt64(boxed.count - nonceLength), base, pk, sk)
+        }
+    }
+
+    /// `ciphertext` opened into owned memory by `open` (given the output, the ciphertext, the
+    /// public and the secret key; 0 when it opened), after the bounds every box has: at least
+    /// `overhead` bytes, a message of at most 1,024 bytes, a public key of its length.
+    private static func opened(
+        _ ciphertext: Data, overhead: Int, publicKey: Data, secretKey: SecureBytes, what: String,
+        _ open: (
+            UnsafeMutablePointer<UInt8>, UnsafeBufferPointer<UInt8>, UnsafePointer<UInt8>,
+            UnsafePointer<UInt8>
+        ) -> Int32
+    ) throws(SealingError) -> SecureBytes {
+        guard ciphertext.count >= overhead, ciphertext.count <= overhead + 1024,
             publicKey.count == publicKeyLength
-        else { throw SealingError(.authentication, "not a box") }
+        else { throw SealingError(.authentication, "not a \(what)") }
         var result: Int32 = -1
-        let opened = SecureBytes(count: boxed.count - overhead) { out in
-            result = boxed.withUnsafeBytes { b in
-                let base = b.bindMemory(to: UInt8.self).baseAddress!
-                return publicKey.withUnsafeBytes { pk in
+        let opened = SecureBytes(count: ciphertext.count - overhead) { out in
+            result = ciphertext.withUnsafeBytes { c in
+                publicKey.withUnsafeBytes { pk in
                     secretKey.withUnsafeBytes { sk in
-                        crypto_box_open_easy(
-                            out.bindMemory(to: UInt8.self).baseAddress!, base + nonceLength,
-                            UInt64(b.count - nonceLength), base,
+                        open(
+                            out.bindMemory(to: UInt8.self).baseAddress!,
+                            c.bindMemory(to: UInt8.self),
                             pk.bindMemory(to: UInt8.self).baseAddress!,
                             sk.bindMemory(to: UInt8.self).baseAddress!)
                     }
                 }
             }
         }
-        guard result == 0 else { throw SealingError(.authentication, "the box does not open") }
+        guard result == 0 else { throw SealingError(.authentication, "the \(what) does not open") }
         return opened
     }
 }
