@@ -15,26 +15,17 @@ extension Device {
         var counterSecret: SecureBytes?
     }
 
-    /// Checks `passcode`, counted first: the failure is stored before the slow derivation and
-    /// cleared only after the passcode proved right. Call inside `guessLimit.exclusively`.
+    /// Checks `passcode`, counted first (`GuessLimit.prove`): the failure is stored before the
+    /// slow derivation and cleared only after the passcode proved right. Call inside
+    /// `guessLimit.exclusively`.
     func prove(
         _ passcode: SecureBytes, loaded: (path: ItemPath, record: DeviceRecord)? = nil
     ) throws(DeviceError) -> Proof {
         try LockScreenKind.checkGuess(passcode)
         var (path, record) = if let loaded { loaded } else { try records.load() }
-        let limit = guessLimit
-        try limit.admit(notBefore: record.notBefore)
-        limit.countAttempt(failures: &record.failures, notBefore: &record.notBefore)
-        path = try records.store(record, replacing: path)
-        let slotBefore = record.passcode
-        let (kek, counterSecret) = try limit.keyEncryptionKey(
-            passcode, slot: &record.passcode,
-            deviceSecret: SecureBytes(copying: record.deviceSecret))
-        record.failures = 0
-        record.notBefore = 0
-        path = try records.store(record, replacing: path)
-        // A right passcode rebased the TPM slot: the old one goes once the new one is stored.
-        limit.remove(slotBefore, keeping: record.passcode, secret: nil)
+        let (kek, counterSecret) = try guessLimit.prove(passcode, &record) {
+            (counted) throws(DeviceError) in path = try records.store(counted, replacing: path)
+        }
         return Proof(path: path, record: record, kek: kek, counterSecret: counterSecret)
     }
 

@@ -10,7 +10,7 @@ import TPM
 /// wrapped under the key-encryption key, and what is needed to check a passcode — never anything a
 /// passcode guess can be tested against without the device secret (software path) or the TPM
 /// (TPM path). See `PasscodeKeys` for the derivations.
-package struct DeviceRecord: Codable, Sendable, Equatable {
+package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
     /// 1: verifier from Argon2id(passcode) alone (read, then rewritten as 2 at the next unlock);
     /// 2: verifier and KEK bound to the device secret, optional TPM slot.
     package var version = 2

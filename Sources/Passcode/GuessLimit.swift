@@ -22,6 +22,16 @@ import TPM
 /// - **Software**: the count and the delays live in the device record in the Secret Service: they
 ///   slow down guessing through Keepsake, but whoever can edit the login keyring can reset them,
 ///   and whoever can read it can guess offline at the Argon2id cost (SECURITY.md).
+/// What a passcode's guesses are counted in: the record that keeps the count and the slot.
+package protocol CountedRecord {
+    /// Wrong passcodes in a row, and the time before which no attempt is taken (ms since 1970).
+    var failures: Int { get set }
+    var notBefore: Int64 { get set }
+    var passcode: PasscodeSlot { get set }
+    /// The device secret the software verifier and every key-encryption key are keyed by.
+    var deviceSecret: Data { get }
+}
+
 package struct GuessLimit: Sendable {
     /// Wrong passcodes in a row after which a counted (or TPM) device is disabled.
     package static let hardLimit: UInt64 = 10
@@ -56,9 +66,36 @@ package struct GuessLimit: Sendable {
         return try body()
     }
 
+    /// Checks `passcode` against `record`'s slot, counted first: the delay earned is sat out (or
+    /// the attempt refused at once), the failure counted and stored (`store`) before the slow
+    /// derivation, and cleared and stored again only after the passcode proved right. On the TPM
+    /// path a right passcode rebases the slot; the old one is destroyed once the new one is
+    /// stored. Returns the key-encryption key and, on the counted path, the secret the counter
+    /// released. Call inside `exclusively`; the one way this package checks a passcode.
+    package func prove<Record: CountedRecord>(
+        _ passcode: SecureBytes, _ record: inout Record,
+        store: (Record) throws(DeviceError) -> Void
+    ) throws(DeviceError) -> (kek: SecureBytes, counterSecret: SecureBytes?) {
+        try LockScreenKind.checkGuess(passcode)
+        try admit(notBefore: record.notBefore)
+        var (failures, notBefore) = (record.failures, record.notBefore)
+        countAttempt(failures: &failures, notBefore: &notBefore)
+        (record.failures, record.notBefore) = (failures, notBefore)
+        try store(record)
+        let slotBefore = record.passcode
+        let (kek, counterSecret) = try keyEncryptionKey(
+            passcode, slot: &record.passcode,
+            deviceSecret: SecureBytes(copying: record.deviceSecret))
+        record.failures = 0
+        record.notBefore = 0
+        try store(record)
+        remove(slotBefore, keeping: record.passcode, secret: nil)
+        return (kek, counterSecret)
+    }
+
     /// Sits out the delay earned by earlier wrong passcodes (until `notBefore`, ms since 1970),
     /// or refuses at once when it is long.
-    package func admit(notBefore: Int64) throws(DeviceError) {
+    func admit(notBefore: Int64) throws(DeviceError) {
         let now = clock.now()
         guard notBefore > now else { return }
         if Duration.milliseconds(notBefore - now) > policy.longestWait {
@@ -69,7 +106,7 @@ package struct GuessLimit: Sendable {
     }
 
     /// Counts one attempt as failed (before it is checked): the next one waits longer.
-    package func countAttempt(failures: inout Int, notBefore: inout Int64) {
+    func countAttempt(failures: inout Int, notBefore: inout Int64) {
         failures += 1
         notBefore = clock.now() + Self.milliseconds(policy.delay(afterFailures: failures))
     }

@@ -42,13 +42,14 @@ package struct PasscodeSlot: Sendable, Equatable {
     }
 }
 
-/// The passcode slot's three paths: checking a passcode, making a slot for a new one, removing
-/// one no record names any more. Called inside `exclusively`.
+/// The passcode slot's three paths: checking a passcode (only through `prove`, which counts it
+/// first), making a slot for a new one, removing one no record names any more. Called inside
+/// `exclusively`.
 extension GuessLimit {
     /// The key-encryption key for `passcode` (and on the counted path the secret the counter
     /// released), or `.authFailed` when it is wrong. On the TPM path a right passcode rebases
     /// `slot` (its count starts again).
-    package func keyEncryptionKey(
+    func keyEncryptionKey(
         _ passcode: SecureBytes, slot: inout PasscodeSlot, deviceSecret: SecureBytes
     ) throws(DeviceError) -> (kek: SecureBytes, counterSecret: SecureBytes?) {
         if let counterSlot = slot.counterSlot {
