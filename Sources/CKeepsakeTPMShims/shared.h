@@ -7,6 +7,9 @@
 
 /// The public area of an NV counter: its own (empty) authorization, exempt from
 /// dictionary-attack counting, so incrementing it never locks anyone out.
+/// The public area of a Keepsake NV index: read and written with its own authorization, outside
+/// the dictionary-attack lockout, SHA-256 names; `type` an ordinary index or a counter.
+TPM2B_NV_PUBLIC keepsake_tpm_nv_public(uint32_t index, TPM2_NT type, uint16_t size);
 TPM2B_NV_PUBLIC keepsake_tpm_counter_public(uint32_t index);
 /// A counter's 8 big-endian bytes as a number; TSS2_ESYS_RC_MALFORMED_RESPONSE when not 8.
 uint32_t keepsake_tpm_counter_value(const TPM2B_MAX_NV_BUFFER *data, uint64_t *value);

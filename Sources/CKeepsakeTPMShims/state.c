@@ -128,15 +128,7 @@ uint32_t keepsake_tpm_state_define(ESYS_CONTEXT *context, uint32_t session, uint
         return TSS2_ESYS_RC_BAD_VALUE;
     TPM2B_AUTH authorization = {.size = (UINT16)auth_size};
     memcpy(authorization.buffer, auth, auth_size);
-    TPM2B_NV_PUBLIC info = {
-        .nvPublic = {
-            .nvIndex = index,
-            .nameAlg = TPM2_ALG_SHA256,
-            .attributes = TPMA_NV_AUTHREAD | TPMA_NV_AUTHWRITE | TPMA_NV_NO_DA |
-                          (TPM2_NT_ORDINARY << TPMA_NV_TPM2_NT_SHIFT),
-            .authPolicy = {.size = 0},
-            .dataSize = (UINT16)secret_size,
-        }};
+    TPM2B_NV_PUBLIC info = keepsake_tpm_nv_public(index, TPM2_NT_ORDINARY, (uint16_t)secret_size);
     ESYS_TR handle = ESYS_TR_NONE;
     TSS2_RC rc = attributes(context, session, TPMA_SESSION_DECRYPT);
     if (rc == TSS2_RC_SUCCESS)

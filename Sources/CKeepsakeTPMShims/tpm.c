@@ -34,17 +34,21 @@ static TSS2_RC nv_handle(ESYS_CONTEXT *context, uint32_t index, ESYS_TR *handle)
     return Esys_TR_FromTPMPublic(context, index, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, handle);
 }
 
-TPM2B_NV_PUBLIC keepsake_tpm_counter_public(uint32_t index) {
+TPM2B_NV_PUBLIC keepsake_tpm_nv_public(uint32_t index, TPM2_NT type, uint16_t size) {
     TPM2B_NV_PUBLIC info = {
         .nvPublic = {
             .nvIndex = index,
             .nameAlg = TPM2_ALG_SHA256,
             .attributes = TPMA_NV_AUTHREAD | TPMA_NV_AUTHWRITE | TPMA_NV_NO_DA |
-                          (TPM2_NT_COUNTER << TPMA_NV_TPM2_NT_SHIFT),
+                          (type << TPMA_NV_TPM2_NT_SHIFT),
             .authPolicy = {.size = 0},
-            .dataSize = 8,
+            .dataSize = size,
         }};
     return info;
+}
+
+TPM2B_NV_PUBLIC keepsake_tpm_counter_public(uint32_t index) {
+    return keepsake_tpm_nv_public(index, TPM2_NT_COUNTER, 8);
 }
 
 uint32_t keepsake_tpm_counter_value(const TPM2B_MAX_NV_BUFFER *data, uint64_t *value) {
