@@ -116,3 +116,72 @@ package struct GuessLimit: Sendable {
             + duration.components.attoseconds / 1_000_000_000_000_000
     }
 }
+
+/// How wrong passcodes are slowed down: after n consecutive failures the next attempt waits
+/// `base × 2^(n−1)`, capped at `maximum`. Held in the Secret Service, so it survives processes and
+/// restarts.
+package struct RetryPolicy: Sendable, Hashable {
+    package var base: Duration
+    package var maximum: Duration
+    /// Longest wait an attempt sits through before answering errSecAuthFailed at once.
+    package var longestWait: Duration
+
+    package init(
+        base: Duration = .seconds(1), maximum: Duration = .seconds(3600),
+        longestWait: Duration = .seconds(10)
+    ) {
+        self.base = base
+        self.maximum = maximum
+        self.longestWait = longestWait
+    }
+
+    package func delay(afterFailures failures: Int) -> Duration {
+        guard failures > 0 else { return .zero }
+        let factor = 1 << min(failures - 1, 30)
+        return min(base * factor, maximum)
+    }
+}
+
+/// The time the wrong-passcode delays are measured and sat out in: the wall clock (`system`) on
+/// every shipped device. Tests pass a clock of their own that advances instead of sleeping, so a
+/// delay is checked without waiting for it.
+package struct GuessClock: Sendable, Hashable {
+    /// Milliseconds since 1970 (delays are kept in the device record, across processes).
+    package let now: @Sendable () -> Int64
+    /// Waits `milliseconds`.
+    package let sleep: @Sendable (_ milliseconds: Int64) -> Void
+    private let identity: UUID
+
+    package init(
+        now: @escaping @Sendable () -> Int64, sleep: @escaping @Sendable (Int64) -> Void
+    ) {
+        self.now = now
+        self.sleep = sleep
+        identity = UUID()
+    }
+
+    package static let system = GuessClock(
+        now: { Int64(Date().timeIntervalSince1970 * 1000) },
+        sleep: { Thread.sleep(forTimeInterval: Double($0) / 1000) })
+
+    package static func == (a: Self, b: Self) -> Bool { a.identity == b.identity }
+    package func hash(into hasher: inout Hasher) { hasher.combine(identity) }
+}
+
+/// How expensive a device makes passcode guessing: the Argon2id cost for a newly set passcode and
+/// the wrong-passcode delays (and the clock they run on). `real` is what every shipped device
+/// uses; the cheaper tunings the tests need are built by the test support target through this
+/// `package` type.
+package struct DeviceTuning: Sendable, Hashable {
+    package var passcodeCost: Argon2Cost
+    package var retryPolicy: RetryPolicy
+    package var clock: GuessClock
+
+    package init(passcodeCost: Argon2Cost, retryPolicy: RetryPolicy, clock: GuessClock = .system) {
+        self.passcodeCost = passcodeCost
+        self.retryPolicy = retryPolicy
+        self.clock = clock
+    }
+
+    package static let real = DeviceTuning(passcodeCost: .moderate, retryPolicy: RetryPolicy())
+}
