@@ -7,8 +7,8 @@ let package = Package(
     // The products are what README's "Public API" section documents; everything shared between
     // our own modules is `package`.
     products: [
-        // The device model: apps, the lock screen, settings, the cloud account; the Secret
-        // Service connection the stores run on.
+        // The device model: apps, the lock screen and its passcode (Passcode), settings, the
+        // cloud account; the Secret Service connection the stores run on.
         .library(
             name: "Device",
             targets: ["Device", "Passcode", "CloudAccount", "SecretService", "Sealing"]),
@@ -187,7 +187,7 @@ let package = Package(
         .testTarget(
             name: "DeviceTests",
             dependencies: [
-                "Device", "CloudAccount", "Platform", "KeepsakeTestSupport", "SecretService",
+                "Device", "Passcode", "CloudAccount", "Platform", "KeepsakeTestSupport", "SecretService",
                 "Sealing", "TPM",
                 "Escrow",
             ]),

@@ -6,7 +6,8 @@ import Sealing
 public enum DeviceErrorDomain {}
 
 /// The one error type of the Device and Passcode modules. Compares by code; never carries a passcode or key.
-/// The failure underneath, when there was one, is a `SecretServiceError` or a file error.
+/// The failure underneath, when there was one, is a `SecretServiceError`, an `EscrowError`, a
+/// `TPMError` or a file error.
 public typealias DeviceError = CodedError<DeviceErrorDomain>
 
 extension ErrorCode<DeviceErrorDomain> {
@@ -18,12 +19,13 @@ extension ErrorCode<DeviceErrorDomain> {
     public static var authFailed: Self { Self("authentication failed") }
     /// The class key is not available in the current lock state (errSecInteractionNotAllowed).
     public static var interactionNotAllowed: Self { Self("not available in this lock state") }
-    /// The Secret Service failed underneath (see `underlying`).
+    /// The Secret Service, the TPM, the guess counter or escrow, or the device directory failed
+    /// underneath (see `underlying`).
     public static var notAvailable: Self { Self("Secret Service unavailable") }
     /// The device's stored state does not decode or authenticate.
     public static var corrupt: Self { Self("device state corrupt") }
-    /// Too many wrong passcodes in a row on a TPM device: the TPM no longer releases the
-    /// passcode slot; only erasing the device (`Device.wipe()`) recovers it (errSecAuthFailed).
+    /// Too many wrong passcodes in a row on a device whose guesses a guess counter service or a
+    /// TPM counts: the passcode slot is no longer released; only erasing the device (`Device.wipe()`) recovers it (errSecAuthFailed).
     public static var disabled: Self { Self("device disabled") }
 }
 

@@ -3,9 +3,10 @@ import Foundation
 import Platform
 import Sealing
 
-/// The cloud account's escrow: a `keepsake-escrow` service (docs/running.md, "Running a guess counter or an escrow") that
-/// holds the account key for joining with a passcode and counts every claim itself. A device
-/// reaches it only through its protocol (`EscrowProtocol`), never its counter.
+/// A `keepsake-escrow` service (docs/running.md, "Running a guess counter or an escrow"): the
+/// cloud account's escrow (the account key, for joining with a passcode) or a device's guess
+/// counter; either counts every claim itself. A device reaches it only through its protocol
+/// (`EscrowProtocol`), never its count.
 public struct EscrowConfiguration: Sendable, Hashable {
     /// The escrow's address: `https://escrow.example/` (or `http://` on loopback).
     public let url: URL

@@ -2,6 +2,16 @@ import Foundation
 import Sealing
 import TPM
 
+/// What a passcode's guesses are counted in: the record that keeps the count and the slot.
+package protocol CountedRecord {
+    /// Wrong passcodes in a row, and the time before which no attempt is taken (ms since 1970).
+    var failures: Int { get set }
+    var notBefore: Int64 { get set }
+    var passcode: PasscodeSlot { get set }
+    /// The device secret the software verifier and every key-encryption key are keyed by.
+    var deviceSecret: Data { get }
+}
+
 /// Where passcode guesses are counted, and how fast they may come.
 ///
 /// Every attempt (unlock, a lock-screen change proving the current passcode) runs inside one
@@ -22,16 +32,6 @@ import TPM
 /// - **Software**: the count and the delays live in the device record in the Secret Service: they
 ///   slow down guessing through Keepsake, but whoever can edit the login keyring can reset them,
 ///   and whoever can read it can guess offline at the Argon2id cost (SECURITY.md).
-/// What a passcode's guesses are counted in: the record that keeps the count and the slot.
-package protocol CountedRecord {
-    /// Wrong passcodes in a row, and the time before which no attempt is taken (ms since 1970).
-    var failures: Int { get set }
-    var notBefore: Int64 { get set }
-    var passcode: PasscodeSlot { get set }
-    /// The device secret the software verifier and every key-encryption key are keyed by.
-    var deviceSecret: Data { get }
-}
-
 package struct GuessLimit: Sendable {
     /// Wrong passcodes in a row after which a counted (or TPM) device is disabled.
     package static let hardLimit: UInt64 = 10
@@ -71,7 +71,8 @@ package struct GuessLimit: Sendable {
     /// derivation, and cleared and stored again only after the passcode proved right. On the TPM
     /// path a right passcode rebases the slot; the old one is destroyed once the new one is
     /// stored. Returns the key-encryption key and, on the counted path, the secret the counter
-    /// released. Call inside `exclusively`; the one way this package checks a passcode.
+    /// released. Call inside `exclusively`: the one way a device's own passcode is checked (a join's claim at
+    /// the account's escrow is counted by the escrow).
     package func prove<Record: CountedRecord>(
         _ passcode: SecureBytes, _ record: inout Record,
         store: (Record) throws(DeviceError) -> Void
@@ -118,8 +119,9 @@ package struct GuessLimit: Sendable {
 }
 
 /// How wrong passcodes are slowed down: after n consecutive failures the next attempt waits
-/// `base × 2^(n−1)`, capped at `maximum`. Held in the Secret Service, so it survives processes and
-/// restarts.
+/// `base × 2^(n−1)`, capped at `maximum`. The count and the time it earns are kept by the
+/// caller's `CountedRecord` (the device record, in the Secret Service), so they survive processes
+/// and restarts.
 package struct RetryPolicy: Sendable, Hashable {
     package var base: Duration
     package var maximum: Duration

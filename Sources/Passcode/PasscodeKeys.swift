@@ -1,19 +1,20 @@
 import Foundation
 import Sealing
 
-/// The pure key derivations of the lock screen: no storage, no D-Bus, no TPM — testable with
-/// vectors (`Fixtures/device/passcode-keys.json`).
+/// The pure key derivations of the lock screen: no storage, no D-Bus, no TPM — testable without
+/// storage (Argon2id's vectors: `Fixtures/sealing/argon2id.json`).
 ///
 /// - passcode key = Argon2id(passcode, salt, cost)
 /// - software verifier = BLAKE2b(key: device secret, "keepsake.passcode.verifier.v2" ‖ passcode key)
 /// - software KEK = BLAKE2b(key: device secret, "keepsake.kek.passcode.v1" ‖ passcode key)
 /// - TPM authorization = BLAKE2b(key: passcode key, "keepsake.tpm.auth.v1")
-/// - TPM KEK = BLAKE2b(key: device secret, "keepsake.kek.passcode-tpm.v1" ‖ passcode key ‖ TPM secret)
+/// - counted or TPM KEK = BLAKE2b(key: device secret, "keepsake.kek.passcode-tpm.v1" ‖ passcode
+///   key ‖ the secret the guess counter service or the TPM released)
 /// - device KEK (no knowledge factor) = BLAKE2b(key: device secret, "keepsake.kek.device.v1")
 ///
 /// So a guess can be checked only with the device secret (software path: the login keyring's
-/// contents) or only by the TPM (TPM path: the TPM secret is released to the right authorization
-/// alone, under its guess counter).
+/// contents) or only by the guess counter service or the TPM (their secret is released to a
+/// proof of the right passcode alone, under their count).
 package enum PasscodeKeys {
     package static func passcodeKey(_ passcode: SecureBytes, salt: Data, cost: Argon2Cost)
         throws(DeviceError) -> SecureBytes
@@ -72,7 +73,7 @@ package enum PasscodeKeys {
 
     /// A class key's check value: BLAKE2b keyed by the device secret over the class and the key.
     /// Kept in the device record beside the wrapped keys, so that a key found in the kernel
-    /// keyring is used only when it is this device's own (`RuntimeKeys`).
+    /// keyring is used only when it is this device's own (the Device module's `RuntimeKeys`).
     package static func check(
         _ key: UnsafeRawBufferPointer, _ protection: ProtectionClass, deviceSecret: SecureBytes
     ) -> Data {
@@ -129,7 +130,7 @@ package enum PasscodeKeys {
 
     // MARK: - The presence key
 
-    /// Where the presence seed sits beside the class keys in `wrappedKeys`: wrapped under the same
+    /// Where the presence seed sits beside the class keys in the device record's `wrappedKeys`: wrapped under the same
     /// KEK, so only a proved passcode opens it, but never put in runtime state. Its X25519 key
     /// pair (`SealedBox.keyPair(seed:)`) seals the item keys of items that need the passcode at
     /// each use; the public half is in the record, so such items are added without the passcode.
