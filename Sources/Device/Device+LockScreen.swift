@@ -9,9 +9,9 @@ import SecretService
 /// key-encryption key (`PasscodeKeys`): with a knowledge factor it needs the passcode and the
 /// device secret (software path) or the passcode, the device secret and a secret that the guess
 /// counter service (counted path) or an earlier version's TPM slot releases only to the right
-/// passcode, under its count; without one, the device secret alone. Unwrapped class keys live only in runtime state (`RuntimeKeys`, the kernel
-/// keyring), so a reboot forgets them; `WhenUnlocked…` keys are dropped at lock. Changing the
-/// passcode rewraps the class keys; no item is re-encrypted.
+/// passcode, under its count; without one, the device secret alone. Unwrapped class keys live only
+/// in runtime state (`RuntimeKeys`, the kernel keyring), so a reboot forgets them; `WhenUnlocked…`
+/// keys are dropped at lock. Changing the passcode rewraps the class keys; no item is re-encrypted.
 extension Device {
     package var guessLimit: GuessLimit {
         GuessLimit(directory: directory, tuning: tuning, tpm: tpm, counter: counter)
@@ -236,8 +236,8 @@ extension Device {
 
     /// The presence secret key, for one use of an item that needs the passcode at each use: the
     /// passcode is proved as an unlock proves it — counted by the same guess limit, by the guess
-    /// counter service or the TPM where the device has one. The key is never kept in runtime state, so an unlocked device alone
-    /// does not open such items.
+    /// counter service or the TPM where the device has one. The key is never kept in runtime state,
+    /// so an unlocked device alone does not open such items.
     ///
     /// - Throws: `.authFailed` for a wrong passcode or a device without one; the guess limit's
     ///   errors as for `unlock`.

@@ -9,7 +9,8 @@ import TPM
 /// It holds the device secret (so it is as secret as the login keyring's contents), the class keys
 /// wrapped under the key-encryption key, and what is needed to check a passcode — never anything a
 /// passcode guess can be tested against without the device secret (software path), the guess
-/// counter service (counted path) or the TPM (TPM path). See `PasscodeKeys` for the derivations.
+/// counter service (counted path) or the TPM (TPM path). See `PasscodeKeys` for the
+/// derivations.
 package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
     /// 1: verifier from Argon2id(passcode) alone (read, then rewritten as 2 at the next unlock);
     /// 2: verifier and KEK bound to the device secret, optional TPM slot.
