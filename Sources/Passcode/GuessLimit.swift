@@ -71,8 +71,8 @@ package struct GuessLimit: Sendable {
     /// derivation, and cleared and stored again only after the passcode proved right. On the TPM
     /// path a right passcode rebases the slot; the old one is destroyed once the new one is
     /// stored. Returns the key-encryption key and, on the counted path, the secret the counter
-    /// released. Call inside `exclusively`: the one way a device's own passcode is checked (a join's claim at
-    /// the account's escrow is counted by the escrow).
+    /// released. Call inside `exclusively`: the one way a device's own passcode is checked (a
+    /// join's claim at the account's escrow is counted by the escrow).
     package func prove<Record: CountedRecord>(
         _ passcode: SecureBytes, _ record: inout Record,
         store: (Record) throws(DeviceError) -> Void
