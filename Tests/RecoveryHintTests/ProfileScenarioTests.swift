@@ -81,12 +81,18 @@ struct ProfileScenarioTests {
                 } else {
                     #expect(mode == 0o600, "\(url.path)")
                     let bytes = try Data(contentsOf: url)
-                    // The account's public JSON objects (`account`, `account-escrow`) are full of
-                    // random decimal numbers and base64, and the device's `account-manifest-seen`
-                    // is a 64-digit hex account name and two numbers: a 4-digit pin turns up in
-                    // them by chance (seen once in 3 runs); that nothing passcode-derived is in
-                    // them is JoinTests' claim.
-                    let chance = ["account", "account-escrow", "account-manifest-seen"]
+                    // The files that are clear by design hold random digits: the account's public
+                    // JSON objects (`account`, `account-escrow`: decimal numbers and base64), the
+                    // device's `account-manifest-seen` (a 64-digit hex account name and two
+                    // numbers), and its sync bookkeeping (`cloud-manifest`, the Keychain's
+                    // `manifest`, `cloud-strays`, `cloud-synced`: hex names and digests, times).
+                    // A 4-digit pin turns up in them by chance; that nothing passcode-derived is
+                    // in them is JoinTests' claim, and the suite-wide sweep checks them for the
+                    // secrets of 8 bytes or more the suite stored.
+                    let chance = [
+                        "account", "account-escrow", "account-manifest-seen", "cloud-manifest",
+                        "manifest", "cloud-strays", "cloud-synced",
+                    ]
                     let pins = chance.contains(url.lastPathComponent) ? [] : ["4711", "2580"]
                     for plain in [demoWallet, "passkey-7"] + pins {
                         #expect(

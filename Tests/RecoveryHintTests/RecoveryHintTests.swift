@@ -240,7 +240,7 @@ struct AppleProfileTests {
         let started = ContinuousClock.now
         let fallback = try hints.get()
         if fallback.source != "keychain (synchronizable)" {
-            // get() never says why a store failed: ask the Keychain itself (seen once under load).
+            // get() never says why a store failed: ask the Keychain itself.
             let direct = Result { try hints.fallback.read() }
             Issue.record(
                 "after \(ContinuousClock.now - started): \(fallback.source ?? "no source"); the fallback itself: \(direct)"
