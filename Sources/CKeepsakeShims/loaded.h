@@ -37,10 +37,11 @@
     X(g_initable_init) X(g_io_error_quark) X(g_malloc0) X(g_malloc0_n) X(g_object_new)             \
     X(g_object_unref) X(g_propagate_error) X(g_ptr_array_add) X(g_ptr_array_free)                  \
     X(g_ptr_array_new) X(g_quark_to_string) X(g_set_error) X(g_set_error_literal) X(g_strdup)      \
-    X(g_strfreev) X(g_type_check_instance_cast) X(g_variant_builder_add)                           \
-    X(g_variant_builder_end) X(g_variant_builder_init) X(g_variant_get) X(g_variant_get_string)    \
-    X(g_variant_new) X(g_variant_new_objv) X(g_variant_new_string) X(g_variant_type_checked_)      \
-    X(g_variant_unref) X(secret_error_get_quark) X(secret_service_encode_dbus_secret)              \
+    X(g_strfreev) X(g_type_check_instance_cast) X(g_variant_builder_add) X(g_variant_builder_end)  \
+    X(g_variant_builder_init) X(g_variant_get) X(g_variant_get_child) X(g_variant_get_string)      \
+    X(g_variant_new) X(g_variant_new_objv) X(g_variant_new_string) X(g_variant_lookup_value)       \
+    X(g_variant_is_of_type) X(g_variant_n_children) X(g_variant_type_checked_) X(g_variant_unref)  \
+    X(secret_error_get_quark) X(secret_service_encode_dbus_secret)                                 \
     X(secret_service_ensure_session_sync) X(secret_service_get_type)                               \
     X(secret_service_prompt_at_dbus_path_sync) X(secret_value_get) X(secret_value_new)             \
     X(secret_value_unref)
@@ -207,6 +208,14 @@ extern struct keepsake_secret_libs keepsake_secret_libs;
 #define g_variant_builder_init keepsake_secret_libs.g_variant_builder_init
 #undef g_variant_get
 #define g_variant_get keepsake_secret_libs.g_variant_get
+#undef g_variant_get_child
+#define g_variant_get_child keepsake_secret_libs.g_variant_get_child
+#undef g_variant_is_of_type
+#define g_variant_is_of_type keepsake_secret_libs.g_variant_is_of_type
+#undef g_variant_lookup_value
+#define g_variant_lookup_value keepsake_secret_libs.g_variant_lookup_value
+#undef g_variant_n_children
+#define g_variant_n_children keepsake_secret_libs.g_variant_n_children
 #undef g_variant_get_string
 #define g_variant_get_string keepsake_secret_libs.g_variant_get_string
 #undef g_variant_new

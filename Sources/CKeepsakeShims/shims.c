@@ -154,6 +154,55 @@ gboolean keepsake_item_delete(SecretService *service, const char *item_path,
     return done;
 }
 
+/* A property of a Secret Service object (org.freedesktop.DBus.Properties.Get), refused unless it
+ * is of `type`: the reply's variant holds whatever the peer put in it. */
+static GVariant *get_property(SecretService *service, const char *path, const char *interface,
+                              const char *name, const GVariantType *type,
+                              GCancellable *cancellable, GError **error) {
+    GDBusProxy *proxy = G_DBUS_PROXY(service);
+    GVariant *reply = g_dbus_connection_call_sync(
+        g_dbus_proxy_get_connection(proxy), SECRETS_NAME, path, "org.freedesktop.DBus.Properties",
+        "Get", g_variant_new("(ss)", interface, name), G_VARIANT_TYPE("(v)"),
+        G_DBUS_CALL_FLAGS_NO_AUTO_START, g_dbus_proxy_get_default_timeout(proxy), cancellable,
+        error);
+    if (reply == NULL) return NULL;
+    GVariant *value = NULL;
+    g_variant_get(reply, "(v)", &value);
+    g_variant_unref(reply);
+    if (!g_variant_is_of_type(value, type)) {
+        g_variant_unref(value);
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                    "the Secret Service's %s property of %s is not of the type its interface says",
+                    name, path);
+        return NULL;
+    }
+    return value;
+}
+
+gchar **keepsake_collection_items(SecretService *service, const char *collection_path,
+                                  GCancellable *cancellable, GError **error) {
+    GVariant *items = get_property(service, collection_path, "org.freedesktop.Secret.Collection",
+                                   "Items", G_VARIANT_TYPE("ao"), cancellable, error);
+    if (items == NULL) return NULL;
+    gsize count = g_variant_n_children(items);
+    gchar **paths = g_malloc0_n(count + 1, sizeof(gchar *));
+    for (gsize i = 0; i < count; i++) g_variant_get_child(items, i, "o", &paths[i]);
+    g_variant_unref(items);
+    return paths;
+}
+
+gchar *keepsake_item_schema(SecretService *service, const char *item_path,
+                            GCancellable *cancellable, GError **error) {
+    GVariant *attributes = get_property(service, item_path, "org.freedesktop.Secret.Item",
+                                        "Attributes", G_VARIANT_TYPE("a{ss}"), cancellable, error);
+    if (attributes == NULL) return NULL;
+    GVariant *schema = g_variant_lookup_value(attributes, "xdg:schema", G_VARIANT_TYPE_STRING);
+    gchar *name = g_strdup(schema ? g_variant_get_string(schema, NULL) : "");
+    if (schema) g_variant_unref(schema);
+    g_variant_unref(attributes);
+    return name;
+}
+
 static GVariant *master_secret(SecretService *service, const void *password, size_t length) {
     SecretValue *value = secret_value_new(length ? password : "", length, "text/plain");
     GVariant *encoded = secret_service_encode_dbus_secret(service, value);

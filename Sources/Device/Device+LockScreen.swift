@@ -268,22 +268,26 @@ extension Device {
 
 extension Device {
     /// Erases the device, as a phone's "erase all content and settings": the TPM slot, the runtime
-    /// keys, every Secret Service item of Keepsake's published schemas (the device record with the
-    /// class keys, every Keychain item of both classes) and the device directory's contents. The
-    /// next use starts a fresh device with no lock screen. The one way back from a device disabled
-    /// by too many wrong passcodes; synchronizable data comes back from the cloud account by
-    /// joining it again.
+    /// keys, every Secret Service item in Keepsake's namespace of schemas (`schemaNamespace`: the
+    /// device record with the class keys, every item of every store) and the device directory's
+    /// contents. The next use starts a fresh device with no lock screen. The one way back from a
+    /// device disabled by too many wrong passcodes; synchronizable data comes back from the cloud
+    /// account by joining it again. A locked collection is left as it is (its items cannot be
+    /// deleted); their class keys go with the device record.
     public func wipe() throws(DeviceError) {
         try guessLimit.exclusively { () throws(DeviceError) in
             if let record = try? records.load().record {
                 guessLimit.remove(record.passcode, keeping: .empty, secret: nil)
                 RuntimeKeys(deviceID: record.deviceID).forgetAll()
             }
-            for schema in Self.publishedSchemas {
-                let found = try records.call { () throws(SecretServiceError) in
-                    try secretService.search(["xdg:schema": schema])
+            let locked = try records.call { () throws(SecretServiceError) in
+                try secretService.isLocked()
+            }
+            if !locked {
+                let schemas = try records.call { () throws(SecretServiceError) in
+                    try secretService.schemas()
                 }
-                for path in found.unlocked {
+                for (path, schema) in schemas where schema.hasPrefix(Self.schemaNamespace) {
                     try records.call { () throws(SecretServiceError) in
                         try secretService.deleteItem(at: path)
                     }
@@ -295,10 +299,9 @@ extension Device {
         }
     }
 
-    /// The `xdg:schema` of every Secret Service item Keepsake makes: published names
-    /// (docs/keychain.md), as stable as a file format, which `wipe` erases whatever module made
-    /// the item (the Keychain's own tests hold its names to this list).
-    package static let publishedSchemas = [
-        "org.keepsake.Device", "org.keepsake.GenericPassword", "org.keepsake.InternetPassword",
-    ]
+    /// Keepsake's namespace of Secret Service schemas: the `xdg:schema` of every item Keepsake
+    /// makes, whichever module makes it, begins with it (`org.keepsake.Device`, the stores'
+    /// own). A published rule, as stable as a file format (docs/keychain.md): `wipe` erases every
+    /// item under it without knowing the stores that made them.
+    package static let schemaNamespace = "org.keepsake."
 }

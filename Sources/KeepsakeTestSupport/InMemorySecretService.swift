@@ -35,7 +35,7 @@ package final class InMemorySecretService: SecretServiceBackend {
     }
 
     /// The calls made so far, one line each: `search <schema>`, `secrets <count>`, `create
-    /// <schema>`, `replace`, `delete`, `lock`, `isLocked`, `unlock`.
+    /// <schema>`, `replace`, `delete`, `schemas`, `lock`, `isLocked`, `unlock`.
     package var calls: [String] { log.withLock { $0 } }
 
     /// Forgets the calls made so far.
@@ -80,6 +80,18 @@ package final class InMemorySecretService: SecretServiceBackend {
                     && attributes.allSatisfy { item.attributes[$0.key] == $0.value }
             }.keys.sorted()
             return SearchResult(paths, collectionLocked: state.locked.contains(name))
+        }
+    }
+
+    package func schemas(in collection: CollectionPath) throws(SecretServiceError)
+        -> [ItemPath: String]
+    {
+        note("schemas")
+        let name = Self.name(collection)
+        return state.withLock { state in
+            state.items.filter { $0.value.collection == name }.mapValues {
+                $0.attributes["xdg:schema"] ?? ""
+            }
         }
     }
 

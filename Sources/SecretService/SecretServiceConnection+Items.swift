@@ -152,6 +152,38 @@ extension SecretServiceConnection {
         }
     }
 
+    /// The `xdg:schema` of every item of `collection` ("" for an item without one), for a caller
+    /// that must find items by their schema's name rather than by a whole name (a wipe of every
+    /// schema of a namespace). The collection's `Items` property, then each item's `Attributes`,
+    /// each a bounded call of its own; an item deleted meanwhile is left out. Mirrors
+    /// `secret_collection_get_items` with `secret_item_get_schema_name`.
+    package func schemas(in collection: CollectionPath = .default) throws(SecretServiceError)
+        -> [ItemPath: String]
+    {
+        try validate(collection.rawValue)
+        if let backend { return try backend.schemas(in: collection) }
+        let items = try call { service, cancellable, error in
+            keepsake_collection_items(service, collection.rawValue, cancellable, &error)
+                .map(takeStringArray)
+        }
+        var schemas: [ItemPath: String] = [:]
+        for path in items.map(ItemPath.init) {
+            do {
+                schemas[path] = try call { service, cancellable, error -> String? in
+                    guard
+                        let schema = keepsake_item_schema(
+                            service, path.rawValue, cancellable, &error)
+                    else { return nil }
+                    defer { keepsake_g_free(schema) }
+                    return String(cString: schema)
+                }
+            } catch  where error.code == .noSuchObject {
+                continue
+            }
+        }
+        return schemas
+    }
+
     // MARK: - Collections (prompt-free administration, as gnome-keyring allows headless)
 
     /// Locks a collection. Mirrors `org.freedesktop.Secret.Service.Lock`.

@@ -46,6 +46,10 @@ struct InMemorySecretServiceTests {
         note("search a") { name(try connection.search(["run": run, "k": "a"]).unlocked) }
         note("search nothing") { name(try connection.search(["run": run, "k": "c"]).unlocked) }
         note("locked?") { "\(try connection.search(["run": run]).collectionLocked)" }
+        note("schemas") {
+            try connection.schemas().filter { names[$0.key] != nil }
+                .map { "\(names[$0.key]!)=\($0.value)" }.sorted().joined(separator: " ")
+        }
         note("secrets") { secrets(try connection.secrets(at: [a, b])) }
         note("replace a's secret and attributes") {
             try connection.replaceItem(
@@ -66,6 +70,9 @@ struct InMemorySecretServiceTests {
         }
         note("secrets with a gone") { secrets(try connection.secrets(at: [a, b])) }
         note("search after the delete") { name(try connection.search(["run": run]).unlocked) }
+        note("schemas after the delete") {
+            name(Array(try connection.schemas().keys.filter { names[$0] != nil }))
+        }
         note("delete b") {
             try connection.deleteItem(at: b)
             return "ok"

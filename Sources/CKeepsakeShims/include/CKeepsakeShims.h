@@ -60,6 +60,15 @@ gchar *keepsake_service_create_item(SecretService *service, const char *collecti
 gboolean keepsake_item_delete(SecretService *service, const char *item_path,
                               GCancellable *cancellable, GError **error);
 
+/// Why: a collection's Items property (ao in a variant), read and type-checked in GVariant.
+/// A NULL-terminated array of object paths, freed with keepsake_g_strfreev.
+gchar **keepsake_collection_items(SecretService *service, const char *collection_path,
+                                  GCancellable *cancellable, GError **error);
+/// Why: an item's xdg:schema out of its Attributes property (a{ss} in a variant); "" for an item
+/// without one. Freed with keepsake_g_free.
+gchar *keepsake_item_schema(SecretService *service, const char *item_path,
+                            GCancellable *cancellable, GError **error);
+
 /// Why: gnome-keyring's prompt-free unlock; the master secret must be encoded for the proxy's own
 /// session on the proxy's own connection (GVariant juggling).
 gboolean keepsake_service_unlock_with_master_password(SecretService *service,
