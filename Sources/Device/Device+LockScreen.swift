@@ -268,40 +268,57 @@ extension Device {
 
 extension Device {
     /// Erases the device, as a phone's "erase all content and settings": the TPM slot, the runtime
-    /// keys, every Secret Service item in Keepsake's namespace of schemas (`schemaNamespace`: the
-    /// device record with the class keys, every item of every store) and the device directory's
-    /// contents. The next use starts a fresh device with no lock screen. The one way back from a
-    /// device disabled by too many wrong passcodes; synchronizable data comes back from the cloud
-    /// account by joining it again. A locked collection is left as it is (its items cannot be
-    /// deleted); their class keys go with the device record.
+    /// keys, every item of the default collection in Keepsake's namespace of schemas
+    /// (`schemaNamespace`: the device record with the class keys, every item of every store) and
+    /// the device directory's contents. The next use starts a fresh device with no lock screen.
+    /// The one way back from a device disabled by too many wrong passcodes; synchronizable data
+    /// comes back from the cloud account by joining it again.
+    ///
+    /// - Throws: `.interactionNotAllowed`, erasing nothing, when the collection is locked (its
+    ///   items cannot be deleted); `.notAvailable` when the Secret Service fails underneath (a
+    ///   wipe can be repeated: it goes on from what is left).
     public func wipe() throws(DeviceError) {
         try guessLimit.exclusively { () throws(DeviceError) in
+            let locked = try records.call { () throws(SecretServiceError) in
+                try secretService.isLocked()
+            }
+            if locked {
+                throw DeviceError(.interactionNotAllowed, SecretServiceError.lockedCollection)
+            }
             if let record = try? records.load().record {
                 guessLimit.remove(record.passcode, keeping: .empty, secret: nil)
                 RuntimeKeys(deviceID: record.deviceID).forgetAll()
             }
-            let locked = try records.call { () throws(SecretServiceError) in
-                try secretService.isLocked()
-            }
-            if !locked {
-                let schemas = try records.call { () throws(SecretServiceError) in
-                    try secretService.schemas()
-                }
-                for (path, schema) in schemas where schema.hasPrefix(Self.schemaNamespace) {
-                    try records.call { () throws(SecretServiceError) in
-                        try secretService.deleteItem(at: path)
-                    }
-                }
-            }
+            try records.call { () throws(SecretServiceError) in try eraseNamespace() }
             for name in Files.list(directory) where name != "lockscreen.lock" {
                 try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
             }
         }
     }
 
+    /// Deletes every item of the default collection whose schema is in Keepsake's namespace,
+    /// whichever module made it. An item gone meanwhile is passed over. An item whose attributes
+    /// the provider will not tell (another program's, in a state this provider refuses to read)
+    /// cannot be told to be Keepsake's and stays; a provider that does not answer at all fails the
+    /// wipe.
+    private func eraseNamespace() throws(SecretServiceError) {
+        for path in try secretService.items() {
+            let schema: String
+            do { schema = try secretService.schema(of: path) } catch {
+                if [.timedOut, .serviceUnavailable, .noBus].contains(error.code) { throw error }
+                continue
+            }
+            guard schema.hasPrefix(Self.schemaNamespace) else { continue }
+            do { try secretService.deleteItem(at: path) } catch  where error.code == .noSuchObject {
+                continue
+            }
+        }
+    }
+
     /// Keepsake's namespace of Secret Service schemas: the `xdg:schema` of every item Keepsake
     /// makes, whichever module makes it, begins with it (`org.keepsake.Device`, the stores'
-    /// own). A published rule, as stable as a file format (docs/keychain.md): `wipe` erases every
-    /// item under it without knowing the stores that made them.
+    /// own), and no other program may name a schema under it. A published rule, as stable as a
+    /// file format (docs/keychain.md): `wipe` erases every item under it without knowing the
+    /// stores that made them.
     package static let schemaNamespace = "org.keepsake."
 }

@@ -35,7 +35,7 @@ package final class InMemorySecretService: SecretServiceBackend {
     }
 
     /// The calls made so far, one line each: `search <schema>`, `secrets <count>`, `create
-    /// <schema>`, `replace`, `delete`, `schemas`, `lock`, `isLocked`, `unlock`.
+    /// <schema>`, `replace`, `delete`, `items`, `schema`, `lock`, `isLocked`, `unlock`.
     package var calls: [String] { log.withLock { $0 } }
 
     /// Forgets the calls made so far.
@@ -83,15 +83,19 @@ package final class InMemorySecretService: SecretServiceBackend {
         }
     }
 
-    package func schemas(in collection: CollectionPath) throws(SecretServiceError)
-        -> [ItemPath: String]
-    {
-        note("schemas")
+    package func items(in collection: CollectionPath) throws(SecretServiceError) -> [ItemPath] {
+        note("items")
         let name = Self.name(collection)
         return state.withLock { state in
-            state.items.filter { $0.value.collection == name }.mapValues {
-                $0.attributes["xdg:schema"] ?? ""
-            }
+            state.items.filter { $0.value.collection == name }.keys.sorted()
+        }
+    }
+
+    package func schema(of path: ItemPath) throws(SecretServiceError) -> String {
+        note("schema")
+        return try state.withLock { state throws(SecretServiceError) in
+            guard let item = state.items[path] else { throw Self.noSuchItem(path) }
+            return item.attributes["xdg:schema"] ?? ""
         }
     }
 

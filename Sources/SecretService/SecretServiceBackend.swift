@@ -9,8 +9,10 @@ package protocol SecretServiceBackend: Sendable {
     /// `Collection.SearchItems` of `collection` and its `Locked` property.
     func search(_ attributes: [String: String], in collection: CollectionPath)
         throws(SecretServiceError) -> SearchResult
-    /// A collection's `Items` property, with each item's `xdg:schema` ("" for none).
-    func schemas(in collection: CollectionPath) throws(SecretServiceError) -> [ItemPath: String]
+    /// A collection's `Items` property.
+    func items(in collection: CollectionPath) throws(SecretServiceError) -> [ItemPath]
+    /// An item's `xdg:schema`, out of its `Attributes` property ("" for none).
+    func schema(of path: ItemPath) throws(SecretServiceError) -> String
     /// `Service.GetSecrets`: the paths that exist, with their secrets.
     func secrets(at paths: [ItemPath]) throws(SecretServiceError) -> [ItemPath: Data]
     /// `Collection.CreateItem`, replacing an item with exactly these attributes when asked.

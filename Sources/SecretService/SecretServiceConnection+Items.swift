@@ -152,36 +152,31 @@ extension SecretServiceConnection {
         }
     }
 
-    /// The `xdg:schema` of every item of `collection` ("" for an item without one), for a caller
-    /// that must find items by their schema's name rather than by a whole name (a wipe of every
-    /// schema of a namespace). The collection's `Items` property, then each item's `Attributes`,
-    /// each a bounded call of its own; an item deleted meanwhile is left out. Mirrors
-    /// `secret_collection_get_items` with `secret_item_get_schema_name`.
-    package func schemas(in collection: CollectionPath = .default) throws(SecretServiceError)
-        -> [ItemPath: String]
+    /// The items of `collection` (its `Items` property), unlocked or not. Mirrors
+    /// `secret_collection_get_items`.
+    package func items(in collection: CollectionPath = .default) throws(SecretServiceError)
+        -> [ItemPath]
     {
         try validate(collection.rawValue)
-        if let backend { return try backend.schemas(in: collection) }
-        let items = try call { service, cancellable, error in
+        if let backend { return try backend.items(in: collection) }
+        return try call { service, cancellable, error in
             keepsake_collection_items(service, collection.rawValue, cancellable, &error)
-                .map(takeStringArray)
+                .map { takeStringArray($0).map(ItemPath.init) }
         }
-        var schemas: [ItemPath: String] = [:]
-        for path in items.map(ItemPath.init) {
-            do {
-                schemas[path] = try call { service, cancellable, error -> String? in
-                    guard
-                        let schema = keepsake_item_schema(
-                            service, path.rawValue, cancellable, &error)
-                    else { return nil }
-                    defer { keepsake_g_free(schema) }
-                    return String(cString: schema)
-                }
-            } catch  where error.code == .noSuchObject {
-                continue
-            }
+    }
+
+    /// The `xdg:schema` of the item at `path` ("" for an item without one), from its `Attributes`
+    /// property: for a caller that finds items by their schema's name rather than by a whole name
+    /// (a wipe of a namespace). Mirrors `secret_item_get_schema_name`.
+    package func schema(of path: ItemPath) throws(SecretServiceError) -> String {
+        try validate(path.rawValue)
+        if let backend { return try backend.schema(of: path) }
+        return try call { service, cancellable, error -> String? in
+            guard let schema = keepsake_item_schema(service, path.rawValue, cancellable, &error)
+            else { return nil }
+            defer { keepsake_g_free(schema) }
+            return String(cString: schema)
         }
-        return schemas
     }
 
     // MARK: - Collections (prompt-free administration, as gnome-keyring allows headless)

@@ -149,7 +149,7 @@ struct InternetPasswordTests {
     }
 
     @Test(
-        "a wipe leaves no item of either class (both of the Keychain's schemas are in the namespace the device erases) and every item outside that namespace"
+        "a wipe leaves no item of either class, nor of a store the device never heard of (every schema in the namespace the device erases), and every item outside that namespace"
     )
     func wipe() throws {
         let schemas = [SecretServiceSchema.name, SecretServiceSchema.internetName]
@@ -162,19 +162,27 @@ struct InternetPasswordTests {
         try keychain.add(generic, data: Data("g".utf8))
         try keychain.add(site("wiped.example"), data: Data("i".utf8))
         let connection = service.connection()
-        // The user's own items, one of a schema whose name only starts alike.
+        // A store this device has never heard of names its schema under the namespace too.
+        _ = try connection.createItem(
+            label: "later", attributes: ["xdg:schema": "org.keepsake.LaterStore"],
+            secret: Data("later".utf8))
+        // The user's own items: two of schemas whose names only start alike, one of no schema.
         let others = ["org.example.Note", "org.keepsakeish.Note", "org.keepsake"]
         for schema in others {
             _ = try connection.createItem(
                 label: schema, attributes: ["xdg:schema": schema], secret: Data("mine".utf8))
         }
+        let run = UUID().uuidString
+        _ = try connection.createItem(
+            label: "no schema", attributes: ["run": run], secret: Data("mine".utf8))
         try device.wipe()
-        for schema in schemas + ["org.keepsake.Device"] {
+        for schema in schemas + ["org.keepsake.Device", "org.keepsake.LaterStore"] {
             #expect(try connection.search(["xdg:schema": schema]).unlocked.isEmpty, "\(schema)")
         }
         for schema in others {
             #expect(try connection.search(["xdg:schema": schema]).unlocked.count == 1, "\(schema)")
         }
+        #expect(try connection.search(["run": run]).unlocked.count == 1)
         // The same item again on the device that follows: nothing of the last one is in its way.
         try keychain.add(generic, data: Data("again".utf8))
     }

@@ -46,10 +46,24 @@ struct InMemorySecretServiceTests {
         note("search a") { name(try connection.search(["run": run, "k": "a"]).unlocked) }
         note("search nothing") { name(try connection.search(["run": run, "k": "c"]).unlocked) }
         note("locked?") { "\(try connection.search(["run": run]).collectionLocked)" }
-        note("schemas") {
-            try connection.schemas().filter { names[$0.key] != nil }
-                .map { "\(names[$0.key]!)=\($0.value)" }.sorted().joined(separator: " ")
+        var c = ItemPath("")
+        note("create c, no schema") {
+            c = try connection.createItem(label: "c", attributes: ["run": run], secret: Data([3]))
+            names[c] = "c"
+            return "ok"
         }
+        note("the collection's items") {
+            name(try connection.items().filter { names[$0] != nil })
+        }
+        note("schemas") {
+            try [a, b, c].map { "\(names[$0]!)=\(try connection.schema(of: $0))" }
+                .joined(separator: " ")
+        }
+        note("delete c") {
+            try connection.deleteItem(at: c)
+            return "ok"
+        }
+        note("the schema of an item gone") { try connection.schema(of: c) }
         note("secrets") { secrets(try connection.secrets(at: [a, b])) }
         note("replace a's secret and attributes") {
             try connection.replaceItem(
@@ -70,8 +84,8 @@ struct InMemorySecretServiceTests {
         }
         note("secrets with a gone") { secrets(try connection.secrets(at: [a, b])) }
         note("search after the delete") { name(try connection.search(["run": run]).unlocked) }
-        note("schemas after the delete") {
-            name(Array(try connection.schemas().keys.filter { names[$0] != nil }))
+        note("the collection's items after the delete") {
+            name(try connection.items().filter { names[$0] != nil })
         }
         note("delete b") {
             try connection.deleteItem(at: b)
