@@ -22,26 +22,27 @@
     X(dbus_message_iter_append_basic) X(dbus_message_iter_close_container)                         \
     X(dbus_message_iter_get_arg_type) X(dbus_message_iter_get_basic)                               \
     X(dbus_message_iter_get_fixed_array) X(dbus_message_iter_init)                                 \
-    X(dbus_message_iter_init_append) X(dbus_message_iter_next) X(dbus_message_iter_open_container) \
-    X(dbus_message_iter_recurse) X(dbus_message_new_method_call) X(dbus_message_set_auto_start)    \
-    X(dbus_message_unref) X(dbus_pending_call_block) X(dbus_pending_call_cancel)                   \
-    X(dbus_pending_call_steal_reply) X(dbus_pending_call_unref) X(dbus_set_error_from_message)     \
-    X(dbus_threads_init_default) X(dbus_validate_path) X(dbus_validate_utf8) X(g_bus_get_sync)     \
-    X(g_cancellable_cancel) X(g_cancellable_new) X(g_dbus_address_get_for_bus_sync)                \
-    X(g_dbus_connection_call_sync) X(g_dbus_connection_new_for_address_sync)                       \
-    X(g_dbus_connection_set_exit_on_close) X(g_dbus_error_get_remote_error)                        \
-    X(g_dbus_error_new_for_dbus_error) X(g_dbus_proxy_call_sync) X(g_dbus_proxy_get_connection)    \
-    X(g_dbus_proxy_get_default_timeout) X(g_dbus_proxy_get_type)                                   \
-    X(g_dbus_proxy_set_default_timeout) X(g_error_free) X(g_error_matches) X(g_free)               \
-    X(g_get_monotonic_time) X(g_initable_get_type) X(g_initable_init) X(g_io_error_quark)          \
-    X(g_malloc0) X(g_malloc0_n) X(g_object_new) X(g_object_unref) X(g_propagate_error)             \
-    X(g_ptr_array_add) X(g_ptr_array_free) X(g_ptr_array_new) X(g_quark_to_string) X(g_set_error)  \
-    X(g_set_error_literal) X(g_strdup) X(g_strfreev) X(g_type_check_instance_cast)                 \
-    X(g_variant_builder_add) X(g_variant_builder_end) X(g_variant_builder_init) X(g_variant_get)   \
-    X(g_variant_get_child) X(g_variant_get_string) X(g_variant_is_of_type)                         \
-    X(g_variant_lookup_value) X(g_variant_n_children) X(g_variant_new) X(g_variant_new_objv)       \
-    X(g_variant_new_string) X(g_variant_type_checked_) X(g_variant_unref)                          \
-    X(secret_error_get_quark) X(secret_service_encode_dbus_secret)                                 \
+    X(dbus_message_iter_init_append) X(dbus_message_iter_next)                                     \
+    X(dbus_message_iter_open_container) X(dbus_message_iter_recurse)                               \
+    X(dbus_message_new_method_call) X(dbus_message_set_auto_start) X(dbus_message_unref)           \
+    X(dbus_pending_call_block) X(dbus_pending_call_cancel) X(dbus_pending_call_steal_reply)        \
+    X(dbus_pending_call_unref) X(dbus_set_error_from_message) X(dbus_threads_init_default)         \
+    X(dbus_validate_path) X(dbus_validate_utf8) X(g_bus_get_sync) X(g_cancellable_cancel)          \
+    X(g_cancellable_new) X(g_dbus_address_get_for_bus_sync) X(g_dbus_connection_call_sync)         \
+    X(g_dbus_connection_new_for_address_sync) X(g_dbus_connection_set_exit_on_close)               \
+    X(g_dbus_error_get_remote_error) X(g_dbus_error_new_for_dbus_error)                            \
+    X(g_dbus_proxy_call_sync) X(g_dbus_proxy_get_connection) X(g_dbus_proxy_get_default_timeout)   \
+    X(g_dbus_proxy_get_type) X(g_dbus_proxy_set_default_timeout) X(g_error_free)                   \
+    X(g_error_matches) X(g_free) X(g_get_monotonic_time) X(g_initable_get_type)                    \
+    X(g_initable_init) X(g_io_error_quark) X(g_malloc0) X(g_malloc0_n) X(g_object_new)             \
+    X(g_object_unref) X(g_propagate_error) X(g_ptr_array_add) X(g_ptr_array_free)                  \
+    X(g_ptr_array_new) X(g_quark_to_string) X(g_set_error) X(g_set_error_literal) X(g_strdup)      \
+    X(g_strfreev) X(g_type_check_instance_cast) X(g_variant_builder_add)                           \
+    X(g_variant_builder_end) X(g_variant_builder_init) X(g_variant_get) X(g_variant_get_child)     \
+    X(g_variant_get_string) X(g_variant_is_of_type) X(g_variant_lookup_value)                      \
+    X(g_variant_n_children) X(g_variant_new) X(g_variant_new_objv) X(g_variant_new_string)         \
+    X(g_variant_type_checked_) X(g_variant_unref) X(secret_error_get_quark)                        \
+    X(secret_service_encode_dbus_secret)                                                           \
     X(secret_service_ensure_session_sync) X(secret_service_get_type)                               \
     X(secret_service_prompt_at_dbus_path_sync) X(secret_value_get) X(secret_value_new)             \
     X(secret_value_unref)
