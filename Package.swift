@@ -24,14 +24,15 @@ let package = Package(
     ],
     targets: [
         // C stays below this line: one system library per C library, one small shim target.
-        // libsecret: GLib's include paths from gobject-2.0 (libsecret-1's and gio's pkg-config
-        // files add -pthread, which SwiftPM strips with a warning in every user's build);
-        // libsecret's own headers through CKeepsakeShims/include/libsecret, a link to what
-        // libsecret-1-dev installs in /usr/include/libsecret-1 (that include directory is on every
-        // client's path, with its own module map). libsecret and GIO are not linked: the shims
-        // load them at the first connection (CKeepsakeShims/loader.c), so a command that never
-        // reaches the Secret Service does not load them; GObject, GLib and libdbus come linked
-        // with their headers' pkg-config.
+        // The shims (CKeepsakeShims) call libsecret, GIO, GObject, GLib and libdbus only through
+        // a table they fill when the first connection opens (CKeepsakeShims/loader.c), and take
+        // their headers through links to what libsecret-1-dev, libglib2.0-dev and libdbus-1-dev
+        // install (CKeepsakeShims/include/libsecret, CKeepsakeShims/system) and the multiarch
+        // configuration headers (system/multiarch.h). Nothing of them is linked into the
+        // products, so a command that never reaches the Secret Service (`--help`, a usage error)
+        // loads none of them. CSecret (GObject and GLib by pkg-config; libsecret-1's own adds
+        // -pthread, which SwiftPM strips with a warning) is for the test support's libsecret
+        // baseline and the impostor service only.
         .systemLibrary(
             name: "CSecret", pkgConfig: "gobject-2.0",
             providers: [.apt(["libsecret-1-dev"])]),
@@ -40,15 +41,16 @@ let package = Package(
             providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(
             name: "CKeyutils", pkgConfig: "libkeyutils", providers: [.apt(["libkeyutils-dev"])]),
-        // libdbus: blocking calls on the caller's own thread, for the direct reads.
-        .systemLibrary(
-            name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         // libcurl's variadic setopt behind one bounded request function (WebDAV); libcurl is
         // loaded at the first request (dlopen), so a process that never uses a cloud never
         // loads it. Its headers come from libcurl4-openssl-dev.
         .target(name: "CKeepsakeHTTP"),
         .target(
-            name: "CKeepsakeShims", dependencies: ["CSecret", "CDBus"]),
+            name: "CKeepsakeShims", exclude: ["system"],
+            cSettings: [
+                .headerSearchPath("system/glib-2.0"), .headerSearchPath("system/dbus-1.0"),
+                .headerSearchPath("system/multiarch"),
+            ]),
         // Tests only: an impostor of the Secret Service answering with replies of the wrong type.
         .target(
             name: "CRogueSecretService", dependencies: ["CSecret"],
@@ -58,7 +60,7 @@ let package = Package(
         .target(name: "CKeepsakeTPMShims"),
 
         // Knows D-Bus and libsecret, nothing about keychains.
-        .target(name: "SecretService", dependencies: ["CSecret", "CKeepsakeShims", "Sealing"]),
+        .target(name: "SecretService", dependencies: ["CKeepsakeShims", "Sealing"]),
         // What Keepsake needs of Linux beyond Foundation: files written atomically and owned by
         // the user, file locks, the kernel keyring, one bounded HTTP exchange (libcurl, loaded
         // when first used).

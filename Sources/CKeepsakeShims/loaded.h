@@ -4,11 +4,13 @@
 // libsecret and GIO are loaded when the first connection opens (dlopen), not linked: a command
 // that never reaches the Secret Service (`--help`, a usage error) does not load them and the
 // dozen libraries they bring. Every call the shims make into libsecret, GIO, GObject, GLib and
-// libdbus goes through the table `keepsake_shims_load` fills (GObject, GLib and libdbus come
-// linked with their headers' pkg-config, and are found there). Every file of the shims includes
-// this after the libraries' headers; the calls read as usual. A call to another function of
-// these libraries needs its name here.
+// libdbus goes through the table `keepsake_shims_load` fills, and none of them is linked: each
+// function is found under libsecret's handle (GIO, GObject and GLib come with it) or libdbus's.
+// Every file of the shims includes this (with the libraries' headers, which only the shims see);
+// the calls read as usual. A call to another function of these libraries needs its name here.
 
+#define SECRET_API_SUBJECT_TO_CHANGE 1
+#include <libsecret/secret.h>
 #include "CKeepsakeShims.h"
 #include <dbus/dbus.h>
 

@@ -2,6 +2,16 @@
 #include <string.h>
 #include "loaded.h"
 
+_Static_assert(KEEPSAKE_G_IO_ERROR_CLOSED == G_IO_ERROR_CLOSED, "GIOErrorEnum moved");
+_Static_assert(KEEPSAKE_G_IO_ERROR_CANCELLED == G_IO_ERROR_CANCELLED, "GIOErrorEnum moved");
+_Static_assert(KEEPSAKE_G_IO_ERROR_TIMED_OUT == G_IO_ERROR_TIMED_OUT, "GIOErrorEnum moved");
+_Static_assert(KEEPSAKE_SECRET_ERROR_IS_LOCKED == SECRET_ERROR_IS_LOCKED, "SecretError moved");
+_Static_assert(KEEPSAKE_SECRET_ERROR_NO_SUCH_OBJECT == SECRET_ERROR_NO_SUCH_OBJECT,
+               "SecretError moved");
+
+int keepsake_error_code(const GError *error) { return error->code; }
+const char *keepsake_error_message(const GError *error) { return error->message; }
+
 #define SECRETS_NAME "org.freedesktop.secrets"
 #define SECRETS_PATH "/org/freedesktop/secrets"
 #define GUILT_RIDDEN "org.gnome.keyring.InternalUnsupportedGuiltRiddenInterface"

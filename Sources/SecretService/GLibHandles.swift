@@ -1,14 +1,13 @@
 internal import CKeepsakeShims
-internal import CSecret
 import Foundation
 
 /// Owns one `SecretService *` proxy (and through it the D-Bus connection and session).
 final class ServiceHandle: @unchecked Sendable {
     // Sendable: GDBusProxy and libsecret's *_sync path calls are thread-safe; the pointer is
     // immutable after init and freed once in deinit.
-    let pointer: UnsafeMutablePointer<SecretService>
-    init(_ pointer: UnsafeMutablePointer<SecretService>) { self.pointer = pointer }
-    deinit { keepsake_g_object_unref(pointer) }
+    let pointer: OpaquePointer
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+    deinit { keepsake_g_object_unref(UnsafeMutableRawPointer(pointer)) }
 }
 
 /// Owns the direct reads' connection (`KeepsakeReader *`, `reader.c`); closes it when released.
@@ -23,14 +22,14 @@ final class ReaderHandle: @unchecked Sendable {
 /// Owns one `GCancellable *`; `cancel()` may be called from the waiting caller's thread.
 final class Cancellable: @unchecked Sendable {
     // Sendable: g_cancellable_cancel is documented thread-safe.
-    let pointer: UnsafeMutablePointer<GCancellable>
+    let pointer: OpaquePointer
     init() { pointer = keepsake_g_cancellable_new() }
     func cancel() { keepsake_g_cancellable_cancel(pointer) }
-    deinit { keepsake_g_object_unref(pointer) }
+    deinit { keepsake_g_object_unref(UnsafeMutableRawPointer(pointer)) }
 }
 
 /// Turns a `GError *` into a `SecretServiceError` and frees it.
-func takeError(_ error: UnsafeMutablePointer<GError>?, during stage: Stage = .call)
+func takeError(_ error: OpaquePointer?, during stage: Stage = .call)
     -> SecretServiceError
 {
     guard let error else {
@@ -38,17 +37,18 @@ func takeError(_ error: UnsafeMutablePointer<GError>?, during stage: Stage = .ca
     }
     defer { keepsake_g_error_free(error) }
     let domain = String(cString: keepsake_error_domain(error))
-    let message = error.pointee.message.map { String(cString: $0) } ?? ""
+    let message = keepsake_error_message(error).map { String(cString: $0) } ?? ""
     var dbusName: String?
     if let name = keepsake_error_dbus_name(error) {
         dbusName = String(cString: name)
         keepsake_g_free(name)
     }
     let code = classify(
-        domain: domain, code: error.pointee.code, dbusName: dbusName, message: message,
+        domain: domain, code: keepsake_error_code(error), dbusName: dbusName, message: message,
         stage: stage)
     return SecretServiceError(
-        code, message: message, domain: domain, errorCode: error.pointee.code, dbusName: dbusName)
+        code, message: message, domain: domain, errorCode: keepsake_error_code(error),
+        dbusName: dbusName)
 }
 
 enum Stage { case connect, call }
@@ -70,16 +70,16 @@ private func classify(domain: String, code: Int32, dbusName: String?, message: S
     default: break
     }
     if domain == "g-io-error-quark" {
-        if code == Int32(G_IO_ERROR_CANCELLED.rawValue)
-            || code == Int32(G_IO_ERROR_TIMED_OUT.rawValue)
+        if code == Int32(KEEPSAKE_G_IO_ERROR_CANCELLED)
+            || code == Int32(KEEPSAKE_G_IO_ERROR_TIMED_OUT)
         {
             return .timedOut
         }
-        if code == Int32(G_IO_ERROR_CLOSED.rawValue) { return .serviceUnavailable }
+        if code == Int32(KEEPSAKE_G_IO_ERROR_CLOSED) { return .serviceUnavailable }
     }
     if domain == "secret-error" {
-        if code == Int32(SECRET_ERROR_IS_LOCKED.rawValue) { return .locked }
-        if code == Int32(SECRET_ERROR_NO_SUCH_OBJECT.rawValue) { return .noSuchObject }
+        if code == Int32(KEEPSAKE_SECRET_ERROR_IS_LOCKED) { return .locked }
+        if code == Int32(KEEPSAKE_SECRET_ERROR_NO_SUCH_OBJECT) { return .noSuchObject }
     }
     if message.contains("cannot open display") || message.contains("prompt") {
         return .promptRequired
@@ -137,7 +137,7 @@ final class Outcome<R>: @unchecked Sendable {
     // Sendable: every field is read and written under `lock`.
     private let lock = NSLock()
     private var result: R?
-    private var error: UnsafeMutablePointer<GError>?
+    private var error: OpaquePointer?
     private var finished = false
     private var abandoned = false
     private let discard: @Sendable (R) -> Void
@@ -145,7 +145,7 @@ final class Outcome<R>: @unchecked Sendable {
     init(discard: @escaping @Sendable (R) -> Void) { self.discard = discard }
 
     /// The worker's result; dropped (and its error freed) when the caller already left.
-    func finish(_ result: R?, _ error: UnsafeMutablePointer<GError>?) {
+    func finish(_ result: R?, _ error: OpaquePointer?) {
         let drop = lock.withLock { () -> Bool in
             if abandoned { return true }
             (self.result, self.error, finished) = (result, error, true)
@@ -157,12 +157,12 @@ final class Outcome<R>: @unchecked Sendable {
         }
     }
 
-    func take() -> (result: R?, error: UnsafeMutablePointer<GError>?) {
+    func take() -> (result: R?, error: OpaquePointer?) {
         lock.withLock { (result, error) }
     }
 
     /// Gives up on the worker: nil, unless it finished in the meantime (then its outcome).
-    func abandon() -> (result: R?, error: UnsafeMutablePointer<GError>?)? {
+    func abandon() -> (result: R?, error: OpaquePointer?)? {
         lock.withLock {
             if finished { return (result, error) }
             abandoned = true

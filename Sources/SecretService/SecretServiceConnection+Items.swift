@@ -1,5 +1,4 @@
 internal import CKeepsakeShims
-internal import CSecret
 import Dispatch
 import Foundation
 import Synchronization

@@ -1,5 +1,4 @@
 internal import CKeepsakeShims
-internal import CSecret
 import Dispatch
 import Foundation
 import Synchronization
@@ -125,9 +124,9 @@ public final class SecretServiceConnection: Sendable {
     private func bounded<R>(
         discard: @escaping @Sendable (R) -> Void = { _ in },
         _ body:
-            @escaping (UnsafeMutablePointer<GCancellable>, inout UnsafeMutablePointer<GError>?)
+            @escaping (OpaquePointer, inout OpaquePointer?)
             -> R?
-    ) -> (result: R?, error: UnsafeMutablePointer<GError>?)? {
+    ) -> (result: R?, error: OpaquePointer?)? {
         let cancellable = Cancellable()
         let outcome = Outcome<R>(discard: discard)
         let work = Unchecked(body)
@@ -140,7 +139,7 @@ public final class SecretServiceConnection: Sendable {
                 // Fault injection: a call stuck where no cancellation reaches it.
                 stall?()
             #endif
-            var error: UnsafeMutablePointer<GError>?
+            var error: OpaquePointer?
             let result = work.value(cancellable.pointer, &error)
             outcome.finish(result, error)
             done.signal()
@@ -214,7 +213,7 @@ public final class SecretServiceConnection: Sendable {
 
     private func openOnce() throws(SecretServiceError) -> ServiceHandle {
         ServiceHandle(
-            try connect(discard: { keepsake_g_object_unref($0.value) }) {
+            try connect(discard: { keepsake_g_object_unref(UnsafeMutableRawPointer($0.value)) }) {
                 address, milliseconds, cancellable, error in
                 keepsake_service_open(address, milliseconds, cancellable, &error)
             })
@@ -227,8 +226,8 @@ public final class SecretServiceConnection: Sendable {
         discard: @escaping @Sendable (Unchecked<Pointer>) -> Void,
         _ body:
             @escaping (
-                String, Int32, UnsafeMutablePointer<GCancellable>,
-                inout UnsafeMutablePointer<GError>?
+                String, Int32, OpaquePointer,
+                inout OpaquePointer?
             ) -> Pointer?
     ) throws(SecretServiceError) -> Pointer {
         // libsecret and GIO are loaded here, at the first connection, not at start-up.
@@ -265,8 +264,8 @@ public final class SecretServiceConnection: Sendable {
         retrying: Bool = true, rejectedOnly: Bool = false,
         _ body:
             @escaping (
-                UnsafeMutablePointer<SecretService>, UnsafeMutablePointer<GCancellable>?,
-                inout UnsafeMutablePointer<GError>?
+                OpaquePointer, OpaquePointer?,
+                inout OpaquePointer?
             )
             -> R?
     ) throws(SecretServiceError) -> R {
@@ -298,11 +297,11 @@ public final class SecretServiceConnection: Sendable {
     /// thread and back: CPU on every round trip). Reconnects once when the daemon
     /// restarted under it.
     func read<R>(
-        retrying: Bool = true, _ body: (OpaquePointer, inout UnsafeMutablePointer<GError>?) -> R?
+        retrying: Bool = true, _ body: (OpaquePointer, inout OpaquePointer?) -> R?
     ) throws(SecretServiceError) -> R {
         let reader = try reader()
         func dropReader() { readerHandle.withLock { if $0 === reader { $0 = nil } } }
-        var error: UnsafeMutablePointer<GError>?
+        var error: OpaquePointer?
         if let result = body(reader.pointer, &error) { return result }
         let failure = failed(error)
         if failure.code == .timedOut {
@@ -317,7 +316,7 @@ public final class SecretServiceConnection: Sendable {
     }
 
     /// A failed call's error, a timeout said as one.
-    private func failed(_ error: UnsafeMutablePointer<GError>?) -> SecretServiceError {
+    private func failed(_ error: OpaquePointer?) -> SecretServiceError {
         let failure = takeError(error)
         guard failure.code == .timedOut else { return failure }
         // GLib says "Operation was cancelled" or "Timeout was reached": say what happened.

@@ -1,8 +1,32 @@
 #ifndef CKEEPSAKE_SHIMS_H
 #define CKEEPSAKE_SHIMS_H
 
-#define SECRET_API_SUBJECT_TO_CHANGE 1
-#include <libsecret/secret.h>
+#include <stddef.h>
+
+/* The GLib and libsecret types the functions below take, as their callers see them: opaque, so
+ * that nothing which imports this header needs GLib's headers or links GLib. The shims' own files
+ * include GLib's and libsecret's headers, whose typedefs these repeat (the same types). */
+typedef int gboolean;
+typedef char gchar;
+typedef unsigned long gsize;
+typedef struct _GError GError;
+typedef struct _GCancellable GCancellable;
+typedef struct _SecretService SecretService;
+typedef struct _SecretValue SecretValue;
+
+/// A GError's code and message (its struct stays GLib's).
+int keepsake_error_code(const GError *error);
+const char *keepsake_error_message(const GError *error);
+
+/* The codes of GLib's and libsecret's errors the callers tell apart (GIOErrorEnum, SecretError):
+ * stable ABI, checked against their headers where the shims compile (shims.c). */
+enum {
+    KEEPSAKE_G_IO_ERROR_CLOSED = 18,
+    KEEPSAKE_G_IO_ERROR_CANCELLED = 19,
+    KEEPSAKE_G_IO_ERROR_TIMED_OUT = 24,
+    KEEPSAKE_SECRET_ERROR_IS_LOCKED = 2,
+    KEEPSAKE_SECRET_ERROR_NO_SUCH_OBJECT = 3,
+};
 
 /// Loads libsecret and GIO once, on first need (loader.c), and finds every function the shims
 /// call: NULL when all are there, else why not. Before any other call below.

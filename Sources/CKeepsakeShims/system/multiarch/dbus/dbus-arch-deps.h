@@ -1,0 +1,2 @@
+#define KEEPSAKE_MULTIARCH_DBUS
+#include "../../multiarch.h"

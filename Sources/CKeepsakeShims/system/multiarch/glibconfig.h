@@ -1,0 +1,2 @@
+#define KEEPSAKE_MULTIARCH_GLIB
+#include "../multiarch.h"
