@@ -23,7 +23,8 @@ let package = Package(
         .executable(name: "keepsake-escrow", targets: ["keepsake-escrow"]),
     ],
     targets: [
-        // C stays below this line: one system library per C library, one small shim target.
+        // C stays below this line: system libraries (libsodium, libkeyutils; CSecret for tests)
+        // and small shim targets.
         // The shims (CKeepsakeShims) call libsecret, GIO, GObject, GLib and libdbus only through
         // a table they fill when the first connection opens (CKeepsakeShims/loader.c), and take
         // their headers through links to what libsecret-1-dev, libglib2.0-dev and libdbus-1-dev

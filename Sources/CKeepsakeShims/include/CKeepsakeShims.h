@@ -5,7 +5,8 @@
 
 /* The GLib and libsecret types the functions below take, as their callers see them: opaque, so
  * that nothing which imports this header needs GLib's headers or links GLib. The shims' own files
- * include GLib's and libsecret's headers, whose typedefs these repeat (the same types). */
+ * include GLib's and libsecret's headers, whose typedefs these repeat (the same types). A Swift
+ * file that also imports CSecret (GLib's own types: tests only) would see two GErrors. */
 typedef int gboolean;
 typedef char gchar;
 typedef unsigned long gsize;

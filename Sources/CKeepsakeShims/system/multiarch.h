@@ -2,9 +2,9 @@
  * Debian's multiarch directory, /usr/lib/<triplet>/, which no fixed search path of the package
  * can name: the two headers of the same name under multiarch/ ask for theirs here, by
  * architecture. Included once by each, with its own selector. */
-#if defined(__x86_64__) && defined(KEEPSAKE_MULTIARCH_GLIB)
+#if defined(__x86_64__) && !defined(__ILP32__) && defined(KEEPSAKE_MULTIARCH_GLIB)
 #include "/usr/lib/x86_64-linux-gnu/glib-2.0/include/glibconfig.h"
-#elif defined(__x86_64__) && defined(KEEPSAKE_MULTIARCH_DBUS)
+#elif defined(__x86_64__) && !defined(__ILP32__) && defined(KEEPSAKE_MULTIARCH_DBUS)
 #include "/usr/lib/x86_64-linux-gnu/dbus-1.0/include/dbus/dbus-arch-deps.h"
 #elif defined(__aarch64__) && defined(KEEPSAKE_MULTIARCH_GLIB)
 #include "/usr/lib/aarch64-linux-gnu/glib-2.0/include/glibconfig.h"
