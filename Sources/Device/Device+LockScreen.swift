@@ -305,7 +305,7 @@ extension Device {
         for path in try secretService.items() {
             let schema: String
             do { schema = try secretService.schema(of: path) } catch {
-                if [.timedOut, .serviceUnavailable, .noBus].contains(error.code) { throw error }
+                if error.isProviderDown { throw error }
                 continue
             }
             guard schema.hasPrefix(Self.schemaNamespace) else { continue }

@@ -21,6 +21,8 @@ extension Device {
     func prove(
         _ passcode: SecureBytes, loaded: (path: ItemPath, record: DeviceRecord)? = nil
     ) throws(DeviceError) -> Proof {
+        // Before anything is read: a guess of no passcode's shape touches nothing (`prove`
+        // refuses it again, as the one way in).
         try LockScreenKind.checkGuess(passcode)
         var (path, record) = if let loaded { loaded } else { try records.load() }
         let (kek, counterSecret) = try guessLimit.prove(passcode, &record) {

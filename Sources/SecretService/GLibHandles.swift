@@ -43,12 +43,11 @@ func takeError(_ error: OpaquePointer?, during stage: Stage = .call)
         dbusName = String(cString: name)
         keepsake_g_free(name)
     }
+    let errorCode = keepsake_error_code(error)
     let code = classify(
-        domain: domain, code: keepsake_error_code(error), dbusName: dbusName, message: message,
-        stage: stage)
+        domain: domain, code: errorCode, dbusName: dbusName, message: message, stage: stage)
     return SecretServiceError(
-        code, message: message, domain: domain, errorCode: keepsake_error_code(error),
-        dbusName: dbusName)
+        code, message: message, domain: domain, errorCode: errorCode, dbusName: dbusName)
 }
 
 enum Stage { case connect, call }

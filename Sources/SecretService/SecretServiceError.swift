@@ -43,6 +43,11 @@ public struct SecretServiceError: KeepsakeError {
         if let dbusName { text += " [\(dbusName)]" }
         return text
     }
+
+    /// Whether the provider as a whole failed (it did not answer within the bound, went away, or
+    /// there is no bus), rather than one call on one of its objects: the codes a connection's
+    /// bound yields.
+    package var isProviderDown: Bool { [.timedOut, .serviceUnavailable, .noBus].contains(code) }
 }
 
 extension ErrorCode<SecretServiceError> {
