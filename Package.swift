@@ -45,9 +45,11 @@ let package = Package(
         // libcurl's variadic setopt behind one bounded request function (WebDAV); libcurl is
         // loaded at the first request (dlopen), so a process that never uses a cloud never
         // loads it. Its headers come from libcurl4-openssl-dev.
-        .target(name: "CKeepsakeHTTP"),
+        .target(name: "CKeepsakeHTTP", dependencies: ["CKeepsakeLoader"]),
+        // How the three shims above and below load a C library when first used (dlopen): once.
+        .target(name: "CKeepsakeLoader"),
         .target(
-            name: "CKeepsakeShims", exclude: ["system"],
+            name: "CKeepsakeShims", dependencies: ["CKeepsakeLoader"], exclude: ["system"],
             cSettings: [
                 .headerSearchPath("system/glib-2.0"), .headerSearchPath("system/dbus-1.0"),
                 .headerSearchPath("system/multiarch"),
@@ -58,7 +60,7 @@ let package = Package(
             linkerSettings: [.linkedLibrary("gio-2.0")]),
         // tpm2-tss ESAPI behind fixed-argument shims; loaded at the first TPM open (dlopen), so a
         // process that never uses a TPM never loads it. Its headers come from libtss2-dev.
-        .target(name: "CKeepsakeTPMShims"),
+        .target(name: "CKeepsakeTPMShims", dependencies: ["CKeepsakeLoader"]),
 
         // Knows D-Bus and libsecret, nothing about keychains.
         .target(name: "SecretService", dependencies: ["CKeepsakeShims", "Sealing"]),

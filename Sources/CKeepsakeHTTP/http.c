@@ -1,5 +1,6 @@
 #include "CKeepsakeHTTP.h"
 
+#include <CKeepsakeLoader.h>
 #include <curl/curl.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -11,7 +12,7 @@
 // libcurl is loaded when the first request is made, not linked: a process that never talks to a
 // cloud (most `keepsake` commands, an app's first read) does not load it and the ~25 libraries it
 // pulls in (TLS, HTTP/2, Kerberos, LDAP, …), which every start would otherwise pay for.
-static struct {
+static struct curl_table {
     CURLcode (*global_init)(long flags);
     CURL *(*easy_init)(void);
     void (*easy_cleanup)(CURL *curl);
@@ -24,39 +25,29 @@ static struct {
     void (*slist_free_all)(struct curl_slist *list);
 } lib;
 static char load_error[200];
+static int lib_loaded = 0;
 
 static pthread_once_t initialized = PTHREAD_ONCE_INIT;
 static void initialize(void) {
-    void *handle = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-        snprintf(load_error, sizeof load_error,
-                 "libcurl could not be loaded (install libcurl4): %s", dlerror());
+    static const char *const libraries[] = {"libcurl.so.4"};
+#define SYMBOL(field) {"curl_" #field, offsetof(struct curl_table, field)}
+    static const keepsake_symbol symbols[] = {
+        SYMBOL(global_init), SYMBOL(easy_init),    SYMBOL(easy_cleanup),  SYMBOL(easy_reset),
+        SYMBOL(easy_setopt), SYMBOL(easy_perform), SYMBOL(easy_getinfo),  SYMBOL(easy_strerror),
+        SYMBOL(slist_append), SYMBOL(slist_free_all),
+    };
+#undef SYMBOL
+    if (!keepsake_load_table(libraries, 1, RTLD_NOW, symbols, sizeof symbols / sizeof symbols[0],
+                             &lib, "libcurl4", load_error, sizeof load_error))
         return;
-    }
-#define LOAD(field, symbol)                                                                       \
-    if (!(*(void **)&lib.field = dlsym(handle, symbol))) {                                         \
-        snprintf(load_error, sizeof load_error, "libcurl has no %s", symbol);                     \
-        lib.global_init = NULL;                                                                    \
-        return;                                                                                    \
-    }
-    LOAD(easy_init, "curl_easy_init")
-    LOAD(easy_cleanup, "curl_easy_cleanup")
-    LOAD(easy_reset, "curl_easy_reset")
-    LOAD(easy_setopt, "curl_easy_setopt")
-    LOAD(easy_perform, "curl_easy_perform")
-    LOAD(easy_getinfo, "curl_easy_getinfo")
-    LOAD(easy_strerror, "curl_easy_strerror")
-    LOAD(slist_append, "curl_slist_append")
-    LOAD(slist_free_all, "curl_slist_free_all")
-    LOAD(global_init, "curl_global_init")
-#undef LOAD
     lib.global_init(CURL_GLOBAL_DEFAULT);
+    lib_loaded = 1;
 }
 
 /// Whether libcurl is there to use (loaded on the first call).
 static int loaded(void) {
     pthread_once(&initialized, initialize);
-    return lib.global_init != NULL;
+    return lib_loaded;
 }
 
 typedef struct {

@@ -1,9 +1,8 @@
 #include "CKeepsakeShims.h"
 
+#include <CKeepsakeLoader.h>
 #include <dlfcn.h>
 #include <pthread.h>
-#include <stdio.h>
-#include <string.h>
 
 // The table itself: filled here, before loaded.h renames the functions to its fields.
 #define KEEPSAKE_SECRET_TABLE_ONLY
@@ -16,32 +15,16 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void load(void) {
     // Bound lazily, as when libsecret was linked (a first connection binds only what it calls).
-    // Each function is looked up in libsecret's tree (GIO, GObject, GLib) or libdbus's, never
-    // elsewhere in the process, and RTLD_LOCAL keeps libsecret and GIO out of the scope that
-    // libraries loaded later resolve against.
+    // Each function is looked up in libsecret's tree (GIO, GObject, GLib) or libdbus's.
     static const char *const libraries[] = {"libsecret-1.so.0", "libdbus-1.so.3"};
-    void *handles[2];
-    for (int i = 0; i < 2; i++) {
-        handles[i] = dlopen(libraries[i], RTLD_LAZY | RTLD_LOCAL);
-        if (!handles[i]) {
-            snprintf(load_error, sizeof load_error,
-                     "libsecret could not be loaded (install libsecret-1-0 and libdbus-1-3): %s",
-                     dlerror());
-            return;
-        }
-    }
-    void *symbol;
-#define KEEPSAKE_SECRET_LOAD(name)                                                                 \
-    symbol = NULL;                                                                                 \
-    for (int i = 0; i < 2 && !symbol; i++) symbol = dlsym(handles[i], #name);                      \
-    if (!symbol) {                                                                                 \
-        snprintf(load_error, sizeof load_error, "libsecret or libdbus has no %s", #name);         \
-        return;                                                                                    \
-    }                                                                                              \
-    memcpy(&keepsake_secret_libs.name, &symbol, sizeof symbol);
-    KEEPSAKE_SECRET_FUNCTIONS(KEEPSAKE_SECRET_LOAD)
-#undef KEEPSAKE_SECRET_LOAD
-    loaded = 1;
+    static const keepsake_symbol symbols[] = {
+#define KEEPSAKE_SECRET_SYMBOL(name) {#name, offsetof(struct keepsake_secret_libs, name)},
+        KEEPSAKE_SECRET_FUNCTIONS(KEEPSAKE_SECRET_SYMBOL)
+#undef KEEPSAKE_SECRET_SYMBOL
+    };
+    loaded = keepsake_load_table(libraries, 2, RTLD_LAZY, symbols,
+                                 sizeof symbols / sizeof symbols[0], &keepsake_secret_libs,
+                                 "libsecret-1-0 and libdbus-1-3", load_error, sizeof load_error);
 }
 
 const char *keepsake_shims_load(void) {

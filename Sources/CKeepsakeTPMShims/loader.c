@@ -1,9 +1,8 @@
 #include "CKeepsakeTPMShims.h"
 
+#include <CKeepsakeLoader.h>
 #include <dlfcn.h>
 #include <pthread.h>
-#include <stdio.h>
-#include <string.h>
 #include <tss2/tss2_esys.h>
 #include <tss2/tss2_sys.h>
 #include <tss2/tss2_tctildr.h>
@@ -20,28 +19,15 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void load(void) {
     static const char *const libraries[] = {"libtss2-esys.so.0", "libtss2-sys.so.1",
                                             "libtss2-tctildr.so.0"};
-    void *handles[3];
-    for (int i = 0; i < 3; i++) {
-        handles[i] = dlopen(libraries[i], RTLD_NOW | RTLD_LOCAL);
-        if (!handles[i]) {
-            snprintf(load_error, sizeof load_error,
-                     "tpm2-tss could not be loaded (install libtss2-esys-3.0.2-0, libtss2-sys1 and libtss2-tctildr0): %s",
-                     dlerror());
-            return;
-        }
-    }
-    void *symbol;
-#define KEEPSAKE_TSS2_LOAD(name)                                                                   \
-    symbol = NULL;                                                                                 \
-    for (int i = 0; i < 3 && !symbol; i++) symbol = dlsym(handles[i], #name);                      \
-    if (!symbol) {                                                                                 \
-        snprintf(load_error, sizeof load_error, "tpm2-tss has no %s", #name);                     \
-        return;                                                                                    \
-    }                                                                                              \
-    memcpy(&keepsake_tss2.name, &symbol, sizeof symbol);
-    KEEPSAKE_TSS2_FUNCTIONS(KEEPSAKE_TSS2_LOAD)
-#undef KEEPSAKE_TSS2_LOAD
-    load_result = TSS2_RC_SUCCESS;
+    static const keepsake_symbol symbols[] = {
+#define KEEPSAKE_TSS2_SYMBOL(name) {#name, offsetof(struct keepsake_tss2, name)},
+        KEEPSAKE_TSS2_FUNCTIONS(KEEPSAKE_TSS2_SYMBOL)
+#undef KEEPSAKE_TSS2_SYMBOL
+    };
+    if (keepsake_load_table(libraries, 3, RTLD_NOW, symbols, sizeof symbols / sizeof symbols[0],
+                            &keepsake_tss2, "libtss2-esys-3.0.2-0, libtss2-sys1 and libtss2-tctildr0",
+                            load_error, sizeof load_error))
+        load_result = TSS2_RC_SUCCESS;
 }
 
 uint32_t keepsake_tpm_load(void) {
