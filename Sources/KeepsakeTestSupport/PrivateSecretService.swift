@@ -357,14 +357,7 @@ package final class PrivateSecretService: @unchecked Sendable {
 
     /// kwalletd5 now and then never takes `pamOpen` on a busy machine: started again, it does.
     private func runKWalletRetrying() throws {
-        var failure: Error = HarnessError("kwalletd5 did not start")
-        for _ in 0..<3 {
-            do { return try runKWallet() } catch {
-                failure = error
-                stopProvider()
-            }
-        }
-        throw failure
+        try HarnessError.retrying(runKWallet, afterFailure: stopProvider)
     }
 
     /// Starts kwalletd5 and opens (or makes) the wallet with `pamOpen`.
@@ -585,6 +578,24 @@ package final class PrivateSecretService: @unchecked Sendable {
 package struct HarnessError: Error, CustomStringConvertible, Sendable {
     package let description: String
     package init(_ description: String) { self.description = description }
+}
+
+extension HarnessError {
+    /// What a service that now and then fails to start on a busy machine gets: `attempt` up to
+    /// three times, `afterFailure` (stopping what it half started) after each that throws; the
+    /// last failure is thrown.
+    package static func retrying<T>(
+        _ attempt: () throws -> T, afterFailure: () -> Void
+    ) throws -> T {
+        var tries = 0
+        while true {
+            do { return try attempt() } catch {
+                afterFailure()
+                tries += 1
+                if tries == 3 { throw error }
+            }
+        }
+    }
 }
 
 /// Stops every service this process started that is still alive when it exits, so no test run

@@ -103,20 +103,19 @@ package final class PrivateWebDAV: @unchecked Sendable {
         _ kind: Server = .apache, tls: Bool = false, swept: Bool = true,
         passwordHash: PasswordHash = .bcrypt, lockSeconds: Int = 10, proxy: URL? = nil
     ) throws -> PrivateWebDAV {
-        var failure: Error = HarnessError("\(kind) did not start")
-        for _ in 0..<3 {
-            let server = try PrivateWebDAV(
-                kind, tls: tls, swept: swept, passwordHash: passwordHash, lockSeconds: lockSeconds,
-                proxy: proxy)
-            do {
-                try server.run()
-                return server
-            } catch {
-                failure = error
-                server.stop()
-            }
-        }
-        throw failure
+        try HarnessError.retrying(
+            {
+                let server = try PrivateWebDAV(
+                    kind, tls: tls, swept: swept, passwordHash: passwordHash,
+                    lockSeconds: lockSeconds, proxy: proxy)
+                do {
+                    try server.run()
+                    return server
+                } catch {
+                    server.stop()
+                    throw error
+                }
+            }, afterFailure: {})
     }
 
     private let lockSeconds: Int
@@ -418,15 +417,10 @@ package final class PrivateWebDAV: @unchecked Sendable {
     /// Starts httpd again after `kill()`, with everything it held (a few tries: the old one may
     /// still hold the port for a moment).
     package func relaunch() throws {
-        var failure: Error = HarnessError("Apache did not start again")
-        for _ in 0..<3 {
-            do { return try launch() } catch {
-                failure = error
-                kill()
-                Thread.sleep(forTimeInterval: 1)
-            }
+        try HarnessError.retrying(launch) {
+            kill()
+            Thread.sleep(forTimeInterval: 1)
         }
-        throw failure
     }
 
     /// Stops httpd and removes its files (the document root kept for the suite-wide sweep).

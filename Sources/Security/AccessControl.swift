@@ -4,25 +4,29 @@ import Foundation
 import Keychain
 import Sealing
 
-/// Mirrors `SecAccessControlCreateFlags`, Apple's raw values.
+/// Mirrors `SecAccessControlCreateFlags`, Apple's raw values: the Keychain's `AccessConstraints`,
+/// bit for bit (each flag below is the constraint of its name).
 public struct SecAccessControlCreateFlags: OptionSet, Sendable, Hashable {
     public let rawValue: UInt
     public init(rawValue: UInt) { self.rawValue = rawValue }
+    init(_ constraints: AccessConstraints) { self.init(rawValue: UInt(constraints.rawValue)) }
+    /// The same flags as the Keychain's constraints.
+    var constraints: AccessConstraints { AccessConstraints(rawValue: UInt64(rawValue)) }
 
-    public static let userPresence = SecAccessControlCreateFlags(rawValue: 1 << 0)
-    public static let biometryAny = SecAccessControlCreateFlags(rawValue: 1 << 1)
+    public static let userPresence = Self(AccessConstraints.userPresence)
+    public static let biometryAny = Self(AccessConstraints.biometryAny)
     @available(*, deprecated, renamed: "biometryAny")
-    public static let touchIDAny = SecAccessControlCreateFlags(rawValue: 1 << 1)
-    public static let biometryCurrentSet = SecAccessControlCreateFlags(rawValue: 1 << 3)
+    public static let touchIDAny = biometryAny
+    public static let biometryCurrentSet = Self(AccessConstraints.biometryCurrentSet)
     @available(*, deprecated, renamed: "biometryCurrentSet")
-    public static let touchIDCurrentSet = SecAccessControlCreateFlags(rawValue: 1 << 3)
-    public static let devicePasscode = SecAccessControlCreateFlags(rawValue: 1 << 4)
-    public static let watch = SecAccessControlCreateFlags(rawValue: 1 << 5)
-    public static let companion = SecAccessControlCreateFlags(rawValue: 1 << 5)
-    public static let or = SecAccessControlCreateFlags(rawValue: 1 << 14)
-    public static let and = SecAccessControlCreateFlags(rawValue: 1 << 15)
-    public static let privateKeyUsage = SecAccessControlCreateFlags(rawValue: 1 << 30)
-    public static let applicationPassword = SecAccessControlCreateFlags(rawValue: 1 << 31)
+    public static let touchIDCurrentSet = biometryCurrentSet
+    public static let devicePasscode = Self(AccessConstraints.devicePasscode)
+    public static let watch = companion
+    public static let companion = Self(AccessConstraints.companion)
+    public static let or = Self(AccessConstraints.or)
+    public static let and = Self(AccessConstraints.and)
+    public static let privateKeyUsage = Self(AccessConstraints.privateKeyUsage)
+    public static let applicationPassword = Self(AccessConstraints.applicationPassword)
 }
 
 /// Mirrors `SecAccessControl`: a protection class and the constraints on each use.

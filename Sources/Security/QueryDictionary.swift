@@ -236,7 +236,7 @@ struct QueryDictionary {
     /// The access constraints of `kSecAttrAccessControl` (none without it).
     func constraints() throws(KeychainError) -> AccessConstraints {
         guard let control = try accessControl() else { return [] }
-        return AccessConstraints(rawValue: UInt64(control.flags.rawValue))
+        return control.flags.constraints
     }
 
     /// `kSecAttrAccessible`, or the class of `kSecAttrAccessControl` (not both).
@@ -419,7 +419,7 @@ struct QueryDictionary {
         if !a.accessControl.isEmpty {
             result[kSecAttrAccessControl as String] = SecAccessControl(
                 accessible: a.accessible,
-                flags: SecAccessControlCreateFlags(rawValue: UInt(a.accessControl.rawValue)))
+                flags: SecAccessControlCreateFlags(a.accessControl))
         }
         result[kSecAttrLabel as String] = a.label.map { value($0, .label) }
         result[kSecAttrComment as String] = a.comment
