@@ -53,7 +53,7 @@ package enum Envelope {
                         noncePointer + nonceLength, &outLength,
                         m.bindMemory(to: UInt8.self).baseAddress, UInt64(m.count),
                         a.bindMemory(to: UInt8.self).baseAddress, UInt64(a.count), nil,
-                        noncePointer, k.bindMemory(to: UInt8.self).baseAddress!)
+                        noncePointer, k.bytePointer)
                 }
                 // The Data takes the buffer over without a copy.
                 return Data(
@@ -163,7 +163,7 @@ package enum Envelope {
             bytes[2] == magic[2]
         else { return SealingError(.malformed) }
         guard bytes[3] == version else { return SealingError(.unknownVersion) }
-        let base = bytes.bindMemory(to: UInt8.self).baseAddress!
+        let base = bytes.bytePointer
         let nonce = base + headerLength
         let ciphertext = nonce + nonceLength
         let plaintextLength = bytes.count - overhead
@@ -181,7 +181,7 @@ package enum Envelope {
                     plaintext.bindMemory(to: UInt8.self).baseAddress, &outLength, nil,
                     ciphertext, UInt64(plaintextLength + tagLength),
                     ad.bindMemory(to: UInt8.self).baseAddress, UInt64(ad.count), nonce,
-                    k.bindMemory(to: UInt8.self).baseAddress!) == 0
+                    k.bytePointer) == 0
             }
         }
         guard ok else { return SealingError(.authentication) }

@@ -62,7 +62,7 @@ package enum KeyDerivation {
         let key = SecureBytes(count: Envelope.keyLength) { out in
             result = passcode.withUnsafeBytes { p in
                 crypto_pwhash(
-                    out.bindMemory(to: UInt8.self).baseAddress!, UInt64(out.count),
+                    out.bytePointer, UInt64(out.count),
                     p.bindMemory(to: CChar.self).baseAddress!, UInt64(p.count), saltBytes,
                     cost.operations, cost.memoryBytes, crypto_pwhash_ALG_ARGON2ID13)
             }
@@ -114,8 +114,7 @@ package enum KeyDerivation {
             _ = crypto_generichash_update(
                 typed, bytes.bindMemory(to: UInt8.self).baseAddress, UInt64(bytes.count))
         }
-        _ = crypto_generichash_final(
-            typed, out.bindMemory(to: UInt8.self).baseAddress!, out.count)
+        _ = crypto_generichash_final(typed, out.bytePointer, out.count)
     }
 
     /// Fills `buffer` with random bytes (`randombytes_buf`).

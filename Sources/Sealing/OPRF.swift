@@ -16,7 +16,7 @@ package enum OPRF {
     package static func newKey() -> SecureBytes {
         Sodium.initialize()
         return SecureBytes(count: scalarLength) {
-            crypto_core_ristretto255_scalar_random($0.bindMemory(to: UInt8.self).baseAddress!)
+            crypto_core_ristretto255_scalar_random($0.bytePointer)
         }
     }
 
@@ -33,9 +33,9 @@ package enum OPRF {
                 point.withUnsafeBytes { p in
                     // A random scalar times a valid non-identity point: never the identity.
                     _ = crypto_scalarmult_ristretto255(
-                        out.bindMemory(to: UInt8.self).baseAddress!,
-                        r.bindMemory(to: UInt8.self).baseAddress!,
-                        p.bindMemory(to: UInt8.self).baseAddress!)
+                        out.bytePointer,
+                        r.bytePointer,
+                        p.bytePointer)
                 }
             }
         }
@@ -67,9 +67,7 @@ package enum OPRF {
         Sodium.initialize()
         let inverse = SecureBytes(count: scalarLength) { out in
             blind.withUnsafeBytes { r in
-                _ = crypto_core_ristretto255_scalar_invert(
-                    out.bindMemory(to: UInt8.self).baseAddress!,
-                    r.bindMemory(to: UInt8.self).baseAddress!)
+                _ = crypto_core_ristretto255_scalar_invert(out.bytePointer, r.bytePointer)
             }
         }
         var failure: SealingError?
@@ -100,9 +98,7 @@ package enum OPRF {
         }
         return SecureBytes(count: elementLength) { out in
             wide.withUnsafeBytes { h in
-                _ = crypto_core_ristretto255_from_hash(
-                    out.bindMemory(to: UInt8.self).baseAddress!,
-                    h.bindMemory(to: UInt8.self).baseAddress!)
+                _ = crypto_core_ristretto255_from_hash(out.bytePointer, h.bytePointer)
             }
         }
     }
@@ -114,7 +110,7 @@ package enum OPRF {
         guard element.count == elementLength,
             element.contains(where: { $0 != 0 }),  // the identity encodes as zeros
             element.withUnsafeBytes({
-                crypto_core_ristretto255_is_valid_point($0.bindMemory(to: UInt8.self).baseAddress!)
+                crypto_core_ristretto255_is_valid_point($0.bytePointer)
             }) == 1
         else {
             throw SealingError(.malformed, "not a ristretto255 element other than the identity")
@@ -127,10 +123,7 @@ package enum OPRF {
         try validate(element)
         let rc = element.withUnsafeBytes { e in
             scalar.withUnsafeBytes { s in
-                crypto_scalarmult_ristretto255(
-                    out.bindMemory(to: UInt8.self).baseAddress!,
-                    s.bindMemory(to: UInt8.self).baseAddress!,
-                    e.bindMemory(to: UInt8.self).baseAddress!)
+                crypto_scalarmult_ristretto255(out.bytePointer, s.bytePointer, e.bytePointer)
             }
         }
         // Non-zero: the result is the identity (the input was, or the scalar is zero).
@@ -157,9 +150,9 @@ package enum Signature {
             message.withUnsafeBytes { m in
                 secretKey.withUnsafeBytes { sk in
                     _ = crypto_sign_detached(
-                        sig.bindMemory(to: UInt8.self).baseAddress!, nil,
+                        sig.bytePointer, nil,
                         m.bindMemory(to: UInt8.self).baseAddress, UInt64(m.count),
-                        sk.bindMemory(to: UInt8.self).baseAddress!)
+                        sk.bytePointer)
                 }
             }
         }
@@ -173,9 +166,9 @@ package enum Signature {
             message.withUnsafeBytes { m in
                 publicKey.withUnsafeBytes { pk in
                     crypto_sign_verify_detached(
-                        sig.bindMemory(to: UInt8.self).baseAddress!,
+                        sig.bytePointer,
                         m.bindMemory(to: UInt8.self).baseAddress, UInt64(m.count),
-                        pk.bindMemory(to: UInt8.self).baseAddress!) == 0
+                        pk.bytePointer) == 0
                 }
             }
         }

@@ -13,9 +13,7 @@ package enum SealedBox {
         var publicKey = Data(count: publicKeyLength)
         let secretKey = SecureBytes(count: Int(crypto_box_SECRETKEYBYTES)) { secret in
             publicKey.withUnsafeMutableBytes { pk in
-                _ = crypto_box_keypair(
-                    pk.bindMemory(to: UInt8.self).baseAddress!,
-                    secret.bindMemory(to: UInt8.self).baseAddress!)
+                _ = crypto_box_keypair(pk.bytePointer, secret.bytePointer)
             }
         }
         return (publicKey, secretKey)
@@ -42,9 +40,9 @@ package enum SealedBox {
             out.withUnsafeMutableBytes { c in
                 publicKey.withUnsafeBytes { pk in
                     crypto_box_seal(
-                        c.bindMemory(to: UInt8.self).baseAddress!,
+                        c.bytePointer,
                         m.bindMemory(to: UInt8.self).baseAddress, UInt64(m.count),
-                        pk.bindMemory(to: UInt8.self).baseAddress!)
+                        pk.bytePointer)
                 }
             }
         }
@@ -78,15 +76,15 @@ package enum SealedBox {
         let nonceLength = Int(crypto_box_NONCEBYTES)
         var out = Data(count: nonceLength + message.count + Int(crypto_box_MACBYTES))
         let result = out.withUnsafeMutableBytes { o in
-            let base = o.bindMemory(to: UInt8.self).baseAddress!
+            let base = o.bytePointer
             randombytes_buf(base, nonceLength)
             return message.withUnsafeBytes { m in
                 publicKey.withUnsafeBytes { pk in
                     secretKey.withUnsafeBytes { sk in
                         crypto_box_easy(
                             base + nonceLength, m.bindMemory(to: UInt8.self).baseAddress,
-                            UInt64(m.count), base, pk.bindMemory(to: UInt8.self).baseAddress!,
-                            sk.bindMemory(to: UInt8.self).baseAddress!)
+                            UInt64(m.count), base, pk.bytePointer,
+                            sk.bytePointer)
                     }
                 }
             }
@@ -130,10 +128,10 @@ package enum SealedBox {
                 publicKey.withUnsafeBytes { pk in
                     secretKey.withUnsafeBytes { sk in
                         open(
-                            out.bindMemory(to: UInt8.self).baseAddress!,
+                            out.bytePointer,
                             c.bindMemory(to: UInt8.self),
-                            pk.bindMemory(to: UInt8.self).baseAddress!,
-                            sk.bindMemory(to: UInt8.self).baseAddress!)
+                            pk.bytePointer,
+                            sk.bytePointer)
                     }
                 }
             }

@@ -79,6 +79,17 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
     }
 }
 
+extension UnsafeRawBufferPointer {
+    /// The buffer's first byte as libsodium takes it (`const unsigned char *`); the buffer is never
+    /// empty (every one of Sealing's buffers has a fixed, non-zero length).
+    var bytePointer: UnsafePointer<UInt8> { bindMemory(to: UInt8.self).baseAddress! }
+}
+
+extension UnsafeMutableRawBufferPointer {
+    /// The buffer's first byte as libsodium takes it (`unsigned char *`); never empty.
+    var bytePointer: UnsafeMutablePointer<UInt8> { bindMemory(to: UInt8.self).baseAddress! }
+}
+
 /// libsodium's one-time initialization.
 enum Sodium {
     private static let initialized: Bool = sodium_init() >= 0
@@ -98,10 +109,7 @@ enum Sodium {
         let secretKey = SecureBytes(count: secretKeyLength) { secret in
             publicKey.withUnsafeMutableBytes { pk in
                 seed.withUnsafeBytes { s in
-                    _ = derive(
-                        pk.bindMemory(to: UInt8.self).baseAddress!,
-                        secret.bindMemory(to: UInt8.self).baseAddress!,
-                        s.bindMemory(to: UInt8.self).baseAddress!)
+                    _ = derive(pk.bytePointer, secret.bytePointer, s.bytePointer)
                 }
             }
         }
