@@ -17,10 +17,16 @@ public protocol HintStore: Sendable {
     func clear() throws
 }
 
+extension RecoveryHint {
+    /// What the hint is named under in every store: the Keychain item's service, the Block Store
+    /// key and the key-value store's key.
+    package static let storageName = "com.keepsake.recovery-hint"
+}
+
 /// The hint as a generic-password Keychain item (`com.keepsake.recovery-hint` / `hint`),
 /// accessible after first unlock — readable at launch after a reboot once the user has unlocked.
 public struct KeychainHintStore: HintStore {
-    public static let service = "com.keepsake.recovery-hint"
+    public static let service = RecoveryHint.storageName
     public static let account = "hint"
     public let keychain: Keychain
     public let synchronizable: Bool
@@ -65,7 +71,7 @@ public struct KeychainHintStore: HintStore {
 /// The hint as a Block Store entry (`com.keepsake.recovery-hint`), backed up to the cloud exactly
 /// when end-to-end encryption is available (Google's recommendation for the recovery hint).
 public struct BlockStoreHintStore: HintStore {
-    public static let key = "com.keepsake.recovery-hint"
+    public static let key = RecoveryHint.storageName
     public let client: BlockStoreClient
     public var name: String { "blockstore" }
 
@@ -92,7 +98,7 @@ public struct BlockStoreHintStore: HintStore {
 /// The hint as a key-value store value (`com.keepsake.recovery-hint`, a JSON string), synchronized
 /// after each write when the cloud account allows.
 public struct KeyValueHintStore: HintStore {
-    public static let key = "com.keepsake.recovery-hint"
+    public static let key = RecoveryHint.storageName
     public let store: UbiquitousKeyValueStore
     public var name: String { "kvstore" }
 
