@@ -181,7 +181,9 @@ let package = Package(
             ]),
         .testTarget(
             name: "SecretServiceTests",
-            dependencies: ["SecretService", "KeepsakeTestSupport", "CRogueSecretService"]),
+            dependencies: [
+                "SecretService", "KeepsakeTestSupport", "CRogueSecretService", "CKeepsakeLoader",
+            ]),
         .testTarget(
             name: "KeychainTests",
             dependencies: [

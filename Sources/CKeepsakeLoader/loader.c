@@ -28,11 +28,14 @@ int keepsake_load_table(const char *const *libraries, size_t library_count, int 
         for (size_t i = 0; i < library_count && !symbol; i++)
             symbol = dlsym(handles[i], symbols[s].name);
         if (!symbol) {
-            snprintf(error, error_size, "%s (with the libraries loaded beside it) has no %s",
-                     libraries[0], symbols[s].name);
+            int written = snprintf(error, error_size, "no %s in", symbols[s].name);
+            for (size_t i = 0; i < library_count && written >= 0 && (size_t)written < error_size; i++)
+                written += snprintf(error + written, error_size - written, "%s %s",
+                                    i == 0 ? "" : " or", libraries[i]);
             return 0;
         }
         // A function pointer's bytes, as dlsym gives them (POSIX: the same size as void *).
+        _Static_assert(sizeof(void (*)(void)) == sizeof(void *), "function pointers are void *'s size");
         memcpy((char *)table + symbols[s].offset, &symbol, sizeof symbol);
     }
     return 1;

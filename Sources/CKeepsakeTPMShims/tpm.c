@@ -167,21 +167,24 @@ static TSS2_RC policy_session(ESYS_CONTEXT *context, uint32_t counter, uint64_t 
     return rc;
 }
 
-/// Writes `secret_in` into the slot, or reads it into `secret_out`, under a fresh policy session
-/// (the counter below its limit, and the passcode's authorization) that encrypts the secret on its
-/// way in or out.
+enum slot_direction { slot_write, slot_read };
+
+/// Writes `secret` into the slot (`slot_write`), or reads the slot into it (`slot_read`), under a
+/// fresh policy session (the counter below its limit, and the passcode's authorization) that
+/// encrypts the secret on its way in or out.
 static TSS2_RC slot_secret(ESYS_CONTEXT *context, ESYS_TR handle, uint32_t counter,
                            uint64_t max_counter, const uint8_t *auth, size_t auth_size,
-                           const uint8_t *secret_in, uint8_t *secret_out, size_t secret_size) {
+                           enum slot_direction direction, uint8_t *secret, size_t secret_size) {
     ESYS_TR session;
     TSS2_RC rc = policy_session(context, counter, max_counter,
-                                secret_in ? TPMA_SESSION_DECRYPT : TPMA_SESSION_ENCRYPT, &session);
+                                direction == slot_write ? TPMA_SESSION_DECRYPT : TPMA_SESSION_ENCRYPT,
+                                &session);
     if (rc != TSS2_RC_SUCCESS) return rc;
     rc = keepsake_tpm_set_auth(context, handle, auth, auth_size);
     if (rc == TSS2_RC_SUCCESS)
-        rc = secret_in
-                 ? keepsake_tpm_nv_write_secret(context, handle, session, secret_in, secret_size)
-                 : keepsake_tpm_nv_read_secret(context, handle, session, secret_out, secret_size);
+        rc = direction == slot_write
+                 ? keepsake_tpm_nv_write_secret(context, handle, session, secret, secret_size)
+                 : keepsake_tpm_nv_read_secret(context, handle, session, secret, secret_size);
     Esys_FlushContext(context, session);
     return rc;
 }
@@ -226,8 +229,8 @@ uint32_t keepsake_tpm_secret_define(ESYS_CONTEXT *context, uint32_t index, uint3
     memset(&authorization, 0, sizeof authorization);
     if (rc != TSS2_RC_SUCCESS) return rc;
 
-    rc = slot_secret(context, handle, counter, max_counter, auth, auth_size, secret, NULL,
-                     secret_size);
+    rc = slot_secret(context, handle, counter, max_counter, auth, auth_size, slot_write,
+                     (uint8_t *)secret, secret_size);
     return keepsake_tpm_finish_define(context, &handle, ESYS_TR_PASSWORD, rc);
 }
 
@@ -238,8 +241,8 @@ uint32_t keepsake_tpm_secret_read(ESYS_CONTEXT *context, uint32_t index, uint32_
     ESYS_TR handle;
     TSS2_RC rc = nv_handle(context, index, &handle);
     if (rc != TSS2_RC_SUCCESS) return rc;
-    rc = slot_secret(context, handle, counter, max_counter, auth, auth_size, NULL, secret_out,
-                     secret_size);
+    rc = slot_secret(context, handle, counter, max_counter, auth, auth_size, slot_read,
+                     secret_out, secret_size);
     Esys_TR_Close(context, &handle);
     return rc;
 }
