@@ -94,12 +94,46 @@ struct AccountRecord: TaggedRecord, Equatable {
     var epoch: Int?
     /// The recovery key's X25519 public key: `account-recovery` is sealed to it.
     var recoveryPublicKey: Data?
+    /// `recoveryTag(key, recoveryPublicKey)` under the account key the record is checked with:
+    /// the record is the cloud's to write, so a rotation seals the new key only to a recovery key
+    /// the account named (`checkedRecoveryKey`), never to one the cloud put there.
+    var recoveryTag: Data?
+
+    init(check: Data, epoch: Int?, recoveryPublicKey: Data?, recoveryTag: Data? = nil) {
+        self.check = check
+        self.epoch = epoch
+        self.recoveryPublicKey = recoveryPublicKey
+        self.recoveryTag = recoveryTag
+    }
+
+    /// The record of `accountKey` at `epoch`, its recovery key tagged under it.
+    init(accountKey: SecureBytes, epoch: Int, recoveryPublicKey: Data) {
+        self.init(
+            check: Self.check(accountKey), epoch: epoch, recoveryPublicKey: recoveryPublicKey,
+            recoveryTag: Self.recoveryTag(accountKey, recoveryPublicKey))
+    }
 
     static func check(_ accountKey: SecureBytes) -> Data { CloudObjects.accountCheck(accountKey) }
+
+    static func recoveryTag(_ accountKey: SecureBytes, _ recoveryPublicKey: Data) -> Data {
+        KeyDerivation.keyedHash(
+            key: accountKey, context: "keepsake.account.recovery-key.v1", recoveryPublicKey
+        ).unsafeData()
+    }
+
+    /// The recovery public key, when the tag shows `accountKey`'s holder named it; nil when it is
+    /// missing, or the cloud wrote it (or its tag).
+    func checkedRecoveryKey(_ accountKey: SecureBytes) -> Data? {
+        guard let recoveryPublicKey, let recoveryTag,
+            constantTimeEquals(recoveryTag, Self.recoveryTag(accountKey, recoveryPublicKey))
+        else { return nil }
+        return recoveryPublicKey
+    }
 
     var isWellFormed: Bool {
         check.count == 32 && (0...Int(Int32.max)).contains(epoch ?? 0)
             && recoveryPublicKey.map({ $0.count == SealedBox.publicKeyLength }) ?? true
+            && recoveryTag.map({ $0.count == 32 }) ?? true
     }
 }
 
@@ -183,27 +217,34 @@ struct JoinApproval {
     var epoch: Int
     var manifestVersion: UInt64
 
-    static let length = 32 + 16
+    /// The account key (32 bytes, or 64 once rotated: `AccountKey`), then the epoch and the
+    /// manifest version, 8 bytes each.
+    static let keyLengths: Set = [32, 64]
 
     func encoded() -> SecureBytes {
-        SecureBytes(count: Self.length) { out in
-            accountKey.withUnsafeBytes { out.copyMemory(from: $0) }
+        let keyLength = accountKey.count
+        precondition(Self.keyLengths.contains(keyLength), "an account key is 32 or 64 bytes")
+        return SecureBytes(count: keyLength + 16) { out in
+            accountKey.withUnsafeBytes {
+                UnsafeMutableRawBufferPointer(rebasing: out[..<keyLength]).copyMemory(from: $0)
+            }
             var tail = Data()
             withUnsafeBytes(of: Int64(epoch).bigEndian) { tail.append(contentsOf: $0) }
             withUnsafeBytes(of: manifestVersion.bigEndian) { tail.append(contentsOf: $0) }
-            UnsafeMutableRawBufferPointer(rebasing: out[32...]).copyBytes(from: tail)
+            UnsafeMutableRawBufferPointer(rebasing: out[keyLength...]).copyBytes(from: tail)
         }
     }
 
     static func parse(_ bytes: SecureBytes) -> JoinApproval? {
-        guard bytes.count == length else { return nil }
+        let keyLength = bytes.count - 16
+        guard keyLengths.contains(keyLength) else { return nil }
         return bytes.withUnsafeBytes { raw in
-            let epoch = raw[32..<40].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            let version = raw[40..<48].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            let epoch = raw[keyLength..<keyLength + 8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            let version = raw[(keyLength + 8)...].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
             guard epoch <= UInt64(Int32.max) else { return nil }
             return JoinApproval(
-                accountKey: SecureBytes(count: 32) {
-                    $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[0..<32]))
+                accountKey: SecureBytes(count: keyLength) {
+                    $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[0..<keyLength]))
                 },
                 epoch: Int(epoch), manifestVersion: version)
         }

@@ -173,10 +173,8 @@ extension Device {
             let made = try cloudCall {
                 try cloud.write(
                     AccountObjects.account,
-                    AccountRecord(
-                        check: AccountRecord.check(key), epoch: 0,
-                        recoveryPublicKey: recoveryPublicKey
-                    ).encoded(), ifVersion: nil)
+                    AccountRecord(accountKey: key, epoch: 0, recoveryPublicKey: recoveryPublicKey)
+                        .encoded(), ifVersion: nil)
             }
             guard made else {
                 throw DeviceError(

@@ -218,51 +218,69 @@ extension Device {
 
     /// The join requests waiting in the cloud (malformed ones skipped), answered by this device
     /// where no device has answered yet — so the new device can show its code.
+    ///
+    /// More than `maximumPendingJoins` requests are not read or answered (their codes are nil):
+    /// each answer is one more code a cloud in the middle could hold ready for the one the user
+    /// types, and each costs round trips.
     public func joinRequests() throws(DeviceError) -> [JoinRequest] {
         let cloud = try signedIn()
         let record = try records.load().record
-        var requests: [JoinRequest] = []
-        for name in try cloudCall({ try cloud.list() }) {
+        let ids = try cloudCall({ try cloud.list() }).compactMap { name -> String? in
             let id = String(name.dropFirst(5))
-            guard name.hasPrefix("join-"), id.count == 16, id.allSatisfy(\.isHexDigit),
-                let bytes = try? cloud.read(name), let request = JoinRequestRecord.parse(bytes)
+            return name.hasPrefix("join-") && id.count == 16 && id.allSatisfy(\.isHexDigit)
+                ? id : nil
+        }.sorted()
+        guard ids.count <= Self.maximumPendingJoins else {
+            return ids.map { JoinRequest(id: $0, code: nil) }
+        }
+        var requests: [JoinRequest] = []
+        for id in ids {
+            guard let bytes = try? cloud.read(AccountObjects.joinRequest(id)),
+                let request = JoinRequestRecord.parse(bytes)
             else { continue }
             requests.append(
                 JoinRequest(id: id, code: try answer(request, id: id, record: record, on: cloud)))
         }
-        return requests.sorted { $0.id < $1.id }
+        return requests
     }
 
-    /// This device's key pair for answering join request `id`: derived from the device secret,
-    /// so nothing needs keeping between answering and approving.
-    private static func approverKeyPair(_ record: DeviceRecord, request id: String) -> (
-        publicKey: Data, secretKey: SecureBytes
-    ) {
-        SealedBox.keyPair(
-            seed: KeyDerivation.keyedHash(
-                key: SecureBytes(copying: record.deviceSecret),
-                context: "keepsake.join.approver.v2",
-                Data(id.utf8)))
+    /// How many join requests may wait at once for this device to answer or approve any.
+    static let maximumPendingJoins = 8
+
+    /// This device's answer to join request `id` as it stands: a key pair and a nonce derived from
+    /// the device secret, the id and the request's key and commitment. Nothing needs keeping
+    /// between answering and approving, and none of it is the cloud's to choose: a challenge the
+    /// cloud rewrote (another nonce under this device's key) or a request it changed after the
+    /// answer (another commitment) no longer matches, so shows no code.
+    private static func approverAnswer(
+        _ record: DeviceRecord, request id: String, _ request: JoinRequestRecord
+    ) -> (publicKey: Data, secretKey: SecureBytes, nonce: Data) {
+        let seed = KeyDerivation.keyedHash(
+            key: SecureBytes(copying: record.deviceSecret), context: "keepsake.join.approver.v3",
+            Data(id.utf8) + request.publicKey + request.commitment)
+        let pair = SealedBox.keyPair(seed: seed)
+        let nonce = KeyDerivation.keyedHash(key: seed, context: "keepsake.join.approver-nonce.v3")
+        return (pair.publicKey, pair.secretKey, nonce.unsafeData())
     }
 
     /// Answers `request` when nobody has; its code once the new device revealed a nonce that
-    /// matches its commitment (nil otherwise, or when another device answered).
+    /// matches its commitment (nil otherwise, when another device answered, or when the answer
+    /// there is not exactly this device's for this request).
     private func answer(
         _ request: JoinRequestRecord, id: String, record: DeviceRecord, on cloud: any CloudStorage
     ) throws(DeviceError) -> String? {
-        let mine = Self.approverKeyPair(record, request: id)
+        let mine = Self.approverAnswer(record, request: id, request)
         var challenge = try cloudCall { try cloud.read(AccountObjects.joinChallenge(id)) }
             .flatMap(JoinChallengeRecord.parse)
         if challenge == nil {
-            let made = JoinChallengeRecord(
-                publicKey: mine.publicKey, nonce: KeyDerivation.randomBytes(32))
+            let made = JoinChallengeRecord(publicKey: mine.publicKey, nonce: mine.nonce)
             _ = try cloudCall {
                 try cloud.write(AccountObjects.joinChallenge(id), made.encoded(), ifVersion: nil)
             }
             challenge = try cloudCall { try cloud.read(AccountObjects.joinChallenge(id)) }
                 .flatMap(JoinChallengeRecord.parse)
         }
-        guard let challenge, challenge.publicKey == mine.publicKey,
+        guard let challenge, challenge.publicKey == mine.publicKey, challenge.nonce == mine.nonce,
             let reveal = try cloudCall({ try cloud.read(AccountObjects.joinReveal(id)) })
                 .flatMap(JoinRevealRecord.parse),
             constantTimeEquals(
@@ -294,7 +312,7 @@ extension Device {
                 .interactionNotAllowed, "approving needs this device unlocked and in the account")
         }
         let pending = try joinRequests()
-        guard pending.count <= 8 else {
+        guard pending.count <= Self.maximumPendingJoins else {
             throw DeviceError(
                 .invalidPasscode,
                 "\(pending.count) join requests are pending (more than 8: some are not the user's); nothing approved"
@@ -324,16 +342,17 @@ extension Device {
             let joiner = JoinRequestRecord.parse(bytes),
             try answer(joiner, id: request.id, record: record, on: cloud) == code
         else { throw DeviceError(.corrupt, "the join request changed meanwhile: nothing approved") }
-        let account = try readAccount()
+        // The state this device itself has seen (its own file, or its key's epoch): never the
+        // cloud's account record, whose epoch the cloud could lower to void the vouching.
         let seen = seenManifest.read(account: SeenManifest.account(accountKey))
         let approval = JoinApproval(
-            accountKey: accountKey, epoch: account?.epoch ?? 0,
+            accountKey: accountKey, epoch: seen?.epoch ?? record.cloudEpoch ?? 0,
             manifestVersion: seen?.version ?? 0)
         let boxed: Data
         do {
             boxed = try SealedBox.box(
                 approval.encoded(), to: joiner.publicKey,
-                from: Self.approverKeyPair(record, request: request.id).secretKey)
+                from: Self.approverAnswer(record, request: request.id, joiner).secretKey)
         } catch {
             throw DeviceError(.corrupt, "\(error)", underlying: error)
         }

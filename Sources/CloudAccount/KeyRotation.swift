@@ -94,6 +94,25 @@ extension Device {
         let newKey = AccountKey.rotated(oldKey)
         let epoch = (account.epoch ?? 0) + 1
 
+        var recoveryText: SecureBytes?
+        let recoveryPublicKey: Data
+        var seed = witnessSeed(oldKey, record: record)
+        if replacingRecoveryKey {
+            let recovery = RecoveryKey.make()
+            recoveryPublicKey = RecoveryKey.keyPair(recovery.key).publicKey
+            recoveryText = recovery.text
+            seed = AccountWitness.seed(recoveryKey: recovery.key)
+        } else if let checked = account.checkedRecoveryKey(oldKey) {
+            recoveryPublicKey = checked
+        } else {
+            // The new key would be sealed to whatever recovery key the record names: one the
+            // cloud wrote would hand it the account.
+            throw DeviceError(
+                .corrupt,
+                "the account record names a recovery key this account did not (or names none): nothing rotated; replace the recovery key (`keepsake device recovery-key`) to go on"
+            )
+        }
+
         // Every object read and checked before anything is written: a missing or changed one
         // stops the rotation with nothing changed.
         var resealed: [(name: String, bytes: Data, version: CloudObjectVersion)] = []
@@ -139,21 +158,12 @@ extension Device {
                 AccountObjects.rekey(id, epoch: epoch), wrapped, ifVersion: nil, on: cloud,
                 conflict: conflict)
         }
-        var recoveryText: SecureBytes?
-        var recoveryPublicKey = account.recoveryPublicKey
-        var seed = witnessSeed(oldKey, record: record)
-        if replacingRecoveryKey || recoveryPublicKey == nil {
-            let recovery = RecoveryKey.make()
-            recoveryPublicKey = RecoveryKey.keyPair(recovery.key).publicKey
-            recoveryText = recovery.text
-            seed = AccountWitness.seed(recoveryKey: recovery.key)
-        }
         if let seed {
             try writeWitnessSeed(seed, under: newKey, cloud: cloud)
             record.wrappedWitnessSeed = try sealWitnessSeed(seed)
         }
         try writeRecovery(
-            newKey, to: recoveryPublicKey!, cloud: cloud, ifVersion: recoveryVersion)
+            newKey, to: recoveryPublicKey, cloud: cloud, ifVersion: recoveryVersion)
         manifest.epoch = epoch
         manifest.version += 1
         try swap(
@@ -162,10 +172,8 @@ extension Device {
         // The switch: from here every device of the account looks for its new key.
         try swap(
             AccountObjects.account,
-            AccountRecord(
-                check: AccountRecord.check(newKey), epoch: epoch,
-                recoveryPublicKey: recoveryPublicKey
-            ).encoded(), ifVersion: accountVersion, on: cloud, conflict: conflict)
+            AccountRecord(accountKey: newKey, epoch: epoch, recoveryPublicKey: recoveryPublicKey)
+                .encoded(), ifVersion: accountVersion, on: cloud, conflict: conflict)
         try seen.write(
             account: SeenManifest.account(newKey), epoch: epoch, version: manifest.version)
         witness(newKey, epoch: epoch, version: manifest.version, seed: seed)

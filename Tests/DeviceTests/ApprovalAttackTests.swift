@@ -101,6 +101,88 @@ struct ApprovalAttackTests {
     }
 
     @Test(
+        "a cloud that rewrites the phone's answer (the phone's key, a nonce of the cloud's choosing) or the request it answered cannot choose the code the phone shows: the phone shows none and approves nothing"
+    )
+    func rewrittenAnswer() throws {
+        let (cloud, phone, tablet, keep) = try phoneAndTablet()
+        defer { withExtendedLifetime(keep) {} }
+        let ticket = try tablet.requestJoin()
+        // The cloud's own request under the tablet's name, committed before the phone answers.
+        let mallory = SealedBox.keyPair()
+        let malloryNonce = KeyDerivation.randomBytes(32)
+        try write(
+            JoinRequestRecord(
+                publicKey: mallory.publicKey,
+                commitment: JoinCode.commitment(publicKey: mallory.publicKey, nonce: malloryNonce)
+            ).encoded(), AccountObjects.joinRequest(ticket.id), in: cloud)
+        _ = try phone.joinRequests()  // the phone answers what it is shown
+        let answered = try #require(
+            JoinChallengeRecord.parse(
+                try object(AccountObjects.joinChallenge(ticket.id), in: cloud)))
+        try write(
+            JoinRevealRecord(nonce: malloryNonce).encoded(), AccountObjects.joinReveal(ticket.id),
+            in: cloud)
+        let honest = try #require(try phone.joinRequests().first?.code)
+        // The phone's key with a nonce the cloud picked after the reveal: were it taken, the
+        // cloud would pick it until the phone's code matched the one the tablet shows.
+        let chosenNonce = KeyDerivation.randomBytes(32)
+        try write(
+            JoinChallengeRecord(publicKey: answered.publicKey, nonce: chosenNonce).encoded(),
+            AccountObjects.joinChallenge(ticket.id), in: cloud)
+        let chosen = JoinCode.of(
+            joiner: mallory.publicKey, joinerNonce: malloryNonce, approver: answered.publicKey,
+            approverNonce: chosenNonce)
+        #expect(try phone.joinRequests().map(\.code) == [nil])
+        #expect(code { try phone.approveJoin(code: chosen) } == .invalidPasscode)
+        #expect(code { try phone.approveJoin(code: honest) } == .invalidPasscode)
+        // The phone's own answer put back, under a request the cloud changed after it (another
+        // commitment): no code either.
+        try write(answered.encoded(), AccountObjects.joinChallenge(ticket.id), in: cloud)
+        #expect(try phone.joinRequests().first?.code == honest)
+        let otherNonce = KeyDerivation.randomBytes(32)
+        try write(
+            JoinRequestRecord(
+                publicKey: mallory.publicKey,
+                commitment: JoinCode.commitment(publicKey: mallory.publicKey, nonce: otherNonce)
+            ).encoded(), AccountObjects.joinRequest(ticket.id), in: cloud)
+        try write(
+            JoinRevealRecord(nonce: otherNonce).encoded(), AccountObjects.joinReveal(ticket.id),
+            in: cloud)
+        #expect(try phone.joinRequests().map(\.code) == [nil])
+        #expect(try CloudDirectory(cloud).read(AccountObjects.joinApproval(ticket.id)) == nil)
+    }
+
+    @Test(
+        "the approval vouches for the account state the phone itself has seen, not the epoch the cloud's account record shows"
+    )
+    func vouchesForItsOwnState() throws {
+        let (cloud, phone, tablet, keep) = try phoneAndTablet()
+        defer { withExtendedLifetime(keep) {} }
+        _ = try phone.replaceRecoveryKey()  // a rotation: epoch 1
+        let key = try #require(try phone.cloudKey())
+        let seen = try #require(phone.seenManifest.read(account: SeenManifest.account(key)))
+        #expect(seen.epoch == 1)
+        // The cloud lowers the record's epoch (its check stays the key's).
+        var account = try #require(
+            AccountRecord.parse(try object(AccountObjects.account, in: cloud)))
+        account.epoch = 0
+        try write(account.encoded(), AccountObjects.account, in: cloud)
+        let ticket = try tablet.requestJoin()
+        _ = try phone.joinRequests()
+        let shown = try #require(try tablet.awaitCode(of: ticket, timeout: .seconds(5)))
+        try phone.approveJoin(code: shown)
+        let challenge = try #require(
+            JoinChallengeRecord.parse(
+                try object(AccountObjects.joinChallenge(ticket.id), in: cloud)))
+        let approval = try #require(
+            JoinApproval.parse(
+                try SealedBox.unbox(
+                    try object(AccountObjects.joinApproval(ticket.id), in: cloud),
+                    from: challenge.publicKey, secretKey: ticket.secretKey)))
+        #expect(approval.epoch == seen.epoch && approval.manifestVersion == seen.version)
+    }
+
+    @Test(
         "approving takes the code the new device shows: none, a malformed one, or one when nothing shows a code yet approves nothing; more than 8 pending requests are refused; among planted requests only the typed code's is approved"
     )
     func approvingBlind() throws {
@@ -135,13 +217,19 @@ struct ApprovalAttackTests {
         let approvals = try CloudDirectory(cloud).list().filter { $0.hasSuffix("-approval") }
         #expect(approvals.isEmpty)  // the tablet's was taken; no planted one got any
         // Nine pending requests: refused outright.
+        var nine: [String] = []
         for _ in 0..<9 {
             let pair = SealedBox.keyPair()
+            nine.append(KeyDerivation.randomBytes(8).hexString)
             try write(
                 JoinRequestRecord(publicKey: pair.publicKey, commitment: Data(count: 32)).encoded(),
-                AccountObjects.joinRequest(KeyDerivation.randomBytes(8).hexString), in: cloud)
+                AccountObjects.joinRequest(nine.last!), in: cloud)
         }
         #expect(code { try phone.approveJoin(code: "000000") } == .invalidPasscode)
+        // None of them was read or answered: each answer is a code a cloud could hold ready.
+        #expect(try phone.joinRequests().allSatisfy { $0.code == nil })
+        let answered = Set(try CloudDirectory(cloud).list())
+        #expect(nine.allSatisfy { !answered.contains(AccountObjects.joinChallenge($0)) })
     }
 
     @Test(

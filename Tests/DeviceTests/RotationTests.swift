@@ -151,6 +151,56 @@ struct RotationTests {
     }
 
     @Test(
+        "a rotation seals the new key only to the recovery key the account named: one the cloud wrote into the account record (its tag kept, changed or dropped) stops it with nothing changed; the account's own goes on, and replacing the recovery key heals the record"
+    )
+    func recoveryKeyFromTheCloud() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        let first = try #require(
+            try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil).recoveryKey)
+        let directory = CloudDirectory(cloud)
+        let genuine = try #require(try directory.read(AccountObjects.account))
+        let recoveryBefore = try #require(try directory.read(AccountObjects.recovery))
+        let key = try #require(try phone.cloudKey())
+        let mallory = SealedBox.keyPair()
+        let account = try #require(AccountRecord.parse(genuine))
+        for tag in [account.recoveryTag, Data(repeating: 7, count: 32), nil] {
+            var planted = account
+            planted.recoveryPublicKey = mallory.publicKey
+            planted.recoveryTag = tag
+            try directory.write(AccountObjects.account, planted.encoded())
+            #expect(
+                code { _ = try phone.rotateAccountKey(removing: nil, replacingRecoveryKey: false) }
+                    == .corrupt)
+            #expect(try directory.read(AccountObjects.recovery) == recoveryBefore)
+            #expect(try phone.cloudKey() == key)
+        }
+        // The account's own record: the rotation goes on, sealed to the recovery key shown first.
+        try directory.write(AccountObjects.account, genuine)
+        _ = try phone.rotateAccountKey(removing: nil, replacingRecoveryKey: false)
+        let rotated = try #require(try phone.cloudKey())
+        #expect(rotated != key)
+        let pair = RecoveryKey.keyPair(try #require(RecoveryKey.parse(first)))
+        let resealed = try #require(try directory.read(AccountObjects.recovery))
+        #expect(
+            try SealedBox.open(resealed, publicKey: pair.publicKey, secretKey: pair.secretKey)
+                == rotated)
+        // A planted record again: replacing the recovery key does not need the old one.
+        let current = try #require(try directory.read(AccountObjects.account))
+        var planted = try #require(AccountRecord.parse(current))
+        planted.recoveryPublicKey = mallory.publicKey
+        try directory.write(AccountObjects.account, planted.encoded())
+        let replaced = try phone.replaceRecoveryKey()
+        let newPair = RecoveryKey.keyPair(try #require(RecoveryKey.parse(replaced)))
+        let replacedRecord = try #require(try directory.read(AccountObjects.recovery))
+        let opened = try SealedBox.open(
+            replacedRecord, publicKey: newPair.publicKey, secretKey: newPair.secretKey)
+        #expect(opened == (try phone.cloudKey()))
+        _ = try phone.rotateAccountKey(removing: nil, replacingRecoveryKey: false)
+    }
+
+    @Test(
         "the manifest: an older copy, a deleted manifest, a dropped, changed or planted object are refused with a clear error"
     )
     func manifest() throws {

@@ -30,13 +30,12 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     if let reveal = JoinRevealRecord.parse(bytes) {
         precondition(JoinRevealRecord.parse(reveal.encoded()) == reveal)
     }
-    if bytes.count == JoinApproval.length,
-        let approval = JoinApproval.parse(SecureBytes(copying: bytes))
-    {
-        // The account state an approval vouches for survives re-encoding.
+    if let approval = JoinApproval.parse(SecureBytes(copying: bytes)) {
+        // The account key and the state an approval vouches for survive re-encoding.
         let again = JoinApproval.parse(approval.encoded())!
         precondition(
-            again.epoch == approval.epoch && again.manifestVersion == approval.manifestVersion)
+            again.accountKey == approval.accountKey && again.epoch == approval.epoch
+                && again.manifestVersion == approval.manifestVersion)
     }
     if let key = RecoveryKey.parse(SecureBytes(copying: bytes)) {
         // A parsed key prints as 8 groups of 4 and parses back to itself.
