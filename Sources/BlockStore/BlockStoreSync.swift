@@ -32,7 +32,8 @@ public struct BlockStoreSync: Sendable {
         }
         let keys = CloudEntries(session.key)
         var report = Report()
-        for plan in try plans(keys: keys, listed: Set(session.list())) {
+        let plans = try plans(keys: keys, listed: Set(session.list()))
+        for plan in plans {
             let uploads = plan.uploads.map { upload in
                 (upload.name, keys.seal(upload.entry, appID: plan.appID, name: upload.name))
             }
@@ -40,11 +41,16 @@ public struct BlockStoreSync: Sendable {
             report.uploaded += uploads.count
             for name in plan.removals { session.delete(name) }
             report.removed += plan.removals.count
+        }
+        try network { try session.commit() }
+        // What was synced is recorded only once the account's manifest holds it: a commit that
+        // failed leaves the record as it was, so the next sync makes the same uploads and
+        // removals again (a deletion is never forgotten while the cloud still lists its entry).
+        for plan in plans {
             do { try plan.manifest.write(plan.current, digests: plan.digests) } catch {
                 throw BlockStoreError(.internalError, "the cloud manifest could not be written")
             }
         }
-        try network { try session.commit() }
         device.noteSynced(Self.storeName)
         return report
     }
