@@ -62,7 +62,7 @@ package struct Context {
                 let escrow = EscrowConfiguration(url: url, caFile: cloudCA)
             else {
                 throw CommandError.usage(
-                    "--escrow takes the escrow's address: https://… (plain http on loopback only)")
+                    "--escrow takes the escrow's address: https://… (plain http at 127.0.0.1 only)")
             }
             self.escrow = escrow
         } else {

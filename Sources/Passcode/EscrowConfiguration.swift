@@ -8,16 +8,18 @@ import Sealing
 /// counter; either counts every claim itself. A device reaches it only through its protocol
 /// (`EscrowProtocol`), never its count.
 public struct EscrowConfiguration: Sendable, Hashable {
-    /// The escrow's address: `https://escrow.example/` (or `http://` on loopback).
+    /// The escrow's address: `https://escrow.example/` (or `http://127.0.0.1:PORT/`).
     public let url: URL
     /// A CA certificate file to verify the escrow's TLS certificate with (nil: the system's).
     public let caFile: String?
 
-    /// nil for an address that is not `https://…` (or plain `http://` on loopback).
+    /// nil for an address that is not `https://…` or plain `http://127.0.0.1…`. Plain HTTP
+    /// authenticates nothing, so it is taken only at the one address the service listens on:
+    /// not `localhost`, which may resolve to `::1` first, nor `::1`, where the service does not
+    /// listen and any other process of the machine may.
     public init?(url: URL, caFile: String? = nil) {
         guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased(),
-            scheme == "https"
-                || (scheme == "http" && ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host))
+            scheme == "https" || (scheme == "http" && host == "127.0.0.1")
         else { return nil }
         self.url = url
         self.caFile = caFile

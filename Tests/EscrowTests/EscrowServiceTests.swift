@@ -62,6 +62,20 @@ private func randomElement() -> Data {
 @Suite("The escrow service, attacked from outside: a client, a relay, the cloud")
 struct EscrowServiceTests {
     @Test(
+        "a plain-HTTP address is taken at 127.0.0.1 only: localhost (which may resolve to ::1 first) and ::1, where the service does not listen and any other process may, are refused, as is any other host"
+    )
+    func plainHTTPAddresses() {
+        for refused in [
+            "http://localhost:8443/", "http://[::1]:8443/", "http://LOCALHOST:8443/",
+            "http://127.0.0.2:8443/", "http://escrow.example/", "ftp://127.0.0.1/",
+        ] {
+            #expect(EscrowConfiguration(url: URL(string: refused)!) == nil, "\(refused)")
+        }
+        #expect(EscrowConfiguration(url: URL(string: "http://127.0.0.1:8443/")!) != nil)
+        #expect(EscrowConfiguration(url: URL(string: "https://escrow.example/")!) != nil)
+    }
+
+    @Test(
         "every claim is counted before it is answered: 10 claims that never prove anything destroy the slot, and the right passcode then gets nothing"
     )
     func claimsWithoutProofAreCounted() throws {
