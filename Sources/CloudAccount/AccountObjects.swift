@@ -14,17 +14,15 @@ enum AccountObjects {
     static let recovery = "account-recovery"
     /// `account-escrow`: the account key's slot at the escrow service (its ID only).
     static let escrow = "account-escrow"
-    /// `join-<id>`: a new device's join request; `-challenge`: the approving device's answer;
-    /// `-reveal`: the new device's nonce; `-approval`: the account key, boxed to the new device.
+    /// `join-<id>`: a new device's join request; `-approval`: the approving device's answer, the
+    /// account key sealed under the key of their exchange.
     static func joinRequest(_ id: String) -> String { "join-\(id)" }
-    static func joinChallenge(_ id: String) -> String { "join-\(id)-challenge" }
-    static func joinReveal(_ id: String) -> String { "join-\(id)-reveal" }
     static func joinApproval(_ id: String) -> String { "join-\(id)-approval" }
     /// `creating-<device>`: a device's intent to make the account (its time, ms), while it does.
     static func creating(_ deviceID: String) -> String { "creating-\(deviceID)" }
     /// Every object of one join.
     static func joinObjects(_ id: String) -> [String] {
-        [joinRequest(id), joinChallenge(id), joinReveal(id), joinApproval(id)]
+        [joinRequest(id), joinApproval(id)]
     }
     /// `rekey-<device id>-<epoch>`: the key of `epoch`, sealed to the device's X25519 key, in an
     /// envelope under the key of the epoch before.
@@ -148,64 +146,56 @@ struct EscrowRecord: TaggedRecord, Equatable {
     var isWellFormed: Bool { slot.count == 16 }
 }
 
-/// `join-<id>`: a new device's X25519 public key and a commitment to a nonce it reveals only
-/// after the approving device answered (`join-<id>-challenge`) — so the six-digit code both
-/// devices show depends on randomness from both, fixed before either side saw the other's, and a
-/// cloud in the middle cannot grind keys to a matching code (it wins with one chance in 10⁶ per
-/// join, and a mismatch is noticed).
+/// `join-<id>`: a new device's share of the password-authenticated exchange
+/// (`PasswordKeyExchange`) keyed by the six-digit code it shows and the request's ID. The code
+/// never leaves the new device's screen: the user types it on the approving device, which answers
+/// with a share of its own and the approval sealed under the exchange's key. A cloud in the middle
+/// has to guess the code to make a share that opens anything (one chance in 10⁶ per request it
+/// makes or answers), and the shares it sees let it test no guess offline.
 struct JoinRequestRecord: TaggedRecord, Equatable {
-    static let magic = "KJR2"
-    static let currentVersion = 2
+    static let magic = "KJR3"
+    static let currentVersion = 3
     var version = currentVersion
-    var publicKey: Data
-    var commitment: Data
+    var share: Data
 
-    var isWellFormed: Bool {
-        publicKey.count == SealedBox.publicKeyLength && commitment.count == 32
-    }
+    var isWellFormed: Bool { share.count == OPRF.elementLength }
 }
 
-/// `join-<id>-challenge`: the approving device's X25519 public key for this join and its nonce.
-struct JoinChallengeRecord: TaggedRecord, Equatable {
-    static let magic = "KJC1"
-    static let currentVersion = 1
+/// `join-<id>-approval`: the approving device's share and the approval (`JoinApproval`) sealed
+/// under the exchange's key, the request's ID and both shares as its associated data.
+struct JoinApprovalRecord: TaggedRecord, Equatable {
+    static let magic = "KJA3"
+    static let currentVersion = 3
     var version = currentVersion
-    var publicKey: Data
-    var nonce: Data
+    var share: Data
+    var sealed: Data
 
-    var isWellFormed: Bool { publicKey.count == SealedBox.publicKeyLength && nonce.count == 32 }
-}
-
-/// `join-<id>-reveal`: the new device's nonce, revealed once the challenge is there.
-struct JoinRevealRecord: TaggedRecord, Equatable {
-    static let magic = "KJV1"
-    static let currentVersion = 1
-    var version = currentVersion
-    var nonce: Data
-
-    var isWellFormed: Bool { nonce.count == 32 }
+    var isWellFormed: Bool { share.count == OPRF.elementLength && sealed.count <= 512 }
 }
 
 enum JoinCode {
-    /// What the new device commits to: its nonce, bound to its key.
-    static func commitment(publicKey: Data, nonce: Data) -> Data {
-        KeyDerivation.keyedHash(
-            key: SecureBytes(copying: Data(repeating: 0x4B, count: 32)),
-            context: "keepsake.join.commitment.v2", publicKey + nonce
-        ).unsafeData()
+    /// Six random digits, uniformly: what the new device shows and the exchange is keyed by.
+    static func random() -> String {
+        while true {
+            let number = KeyDerivation.randomBytes(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            // 4,294,000,000 is the largest multiple of 10⁶ below 2³²: no digit more likely.
+            guard number < 4_294_000_000 else { continue }
+            let text = String(number % 1_000_000)
+            return String(repeating: "0", count: 6 - text.count) + text
+        }
     }
 
-    /// Six digits from both devices' keys and nonces.
-    static func of(
-        joiner: Data, joinerNonce: Data, approver: Data, approverNonce: Data
-    ) -> String {
-        let digest = KeyDerivation.keyedHash(
-            key: SecureBytes(copying: Data(repeating: 0x4A, count: 32)),
-            context: "keepsake.join.code.v2", joiner + joinerNonce + approver + approverNonce
-        ).unsafeData()
-        let number = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } % 1_000_000
-        let text = String(number)
-        return String(repeating: "0", count: 6 - text.count) + text
+    /// Whether `code` is six ASCII digits.
+    static func isWellFormed(_ code: String) -> Bool {
+        code.utf8.count == 6 && code.utf8.allSatisfy { (0x30...0x39).contains($0) }
+    }
+
+    /// The exchange's session: the request's ID.
+    static func session(_ id: String) -> Data { Data(id.utf8) }
+
+    /// What the approval's envelope authenticates beside its bytes: the request and both shares.
+    static func approvalAssociatedData(_ id: String, request: Data, approver: Data) -> Data {
+        Data("keepsake.join.approval.v3".utf8) + Data(id.utf8) + request + approver
     }
 }
 

@@ -88,222 +88,143 @@ extension Device {
         return note
     }
 
-    /// A join request this device posted, and what it needs to show its code and open the
-    /// approval: its X25519 key pair, its nonce (revealed once the approving device answered), and
-    /// the approving device's key its code was computed with.
+    /// A join request this device posted: the code it shows, and its side of the
+    /// password-authenticated exchange keyed by that code (what opens the approval).
     public final class JoinTicket: Sendable {
         public let id: String
-        let publicKey: Data
-        let secretKey: SecureBytes
-        let nonce: Data
-        /// The approving device's key and nonce, as this device saw them when it showed its code.
-        let answered = Mutex<JoinChallengeRecord?>(nil)
+        /// The six digits to show; never sent anywhere.
+        let code: String
+        let secret: SecureBytes
+        let share: Data
 
-        init(id: String, publicKey: Data, secretKey: SecureBytes, nonce: Data) {
+        init(id: String, code: String, secret: SecureBytes, share: Data) {
             self.id = id
-            self.publicKey = publicKey
-            self.secretKey = secretKey
-            self.nonce = nonce
+            self.code = code
+            self.secret = secret
+            self.share = share
         }
     }
 
-    /// Posts a join request: a new X25519 key pair and a commitment to a random nonce. The code
-    /// to show comes once an existing device answered (`awaitCode`).
+    /// Posts a join request: a new random six-digit code to show (`awaitCode`) and this device's
+    /// share of an exchange keyed by it. The code stays on this device; the user types it on an
+    /// existing device (`approveJoin`).
     public func requestJoin() throws(DeviceError) -> JoinTicket {
         let cloud = try signedIn()
-        let (publicKey, secretKey) = SealedBox.keyPair()
-        let nonce = KeyDerivation.randomBytes(32)
         let id = KeyDerivation.randomBytes(8).hexString
-        let request = JoinRequestRecord(
-            publicKey: publicKey,
-            commitment: JoinCode.commitment(publicKey: publicKey, nonce: nonce))
+        let code = JoinCode.random()
+        let (secret, share) = PasswordKeyExchange.share(
+            password: SecureBytes(copying: Data(code.utf8)), session: JoinCode.session(id))
         // A new name (64 random bits), made only where there is none.
         try swap(
-            AccountObjects.joinRequest(id), request.encoded(), ifVersion: nil, on: cloud,
-            conflict: "post the join request again")
-        return JoinTicket(id: id, publicKey: publicKey, secretKey: secretKey, nonce: nonce)
+            AccountObjects.joinRequest(id), JoinRequestRecord(share: share).encoded(),
+            ifVersion: nil, on: cloud, conflict: "post the join request again")
+        return JoinTicket(id: id, code: code, secret: secret, share: share)
     }
 
-    /// Waits up to `timeout` for an existing device to answer `ticket` (`joinRequests` or
-    /// `approveJoin` there), then reveals this device's nonce and returns the six-digit code to
-    /// show: the user types it on the approving device. nil when no device answered in time.
+    /// The six-digit code to show for `ticket`: the user types it on an existing device of the
+    /// account (`approveJoin` there). Known as soon as the request is posted, so it returns at once
+    /// (never nil); `timeout` is kept for callers written when the code waited for an answer.
     public func awaitCode(of ticket: JoinTicket, timeout: Duration) throws(DeviceError) -> String? {
-        let cloud = try signedIn()
-        let deadline = ContinuousClock.now + timeout
-        if let known = ticket.answered.withLock({ $0 }) { return code(ticket, known) }
-        while true {
-            if let bytes = try cloudCall({ try cloud.read(AccountObjects.joinChallenge(ticket.id)) }
-            ) {
-                guard let challenge = JoinChallengeRecord.parse(bytes) else {
-                    throw DeviceError(.corrupt, "the answer to this join request does not decode")
-                }
-                ticket.answered.withLock { $0 = challenge }
-                _ = try cloudCall {
-                    try cloud.write(
-                        AccountObjects.joinReveal(ticket.id),
-                        JoinRevealRecord(nonce: ticket.nonce).encoded(), ifVersion: nil)
-                }
-                return code(ticket, challenge)
-            }
-            if ContinuousClock.now >= deadline { return nil }
-            Thread.sleep(forTimeInterval: 0.2)
-        }
+        _ = try signedIn()
+        return ticket.code
     }
 
-    private func code(_ ticket: JoinTicket, _ challenge: JoinChallengeRecord) -> String {
-        JoinCode.of(
-            joiner: ticket.publicKey, joinerNonce: ticket.nonce, approver: challenge.publicKey,
-            approverNonce: challenge.nonce)
-    }
-
-    /// Waits up to `timeout` for an approval of `ticket` (after `awaitCode`); true once joined.
-    /// The approval must come from the key the code was computed with; it vouches for the
-    /// account's state, so a cloud that shows this device an older one is refused from then on.
+    /// Waits up to `timeout` for an approval of `ticket` that opens under the key of the exchange
+    /// keyed by this device's code; true once joined. An approval that does not open (the code
+    /// typed wrong there, or one made by whoever sits between the devices) is passed over while
+    /// the user may still type it again; the approval vouches for the account's state, so a cloud
+    /// that shows this device an older one is refused from then on.
     ///
-    /// - Throws: `.authFailed` when the approving device withdrew the request (the codes did not
-    ///   match: a device in the middle, or a typo); `.corrupt` for an approval that does not open
-    ///   as the approving device's.
+    /// - Throws: `.authFailed` when, at the deadline, only approvals that do not open came (the
+    ///   code typed there was not this device's: a typo, or a device in the middle), or when the
+    ///   request was withdrawn; nothing joined either way.
     public func awaitApproval(of ticket: JoinTicket, timeout: Duration) throws(DeviceError) -> Bool
     {
         let cloud = try signedIn()
         let deadline = ContinuousClock.now + timeout
-        guard let challenge = ticket.answered.withLock({ $0 }) else {
-            throw DeviceError(
-                .interactionNotAllowed, "no code was shown yet for this join request (awaitCode)")
-        }
+        var refused: Data?
         while true {
-            if let boxed = try cloudCall({ try cloud.read(AccountObjects.joinApproval(ticket.id)) })
+            if let bytes = try cloudCall({ try cloud.read(AccountObjects.joinApproval(ticket.id)) }
+            ),
+                bytes != refused
             {
-                let approval: JoinApproval
-                do {
-                    let opened = try SealedBox.unbox(
-                        boxed, from: challenge.publicKey, secretKey: ticket.secretKey)
-                    guard let parsed = JoinApproval.parse(opened) else {
-                        throw SealingError(.malformed, "not an approval")
-                    }
-                    approval = parsed
-                } catch {
-                    throw DeviceError(
-                        .corrupt,
-                        "the approval does not open as from the device that answered this request: nothing joined",
-                        underlying: error)
+                if let approval = Self.open(bytes, ticket) {
+                    try adopt(approval.accountKey)
+                    // The state the approving device vouched for: an older one is refused from now on.
+                    try seenManifest.raise(
+                        account: SeenManifest.account(approval.accountKey), epoch: approval.epoch,
+                        version: approval.manifestVersion)
+                    for name in AccountObjects.joinObjects(ticket.id) { try? cloud.delete(name) }
+                    return true
                 }
-                try adopt(approval.accountKey)
-                // The state the approving device vouched for: an older one is refused from now on.
-                try seenManifest.raise(
-                    account: SeenManifest.account(approval.accountKey), epoch: approval.epoch,
-                    version: approval.manifestVersion)
-                for name in AccountObjects.joinObjects(ticket.id) { try? cloud.delete(name) }
-                return true
+                refused = bytes
             }
             if try cloudCall({ try cloud.read(AccountObjects.joinRequest(ticket.id)) }) == nil {
                 throw DeviceError(
+                    .authFailed, "this join request was withdrawn: nothing joined — start again")
+            }
+            if ContinuousClock.now >= deadline {
+                guard refused != nil else { return false }
+                for name in AccountObjects.joinObjects(ticket.id) { try? cloud.delete(name) }
+                throw DeviceError(
                     .authFailed,
-                    "the approving device withdrew this join request: the code typed there did not match this device's (a device in the middle, or a typo); nothing joined — start again"
+                    "the approval does not open under this device's code: the code typed on the approving device was another (a typo, or a device in the middle); nothing joined — start again"
                 )
             }
-            if ContinuousClock.now >= deadline { return false }
             Thread.sleep(forTimeInterval: 0.2)
         }
     }
 
-    /// A pending join request, as an approving device shows it.
-    public struct JoinRequest: Sendable, Hashable {
-        public let id: String
-        /// The code this device computes for it, once the new device revealed its nonce; nil
-        /// while it has not (or when its reveal does not match its commitment, or another device
-        /// answered it).
-        public let code: String?
+    /// The approval in `bytes`, when it opens under the key of `ticket`'s exchange.
+    static func open(_ bytes: Data, _ ticket: JoinTicket) -> JoinApproval? {
+        guard let record = JoinApprovalRecord.parse(bytes),
+            let key = try? PasswordKeyExchange.key(
+                secret: ticket.secret, peerShare: record.share, initiatorShare: ticket.share,
+                responderShare: record.share, session: JoinCode.session(ticket.id)),
+            let opened = try? Envelope.open(
+                record.sealed, key: key,
+                associatedData: JoinCode.approvalAssociatedData(
+                    ticket.id, request: ticket.share, approver: record.share))
+        else { return nil }
+        return JoinApproval.parse(opened)
     }
 
-    /// The join requests waiting in the cloud (malformed ones skipped), answered by this device
-    /// where no device has answered yet — so the new device can show its code.
-    ///
-    /// More than `maximumPendingJoins` requests are not read or answered (their codes are nil):
-    /// each answer is one more code a cloud in the middle could hold ready for the one the user
-    /// types, and each costs round trips.
+    /// A pending join request, as an approving device lists it.
+    public struct JoinRequest: Sendable, Hashable {
+        public let id: String
+    }
+
+    /// The join requests waiting in the cloud (their IDs: a request carries no code — the user
+    /// reads it off the new device's screen).
     public func joinRequests() throws(DeviceError) -> [JoinRequest] {
-        let cloud = try signedIn()
-        let record = try records.load().record
-        let ids = try cloudCall({ try cloud.list() }).compactMap { name -> String? in
+        try pendingJoins(on: try signedIn()).map { JoinRequest(id: $0) }
+    }
+
+    /// The IDs of the join requests in the cloud's listing.
+    private func pendingJoins(on cloud: any CloudStorage) throws(DeviceError) -> [String] {
+        try cloudCall({ try cloud.list() }).compactMap { name -> String? in
             let id = String(name.dropFirst(5))
             return name.hasPrefix("join-") && id.count == 16 && id.allSatisfy(\.isHexDigit)
                 ? id : nil
         }.sorted()
-        guard ids.count <= Self.maximumPendingJoins else {
-            return ids.map { JoinRequest(id: $0, code: nil) }
-        }
-        var requests: [JoinRequest] = []
-        for id in ids {
-            guard let bytes = try? cloud.read(AccountObjects.joinRequest(id)),
-                let request = JoinRequestRecord.parse(bytes)
-            else { continue }
-            requests.append(
-                JoinRequest(id: id, code: try answer(request, id: id, record: record, on: cloud)))
-        }
-        return requests
     }
 
-    /// How many join requests may wait at once for this device to answer or approve any.
+    /// How many join requests may wait at once for this device to approve any.
     static let maximumPendingJoins = 8
 
-    /// This device's answer to join request `id` as it stands: a key pair and a nonce derived from
-    /// the device secret, the id and the request's key and commitment. Nothing needs keeping
-    /// between answering and approving, and none of it is the cloud's to choose: a challenge the
-    /// cloud rewrote (another nonce under this device's key) or a request it changed after the
-    /// answer (another commitment) no longer matches, so shows no code.
-    private static func approverAnswer(
-        _ record: DeviceRecord, request id: String, _ request: JoinRequestRecord
-    ) -> (publicKey: Data, secretKey: SecureBytes, nonce: Data) {
-        let seed = KeyDerivation.keyedHash(
-            key: SecureBytes(copying: record.deviceSecret), context: "keepsake.join.approver.v3",
-            Data(id.utf8) + request.publicKey + request.commitment)
-        let pair = SealedBox.keyPair(seed: seed)
-        let nonce = KeyDerivation.keyedHash(key: seed, context: "keepsake.join.approver-nonce.v3")
-        return (pair.publicKey, pair.secretKey, nonce.unsafeData())
-    }
-
-    /// Answers `request` when nobody has; its code once the new device revealed a nonce that
-    /// matches its commitment (nil otherwise, when another device answered, or when the answer
-    /// there is not exactly this device's for this request).
-    private func answer(
-        _ request: JoinRequestRecord, id: String, record: DeviceRecord, on cloud: any CloudStorage
-    ) throws(DeviceError) -> String? {
-        let mine = Self.approverAnswer(record, request: id, request)
-        var challenge = try cloudCall { try cloud.read(AccountObjects.joinChallenge(id)) }
-            .flatMap(JoinChallengeRecord.parse)
-        if challenge == nil {
-            let made = JoinChallengeRecord(publicKey: mine.publicKey, nonce: mine.nonce)
-            _ = try cloudCall {
-                try cloud.write(AccountObjects.joinChallenge(id), made.encoded(), ifVersion: nil)
-            }
-            challenge = try cloudCall { try cloud.read(AccountObjects.joinChallenge(id)) }
-                .flatMap(JoinChallengeRecord.parse)
-        }
-        guard let challenge, challenge.publicKey == mine.publicKey, challenge.nonce == mine.nonce,
-            let reveal = try cloudCall({ try cloud.read(AccountObjects.joinReveal(id)) })
-                .flatMap(JoinRevealRecord.parse),
-            constantTimeEquals(
-                JoinCode.commitment(publicKey: request.publicKey, nonce: reveal.nonce),
-                request.commitment)
-        else { return nil }
-        return JoinCode.of(
-            joiner: request.publicKey, joinerNonce: reveal.nonce, approver: challenge.publicKey,
-            approverNonce: challenge.nonce)
-    }
-
-    /// Approves the join request whose code is `code` — the code the new device shows, typed by
-    /// the user: the account key and the account's state, boxed from this device's key for the
-    /// join to the new device's. Needs this device unlocked and holding the key. A code that
-    /// matches no request withdraws the requests it was meant for (both sides stop: a device in
-    /// the middle wins with one chance in a million, and is noticed when it loses).
+    /// Approves the join request whose device shows `code`, typed by the user: each waiting
+    /// request (at most 8) is answered with this device's share of the exchange keyed by the code
+    /// and the account key with the account's state sealed under the exchange's key. Only a
+    /// device that shows that code opens it; a request the cloud made gets one guess of the code
+    /// (one chance in 10⁶), and learns nothing it could test a guess against. Approving again
+    /// (the code typed wrong) answers anew. Needs this device unlocked and holding the key.
     ///
-    /// - Throws: `.interactionNotAllowed` when locked; `.invalidPasscode` without a code, or when
-    ///   no request shows one yet; `.authFailed` when the code matches no request (withdrawn).
+    /// - Throws: `.interactionNotAllowed` when locked; `.invalidPasscode` without a six-digit
+    ///   code, with no request waiting, or with more than 8 (some are not the user's: nothing
+    ///   approved).
     public func approveJoin(code: String?) throws(DeviceError) {
         let cloud = try signedIn()
-        guard let code, code.count == 6, code.allSatisfy(\.isASCII), code.allSatisfy(\.isNumber)
-        else {
+        guard let code, JoinCode.isWellFormed(code) else {
             throw DeviceError(
                 .invalidPasscode, "type the six-digit code the new device shows (--code C)")
         }
@@ -311,54 +232,54 @@ extension Device {
             throw DeviceError(
                 .interactionNotAllowed, "approving needs this device unlocked and in the account")
         }
-        let pending = try joinRequests()
+        let pending = try pendingJoins(on: cloud)
         guard pending.count <= Self.maximumPendingJoins else {
             throw DeviceError(
                 .invalidPasscode,
-                "\(pending.count) join requests are pending (more than 8: some are not the user's); nothing approved"
-            )
-        }
-        let shown = pending.filter { $0.code != nil }
-        let chosen = shown.filter { $0.code == code }
-        guard chosen.count == 1, let request = chosen.first else {
-            if shown.isEmpty {
-                throw DeviceError(
-                    .invalidPasscode,
-                    "no join request shows a code yet: the new device shows it once this device has answered (now): type it then"
-                )
-            }
-            // The code the user saw is on no request here: whatever this device was shown is not
-            // the device in the user's hand. Withdrawn, so both sides stop.
-            for request in shown {
-                for name in AccountObjects.joinObjects(request.id) { try? cloud.delete(name) }
-            }
-            throw DeviceError(
-                .authFailed,
-                "the code matches no join request: nothing approved, and the pending requests are withdrawn (a device in the middle, or a typo): start the join again"
+                "\(pending.count) join requests are pending (more than \(Self.maximumPendingJoins): some are not the user's); nothing approved"
             )
         }
         let record = try records.load().record
-        guard let bytes = try cloudCall({ try cloud.read(AccountObjects.joinRequest(request.id)) }),
-            let joiner = JoinRequestRecord.parse(bytes),
-            try answer(joiner, id: request.id, record: record, on: cloud) == code
-        else { throw DeviceError(.corrupt, "the join request changed meanwhile: nothing approved") }
         // The state this device itself has seen (its own file, or its key's epoch): never the
         // cloud's account record, whose epoch the cloud could lower to void the vouching.
         let seen = seenManifest.read(account: SeenManifest.account(accountKey))
         let approval = JoinApproval(
             accountKey: accountKey, epoch: seen?.epoch ?? record.cloudEpoch ?? 0,
-            manifestVersion: seen?.version ?? 0)
-        let boxed: Data
-        do {
-            boxed = try SealedBox.box(
-                approval.encoded(), to: joiner.publicKey,
-                from: Self.approverAnswer(record, request: request.id, joiner).secretKey)
-        } catch {
-            throw DeviceError(.corrupt, "\(error)", underlying: error)
+            manifestVersion: seen?.version ?? 0
+        ).encoded()
+        var answered = 0
+        for id in pending {
+            guard let bytes = try cloudCall({ try cloud.read(AccountObjects.joinRequest(id)) }),
+                let request = JoinRequestRecord.parse(bytes)
+            else { continue }
+            let mine = PasswordKeyExchange.share(
+                password: SecureBytes(copying: Data(code.utf8)), session: JoinCode.session(id))
+            guard
+                let key = try? PasswordKeyExchange.key(
+                    secret: mine.secret, peerShare: request.share, initiatorShare: request.share,
+                    responderShare: mine.share, session: JoinCode.session(id))
+            else { continue }  // a share that is no element: not a device's
+            let sealed = approval.withUnsafeBytes {
+                Envelope.seal(
+                    $0, key: key,
+                    associatedData: JoinCode.approvalAssociatedData(
+                        id, request: request.share, approver: mine.share))
+            }
+            let name = AccountObjects.joinApproval(id)
+            // Over an earlier answer (a code typed wrong before): each is one the user typed.
+            let current = try currentVersion(of: name, on: cloud)
+            _ = try cloudCall {
+                try cloud.write(
+                    name, JoinApprovalRecord(share: mine.share, sealed: sealed).encoded(),
+                    ifVersion: current)
+            }
+            answered += 1
         }
-        // Made only where there is none.
-        _ = try cloudCall {
-            try cloud.write(AccountObjects.joinApproval(request.id), boxed, ifVersion: nil)
+        guard answered > 0 else {
+            throw DeviceError(
+                .invalidPasscode,
+                "no join request is waiting: start the join on the new device (device join --approval), then type the code it shows"
+            )
         }
     }
 

@@ -95,22 +95,19 @@ enum DeviceCommand {
             case "approval":
                 let timeout = try context.arguments.count("timeout", default: 300, in: 1...3600)
                 let ticket = try device.requestJoin()
-                let deadline = ContinuousClock.now + .seconds(timeout)
-                // Posted: an existing device answers it (`device requests` or `device approve`
-                // there); then this device shows its code, which the user types there.
-                Output.json([
-                    "request": ticket.id,
-                    "waiting":
-                        "run `keepsake device requests` on an unlocked device of the account",
-                ])
+                // Posted: the user types the code shown here on an unlocked device of the
+                // account (`device approve --code C` there).
                 guard let code = try device.awaitCode(of: ticket, timeout: .seconds(timeout)) else {
                     throw CommandError(
                         statusName: "errSecUserCanceled (-128)",
-                        message: "no device of the account answered within \(timeout) s")
+                        message: "no code for this join request")
                 }
-                Output.json(["code": code])
-                let left = max(deadline - ContinuousClock.now, .seconds(1))
-                guard try device.awaitApproval(of: ticket, timeout: left) else {
+                Output.json([
+                    "request": ticket.id, "code": code,
+                    "waiting":
+                        "run `keepsake device approve --code \(code)` on an unlocked device of the account",
+                ])
+                guard try device.awaitApproval(of: ticket, timeout: .seconds(timeout)) else {
                     throw CommandError(
                         statusName: "errSecUserCanceled (-128)",
                         message:
@@ -131,12 +128,8 @@ enum DeviceCommand {
             Output.json(result)
         case "requests":
             try context.arguments.allowOnly([])
-            // Answers each new request (so the new device can show its code); a code appears
-            // here once the new device has shown it.
-            Output.json(
-                try device.joinRequests().map {
-                    ["id": $0.id, "code": $0.code as Any? ?? NSNull()]
-                })
+            // The requests waiting: their codes are on the new devices' screens only.
+            Output.json(try device.joinRequests().map { ["id": $0.id] })
         case "approve":
             try context.arguments.allowOnly(["code"])
             try device.approveJoin(code: context.arguments.value("code"))

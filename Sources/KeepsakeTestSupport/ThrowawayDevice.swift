@@ -75,9 +75,8 @@ extension Device {
     @discardableResult
     package func approve(_ joiner: Device, timeout: Duration = .seconds(10)) throws -> String {
         let ticket = try joiner.requestJoin()
-        _ = try joinRequests()
         guard let code = try joiner.awaitCode(of: ticket, timeout: timeout) else {
-            throw HarnessError("the joining device saw no answer within \(timeout)")
+            throw HarnessError("the joining device shows no code")
         }
         try approveJoin(code: code)
         guard try joiner.awaitApproval(of: ticket, timeout: timeout) else {

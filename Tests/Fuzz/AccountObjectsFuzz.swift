@@ -1,6 +1,7 @@
 // libFuzzer target: the cloud account's own objects (Sources/CloudAccount/AccountObjects.swift) — its
-// record, the escrow record, join requests, answers, reveals and approvals' contents, and typed recovery keys — the objects a cloud holds
-// outside a seal.
+// record, the escrow record, join requests and approvals (their shares of the join's key
+// exchange) and approvals' contents, and typed recovery keys — the objects a cloud holds outside a
+// seal.
 import Foundation
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -15,20 +16,24 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     }
     if let request = JoinRequestRecord.parse(bytes) {
         precondition(
-            request.commitment.count == 32 && JoinRequestRecord.parse(request.encoded()) == request)
+            request.share.count == 32 && JoinRequestRecord.parse(request.encoded()) == request)
+        // A share from the cloud: either no element (refused) or a 32-byte key, never a crash.
+        let mine = PasswordKeyExchange.share(
+            password: SecureBytes(copying: Data("123456".utf8)), session: Data("fuzz".utf8))
+        if let key = try? PasswordKeyExchange.key(
+            secret: mine.secret, peerShare: request.share, initiatorShare: request.share,
+            responderShare: mine.share, session: Data("fuzz".utf8))
+        {
+            precondition(key.count == 32)
+        }
     }
-    if let challenge = JoinChallengeRecord.parse(bytes) {
+    if let answer = JoinApprovalRecord.parse(bytes) {
         precondition(
-            challenge.nonce.count == 32
-                && JoinChallengeRecord.parse(challenge.encoded()) == challenge)
-        let code = JoinCode.of(
-            joiner: challenge.publicKey, joinerNonce: challenge.nonce,
-            approver: challenge.publicKey,
-            approverNonce: challenge.nonce)
-        precondition(code.count == 6 && code.allSatisfy(\.isNumber))
+            answer.share.count == 32 && answer.sealed.count <= 512
+                && JoinApprovalRecord.parse(answer.encoded()) == answer)
     }
-    if let reveal = JoinRevealRecord.parse(bytes) {
-        precondition(JoinRevealRecord.parse(reveal.encoded()) == reveal)
+    if let text = String(data: bytes, encoding: .utf8), JoinCode.isWellFormed(text) {
+        precondition(text.count == 6 && text.allSatisfy { $0.isASCII && $0.isNumber })
     }
     if let approval = JoinApproval.parse(SecureBytes(copying: bytes)) {
         // The account key and the state an approval vouches for survive re-encoding.

@@ -152,7 +152,7 @@ struct BlockStoreCLITests {
         if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct JoinCLITests {
     @Test(
-        "a new device joins by approval through the command line: the existing device answers, the new device shows a code, the same code typed there approves, the new device restores"
+        "a new device joins by approval through the command line: the new device shows a code of its own, the same code typed on the existing device approves, the new device restores"
     )
     func approvalThroughTheCommandLine() throws {
         let cloud = Throwaway.untrusted("cloud")
@@ -181,8 +181,8 @@ struct JoinCLITests {
         #expect(
             noEscrow.status == 1 && noEscrow.stderr.contains("--approval")
                 && noEscrow.stderr.contains("--recovery-key"))
-        // The new device posts its request and waits; the existing device answers; the new
-        // device shows its code; the user types it on the existing device (`joinByApproval`).
+        // The new device posts its request, shows its code and waits; the user types the code on
+        // the existing device (`joinByApproval`).
         let lines = try joinByApproval(device2, on: two, approvedBy: device1, on: one)
         #expect(lines.contains("\"restored\":1"), "\(lines)")
         // Approving without a code is refused.
