@@ -162,15 +162,25 @@ struct JoinRequestRecord: TaggedRecord, Equatable {
 }
 
 /// `join-<id>-approval`: the approving device's share and the approval (`JoinApproval`) sealed
-/// under the exchange's key, the request's ID and both shares as its associated data.
-struct JoinApprovalRecord: TaggedRecord, Equatable {
-    static let magic = "KJA3"
-    static let currentVersion = 3
-    var version = currentVersion
+/// under the exchange's key, the request's ID and both shares as its associated data. Binary, as
+/// sealed objects are: the magic, the share, the envelope.
+struct JoinApprovalRecord: Equatable {
+    static let magic = Data("KJA3".utf8)
     var share: Data
     var sealed: Data
 
-    var isWellFormed: Bool { share.count == OPRF.elementLength && sealed.count <= 512 }
+    func encoded() -> Data { Self.magic + share + sealed }
+
+    /// The record, or nil when it is not one (an envelope of more than 512 bytes is none).
+    static func parse(_ bytes: Data) -> JoinApprovalRecord? {
+        let bytes = Data(bytes)
+        let headerLength = magic.count + OPRF.elementLength
+        guard bytes.starts(with: magic), bytes.count > headerLength,
+            bytes.count - headerLength <= 512
+        else { return nil }
+        return JoinApprovalRecord(
+            share: Data(bytes[magic.count..<headerLength]), sealed: Data(bytes[headerLength...]))
+    }
 }
 
 enum JoinCode {
