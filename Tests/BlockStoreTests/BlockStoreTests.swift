@@ -390,7 +390,14 @@ struct BlockStoreCloudTests {
     )
     func failedCommitForgetsNothing() throws {
         let cloud = newCloud()
-        let storage = ManifestRefusingCloud(CloudDirectory(cloud))
+        // The cloud refuses the manifest's write while `refusing`: a commit that fails (a server
+        // answering 5xx, a connection dropped) at the one moment it matters.
+        let refusing = Mutex(false)
+        let storage = InterceptedCloud(CloudDirectory(cloud)) { name in
+            if name == "account-manifest", refusing.withLock({ $0 }) {
+                throw HarnessError("the cloud refused the manifest's write")
+            }
+        }
         let service = try PrivateSecretService.start()
         let device = service.device(
             cloud: storage, escrow: try PrivateEscrow.of(cloud).configuration, tuning: .fast)
@@ -404,9 +411,9 @@ struct BlockStoreCloudTests {
             StoreBytesData(bytes: Data("gone".utf8), key: "other", shouldBackupToCloud: true))
         #expect(try BlockStoreSync(device: device).sync().uploaded == 1)
         _ = try client.deleteBytes(DeleteBytesRequest(keys: ["other"]))
-        storage.refusing.withLock { $0 = true }
+        refusing.withLock { $0 = true }
         #expect(throws: BlockStoreError.self) { try BlockStoreSync(device: device).sync() }
-        storage.refusing.withLock { $0 = false }
+        refusing.withLock { $0 = false }
         #expect(try BlockStoreSync(device: device).sync().removed == 1)
         #expect(Files.list(cloud).filter { $0.hasPrefix("bs-") }.isEmpty)
         let new = try Phone(cloud: cloud)
@@ -471,39 +478,4 @@ struct BlockStoreCloudTests {
             try new.client("com.example.other").retrieveBytes(
                 RetrieveBytesRequest(retrieveAll: true)) == ["k2": Data("b".utf8)])
     }
-}
-
-/// A cloud directory that refuses the account manifest's write while `refusing`: a commit that
-/// fails (a server answering 5xx, a connection dropped) at the one moment it matters.
-private final class ManifestRefusingCloud: CloudStorage, @unchecked Sendable {
-    let inner: CloudDirectory
-    let refusing = Mutex(false)
-
-    init(_ inner: CloudDirectory) { self.inner = inner }
-
-    private func refuse(_ name: String) throws {
-        if name == "account-manifest", refusing.withLock({ $0 }) {
-            throw HarnessError("the cloud refused the manifest's write")
-        }
-    }
-
-    func read(_ name: String) throws -> Data? { try inner.read(name) }
-    func write(_ name: String, _ data: Data) throws {
-        try refuse(name)
-        try inner.write(name, data)
-    }
-    func delete(_ name: String) throws { try inner.delete(name) }
-    func list() throws -> [String] { try inner.list() }
-    func lock() throws -> AnyObject { try inner.lock() }
-    func readVersioned(_ name: String) throws -> VersionedObject? { try inner.readVersioned(name) }
-    func write(_ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?) throws -> Bool
-    {
-        try refuse(name)
-        return try inner.write(name, data, ifVersion: expected)
-    }
-    func write(_ objects: [(name: String, data: Data)]) throws {
-        for object in objects { try refuse(object.name) }
-        try inner.write(objects)
-    }
-    func read(_ names: [String]) throws -> [String: Data] { try inner.read(names) }
 }

@@ -8,51 +8,23 @@ import Testing
 @testable import Device
 
 /// The real WebDAV account with a writer that ignores the account's lock (or whose lock expired)
-/// slipped in: just before this device's write of one chosen object, that writer puts bytes of its
-/// own there through the same real server. Fault injection around the real path: every request
-/// still goes to Apache.
-private final class InterferedCloud: CloudStorage, @unchecked Sendable {
-    let server: WebDAVCloud
-    let target: String
-    let theirs: Data
-    private let done = Mutex(false)
-
-    init(_ server: WebDAVCloud, before target: String, writing theirs: Data) {
-        self.server = server
-        self.target = target
-        self.theirs = theirs
-    }
-
-    var interfered: Bool { done.withLock { $0 } }
-
-    private func interfere(_ name: String) throws {
+/// slipped in: just before this device's first write of one chosen object, that writer puts bytes
+/// of its own there through the same real server.
+private func interfered(_ server: WebDAVCloud, before target: String, writing theirs: Data) -> (
+    cloud: InterceptedCloud, interfered: @Sendable () -> Bool
+) {
+    let done = Mutex(false)
+    let cloud = InterceptedCloud(server) { name in
         guard name == target,
             done.withLock({ old in
-                defer { old = true }
-                return !old
+                defer { old = true }; return !old
             })
         else {
             return
         }
         try server.write(name, theirs)
     }
-
-    func read(_ name: String) throws -> Data? { try server.read(name) }
-    func write(_ name: String, _ data: Data) throws {
-        try interfere(name)
-        try server.write(name, data)
-    }
-    func delete(_ name: String) throws { try server.delete(name) }
-    func list() throws -> [String] { try server.list() }
-    func lock() throws -> AnyObject { try server.lock() }
-    func readVersioned(_ name: String) throws -> VersionedObject? {
-        try server.readVersioned(name)
-    }
-    func write(_ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?) throws -> Bool
-    {
-        try interfere(name)
-        return try server.write(name, data, ifVersion: expected)
-    }
+    return (cloud, { done.withLock { $0 } })
 }
 
 @Suite(
@@ -75,12 +47,12 @@ struct WebDAVRaceTests {
         defer { withExtendedLifetime(service) {} }
         let name = target == "store object" ? storeObject : target
         let theirs = Data("another writer's \(name)".utf8)
-        let cloud = InterferedCloud(real, before: name, writing: theirs)
+        let (cloud, interferedYet) = interfered(real, before: name, writing: theirs)
         let phone = service.device(directory: setUp.directory, cloud: cloud, tuning: .fast)
         let keyBefore = try #require(try phone.cloudKey(forUpload: false))
 
         #expect(throws: DeviceError.self) { _ = try phone.replaceRecoveryKey() }
-        #expect(cloud.interfered)
+        #expect(interferedYet())
         // What the other writer put there stays; this device keeps the key it had.
         #expect(try real.read(name) == theirs)
         // (Where the other writer replaced the account record itself, this device's key no
@@ -127,7 +99,8 @@ struct WebDAVRaceTests {
         let escrow = try PrivateEscrow()
         let real = try server.cloud()
         let theirs = Data("another device's escrow record".utf8)
-        let cloud = InterferedCloud(real, before: AccountObjects.escrow, writing: theirs)
+        let (cloud, interferedYet) = interfered(
+            real, before: AccountObjects.escrow, writing: theirs)
         let service = try PrivateSecretService.start()
         let phone = service.device(
             directory: Throwaway.directory("phone"), cloud: cloud, escrow: escrow.configuration,
@@ -136,11 +109,11 @@ struct WebDAVRaceTests {
         // busy machine the pin's cloud work may not get as far as the registration: each unlock
         // takes it up again, until a registration has met the other writer.)
         _ = try? phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
-        for _ in 0..<5 where !cloud.interfered {
+        for _ in 0..<5 where !interferedYet() {
             try phone.reboot()
             _ = try? phone.unlock(passcode: "4711")
         }
-        #expect(cloud.interfered)
+        #expect(interferedYet())
         #expect(try real.read(AccountObjects.escrow) == theirs)
         #expect(try phone.lockScreenKind() == .pin)
         // At the next unlock it registers over what it finds (compare-and-swap against it).
