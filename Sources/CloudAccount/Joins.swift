@@ -129,47 +129,49 @@ extension Device {
         return ticket.code
     }
 
-    /// Waits up to `timeout` for an approval of `ticket` that opens under the key of the exchange
-    /// keyed by this device's code; true once joined. An approval that does not open (the code
-    /// typed wrong there, or one made by whoever sits between the devices) is passed over while
-    /// the user may still type it again; the approval vouches for the account's state, so a cloud
-    /// that shows this device an older one is refused from then on.
+    /// Waits up to `timeout` for an approval of `ticket`; true once joined. The first approval
+    /// that comes must open under the key of the exchange keyed by this device's code: one that
+    /// does not (the code typed wrong there, or one made by whoever sits between the devices)
+    /// ends the request, so each request is one guess of its code. The approval vouches for the
+    /// account's state, so a cloud that shows this device an older one is refused from then on.
+    /// The request is withdrawn whenever this returns without joining.
     ///
-    /// - Throws: `.authFailed` when, at the deadline, only approvals that do not open came (the
-    ///   code typed there was not this device's: a typo, or a device in the middle), or when the
-    ///   request was withdrawn; nothing joined either way.
+    /// - Throws: `.authFailed` for an approval that does not open (a typo on the approving device,
+    ///   or a device in the middle: start again, with a new code), or when the request was
+    ///   withdrawn; nothing joined either way.
     public func awaitApproval(of ticket: JoinTicket, timeout: Duration) throws(DeviceError) -> Bool
     {
         let cloud = try signedIn()
         let deadline = ContinuousClock.now + timeout
-        var refused: Data?
+        let withdraw = {
+            for name in AccountObjects.joinObjects(ticket.id) { try? cloud.delete(name) }
+        }
         while true {
-            if let bytes = try cloudCall({ try cloud.read(AccountObjects.joinApproval(ticket.id)) }
-            ),
-                bytes != refused
+            if let bytes = try cloudCall({ try cloud.read(AccountObjects.joinApproval(ticket.id)) })
             {
-                if let approval = Self.open(bytes, ticket) {
-                    try adopt(approval.accountKey)
-                    // The state the approving device vouched for: an older one is refused from now on.
-                    try seenManifest.raise(
-                        account: SeenManifest.account(approval.accountKey), epoch: approval.epoch,
-                        version: approval.manifestVersion)
-                    for name in AccountObjects.joinObjects(ticket.id) { try? cloud.delete(name) }
-                    return true
+                withdraw()
+                guard let approval = Self.open(bytes, ticket) else {
+                    throw DeviceError(
+                        .authFailed,
+                        "the approval does not open under this device's code: the code typed on the approving device was another (a typo, or a device in the middle); nothing joined — start again"
+                    )
                 }
-                refused = bytes
+                // The state the approving device vouched for: an older one is refused from now on.
+                try seenManifest.raise(
+                    account: SeenManifest.account(approval.accountKey), epoch: approval.epoch,
+                    version: approval.manifestVersion)
+                try adopt(approval.accountKey)
+                return true
             }
             if try cloudCall({ try cloud.read(AccountObjects.joinRequest(ticket.id)) }) == nil {
                 throw DeviceError(
-                    .authFailed, "this join request was withdrawn: nothing joined — start again")
+                    .authFailed,
+                    "this join request was withdrawn (the approving device saw more than one waiting); nothing joined — start again"
+                )
             }
             if ContinuousClock.now >= deadline {
-                guard refused != nil else { return false }
-                for name in AccountObjects.joinObjects(ticket.id) { try? cloud.delete(name) }
-                throw DeviceError(
-                    .authFailed,
-                    "the approval does not open under this device's code: the code typed on the approving device was another (a typo, or a device in the middle); nothing joined — start again"
-                )
+                withdraw()
+                return false
             }
             Thread.sleep(forTimeInterval: 0.2)
         }
@@ -209,19 +211,16 @@ extension Device {
         }.sorted()
     }
 
-    /// How many join requests may wait at once for this device to approve any.
-    static let maximumPendingJoins = 8
-
-    /// Approves the join request whose device shows `code`, typed by the user: each waiting
-    /// request (at most 8) is answered with this device's share of the exchange keyed by the code
-    /// and the account key with the account's state sealed under the exchange's key. Only a
-    /// device that shows that code opens it; a request the cloud made gets one guess of the code
-    /// (one chance in 10⁶), and learns nothing it could test a guess against. Approving again
-    /// (the code typed wrong) answers anew. Needs this device unlocked and holding the key.
+    /// Approves the join request whose device shows `code`, typed by the user: the one waiting
+    /// request is answered with this device's share of the exchange keyed by the code and the
+    /// account key with the account's state sealed under the exchange's key. Only a device that
+    /// shows that code opens it: a request the cloud made gets one guess of the code (one chance
+    /// in 10⁶) and learns nothing it could test a guess against. With more than one request
+    /// waiting this device cannot tell the user's: it withdraws them all (so both sides stop) and
+    /// approves nothing. Needs this device unlocked and holding the key.
     ///
     /// - Throws: `.interactionNotAllowed` when locked; `.invalidPasscode` without a six-digit
-    ///   code, with no request waiting, or with more than 8 (some are not the user's: nothing
-    ///   approved).
+    ///   code, or with no request waiting; `.authFailed` with more than one (all withdrawn).
     public func approveJoin(code: String?) throws(DeviceError) {
         let cloud = try signedIn()
         guard let code, JoinCode.isWellFormed(code) else {
@@ -233,10 +232,13 @@ extension Device {
                 .interactionNotAllowed, "approving needs this device unlocked and in the account")
         }
         let pending = try pendingJoins(on: cloud)
-        guard pending.count <= Self.maximumPendingJoins else {
+        guard pending.count <= 1 else {
+            for id in pending {
+                for name in AccountObjects.joinObjects(id) { try? cloud.delete(name) }
+            }
             throw DeviceError(
-                .invalidPasscode,
-                "\(pending.count) join requests are pending (more than \(Self.maximumPendingJoins): some are not the user's); nothing approved"
+                .authFailed,
+                "\(pending.count) join requests were waiting (one is the user's at most; the others are not): all withdrawn, nothing approved — start the join again on the new device"
             )
         }
         let record = try records.load().record
@@ -247,38 +249,45 @@ extension Device {
             accountKey: accountKey, epoch: seen?.epoch ?? record.cloudEpoch ?? 0,
             manifestVersion: seen?.version ?? 0
         ).encoded()
-        var answered = 0
-        for id in pending {
-            guard let bytes = try cloudCall({ try cloud.read(AccountObjects.joinRequest(id)) }),
-                let request = JoinRequestRecord.parse(bytes)
-            else { continue }
-            let mine = PasswordKeyExchange.share(
-                password: SecureBytes(copying: Data(code.utf8)), session: JoinCode.session(id))
-            guard
-                let key = try? PasswordKeyExchange.key(
-                    secret: mine.secret, peerShare: request.share, initiatorShare: request.share,
-                    responderShare: mine.share, session: JoinCode.session(id))
-            else { continue }  // a share that is no element: not a device's
-            let sealed = approval.withUnsafeBytes {
-                Envelope.seal(
-                    $0, key: key,
-                    associatedData: JoinCode.approvalAssociatedData(
-                        id, request: request.share, approver: mine.share))
-            }
-            let name = AccountObjects.joinApproval(id)
-            // Over an earlier answer (a code typed wrong before): each is one the user typed.
-            let current = try currentVersion(of: name, on: cloud)
-            _ = try cloudCall {
-                try cloud.write(
-                    name, JoinApprovalRecord(share: mine.share, sealed: sealed).encoded(),
-                    ifVersion: current)
-            }
-            answered += 1
-        }
-        guard answered > 0 else {
+        guard let id = pending.first,
+            let bytes = try cloudCall({ try cloud.read(AccountObjects.joinRequest(id)) }),
+            let request = JoinRequestRecord.parse(bytes)
+        else {
             throw DeviceError(
                 .invalidPasscode,
                 "no join request is waiting: start the join on the new device (device join --approval), then type the code it shows"
+            )
+        }
+        let mine = PasswordKeyExchange.share(
+            password: SecureBytes(copying: Data(code.utf8)), session: JoinCode.session(id))
+        let key: SecureBytes
+        do {
+            key = try PasswordKeyExchange.key(
+                secret: mine.secret, peerShare: request.share, initiatorShare: request.share,
+                responderShare: mine.share, session: JoinCode.session(id))
+        } catch {
+            for name in AccountObjects.joinObjects(id) { try? cloud.delete(name) }
+            throw DeviceError(
+                .corrupt, "the join request holds no valid share: withdrawn, nothing approved",
+                underlying: error)
+        }
+        let sealed = approval.withUnsafeBytes {
+            Envelope.seal(
+                $0, key: key,
+                associatedData: JoinCode.approvalAssociatedData(
+                    id, request: request.share, approver: mine.share))
+        }
+        // One answer a request (made only where there is none): each request is one guess of the
+        // code, however often it is typed.
+        let written = try cloudCall {
+            try cloud.write(
+                AccountObjects.joinApproval(id),
+                JoinApprovalRecord(share: mine.share, sealed: sealed).encoded(), ifVersion: nil)
+        }
+        guard written else {
+            throw DeviceError(
+                .invalidPasscode,
+                "this join request was answered already: the new device takes that answer (or, with another code, stops); start the join again there if it did"
             )
         }
     }
