@@ -4,9 +4,9 @@ import Sealing
 // Device-free, so the decoders build alone for the fuzzer (`scripts/fuzz`, target account-objects).
 
 /// The cloud account's own objects. None holds anything a passcode guess can be tested against:
-/// the account key is in the cloud only sealed under a random recovery key (160 bits), sealed to a
-/// device's X25519 key (an approval), or at the escrow service (released to a passcode claim under
-/// the escrow's own count).
+/// the account key is in the cloud only sealed under a random recovery key (160 bits), sealed under
+/// the key of a join's code-keyed exchange (an approval), or at the escrow service (released to a
+/// passcode claim under the escrow's own count).
 enum AccountObjects {
     /// `account`: the account's public description (a check value of its key).
     static let account = "account"
