@@ -48,7 +48,10 @@ public struct BlockStoreSync: Sendable {
         // removals again (a deletion is never forgotten while the cloud still lists its entry).
         for plan in plans {
             do { try plan.manifest.write(plan.current, digests: plan.digests) } catch {
-                throw BlockStoreError(.internalError, "the cloud manifest could not be written")
+                throw BlockStoreError(
+                    .internalError,
+                    "synced, but this device's record of it could not be written: the next sync makes the same changes again"
+                )
             }
         }
         device.noteSynced(Self.storeName)

@@ -203,8 +203,20 @@ extension Device {
             return (changed, nil)  // another account's key: join first
         }
         if (passcodeChanged || record.rotationPending == true) && recoveryKey == nil {
-            _ = try rotateAccountKey(&record, from: accountKey, passcode: passcode)
-            return (true, nil)
+            do {
+                _ = try rotateAccountKey(&record, from: accountKey, passcode: passcode)
+                return (true, nil)
+            } catch {
+                // Not rotated (the cloud unreachable, another writer, an account record naming a
+                // recovery key the account did not): the escrow takes the new passcode all the
+                // same, its old slot removed, so the old passcode opens nothing there from now on.
+                // The rotation is tried again at the next unlock.
+                if let escrow, record.escrowGeneration != record.generation {
+                    _ = registerOrRetry(
+                        accountKey, passcode: passcode, escrow: escrow, cloud: cloud, &record)
+                }
+                throw error
+            }
         }
         if let escrow, record.escrowGeneration != record.generation,
             registerOrRetry(accountKey, passcode: passcode, escrow: escrow, cloud: cloud, &record)

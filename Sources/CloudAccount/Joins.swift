@@ -1,6 +1,7 @@
 import Escrow
 import Device
 import Foundation
+import Platform
 import Sealing
 import Synchronization
 
@@ -96,6 +97,9 @@ extension Device {
         let code: String
         let secret: SecureBytes
         let share: Data
+        /// Set when `awaitApproval` first runs: a ticket waits for one approval, once, so that a
+        /// request is one guess of its code however its caller retries.
+        let used = Mutex(false)
 
         init(id: String, code: String, secret: SecureBytes, share: Data) {
             self.id = id
@@ -142,10 +146,30 @@ extension Device {
     public func awaitApproval(of ticket: JoinTicket, timeout: Duration) throws(DeviceError) -> Bool
     {
         let cloud = try signedIn()
-        let deadline = ContinuousClock.now + timeout
+        guard
+            ticket.used.withLock({ used in
+                defer { used = true }; return !used
+            })
+        else {
+            throw DeviceError(
+                .authFailed, "this join request was waited on already: start the join again")
+        }
         let withdraw = {
             for name in AccountObjects.joinObjects(ticket.id) { try? cloud.delete(name) }
         }
+        do {
+            return try awaitApproval(
+                of: ticket, on: cloud, until: ContinuousClock.now + timeout, withdraw: withdraw)
+        } catch {
+            withdraw()  // whatever ended the wait without a join ends the request too
+            throw error
+        }
+    }
+
+    private func awaitApproval(
+        of ticket: JoinTicket, on cloud: any CloudStorage, until deadline: ContinuousClock.Instant,
+        withdraw: () -> Void
+    ) throws(DeviceError) -> Bool {
         while true {
             if let bytes = try cloudCall({ try cloud.read(AccountObjects.joinApproval(ticket.id)) })
             {
@@ -258,6 +282,9 @@ extension Device {
                 "no join request is waiting: start the join on the new device (device join --approval), then type the code it shows"
             )
         }
+        // A code is answered once, whatever the cloud lists: a cloud that hid the new device's
+        // request (so the user types the code again) gets no second guess of it.
+        try answeredCodes.insert(code, deviceSecret: record.deviceSecret)
         let mine = PasswordKeyExchange.share(
             password: SecureBytes(copying: Data(code.utf8)), session: JoinCode.session(id))
         let key: SecureBytes
@@ -292,10 +319,47 @@ extension Device {
         }
     }
 
+    /// The codes this device approved with (`AnsweredCodes`).
+    var answeredCodes: AnsweredCodes {
+        AnsweredCodes(file: directory.appendingPathComponent("join-codes-answered"))
+    }
+
     /// Replaces the recovery key: the account key is rotated (`rotateAccountKey`) and the new one
     /// sealed to a new recovery key (returned, to show once), so the old recovery key opens
     /// nothing written after. Needs this device unlocked and holding the account key.
     public func replaceRecoveryKey() throws(DeviceError) -> SecureBytes {
         try rotateAccountKey(removing: nil, replacingRecoveryKey: true)!
+    }
+}
+
+/// The codes a device has approved joins with, as keyed hashes under its device secret (nothing a
+/// reader of the directory can test a code against without that secret), the latest 256: each
+/// code is answered once, so a cloud that hides the real request and shows its own gets one guess
+/// of a code however often the user types it. A new device draws a new code for every request.
+struct AnsweredCodes {
+    let file: URL
+    static let kept = 256
+
+    /// Records `code`, or refuses it when it was answered before.
+    func insert(_ code: String, deviceSecret: Data) throws(DeviceError) {
+        let digest = KeyDerivation.keyedHash(
+            key: SecureBytes(copying: deviceSecret), context: "keepsake.join.answered-code.v1",
+            Data(code.utf8)
+        ).unsafeData().hexString
+        let known =
+            ((try? Files.read(file, limit: 64 * 1024)) ?? nil).map {
+                String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init)
+            } ?? []
+        guard !known.contains(digest) else {
+            throw DeviceError(
+                .authFailed,
+                "this code was approved with already (a request the new device did not get is not answered twice): start the join again on the new device, which shows a new code"
+            )
+        }
+        let kept = (known + [digest]).suffix(Self.kept).joined(separator: "\n")
+        do { try Files.writeAtomically(Data(kept.utf8), to: file) } catch {
+            throw DeviceError(
+                .notAvailable, "the approved codes could not be kept: \(error)", underlying: error)
+        }
     }
 }

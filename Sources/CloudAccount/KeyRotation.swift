@@ -109,7 +109,9 @@ extension Device {
             // cloud wrote would hand it the account.
             throw DeviceError(
                 .corrupt,
-                "the account record names a recovery key this account did not (or names none): nothing rotated; replace the recovery key (`keepsake device recovery-key`) to go on"
+                removing == nil
+                    ? "the account record names a recovery key this account did not (or names none): nothing rotated; replace the recovery key (`keepsake device recovery-key`) to go on"
+                    : "the account record names a recovery key this account did not (or names none): nothing rotated, the device not removed; replace the recovery key (`keepsake device recovery-key`), remove the device, then replace the recovery key once more (the device still listed at the first replacement gets that key)"
             )
         }
 

@@ -34,6 +34,11 @@ final class CloudSignIn: SignedInAccount {
             upkeep = try device.maintainCloudKey(
                 &kept, passcode: passcode, passcodeChanged: passcodeChanged)
         } catch {
+            // What was done before the failure (an escrow registered under a new passcode while
+            // the rotation could not go through) is kept.
+            if kept.escrowGeneration != record.escrowGeneration {
+                try? device.storeAfterCloud(kept, read: record)
+            }
             return (nil, error.message)
         }
         // The account exists once a recovery key is made: the key is shown even when the

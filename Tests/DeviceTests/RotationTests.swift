@@ -201,6 +201,30 @@ struct RotationTests {
     }
 
     @Test(
+        "a passcode change that cannot rotate the account key (its record names no recovery key the account tagged) still moves the escrow to the new passcode: the old one joins nothing, the problem is said"
+    )
+    func passcodeChangeWithoutRotation() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        let directory = CloudDirectory(cloud)
+        let genuine = try #require(try directory.read(AccountObjects.account))
+        var untagged = try #require(AccountRecord.parse(genuine))
+        untagged.recoveryTag = nil  // as an account made before the tag, or a cloud dropping it
+        try directory.write(AccountObjects.account, untagged.encoded())
+        let key = try #require(try phone.cloudKey())
+        let change = try phone.setLockScreen(.pin, passcode: "8642", currentPasscode: "4711")
+        #expect(change.cloudAccountProblem?.contains("recovery key") == true)
+        #expect(try phone.cloudKey() == key)  // not rotated
+        let (laptopService, laptop) = try member(cloud)
+        defer { withExtendedLifetime(laptopService) {} }
+        #expect(code { try laptop.join(passcode: "4711") } == .authFailed)
+        try laptop.join(passcode: "8642")
+        #expect(try laptop.cloudKey(forUpload: false) == key)
+    }
+
+    @Test(
         "the manifest: an older copy, a deleted manifest, a dropped, changed or planted object are refused with a clear error"
     )
     func manifest() throws {

@@ -81,7 +81,7 @@ struct WebDAVRaceTests {
         let first = try #require(try real.read(AccountObjects.joinApproval(ticket.id)))
         // A second approval (here the same device again): made only where there is none, it
         // leaves the first — one answer a request.
-        #expect(code { try phone.approveJoin(code: shown) } == .invalidPasscode)
+        #expect(code { try phone.approveJoin(code: shown) } == .authFailed)
         #expect(try real.read(AccountObjects.joinApproval(ticket.id)) == first)
         #expect(try laptop.awaitApproval(of: ticket, timeout: .seconds(5)))
         #expect(try laptop.cloudKey(forUpload: false) == phone.cloudKey(forUpload: false))
