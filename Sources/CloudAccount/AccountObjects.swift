@@ -171,12 +171,13 @@ struct JoinApprovalRecord: Equatable {
 
     func encoded() -> Data { Self.magic + share + sealed }
 
-    /// The record, or nil when it is not one (an envelope of more than 512 bytes is none).
+    /// The record, or nil when it is not one whole: its envelope holds an approval of one of the
+    /// two lengths there are (a server that is still writing it shows fewer bytes).
     static func parse(_ bytes: Data) -> JoinApprovalRecord? {
         let bytes = Data(bytes)
         let headerLength = magic.count + OPRF.elementLength
-        guard bytes.starts(with: magic), bytes.count > headerLength,
-            bytes.count - headerLength <= 512
+        guard bytes.starts(with: magic),
+            JoinApproval.keyLengths.contains(bytes.count - headerLength - Envelope.overhead - 16)
         else { return nil }
         return JoinApprovalRecord(
             share: Data(bytes[magic.count..<headerLength]), sealed: Data(bytes[headerLength...]))

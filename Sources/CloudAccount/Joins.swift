@@ -171,7 +171,11 @@ extension Device {
         withdraw: () -> Void
     ) throws(DeviceError) -> Bool {
         while true {
-            if let bytes = try cloudCall({ try cloud.read(AccountObjects.joinApproval(ticket.id)) })
+            // An approval that is not whole yet (a server still writing it, or bytes that are no
+            // approval) is read again at the next poll; a whole one is this request's one answer.
+            if let bytes = try cloudCall({ try cloud.read(AccountObjects.joinApproval(ticket.id)) }
+            ),
+                JoinApprovalRecord.parse(bytes) != nil
             {
                 withdraw()
                 guard let approval = Self.open(bytes, ticket) else {

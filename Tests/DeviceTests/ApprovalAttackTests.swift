@@ -148,6 +148,27 @@ struct ApprovalAttackTests {
     }
 
     @Test(
+        "an approval not yet whole (a server still writing it, as wsgidav does in place) is read again at the next poll, not taken as the request's one answer"
+    )
+    func approvalWrittenInPlace() throws {
+        let (cloud, phone, tablet, keep) = try phoneAndTablet()
+        defer { withExtendedLifetime(keep) {} }
+        let ticket = try tablet.requestJoin()
+        try phone.approveJoin(code: try #require(try tablet.awaitCode(of: ticket, timeout: .zero)))
+        let whole = try object(AccountObjects.joinApproval(ticket.id), in: cloud)
+        try write(whole.prefix(whole.count / 2), AccountObjects.joinApproval(ticket.id), in: cloud)
+        let finished = DispatchSemaphore(value: 0)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.6) {
+            try? whole.write(
+                to: cloud.appendingPathComponent(AccountObjects.joinApproval(ticket.id)))
+            finished.signal()
+        }
+        #expect(try tablet.awaitApproval(of: ticket, timeout: .seconds(10)))
+        finished.wait()
+        #expect(try tablet.cloudKey(forUpload: false) == (try phone.cloudKey()))
+    }
+
+    @Test(
         "approving takes a six-digit code: none or a malformed one approves nothing, nor does one with no request waiting; with more than one waiting the approving device cannot tell the user's, withdraws them all and approves nothing"
     )
     func approvingBlind() throws {
