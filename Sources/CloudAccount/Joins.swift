@@ -154,60 +154,58 @@ extension Device {
             throw DeviceError(
                 .authFailed, "this join request was waited on already: start the join again")
         }
-        let withdraw = {
-            for name in AccountObjects.joinObjects(ticket.id) { try? cloud.delete(name) }
-        }
-        do {
-            return try awaitApproval(
-                of: ticket, on: cloud, until: ContinuousClock.now + timeout, withdraw: withdraw)
-        } catch {
-            withdraw()  // whatever ended the wait without a join ends the request too
-            throw error
-        }
+        // Whatever ends the wait ends the request, a join included: a request is answered once.
+        defer { for name in AccountObjects.joinObjects(ticket.id) { try? cloud.delete(name) } }
+        guard
+            let approval = try approval(
+                of: ticket, on: cloud, until: ContinuousClock.now + timeout)
+        else { return false }
+        // The state the approving device vouched for: an older one is refused from now on.
+        try seenManifest.raise(
+            account: SeenManifest.account(approval.accountKey), epoch: approval.epoch,
+            version: approval.manifestVersion)
+        try adopt(approval.accountKey)
+        return true
     }
 
-    private func awaitApproval(
-        of ticket: JoinTicket, on cloud: any CloudStorage, until deadline: ContinuousClock.Instant,
-        withdraw: () -> Void
-    ) throws(DeviceError) -> Bool {
+    /// The first whole approval of `ticket` before `deadline`, opened; nil when none came.
+    private func approval(
+        of ticket: JoinTicket, on cloud: any CloudStorage, until deadline: ContinuousClock.Instant
+    ) throws(DeviceError) -> JoinApproval? {
         while true {
             // An approval that is not whole yet (a server still writing it, or bytes that are no
             // approval) is read again at the next poll; a whole one is this request's one answer.
             if let bytes = try cloudCall({ try cloud.read(AccountObjects.joinApproval(ticket.id)) }
             ),
-                JoinApprovalRecord.parse(bytes) != nil
+                let record = JoinApprovalRecord.parse(bytes)
             {
-                withdraw()
-                guard let approval = Self.open(bytes, ticket) else {
+                guard let approval = Self.open(record, ticket) else {
                     throw DeviceError(
                         .authFailed,
                         "the approval does not open under this device's code: the code typed on the approving device was another (a typo, or a device in the middle); nothing joined — start again"
                     )
                 }
-                // The state the approving device vouched for: an older one is refused from now on.
-                try seenManifest.raise(
-                    account: SeenManifest.account(approval.accountKey), epoch: approval.epoch,
-                    version: approval.manifestVersion)
-                try adopt(approval.accountKey)
-                return true
+                return approval
             }
             if try cloudCall({ try cloud.read(AccountObjects.joinRequest(ticket.id)) }) == nil {
                 throw DeviceError(
                     .authFailed,
-                    "this join request was withdrawn (the approving device saw more than one waiting); nothing joined — start again"
+                    "this join request was withdrawn (by the approving device, which saw more than one waiting, or by the cloud); nothing joined — start again"
                 )
             }
-            if ContinuousClock.now >= deadline {
-                withdraw()
-                return false
-            }
+            if ContinuousClock.now >= deadline { return nil }
             Thread.sleep(forTimeInterval: 0.2)
         }
     }
 
     /// The approval in `bytes`, when it opens under the key of `ticket`'s exchange.
     static func open(_ bytes: Data, _ ticket: JoinTicket) -> JoinApproval? {
-        guard let record = JoinApprovalRecord.parse(bytes),
+        JoinApprovalRecord.parse(bytes).flatMap { open($0, ticket) }
+    }
+
+    /// The approval `record` holds, when it opens under the key of `ticket`'s exchange.
+    static func open(_ record: JoinApprovalRecord, _ ticket: JoinTicket) -> JoinApproval? {
+        guard
             let key = try? PasswordKeyExchange.key(
                 secret: ticket.secret, peerShare: record.share, initiatorShare: ticket.share,
                 responderShare: record.share, session: JoinCode.session(ticket.id)),
@@ -269,14 +267,6 @@ extension Device {
                 "\(pending.count) join requests were waiting (one is the user's at most; the others are not): all withdrawn, nothing approved — start the join again on the new device"
             )
         }
-        let record = try records.load().record
-        // The state this device itself has seen (its own file, or its key's epoch): never the
-        // cloud's account record, whose epoch the cloud could lower to void the vouching.
-        let seen = seenManifest.read(account: SeenManifest.account(accountKey))
-        let approval = JoinApproval(
-            accountKey: accountKey, epoch: seen?.epoch ?? record.cloudEpoch ?? 0,
-            manifestVersion: seen?.version ?? 0
-        ).encoded()
         guard let id = pending.first,
             let bytes = try cloudCall({ try cloud.read(AccountObjects.joinRequest(id)) }),
             let request = JoinRequestRecord.parse(bytes)
@@ -286,6 +276,14 @@ extension Device {
                 "no join request is waiting: start the join on the new device (device join --approval), then type the code it shows"
             )
         }
+        let record = try records.load().record
+        // The state this device itself has seen (its own file, or its key's epoch): never the
+        // cloud's account record, whose epoch the cloud could lower to void the vouching.
+        let seen = seenManifest.read(account: SeenManifest.account(accountKey))
+        let approval = JoinApproval(
+            accountKey: accountKey, epoch: seen?.epoch ?? record.cloudEpoch ?? 0,
+            manifestVersion: seen?.version ?? 0
+        ).encoded()
         // A code is answered once, whatever the cloud lists: a cloud that hid the new device's
         // request (so the user types the code again) gets no second guess of it.
         try answeredCodes.insert(code, deviceSecret: record.deviceSecret)

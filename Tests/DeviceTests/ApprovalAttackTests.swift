@@ -154,7 +154,8 @@ struct ApprovalAttackTests {
         let (cloud, phone, tablet, keep) = try phoneAndTablet()
         defer { withExtendedLifetime(keep) {} }
         let ticket = try tablet.requestJoin()
-        try phone.approveJoin(code: try #require(try tablet.awaitCode(of: ticket, timeout: .zero)))
+        let shown = try #require(try tablet.awaitCode(of: ticket, timeout: .zero))
+        try phone.approveJoin(code: shown)
         let whole = try object(AccountObjects.joinApproval(ticket.id), in: cloud)
         try write(whole.prefix(whole.count / 2), AccountObjects.joinApproval(ticket.id), in: cloud)
         let finished = DispatchSemaphore(value: 0)
