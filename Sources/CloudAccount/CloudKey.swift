@@ -202,6 +202,7 @@ extension Device {
         if let account, !constantTimeEquals(account.check, AccountRecord.check(accountKey)) {
             return (changed, nil)  // another account's key: join first
         }
+        var notRotated: DeviceError?
         if (passcodeChanged || record.rotationPending == true) && recoveryKey == nil {
             do {
                 _ = try rotateAccountKey(&record, from: accountKey, passcode: passcode)
@@ -209,13 +210,9 @@ extension Device {
             } catch {
                 // Not rotated (the cloud unreachable, another writer, an account record naming a
                 // recovery key the account did not): the escrow takes the new passcode all the
-                // same, its old slot removed, so the old passcode opens nothing there from now on.
-                // The rotation is tried again at the next unlock.
-                if let escrow, record.escrowGeneration != record.generation {
-                    _ = registerOrRetry(
-                        accountKey, passcode: passcode, escrow: escrow, cloud: cloud, &record)
-                }
-                throw error
+                // same, below, its old slot removed, so the old passcode opens nothing there from
+                // now on. The rotation is tried again at the next unlock.
+                notRotated = error
             }
         }
         if let escrow, record.escrowGeneration != record.generation,
@@ -223,6 +220,7 @@ extension Device {
         {
             changed = true
         }
+        if let notRotated { throw notRotated }
         return (changed, recoveryKey)
     }
 

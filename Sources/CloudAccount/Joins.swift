@@ -348,8 +348,14 @@ struct AnsweredCodes {
             key: SecureBytes(copying: deviceSecret), context: "keepsake.join.answered-code.v1",
             Data(code.utf8)
         ).unsafeData().hexString
+        // A list that cannot be read is no empty list: written over, it would forget every code.
+        let stored: Data?
+        do { stored = try Files.read(file, limit: 64 * 1024) } catch {
+            throw DeviceError(
+                .notAvailable, "the approved codes could not be read: \(error)", underlying: error)
+        }
         let known =
-            ((try? Files.read(file, limit: 64 * 1024)) ?? nil).map {
+            stored.map {
                 String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init)
             } ?? []
         guard !known.contains(digest) else {
