@@ -156,7 +156,8 @@ extension Device {
             let manifestVersion = try currentVersion(of: AccountManifest.name, on: cloud)
             try writeRecovery(
                 key, to: recoveryPublicKey, cloud: cloud, ifVersion: recoveryVersion)
-            var manifest = AccountManifest(version: 1, epoch: 0, objects: [:], devices: [:])
+            var manifest = AccountManifest(
+                version: 1, epoch: 0, objects: [:], devices: [:], layout: AccountManifest.layout)
             manifest.devices[record.deviceID] = Self.boxKeyPair(record).publicKey
             try swap(
                 AccountManifest.name, manifest.sealed(under: key), ifVersion: manifestVersion,

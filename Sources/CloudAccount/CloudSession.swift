@@ -8,8 +8,13 @@ import Sealing
 ///
 /// Whoever holds the cloud cannot forge it (no account key), and each device remembers the
 /// highest version it has seen (`SeenManifest`), so an older manifest (a rollback), an object it
-/// does not list (planted, or a deleted object put back), an object it lists that is gone (a
-/// deletion) or one whose bytes differ (an old copy) is refused with a clear error.
+/// lists that is gone (a deletion) or one whose bytes differ (an old copy) is refused with a clear
+/// error; an object it does not list (planted, or a deleted object put back) is never read.
+///
+/// The manifest is the one switch from one state of the account to the next: each copy of an
+/// object is stored under a name of its own (its name and the first bytes of its MAC,
+/// `storedName(of:)`), so writing a new copy never touches the one the manifest lists, and a
+/// writer that dies before its commit leaves only copies no manifest names.
 struct AccountManifest: Codable {
     var version: UInt64
     var epoch: Int
@@ -17,6 +22,38 @@ struct AccountManifest: Codable {
     var objects: [Data: Data]
     /// The account's devices: id → X25519 public key (a rotation seals the new key to each).
     var devices: [String: Data]
+    /// Where copies are stored: `Self.layout` (a name per copy); nil for an account written
+    /// before 0.4.0, whose objects were written over in place under their names alone (an
+    /// upload moves them once: `Device.cloudSession`).
+    var layout: Int?
+
+    /// The layout this version writes.
+    static let layout = 2
+
+    /// The cloud name the listed copy of `name` is stored under; nil when the manifest does not
+    /// list it.
+    func storedName(of name: String) -> String? {
+        objects[Data(name.utf8)].map { Self.storedName(name, mac: $0, layout: layout) }
+    }
+
+    static func storedName(_ name: String, mac: Data, layout: Int?) -> String {
+        (layout ?? 1) >= 2 ? "\(name)_\(mac.prefix(12).hexString)" : name
+    }
+
+    /// The object a stored copy is of: its cloud name less the MAC's bytes (object names are a
+    /// prefix and hex digits, with no `_`).
+    static func objectName(ofStored stored: String) -> String {
+        String(stored.prefix { $0 != "_" })
+    }
+
+    /// The cloud names of every copy the manifest lists.
+    var storedNames: Set<String> {
+        Set(
+            objects.map {
+                Self.storedName(
+                    String(decoding: $0.key, as: UTF8.self), mac: $0.value, layout: layout)
+            })
+    }
 
     static let name = "account-manifest"
     private static let associatedData = Data("keepsake.account.manifest.v1".utf8)
@@ -115,10 +152,12 @@ struct SeenManifest {
 /// One exchange with the cloud account, under its lock: the stores read, write and delete their
 /// objects through it, and `commit()` writes the manifest that vouches for them.
 ///
-/// Reads are checked against the manifest; writes go to the cloud at once and into the manifest
-/// at `commit()`; deletions are entered in the manifest and carried out after it is written, so
-/// an interruption leaves at worst objects the manifest does not list — which the next upload
-/// removes, and which no device ever restores from.
+/// Reads are checked against the manifest; writes go to the cloud at once, each under a name of
+/// its own that no manifest lists yet, and into the manifest at `commit()`, whose one write is the
+/// switch from the old state to the new; the copies it no longer lists (older copies, deletions)
+/// are removed after it is written. So a reader at any moment sees one whole manifest's state,
+/// and an interruption leaves at worst copies no manifest lists — which a later upload removes,
+/// and which no device ever reads.
 package final class CloudSession {
     /// The account key the session's objects are sealed under.
     package let key: SecureBytes
@@ -130,6 +169,9 @@ package final class CloudSession {
     private let seen: SeenManifest
     private var dirty: Bool
     private var removals: Set<String> = []
+    /// Cloud names of copies the manifest listed when they were replaced or deleted here: removed
+    /// once the new manifest is written (unless it lists them after all).
+    private var superseded: Set<String> = []
     /// What this session wrote (name → MAC), to merge into a manifest another writer changed.
     private var written: [Data: Data] = [:]
     /// The manifest's copy as read (nil: there was none), for the compare-and-swap at commit.
@@ -163,6 +205,12 @@ package final class CloudSession {
     /// The store objects the manifest lists (with this session's writes, without its deletions).
     package func list() -> [String] { manifest.names.sorted() }
 
+    /// Which copy of `name` the manifest lists (nil: none), as text: it changes whenever the
+    /// object does, so a store that kept it from its last sync skips what did not change.
+    package func digest(of name: String) -> String? {
+        manifest.objects[Data(name.utf8)].map { $0.prefix(16).hexString }
+    }
+
     /// An object's bytes, when the manifest lists it; nil when it does not (whatever the cloud
     /// holds under that name).
     ///
@@ -174,10 +222,10 @@ package final class CloudSession {
     /// Several objects at once (where the storage can), each checked as `read(_:)` checks one;
     /// names the manifest does not list are left out.
     package func read(_ names: [String]) throws(DeviceError) -> [String: Data] {
-        let listed = names.filter { manifest.objects[Data($0.utf8)] != nil }
-        let found = try cloudCall { try storage.read(listed) }
+        let listed = names.compactMap { name in manifest.storedName(of: name).map { (name, $0) } }
+        let found = try cloudCall { try storage.read(listed.map(\.1)) }
         var checked: [String: Data] = [:]
-        for name in listed { checked[name] = try check(name, found[name]) }
+        for (name, stored) in listed { checked[name] = try check(name, found[stored]) }
         return checked
     }
 
@@ -206,12 +254,19 @@ package final class CloudSession {
     /// is in the manifest once written.
     package func write(_ objects: [(name: String, data: Data)]) throws(DeviceError) {
         guard !objects.isEmpty else { return }
-        try cloudCall { try storage.write(objects) }
-        for (name, data) in objects { enter(name, data) }
+        let macs = objects.map { AccountManifest.mac($0.data, name: $0.name, under: key) }
+        let copies = zip(objects, macs).map { object, mac in
+            (
+                name: AccountManifest.storedName(object.name, mac: mac, layout: manifest.layout),
+                data: object.data
+            )
+        }
+        try cloudCall { try storage.write(copies) }
+        for (object, mac) in zip(objects, macs) { enter(object.name, mac: mac) }
     }
 
-    private func enter(_ name: String, _ data: Data) {
-        let mac = AccountManifest.mac(data, name: name, under: key)
+    private func enter(_ name: String, mac: Data) {
+        if let old = manifest.storedName(of: name) { superseded.insert(old) }
         manifest.objects[Data(name.utf8)] = mac
         written[Data(name.utf8)] = mac
         removals.remove(name)
@@ -222,9 +277,47 @@ package final class CloudSession {
     /// left in the cloud is a stray, which `commit()` of an upload removes).
     package func delete(_ name: String) {
         written.removeValue(forKey: Data(name.utf8))
-        guard manifest.objects.removeValue(forKey: Data(name.utf8)) != nil else { return }
+        guard let old = manifest.storedName(of: name) else { return }
+        manifest.objects.removeValue(forKey: Data(name.utf8))
+        superseded.insert(old)
         dirty = true
         removals.insert(name)
+    }
+
+    /// Moves an account written before 0.4.0 (each object written over in place under its name)
+    /// to a copy per name, once: every listed object that is whole is copied under its stored
+    /// name. One that is gone or is not the listed copy — a sync that died between its writes and
+    /// its commit left it so, and every sync after it stopped there — is dropped from the
+    /// manifest instead, so each device that holds what it held uploads it again at its next sync
+    /// (nothing of the unlisted bytes is taken). Returns how many were dropped.
+    @discardableResult
+    func moveToCurrentLayout() throws(DeviceError) -> Int {
+        guard (manifest.layout ?? 1) < AccountManifest.layout else { return 0 }
+        let names = manifest.names.sorted()
+        let found = try cloudCall { try storage.read(names) }
+        var copies: [(name: String, data: Data)] = []
+        var dropped = 0
+        for name in names {
+            let mac = manifest.objects[Data(name.utf8)]!
+            if let bytes = found[name],
+                constantTimeEquals(AccountManifest.mac(bytes, name: name, under: key), mac)
+            {
+                copies.append(
+                    (
+                        AccountManifest.storedName(name, mac: mac, layout: AccountManifest.layout),
+                        bytes
+                    ))
+            } else {
+                manifest.objects.removeValue(forKey: Data(name.utf8))
+                removals.insert(name)
+                dropped += 1
+            }
+            superseded.insert(name)
+        }
+        try cloudCall { try storage.write(copies) }
+        manifest.layout = AccountManifest.layout
+        dirty = true
+        return dropped
     }
 
     /// Writes the manifest (a new version) when anything changed, then removes what was deleted
@@ -262,10 +355,12 @@ package final class CloudSession {
             try seen.write(account: account, epoch: manifest.epoch, version: manifest.version)
             dirty = false
         }
-        for name in removals.union(strays) where manifest.objects[Data(name.utf8)] == nil {
+        let listed = manifest.storedNames
+        for name in superseded.union(strays).sorted() where !listed.contains(name) {
             try? storage.delete(name)
         }
         removals = []
+        superseded = []
         lock = nil  // the exchange is over: other devices and processes may go
         if wrote { afterCommit?(manifest.epoch, manifest.version) }
     }
@@ -278,7 +373,9 @@ package final class CloudSession {
                 .corrupt, "the cloud account's manifest vanished during this sync")
         }
         var newer = try AccountManifest.open(found.data, under: key)
-        guard newer.epoch == manifest.epoch, newer.version >= manifest.version - 1 else {
+        guard newer.epoch == manifest.epoch, newer.version >= manifest.version - 1,
+            newer.layout == manifest.layout || newer.objects.isEmpty
+        else {
             throw DeviceError(
                 .notAvailable,
                 "the account was re-keyed or rolled back during this sync: nothing was overwritten; try again"
@@ -286,6 +383,7 @@ package final class CloudSession {
         }
         for (name, mac) in written { newer.objects[name] = mac }
         for name in removals { newer.objects.removeValue(forKey: Data(name.utf8)) }
+        newer.layout = manifest.layout
         newer.devices.merge(manifest.devices) { theirs, _ in theirs }
         manifest = newer
         manifestVersion = found.version
@@ -380,21 +478,20 @@ extension Device {
         let listed = Set(try cloudCall { try cloud.list() }).filter {
             CloudObjects.kind(ofObjectNamed: $0) != nil
         }
-        var strays = listed.subtracting(manifest.names)
+        // Copies the manifest does not list (planted, put back, or left by a writer that died
+        // before its commit) are never read; an upload removes them once they are old.
+        var strays = listed.subtracting(manifest.storedNames)
+        // A listed copy gone is the cloud's doing (a copy is removed only once no manifest lists
+        // it), except in an account written before 0.4.0, where an upload heals it.
+        let missing = manifest.storedNames.subtracting(listed)
+        if !missing.isEmpty, !forUpload || manifest.layout == AccountManifest.layout {
+            throw DeviceError(
+                .corrupt,
+                "\(missing.count) objects the account manifest lists are gone from the cloud (deleted behind it): nothing is \(forUpload ? "synced" : "restored")"
+            )
+        }
         if !forUpload {
-            if !strays.isEmpty {
-                throw DeviceError(
-                    .corrupt,
-                    "the cloud account holds \(strays.count) objects its manifest does not list (planted, or deleted objects put back): nothing is restored; a sync on a device of the account removes them"
-                )
-            }
-            let missing = manifest.names.subtracting(listed)
-            if !missing.isEmpty {
-                throw DeviceError(
-                    .corrupt,
-                    "\(missing.count) objects the account manifest lists are gone from the cloud (deleted behind it): nothing is restored"
-                )
-            }
+            strays = []
         } else {
             strays = StrayObjects(directory: directory).old(among: strays)
             let (id, publicKey) = try deviceBoxPublicKey()
@@ -406,6 +503,7 @@ extension Device {
         let session = CloudSession(
             key: key, storage: cloud, lock: lock, manifest: manifest, manifestVersion: version,
             dirty: dirty, seen: seen, strays: strays)
+        if forUpload { try session.moveToCurrentLayout() }
         if escrow != nil {
             session.afterCommit = { [weak self] epoch, version in
                 self?.witness(key, epoch: epoch, version: version)
@@ -432,7 +530,9 @@ extension Device {
                 )
             }
             return (
-                AccountManifest(version: 0, epoch: epoch, objects: [:], devices: [:]), true, nil
+                AccountManifest(
+                    version: 0, epoch: epoch, objects: [:], devices: [:],
+                    layout: AccountManifest.layout), true, nil
             )
         }
         let manifest = try AccountManifest.open(found.data, under: key)
@@ -495,11 +595,19 @@ extension Device {
                 current ?? AccountManifest(version: 0, epoch: 0, objects: [:], devices: [:])
             manifest.version = max(manifest.version, seen.read(account: account)?.version ?? 0) + 1
             manifest.objects = [:]
-            for name in try cloudCall({ try cloud.list() })
-            where CloudObjects.kind(ofObjectNamed: name) != nil {
-                if let bytes = try cloudCall({ try cloud.read(name) }) {
-                    manifest.objects[Data(name.utf8)] = AccountManifest.mac(
-                        bytes, name: name, under: key)
+            manifest.layout = AccountManifest.layout
+            // Each copy is vouched for under its object's name, and moved to the stored name
+            // that its MAC gives (a test puts bytes under either).
+            for stored in try cloudCall({ try cloud.list() })
+            where CloudObjects.kind(ofObjectNamed: stored) != nil {
+                guard let bytes = try cloudCall({ try cloud.read(stored) }) else { continue }
+                let name = AccountManifest.objectName(ofStored: stored)
+                let mac = AccountManifest.mac(bytes, name: name, under: key)
+                manifest.objects[Data(name.utf8)] = mac
+                let target = AccountManifest.storedName(name, mac: mac, layout: manifest.layout)
+                if target != stored {
+                    try cloudCall { try cloud.write(target, bytes) }
+                    try cloudCall { try cloud.delete(stored) }
                 }
             }
             try cloudCall { try cloud.write(AccountManifest.name, manifest.sealed(under: key)) }

@@ -117,10 +117,13 @@ extension Device {
 
         // Every object read and checked before anything is written: a missing or changed one
         // stops the rotation with nothing changed.
-        var resealed: [(name: String, bytes: Data, version: CloudObjectVersion)] = []
+        var resealed: [(name: String, bytes: Data)] = []
+        let replaced = manifest.storedNames
         for name in manifest.names.sorted() {
-            guard let kind = CloudObjects.kind(ofObjectNamed: name) else { continue }
-            guard let found = try cloudCall({ try cloud.readVersioned(name) }),
+            guard let kind = CloudObjects.kind(ofObjectNamed: name),
+                let stored = manifest.storedName(of: name)
+            else { continue }
+            guard let found = try cloudCall({ try cloud.readVersioned(stored) }),
                 case let bytes = found.data,
                 constantTimeEquals(
                     AccountManifest.mac(bytes, name: name, under: oldKey),
@@ -134,17 +137,22 @@ extension Device {
                     (
                         name,
                         try CloudObjects.reseal(
-                            bytes, name: name, kind: kind, from: oldKey, to: newKey),
-                        found.version
+                            bytes, name: name, kind: kind, from: oldKey, to: newKey)
                     ))
             } catch {
                 throw DeviceError(.corrupt, "\(name) does not open: not rotated", underlying: error)
             }
         }
-        for (name, bytes, version) in resealed {
-            try swap(name, bytes, ifVersion: version, on: cloud, conflict: conflict)
-            manifest.objects[Data(name.utf8)] = AccountManifest.mac(
-                bytes, name: name, under: newKey)
+        // Each re-sealed copy goes under a name of its own: until the switch below, the
+        // account's state is the old one, whole, whatever stops the rotation.
+        manifest.layout = AccountManifest.layout
+        for (name, bytes) in resealed {
+            let mac = AccountManifest.mac(bytes, name: name, under: newKey)
+            try cloudCall {
+                try cloud.write(
+                    AccountManifest.storedName(name, mac: mac, layout: manifest.layout), bytes)
+            }
+            manifest.objects[Data(name.utf8)] = mac
         }
         if let removing { manifest.devices[removing] = nil }
         manifest.devices[record.deviceID] = Self.boxKeyPair(record).publicKey
@@ -178,6 +186,9 @@ extension Device {
                 .encoded(), ifVersion: accountVersion, on: cloud, conflict: conflict)
         try seen.write(
             account: SeenManifest.account(newKey), epoch: epoch, version: manifest.version)
+        for stored in replaced.subtracting(manifest.storedNames).sorted() {
+            try? cloud.delete(stored)
+        }
         witness(newKey, epoch: epoch, version: manifest.version, seed: seed)
         if let removing {
             // Told to the removed device, once the switch is made, in the only words it can

@@ -105,13 +105,15 @@ extension Device {
             _ = try seenManifest.refuseOlder(manifest, account: SeenManifest.account(key))
             status.manifestVersion = manifest.version
             let listed = Set(try cloudCall { try cloud.list() })
-            let missing = manifest.names.subtracting(listed)
-            if !missing.isEmpty {
-                status.problem =
-                    "\(missing.count) objects the account manifest lists are gone from the cloud (deleted behind it)"
+            let present = manifest.names.filter {
+                manifest.storedName(of: $0).map(listed.contains) ?? false
             }
-            return CloudListing(
-                status: status, names: manifest.names.intersection(listed), key: key)
+            let missing = manifest.names.count - present.count
+            if missing > 0 {
+                status.problem =
+                    "\(missing) objects the account manifest lists are gone from the cloud (deleted behind it)"
+            }
+            return CloudListing(status: status, names: present, key: key)
         } catch {
             status.problem = (error as? DeviceError)?.message ?? "\(error)"
             status.notSyncing = status.notSyncing ?? "the cloud account could not be read"

@@ -180,7 +180,8 @@ public final class UbiquitousKeyValueStore: Sendable {
             return true
         }
         do {
-            try cloud.write(keys.name, keys.seal(merged))
+            // Only a copy that differs goes up (a quiet synchronize writes nothing).
+            if merged != remote { try cloud.write(keys.name, keys.seal(merged)) }
             try cloud.commit()
         } catch {
             throw KeyValueStoreError(

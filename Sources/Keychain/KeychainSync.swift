@@ -50,18 +50,28 @@ public struct KeychainSync: Sendable {
         // What this device synced last time, to tell deletions from items never seen.
         let manifestFile = SyncManifest(
             device.directory.appendingPathComponent("keychain-sync/manifest"))
-        let manifest = manifestFile.read()
+        let lastSynced = manifestFile.readDigests()
+        let manifest = Set(lastSynced.keys)
 
         let remoteNames = Set(cloud.list().filter(names.objects.owns))
         let now = Int64(Date().timeIntervalSince1970 * 1000)
+        // Each name's state as this sync leaves it here: its local modification time (nil: no
+        // item here), for the record that lets the next sync skip what neither side changed.
+        var kept: [String: Int64?] = [:]
         for name in remoteNames.union(local.keys).union(manifest) {
+            let mine = local[name]
+            let mineModified = mine.map { Self.milliseconds($0.record.attributes.modificationDate) }
+            // Neither side changed since the last sync: nothing to read or write.
+            if let copy = cloud.digest(of: name),
+                lastSynced[name] == SyncedState(copy: copy, modified: mineModified).text
+            {
+                kept[name] = mineModified
+                continue
+            }
             let remote: SyncedItem? =
                 try remoteNames.contains(name)
                 ? names.open(try cloudRead(cloud, name), name: name) : nil
-            let mine = local[name]
-            let mineModified = mine.map {
-                Int64(($0.record.attributes.modificationDate?.timeIntervalSince1970 ?? 0) * 1000)
-            }
+            kept[name] = mineModified
             switch (mine, remote) {
             case (let mine?, nil):
                 try cloudWrite(
@@ -79,6 +89,7 @@ public struct KeychainSync: Sendable {
                     report.deleted += 1
                 } else {
                     try store(remote)
+                    kept[name] = Self.milliseconds(remote.modified)
                     report.downloaded += 1
                 }
             case (let mine?, let remote?):
@@ -87,9 +98,11 @@ public struct KeychainSync: Sendable {
                         do { try secretService.deleteItem(at: mine.path) } catch {
                             throw KeychainError(error)
                         }
+                        kept[name] = .some(nil)
                         report.deleted += 1
                     } else {
                         try store(remote, replacing: mine)
+                        kept[name] = Self.milliseconds(remote.modified)
                         report.downloaded += 1
                     }
                 } else if remote.modified < mineModified! {
@@ -103,20 +116,47 @@ public struct KeychainSync: Sendable {
                 continue
             }
         }
-        // The manifest: every name now present on both sides.
+        do { try cloud.commit() } catch { throw KeychainError(error) }
+        // What was synced is recorded only once the account's manifest holds it: a record
+        // written before a commit that never came would read an upload that never happened as
+        // an item on both sides, and tombstone another device's item of that name.
         var present = Set(local.keys)
         present.formUnion(remoteNames)
-        do { try manifestFile.write(present) } catch {
-            throw KeychainError(
-                KeychainStatus.notAvailable, "the sync manifest could not be written")
+        var states: [String: String] = [:]
+        for name in present {
+            guard let copy = cloud.digest(of: name), let modified = kept[name] else { continue }
+            states[name] = SyncedState(copy: copy, modified: modified).text
         }
-        do { try cloud.commit() } catch { throw KeychainError(error) }
+        do { try manifestFile.write(present, digests: states) } catch {
+            throw KeychainError(
+                KeychainStatus.notAvailable,
+                "synced, but this device's record of it could not be written: the next sync compares again"
+            )
+        }
         device.noteSynced(Self.storeName)
         return report
     }
 
     /// The store's name in a status and in the device's sync times.
     static let storeName = "keychain"
+
+    /// A local item's modification time as the sync compares it (ms since 1970).
+    private static func milliseconds(_ date: Date?) -> Int64 {
+        Int64((date?.timeIntervalSince1970 ?? 0) * 1000)
+    }
+
+    /// A synced item's modification time as it reads back once stored here.
+    private static func milliseconds(_ modified: Int64) -> Int64 {
+        milliseconds(Date(timeIntervalSince1970: Double(modified) / 1000))
+    }
+
+    /// How a name stood when it was last synced, as the sync manifest keeps it: which copy the
+    /// account's manifest listed and the local item's modification time ("-": none here).
+    private struct SyncedState {
+        var copy: String
+        var modified: Int64?
+        var text: String { "\(copy) \(modified.map(String.init) ?? "-")" }
+    }
 
     /// Where synchronizable items stand (`keepsake status`): how many this device holds, how
     /// many the cloud holds as the account's manifest vouches for them, and how many were added

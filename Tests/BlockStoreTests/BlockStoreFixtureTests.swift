@@ -163,10 +163,16 @@ struct BlockStoreFixtureTests {
                 RetrieveBytesRequest(retrieveAll: true))
             #expect(restored == entries.mapValues(fromHex))
         }
-        // The joined device syncs to the same names: the sample's objects stay, nothing else appears.
+        // The joined device's sync moves the sample (written before 0.4.0, each object over in
+        // place) to a copy per name, once: the same objects, each now under its name and its
+        // copy's MAC, the old copies removed, nothing else appearing.
         _ = try phone.sync.sync()
-        #expect(
-            Set(Files.list(cloud))
-                == Set(try FileManager.default.contentsOfDirectory(atPath: sampleCloudSource.path)))
+        let sampleNames = Set(
+            try FileManager.default.contentsOfDirectory(atPath: sampleCloudSource.path))
+        let moved = Files.list(cloud)
+        #expect(Set(moved.map { String($0.prefix { $0 != "_" }) }) == sampleNames)
+        #expect(moved.filter { $0.hasPrefix("bs-") }.allSatisfy { $0.contains("_") })
+        #expect(moved.count == sampleNames.count)
+        #expect(try phone.sync.restore() == 0)  // read back from the moved copies, all there
     }
 }

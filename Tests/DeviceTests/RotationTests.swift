@@ -17,12 +17,29 @@ private func writeObject(_ device: Device, app: String, _ value: String) throws 
     try session.commit()
 }
 
-/// Whether `key` opens the cloud's object for `app`, and what it holds.
+/// Whether `key` opens a copy in the cloud of the object for `app` (any copy the directory
+/// holds, listed or not), and what it holds.
 private func open(_ cloud: URL, app: String, with key: SecureBytes) -> String? {
     let objects = CloudObjects(cloudKey: key, kind: keyValue)
     let name = objects.name(app)
-    guard let bytes = try? CloudDirectory(cloud).read(name) else { return nil }
-    return try? objects.open(bytes, name: name) { String(decoding: $0, as: UTF8.self) }
+    let copies = ((try? CloudDirectory(cloud).list()) ?? []).filter {
+        AccountManifest.objectName(ofStored: $0) == name
+    }
+    for copy in copies {
+        guard let bytes = try? CloudDirectory(cloud).read(copy) else { continue }
+        if let value = try? objects.open(bytes, name: name, { String(decoding: $0, as: UTF8.self) })
+        {
+            return value
+        }
+    }
+    return nil
+}
+
+/// The objects the cloud directory holds copies of, of one kind.
+private func objectNames(_ cloud: URL, _ prefix: String) throws -> Set<String> {
+    Set(
+        try CloudDirectory(cloud).list().filter { $0.hasPrefix(prefix) }.map(
+            AccountManifest.objectName(ofStored:)))
 }
 
 @Suite(
@@ -43,12 +60,13 @@ struct RotationTests {
         defer { withExtendedLifetime(tabletService) {} }
         try tablet.join(passcode: "4711")
         let old = try #require(try phone.cloudKey())
-        let namesBefore = try CloudDirectory(cloud).list().filter { $0.hasPrefix("kv-") }
+        let namesBefore = try objectNames(cloud, "kv-")
 
         try phone.setLockScreen(.pin, passcode: "8642", currentPasscode: "4711")
         let new = try #require(try phone.cloudKey())
         #expect(old != new)
-        #expect(try CloudDirectory(cloud).list().filter { $0.hasPrefix("kv-") } == namesBefore)
+        #expect(try objectNames(cloud, "kv-") == namesBefore)
+        #expect(try CloudDirectory(cloud).list().filter { $0.hasPrefix("kv-") }.count == 1)
         // The object was re-sealed: the old key opens it no more, the new one does.
         #expect(open(cloud, app: "com.example.wallet", with: old) == nil)
         #expect(open(cloud, app: "com.example.wallet", with: new) == "before")
@@ -225,7 +243,7 @@ struct RotationTests {
     }
 
     @Test(
-        "the manifest: an older copy, a deleted manifest, a dropped, changed or planted object are refused with a clear error"
+        "the manifest: an older copy, a deleted manifest, a dropped or changed object are refused with a clear error; a planted one is never read"
     )
     func manifest() throws {
         let cloud = Throwaway.untrusted("cloud")
@@ -239,8 +257,9 @@ struct RotationTests {
         try tablet.join(passcode: "4711")
         let directory = CloudDirectory(cloud)
         let manifestV1 = try #require(try directory.read("account-manifest"))
-        let name = try #require(try directory.list().first { $0.hasPrefix("kv-") })
-        let objectV1 = try #require(try directory.read(name))
+        let storedV1 = try #require(try directory.list().first { $0.hasPrefix("kv-") })
+        let name = AccountManifest.objectName(ofStored: storedV1)
+        let objectV1 = try #require(try directory.read(storedV1))
         try writeObject(phone, app: "a", "two")
         #expect(try tablet.cloudSession(forUpload: false) != nil)  // sees the newer version
 
@@ -255,27 +274,39 @@ struct RotationTests {
             }
         }
         let manifestNow = try #require(try directory.read("account-manifest"))
-        let objectV2 = try #require(try directory.read(name))
-        // An older copy of an object under the current manifest.
-        try directory.write(name, objectV1)
+        // Each copy has a name of its own: the new one, and the old one is gone once the
+        // manifest no longer lists it.
+        let stored = try #require(try directory.list().first { $0.hasPrefix("kv-") })
+        #expect(stored != storedV1)
+        #expect(try directory.read(storedV1) == nil)
+        let objectV2 = try #require(try directory.read(stored))
+        // An older copy put back under its own name: never read (the manifest names the new).
+        try directory.write(storedV1, objectV1)
+        #expect(try tablet.cloudSession()?.read(name) == objectV2)
+        try directory.delete(storedV1)
+        // An older copy under the current copy's name.
+        try directory.write(stored, objectV1)
         let changed = refusal { _ = try tablet.cloudSession()?.read(name) }
         #expect(changed.contains("not the copy the account manifest lists"), "\(changed)")
-        try directory.write(name, objectV2)
+        try directory.write(stored, objectV2)
         // A dropped object.
-        try directory.delete(name)
+        try directory.delete(stored)
         let dropped = refusal { _ = try tablet.cloudSession(forUpload: false) }
         #expect(dropped.contains("gone from the cloud"), "\(dropped)")
         let gone = refusal { _ = try tablet.cloudSession()?.read(name) }
         #expect(gone.contains("deleted behind it"), "\(gone)")
-        try directory.write(name, objectV2)
-        // A planted object (a copy under a name the manifest does not list): a restore refuses
-        // the account; an upload leaves it while it is young (it may be another session's upload
-        // that its manifest does not list yet) and removes it once it has been a stray longer
-        // than any session holds the account's lock.
+        try directory.write(stored, objectV2)
+        // A planted object (a copy under a name the manifest does not list): a restore reads
+        // nothing of it; an upload leaves it while it is young (it may be another session's
+        // upload that its manifest does not list yet, or a dead writer's) and removes it once it
+        // has been a stray longer than any session holds the account's lock.
         let planted = "kv-" + String(repeating: "ab", count: 32)
         try directory.write(planted, objectV2)
-        let stray = refusal { _ = try tablet.cloudSession(forUpload: false) }
-        #expect(stray.contains("does not list"), "\(stray)")
+        do {
+            let restore = try #require(try tablet.cloudSession(forUpload: false))
+            #expect(restore.list() == [name])
+            #expect(try restore.read(planted) == nil)
+        }  // its lock let go
         try #require(try phone.cloudSession()).commit()
         #expect(try directory.read(planted) != nil)
         // Its first sighting, aged past StrayObjects.age (as if four minutes had passed).
@@ -288,7 +319,7 @@ struct RotationTests {
         #expect(refusal { _ = try tablet.cloudSession(forUpload: false) } == "accepted")
         // The whole older state (manifest and object together): rolled back.
         try directory.write("account-manifest", manifestV1)
-        try directory.write(name, objectV1)
+        try directory.write(storedV1, objectV1)
         let rolledBack = refusal { _ = try tablet.cloudSession(forUpload: false) }
         #expect(
             rolledBack.contains("older account state than this device has seen"), "\(rolledBack)")
@@ -297,12 +328,14 @@ struct RotationTests {
             rolledBackUpload.contains("older account state than this device has seen"),
             "\(rolledBackUpload)")
         try directory.write("account-manifest", manifestNow)
-        try directory.write(name, objectV2)
+        try directory.delete(storedV1)
         #expect(refusal { _ = try tablet.cloudSession(forUpload: false) } == "accepted")
         // A deleted manifest.
         try directory.delete("account-manifest")
         let deleted = refusal { _ = try tablet.cloudSession(forUpload: false) }
         #expect(deleted.contains("is gone"), "\(deleted)")
-        print("manifest: an older copy, a drop, a plant, a rollback and a deleted manifest refused")
+        print(
+            "manifest: an older copy, a drop, a rollback and a deleted manifest refused; a plant never read"
+        )
     }
 }

@@ -224,11 +224,11 @@ struct WebDAVFaultTests {
         // Another writer (whose lock had expired) adds an object and a new manifest meanwhile.
         let theirs = objects.name("com.example.other")
         let theirBytes = objects.seal(Data("theirs".utf8), name: theirs)
-        try cloud.write(theirs, theirBytes)
         var behind = session.manifest
         behind.version += 5
         behind.objects[Data(theirs.utf8)] = AccountManifest.mac(
             theirBytes, name: theirs, under: session.key)
+        try cloud.write(try #require(behind.storedName(of: theirs)), theirBytes)
         try cloud.write(AccountManifest.name, behind.sealed(under: session.key))
         // This session writes its own and commits.
         let mine = objects.name("com.example.wallet")

@@ -6,6 +6,7 @@ import KeepsakeTestSupport
 import KeyValueStore
 import Keychain
 import RecoveryHint
+import Sealing
 import Testing
 
 /// Everything a device exchanges with its cloud account, now.
@@ -29,6 +30,11 @@ private struct UnreachableCloud: CloudStorage {
     func list() throws -> [String] { throw Down() }
 }
 
+/// The scenario's pins: long enough that no file of random digits holds one by chance.
+private let phonePin = "73926150481736205914"
+private let tabletPin = "58203746195827364019"
+private func pin(_ digits: String) -> SecureBytes { SecureBytes(copying: Data(digits.utf8)) }
+
 @Suite("The demo's scenarios for every profile (two private Secret Services, one cloud)")
 struct ProfileScenarioTests {
     @Test(
@@ -37,7 +43,8 @@ struct ProfileScenarioTests {
     func welcomeBack(_ profile: HintProfile) throws {
         let cloud = Throwaway.untrusted("cloud")
         let phone = try HintPhone(cloud: cloud)
-        try phone.device.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        // Pins of 20 digits, so that the hygiene check below cannot find one by chance.
+        try phone.device.setLockScreen(.pin, passcode: pin(phonePin), currentPasscode: nil)
         let hint = RecoveryHint(
             lastAuthenticatorId: "passkey-7", lastWallet: demoWallet, lastLoginAt: 1_795_000_000_000
         )
@@ -54,13 +61,13 @@ struct ProfileScenarioTests {
             ).get() == hint)
 
         let tablet = try HintPhone(cloud: cloud)
-        try tablet.device.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
+        try tablet.device.setLockScreen(.pin, passcode: pin(tabletPin), currentPasscode: nil)
         #expect(
             RecoveryHints(
                 service: try RecoveryHintService.make(
                     profile: profile, app: tablet.app, device: tablet.device)
             ).get() == .empty)
-        try tablet.device.join(passcode: "4711")
+        try tablet.device.join(passcode: pin(phonePin))
         try restoreEverything(tablet.device)
         #expect(
             RecoveryHints(
@@ -81,19 +88,12 @@ struct ProfileScenarioTests {
                 } else {
                     #expect(mode == 0o600, "\(url.path)")
                     let bytes = try Data(contentsOf: url)
-                    // The files that are clear by design hold random digits: the account's public
-                    // JSON objects (`account`, `account-escrow`: decimal numbers and base64), the
-                    // device's `account-manifest-seen` (a 64-digit hex account name and two
-                    // numbers), and its sync bookkeeping (`cloud-manifest`, the Keychain's
-                    // `manifest`, `cloud-strays`, `cloud-synced`: hex names and digests, times).
-                    // A 4-digit pin turns up in them by chance; that nothing passcode-derived is
-                    // in them is JoinTests' claim, and the suite-wide sweep checks them for the
-                    // secrets of 8 bytes or more the suite stored.
-                    let chance = [
-                        "account", "account-escrow", "account-manifest-seen", "cloud-manifest",
-                        "manifest", "cloud-strays", "cloud-synced",
-                    ]
-                    let pins = chance.contains(url.lastPathComponent) ? [] : ["4711", "2580"]
+                    // No check here passes or fails by chance (docs/testing.md): a file of L
+                    // bytes holds a given 20-digit pin by chance with a probability below
+                    // L · 10⁻²⁰ even were it all decimal digits (device files are under 64 KiB:
+                    // below 10⁻¹⁵ a run for every file, pin and profile), and the wallet (42
+                    // characters) and authenticator id (9, with a '-') are as far out of reach.
+                    let pins = [phonePin, tabletPin]
                     for plain in [demoWallet, "passkey-7"] + pins {
                         #expect(
                             bytes.range(of: Data(plain.utf8)) == nil,
