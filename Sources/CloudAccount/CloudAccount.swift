@@ -26,6 +26,19 @@ public protocol CloudStorage: Sendable {
     func read(_ names: [String]) throws -> [String: Data]
 }
 
+/// A cloud account that passes every request on to another (a test's fault injection): what a
+/// device keeps about the storage underneath (a WebDAV server's lock tokens) it keeps about that.
+package protocol WrappedCloud {
+    var inner: any CloudStorage { get }
+}
+
+extension CloudStorage {
+    /// The storage underneath every wrapper.
+    package var underlying: any CloudStorage {
+        (self as? any WrappedCloud)?.inner.underlying ?? self
+    }
+}
+
 /// Which copy of an object was read: a digest of its bytes, and the server's tag for it (an
 /// HTTP ETag) when it has one.
 public struct CloudObjectVersion: Sendable, Hashable {

@@ -32,6 +32,9 @@ extension Device {
         guard let (key, record) = try heldCloudKey(forUpload: forUpload) else { return nil }
         guard let account = try readAccount() else { return nil }
         if constantTimeEquals(account.check, AccountRecord.check(key)) { return key }
+        // An account record of an epoch before the one this device holds is the cloud put back
+        // (a rollback), never a removal: nothing to join again.
+        try SeenManifest.refuseOlderEpoch(account.epoch ?? 0, than: record.cloudEpoch ?? 0)
         // Rotated since this device last looked: follow the new keys sealed to it, keep the last.
         guard let current = try followRotations(from: key, record: record, to: account) else {
             return nil
@@ -52,7 +55,7 @@ extension Device {
             return
                 "this device has no end-to-end-encryption-capable lock screen: set a pin, pattern or password (keepsake lockscreen set) for its copies to go to the cloud account"
         }
-        guard let (key, _) = try heldCloudKey(forUpload: forUpload) else {
+        guard let (key, record) = try heldCloudKey(forUpload: forUpload) else {
             return
                 "this device does not hold the cloud account's key: join the account first (keepsake device join)"
         }
@@ -60,6 +63,11 @@ extension Device {
             return "the cloud account has no account record (never made there, or deleted)"
         }
         guard constantTimeEquals(account.check, AccountRecord.check(key)) else {
+            do {
+                try SeenManifest.refuseOlderEpoch(account.epoch ?? 0, than: record.cloudEpoch ?? 0)
+            } catch {
+                return error.message
+            }
             if let removed = try? removedOn(key) {
                 return
                     "this device was removed from the cloud account on \(removed): join it again (keepsake device join)"
@@ -302,9 +310,12 @@ extension Device {
 
     /// Keeps `accountKey` on this device, once the account's check value confirms it.
     func adopt(_ accountKey: SecureBytes, witnessSeed: SecureBytes? = nil) throws(DeviceError) {
-        guard AccountKey.isValid(accountKey), let account = try readAccount(),
-            constantTimeEquals(account.check, AccountRecord.check(accountKey))
-        else { throw DeviceError(.corrupt, "the key does not match the cloud account") }
+        let account = try checkAccount(accountKey)
+        // This device saw the account at a later epoch (it joins again, or its key was wiped):
+        // what the cloud shows now was put back, and nothing vouches for it.
+        if let seen = seenManifest.read(account: SeenManifest.account(accountKey)) {
+            try SeenManifest.refuseOlderEpoch(account.epoch ?? 0, than: seen.epoch)
+        }
         let record = try guessLimit.exclusively { () throws(DeviceError) in
             let loaded = try records.load()
             var record = loaded.record

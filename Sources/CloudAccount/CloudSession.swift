@@ -128,6 +128,18 @@ struct SeenManifest {
         return highest
     }
 
+    /// Refuses an account record of an epoch older than `seen`, the epoch this device holds or
+    /// saw: the cloud put back an older state of the account (a rollback). Joining again would
+    /// take that state as the account's, restoring whatever was deleted since, so the error
+    /// advises no join.
+    static func refuseOlderEpoch(_ epoch: Int, than seen: Int) throws(DeviceError) {
+        guard epoch < seen else { return }
+        throw DeviceError(
+            .corrupt,
+            "the cloud shows an older account state than this device has seen (account key epoch \(epoch), older than epoch \(seen) seen here): rolled back, nothing restored or taken from it; do not join it again: put the cloud's newer copy back, or let a device that holds the current state sync"
+        )
+    }
+
     /// Remembers `epoch` and `version` as seen, unless a state at least as new already is.
     func raise(account: String, epoch: Int, version: UInt64) throws(DeviceError) {
         if let highest = read(account: account),

@@ -91,7 +91,7 @@ extension Device {
             tuning: tuning, account: cloud.map { CloudSignIn(storage: $0, escrow: escrow) })
         // A lock left on the server by a process of this device that died is released by the
         // next one, not waited out (WebDAV locks last two minutes).
-        (cloud as? WebDAVCloud)?.keepLockTokens(
+        (cloud?.underlying as? WebDAVCloud)?.keepLockTokens(
             in: self.directory.appendingPathComponent("cloud-locks"))
     }
 

@@ -245,8 +245,14 @@ extension WebDAVCloud {
             released.withLock { $0 = true }
             stop.signal()
             cloud.state.released()
-            _ = try? cloud.unlock(url, token: token, attempts: attempts)
-            cloud.state.forgetToken(token)
+            if (try? cloud.unlock(url, token: token, attempts: attempts)) != nil {
+                cloud.state.forgetToken(token)
+            } else {
+                // No answer (the server down, the network gone): the lock may outlive this
+                // process's hold, so its token stays noted as no live process's, and the next
+                // try at the lock on this device releases it at once instead of waiting it out.
+                cloud.state.orphanToken(token)
+            }
         }
     }
 }
@@ -303,6 +309,17 @@ final class ServerState: Sendable {
     }
 
     func forgetToken(_ token: String) { editTokens { $0.removeAll { $0[3] == token } } }
+
+    /// Notes `token` as held by no live process (pid 0, which never has a start time), so that
+    /// `releaseStaleLocks` releases it.
+    func orphanToken(_ token: String) {
+        editTokens { lines in
+            for index in lines.indices where lines[index][3] == token {
+                lines[index][0] = "0"
+                lines[index][1] = "-"
+            }
+        }
+    }
 
     /// UNLOCKs the locks at `url` noted by processes that are gone (their pid ended, or is
     /// another process now); true when there was one.

@@ -110,6 +110,15 @@ package struct Context {
     /// `--cloud` as storage: a WebDAV URL with its credentials (`CloudCredentials`), or a
     /// directory.
     package func cloud(secretService: SecretServiceConnection) throws -> (any CloudStorage)? {
+        #if KEEPSAKE_TEST_HOOKS
+            // Debug builds only: a test kills the command at a chosen change of the cloud.
+            return try storage(secretService: secretService).map(MortalCloud.fromEnvironment)
+        #else
+            return try storage(secretService: secretService)
+        #endif
+    }
+
+    private func storage(secretService: SecretServiceConnection) throws -> (any CloudStorage)? {
         guard let location = cloudLocation else { return nil }
         guard let url = webDAVURL else { return CloudDirectory(URL(fileURLWithPath: location)) }
         let found = try CloudCredentials.find(

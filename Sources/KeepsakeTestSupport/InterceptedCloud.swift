@@ -4,7 +4,7 @@ import Foundation
 /// A real cloud account whose every write of an object first passes `beforeWrite` (its name):
 /// fault injection around the real storage — a write that fails, another writer slipping in
 /// first. Every request still goes to the storage underneath.
-package final class InterceptedCloud: CloudStorage, Sendable {
+package final class InterceptedCloud: CloudStorage, WrappedCloud, Sendable {
     package let inner: any CloudStorage
     private let beforeWrite: @Sendable (String) throws -> Void
 

@@ -504,4 +504,32 @@ struct WebDAVFaultTests {
         #expect(
             try objects.open(bytes, name: name) { String(decoding: $0, as: UTF8.self) } == "kept")
     }
+
+    @Test(
+        "the server killed in the middle of a sync and started again: the lock the sync could not release is released by this device's next sync at once, never waited out"
+    )
+    func lockLeftByOutage() throws {
+        let server = try PrivateWebDAV.start()
+        defer { server.stop() }
+        let cloud = try server.cloud(timeout: 2, attempts: 1)
+        let (phone, name, service) = try phoneWithOneObject(on: cloud, saying: "kept")
+        defer { withExtendedLifetime(service) {} }
+        do {
+            let session = try #require(try phone.cloudSession())  // holds the account's lock
+            server.kill()
+            withExtendedLifetime(session) {}  // goes here: its UNLOCK finds no server
+        }
+        try server.relaunch()
+        // The lock outlived the outage (Apache keeps its lock database on disk): a client of
+        // another device finds it taken.
+        #expect(try server.cloud(timeout: 2, attempts: 1).tryLock() == nil)
+        // This device's first try takes it: the lock its sync could not release is released.
+        do {
+            let retaken = try cloud.tryLock()
+            #expect(retaken != nil)
+            withExtendedLifetime(retaken) {}
+        }
+        let reader = try #require(try phone.cloudSession(forUpload: false))
+        #expect(try reader.read(name) != nil)
+    }
 }
