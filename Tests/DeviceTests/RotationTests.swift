@@ -338,4 +338,96 @@ struct RotationTests {
             "manifest: an older copy, a drop, a rollback and a deleted manifest refused; a plant never read"
         )
     }
+
+    @Test(
+        "a cloud rolled back behind a device (the account as it was before a deletion and a passcode change) is named a rollback, never a removal: its sync fails with errSecDecode-style corrupt, and a join again with the recovery key is refused, so nothing deleted comes back"
+    )
+    func rollbackNamed() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        // No escrow, so no witness: the device's own memory of the account is all that tells.
+        let phoneService = try PrivateSecretService.start()
+        defer { withExtendedLifetime(phoneService) {} }
+        let phone = phoneService.device(cloud: CloudDirectory(cloud), tuning: .fast)
+        #expect(phone.escrow == nil)
+        let recoveryKey = try #require(
+            try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil).recoveryKey)
+        try writeObject(phone, app: "a", "to be deleted")
+        let directory = CloudDirectory(cloud)
+        var before: [String: Data] = [:]
+        for name in try directory.list() { before[name] = try directory.read(name) }
+        // The entry deleted, then the passcode changed (a rotation: epoch 1).
+        do {
+            let session = try #require(try phone.cloudSession())
+            for name in session.list() { session.delete(name) }
+            try session.commit()
+        }
+        try phone.setLockScreen(.pin, passcode: "8642", currentPasscode: "4711")
+        // The cloud put back as it was.
+        for name in try directory.list() where before[name] == nil { try directory.delete(name) }
+        for (name, bytes) in before { try directory.write(name, bytes) }
+
+        func refusal(_ body: () throws -> Void) -> String {
+            do {
+                try body()
+                return "accepted"
+            } catch let error as DeviceError {
+                return error.code == .corrupt ? error.message : "\(error)"
+            } catch {
+                return "\(error)"
+            }
+        }
+        let sync = refusal { _ = try phone.cloudSession() }
+        #expect(sync.contains("older account state than this device has seen"), "\(sync)")
+        #expect(!sync.contains("join it again ("), "\(sync)")
+        let status = try phone.whyNoCloudSession()
+        #expect(status.contains("older account state"), "\(status)")
+        let joined = refusal { _ = try phone.join(recoveryKey: recoveryKey) }
+        #expect(joined.contains("older account state than this device has seen"), "\(joined)")
+        print("rollback: \(sync)")
+    }
+
+    @Test(
+        "an account written before 0.4.0 (each object over in place) is moved to a copy per name by its next upload; an object a killed sync left failing the manifest's check is dropped from it (healed), and every later sync goes on"
+    )
+    func wedgedAccountHeals() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        try writeObject(phone, app: "kept", "kept")
+        try writeObject(phone, app: "wedged", "before")
+        let key = try #require(try phone.cloudKey())
+        let objects = CloudObjects(cloudKey: key, kind: keyValue)
+        let directory = CloudDirectory(cloud)
+        // The account as the earlier layout wrote it: every object under its name alone.
+        var manifest = try AccountManifest.open(
+            try #require(try directory.read(AccountManifest.name)), under: key)
+        for name in manifest.names {
+            let stored = try #require(manifest.storedName(of: name))
+            try directory.write(name, try #require(try directory.read(stored)))
+            try directory.delete(stored)
+        }
+        manifest.layout = nil
+        manifest.version += 1
+        try directory.write(AccountManifest.name, manifest.sealed(under: key))
+        // A sync killed between its write and its commit, in that layout: the object written
+        // over in place, the manifest still listing the old copy.
+        let wedged = objects.name("wedged")
+        try directory.write(wedged, objects.seal(Data("after".utf8), name: wedged))
+        #expect(
+            (try? #require(try phone.cloudSession(forUpload: false)).read(wedged)) == nil,
+            "the wedge reads as the earlier versions did: refused")
+
+        // The next upload moves the account and heals it.
+        try #require(try phone.cloudSession()).commit()
+        let moved = try AccountManifest.open(
+            try #require(try directory.read(AccountManifest.name)), under: key)
+        #expect(moved.layout == AccountManifest.layout)
+        #expect(moved.names == [objects.name("kept")])
+        #expect(open(cloud, app: "kept", with: key) == "kept")
+        #expect(try directory.list().filter { $0.hasPrefix("kv-") }.allSatisfy { $0.contains("_") })
+        // Every later sync goes on, and the healed object is written again.
+        try writeObject(phone, app: "wedged", "again")
+        #expect(open(cloud, app: "wedged", with: key) == "again")
+    }
 }
