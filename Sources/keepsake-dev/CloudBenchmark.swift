@@ -57,6 +57,7 @@ struct CloudBenchmark {
             }
             report(directory, webDAV)
         }
+        try KeychainSyncBenchmark().run()
     }
 
     private func report(_ directory: Result, _ webDAV: Result) {
