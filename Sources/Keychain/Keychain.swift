@@ -252,6 +252,8 @@ public final class Keychain: Sendable {
     public func delete(matching query: GenericPasswordQuery) throws(KeychainError) {
         let paths = try findPaths(query)
         guard !paths.isEmpty else { throw Self.notFound }
+        // Dated for the next sync's tombstones (`KeychainSync`), before anything goes.
+        if query.synchronizable != .no { DeletionTimes(device: device).note(paths) }
         for path in paths {
             do {
                 try secretService.deleteItem(at: path)

@@ -51,27 +51,29 @@ public struct KeychainSync: Sendable {
         let manifestFile = SyncManifest(
             device.directory.appendingPathComponent("keychain-sync/manifest"))
         let lastSynced = manifestFile.readDigests()
+        let deletionTimes = DeletionTimes(device: device)
+        let deletions = deletionTimes.read()
         let manifest = Set(lastSynced.keys)
 
         let remoteNames = Set(cloud.list().filter(names.objects.owns))
         let now = Int64(Date().timeIntervalSince1970 * 1000)
-        // Each name's state as this sync leaves it here: its local modification time (nil: no
-        // item here), for the record that lets the next sync skip what neither side changed.
-        var kept: [String: Int64?] = [:]
+        // Each name's item as this sync leaves it here (nil: none), for the record that lets the
+        // next sync skip what neither side changed.
+        var kept: [String: (modified: Int64, path: ItemPath)?] = [:]
         for name in remoteNames.union(local.keys).union(manifest) {
             let mine = local[name]
             let mineModified = mine.map { Self.milliseconds($0.record.attributes.modificationDate) }
             // Neither side changed since the last sync: nothing to read or write.
-            if let copy = cloud.digest(of: name),
-                lastSynced[name] == SyncedState(copy: copy, modified: mineModified).text
-            {
-                kept[name] = mineModified
+            let mineKept = mine.map { (modified: mineModified!, path: $0.path) }
+            let last = lastSynced[name].flatMap(SyncedState.init)
+            if let copy = cloud.digest(of: name), last == SyncedState(copy: copy, kept: mineKept) {
+                kept[name] = .some(mineKept)
                 continue
             }
             let remote: SyncedItem? =
                 try remoteNames.contains(name)
                 ? names.open(try cloudRead(cloud, name), name: name) : nil
-            kept[name] = mineModified
+            kept[name] = .some(mineKept)
             switch (mine, remote) {
             case (let mine?, nil):
                 try cloudWrite(
@@ -81,15 +83,18 @@ public struct KeychainSync: Sendable {
             case (nil, let remote?) where remote.deleted:
                 continue
             case (nil, let remote?):
-                if manifest.contains(name) {
-                    // Deleted here since the last sync, and the cloud copy is not newer: tombstone.
+                // Deleted here since the last sync: dated when it was (else now), so an update
+                // another device made after it is later, and wins.
+                let deleted = last?.path.flatMap { deletions[$0] }
+                if manifest.contains(name), remote.modified <= deleted ?? now {
                     try cloudWrite(
                         cloud, name,
-                        names.seal(SyncedItem(tombstoneFor: remote, modified: now), name: name))
+                        names.seal(
+                            SyncedItem(tombstoneFor: remote, modified: deleted ?? now), name: name))
                     report.deleted += 1
                 } else {
-                    try store(remote)
-                    kept[name] = Self.milliseconds(remote.modified)
+                    let path = try store(remote)
+                    kept[name] = .some(path.map { (Self.milliseconds(remote.modified), $0) })
                     report.downloaded += 1
                 }
             case (let mine?, let remote?):
@@ -101,8 +106,8 @@ public struct KeychainSync: Sendable {
                         kept[name] = .some(nil)
                         report.deleted += 1
                     } else {
-                        try store(remote, replacing: mine)
-                        kept[name] = Self.milliseconds(remote.modified)
+                        let path = try store(remote, replacing: mine)
+                        kept[name] = .some(path.map { (Self.milliseconds(remote.modified), $0) })
                         report.downloaded += 1
                     }
                 } else if remote.modified < mineModified! {
@@ -124,9 +129,11 @@ public struct KeychainSync: Sendable {
         present.formUnion(remoteNames)
         var states: [String: String] = [:]
         for name in present {
-            guard let copy = cloud.digest(of: name), let modified = kept[name] else { continue }
-            states[name] = SyncedState(copy: copy, modified: modified).text
+            guard let copy = cloud.digest(of: name), let item = kept[name] else { continue }
+            states[name] = SyncedState(copy: copy, kept: item).text
         }
+        // Deletion times a later sync may still need: those of items the record names.
+        deletionTimes.keep(only: Set(states.values.compactMap { SyncedState($0)?.path }))
         do { try manifestFile.write(present, digests: states) } catch {
             throw KeychainError(
                 KeychainStatus.notAvailable,
@@ -152,10 +159,28 @@ public struct KeychainSync: Sendable {
 
     /// How a name stood when it was last synced, as the sync manifest keeps it: which copy the
     /// account's manifest listed and the local item's modification time ("-": none here).
-    private struct SyncedState {
+    private struct SyncedState: Equatable {
         var copy: String
         var modified: Int64?
-        var text: String { "\(copy) \(modified.map(String.init) ?? "-")" }
+        /// The local item's Secret Service path: what its deletion time is noted under.
+        var path: String?
+        var text: String {
+            "\(copy) \(modified.map(String.init) ?? "-") \(path ?? "-")"
+        }
+
+        init(copy: String, kept: (modified: Int64, path: ItemPath)?) {
+            self.copy = copy
+            modified = kept?.modified
+            path = kept?.path.rawValue
+        }
+
+        init?(_ text: String) {
+            let parts = text.split(separator: " ").map(String.init)
+            guard parts.count == 3 else { return nil }
+            copy = parts[0]
+            modified = parts[1] == "-" ? nil : Int64(parts[1])
+            path = parts[2] == "-" ? nil : parts[2]
+        }
     }
 
     /// Where synchronizable items stand (`keepsake status`): how many this device holds, how
@@ -237,9 +262,12 @@ public struct KeychainSync: Sendable {
     }
 
     /// Writes a remote item locally (over `replacing` when given), sealed under this device's key
-    /// for its class, keeping its creation and modification dates.
-    private func store(_ remote: SyncedItem, replacing old: Local? = nil) throws(KeychainError) {
-        guard var record = try remote.storedRecord() else { return }
+    /// for its class, keeping its creation and modification dates; returns where (nil: a remote
+    /// item that holds nothing to store).
+    private func store(_ remote: SyncedItem, replacing old: Local? = nil) throws(KeychainError)
+        -> ItemPath?
+    {
+        guard var record = try remote.storedRecord() else { return nil }
         record.id = old?.record.id ?? UUID().uuidString
         let classKey: SecureBytes
         do {
@@ -252,12 +280,12 @@ public struct KeychainSync: Sendable {
             if let old, old.record.secretServiceAttributes == record.secretServiceAttributes {
                 try device.secretService.rewrite(
                     at: old.path, from: old.record, to: record, secret: secret)
-            } else {
-                if let old { try device.secretService.deleteItem(at: old.path) }
-                _ = try device.secretService.createItem(
-                    label: record.secretServiceLabel, attributes: record.secretServiceAttributes,
-                    secret: secret)
+                return old.path
             }
+            if let old { try device.secretService.deleteItem(at: old.path) }
+            return try device.secretService.createItem(
+                label: record.secretServiceLabel, attributes: record.secretServiceAttributes,
+                secret: secret)
         } catch {
             throw KeychainError(error)
         }

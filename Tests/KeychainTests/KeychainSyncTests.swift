@@ -132,4 +132,40 @@ struct KeychainSyncTests {
         _ = try one.sync()
         #expect(one.read("a") == nil)  // the tombstone does not resurrect anything
     }
+
+    @Test(
+        "a deletion is dated when it was made, not at the next sync: an update another device made after it wins, and one made before it is deleted"
+    )
+    func deletionDatedAtTheDeletion() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let one = try SyncPhone(cloud: cloud)
+        try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        let two = try SyncPhone(cloud: cloud)
+        try two.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try two.device.join(passcode: "1234")
+        let query = { (account: String) in
+            GenericPasswordQuery(service: "s", account: account, synchronizable: .yes)
+        }
+        try one.add("later", "v1")
+        try one.add("earlier", "v1")
+        _ = try one.sync()
+        _ = try two.sync()
+        // "later": deleted on one, then updated on two — the update is the later write.
+        try one.keychain.delete(matching: query("later"))
+        waitForTheNextMillisecond()
+        try two.keychain.update(
+            matching: query("later"), with: GenericPasswordChanges(data: Data("kept".utf8)))
+        // "earlier": updated on two, then deleted on one — the deletion is the later write.
+        try two.keychain.update(
+            matching: query("earlier"), with: GenericPasswordChanges(data: Data("gone".utf8)))
+        waitForTheNextMillisecond()
+        try one.keychain.delete(matching: query("earlier"))
+        _ = try two.sync()
+        _ = try one.sync()  // its sync comes after two's update, whatever the deletions' dates
+        _ = try two.sync()
+        #expect(one.read("later") == "kept")
+        #expect(two.read("later") == "kept")
+        #expect(one.read("earlier") == nil)
+        #expect(two.read("earlier") == nil)
+    }
 }
