@@ -33,6 +33,14 @@ package protocol WrappedCloud {
 }
 
 extension CloudStorage {
+    /// `write(_:_:ifVersion:)`, or nothing but a pretended success when `skipped` (a test's
+    /// broken commit: `CloudSession.skipsTheSwitch`).
+    func write(
+        _ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?, unless skipped: Bool
+    ) throws -> Bool {
+        skipped ? true : try write(name, data, ifVersion: expected)
+    }
+
     /// The storage underneath every wrapper.
     package var underlying: any CloudStorage {
         (self as? any WrappedCloud)?.inner.underlying ?? self

@@ -349,7 +349,7 @@ package final class CloudSession {
                 do {
                     swapped = try storage.write(
                         AccountManifest.name, manifest.sealed(under: key),
-                        ifVersion: manifestVersion)
+                        ifVersion: manifestVersion, unless: Self.skipsTheSwitch)
                 } catch {
                     throw DeviceError(
                         .notAvailable, "the account manifest could not be written: \(error)",
@@ -375,6 +375,17 @@ package final class CloudSession {
         superseded = []
         lock = nil  // the exchange is over: other devices and processes may go
         if wrote { afterCommit?(manifest.epoch, manifest.version) }
+    }
+
+    /// Test hook (debug builds only): `KEEPSAKE_TEST_SKIP_MANIFEST_SWITCH=1` makes every commit
+    /// skip the manifest's write and go on as if it were made — the broken commit the chaos soak
+    /// must catch (`keepsake-dev soak --broken-commit yes`).
+    static var skipsTheSwitch: Bool {
+        #if KEEPSAKE_TEST_HOOKS
+            ProcessInfo.processInfo.environment["KEEPSAKE_TEST_SKIP_MANIFEST_SWITCH"] == "1"
+        #else
+            false
+        #endif
     }
 
     /// Reads the manifest another writer put in place, and enters this session's changes in it.

@@ -16,6 +16,7 @@ exit(
             "demo": { _, context in try DemoCommand.run(context) },
             "bench": { verb, context in try BenchCommand.run(verb, context) },
             "stress": { _, context in try StressCommand.run(context) },
+            "soak": { _, context in try SoakCommand.run(context) },
             // Takes the cloud account's lock, says so on standard output and holds it until the
             // process is ended: how the suite interrupts a command that holds the lock.
             "hold-cloud-lock": { _, context in

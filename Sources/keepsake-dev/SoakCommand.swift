@@ -1,0 +1,300 @@
+import CloudAccount
+import Foundation
+import KeepsakeCLI
+import KeepsakeTestSupport
+
+/// `keepsake-dev soak --seed N [--devices 3] [--steps N] [--minutes M] [--cloud directory|apache|rclone]
+/// [--broken-commit yes]`: a chaos soak. Devices of one cloud account, each a private Secret
+/// Service and the command line as a user runs it, take random steps — Keychain items put and
+/// deleted (shared between the devices), Block Store entries stored and deleted (each device its
+/// own), syncs, passcode changes — while the soak kills syncs (SIGKILL before a change of the
+/// cloud drawn at random), restarts the WebDAV server and a Secret Service, and freezes a Secret
+/// Service for a moment. At the end every device syncs, and the soak checks: every acknowledged
+/// write is on every device unless a later acknowledged write replaced or deleted it; nothing
+/// deleted comes back; every device's lock screen still answers; a new device joining with the
+/// recovery key restores exactly what was last acknowledged, reading every object the manifest
+/// lists. The seed and every step are printed: the same seed replays the same steps and faults.
+/// `--broken-commit yes` runs the devices with a test-only fault (debug builds) that skips the
+/// manifest's write at each commit: the soak must fail.
+enum SoakCommand {
+    /// SplitMix64: the same seed, the same run.
+    struct Random {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+        mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
+    }
+
+    static func run(_ context: Context) throws {
+        try context.arguments.allowOnly(
+            ["seed", "devices", "steps", "minutes", "cloud", "broken-commit"])
+        let seed = UInt64(try context.arguments.count("seed", default: 1, in: 0...Int(Int32.max)))
+        let deviceCount = try context.arguments.count("devices", default: 3, in: 2...8)
+        let steps = try context.arguments.count("steps", default: 1_000_000, in: 1...1_000_000)
+        let minutes = try context.arguments.count("minutes", default: 30, in: 1...24 * 60)
+        let backend = context.arguments.value("cloud") ?? "directory"
+        let broken = context.arguments.value("broken-commit") == "yes"
+        var soak = try Soak(seed: seed, devices: deviceCount, backend: backend, broken: broken)
+        defer { soak.stop() }
+        let deadline = Date().addingTimeInterval(TimeInterval(minutes * 60))
+        var step = 0
+        while step < steps && Date() < deadline {
+            try soak.step(step)
+            step += 1
+        }
+        let problems = try soak.settleAndCheck()
+        print(
+            "soak seed \(seed), \(backend), \(deviceCount) devices: \(step) steps, \(soak.acknowledged) acknowledged writes, faults: \(soak.faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))"
+        )
+        guard problems.isEmpty else {
+            for problem in problems { print("LOST: \(problem)") }
+            throw HarnessError(
+                "soak seed \(seed): \(problems.count) problems (replay: keepsake-dev soak --seed \(seed) --steps \(step) --cloud \(backend))"
+            )
+        }
+        print("soak seed \(seed): nothing lost")
+    }
+}
+
+/// The soak's world: the devices, the cloud, and the model of what was acknowledged.
+private struct Soak {
+    var random: SoakCommand.Random
+    let services: [PrivateSecretService]
+    let server: PrivateWebDAV?
+    let cloudArguments: [String]
+    let environment: [String: String]
+    var pin = "1234"
+    var recoveryKey = ""
+    /// The last acknowledged value of each shared Keychain item (nil: deleted).
+    var keychain: [String: String?] = [:]
+    /// Each device's last acknowledged Block Store entries.
+    var blockStore: [Int: [String: String]] = [:]
+    var acknowledged = 0
+    var faults: [String: Int] = [:]
+    let executable = URL(fileURLWithPath: CommandLine.arguments[0])
+
+    init(seed: UInt64, devices: Int, backend: String, broken: Bool) throws {
+        random = SoakCommand.Random(state: seed)
+        services = try (0..<devices).map { _ in try PrivateSecretService.start() }
+        var environment: [String: String] = [:]
+        if broken { environment["KEEPSAKE_TEST_SKIP_MANIFEST_SWITCH"] = "1" }
+        self.environment = environment
+        switch backend {
+        case "directory":
+            server = nil
+            cloudArguments = ["--cloud", Throwaway.directory("soak-cloud").path]
+        case "apache", "rclone":
+            let server = try PrivateWebDAV.start(
+                backend == "apache" ? .apache : .rclone, tls: true, passwordHash: .md5)
+            self.server = server
+            cloudArguments = ["--cloud", server.url.absoluteString, "--cloud-ca", server.caFile.path]
+        default:
+            throw CommandError.usage("--cloud directory | apache | rclone")
+        }
+        for device in 0..<devices {
+            if let server {
+                let login = try run(
+                    device, ["cloud", "login"], "\(server.username)\n\(server.password)\n")
+                guard login.status == 0 else { throw HarnessError("login: \(login.stderr)") }
+            }
+        }
+        let made = try run(0, ["lockscreen", "set", "--kind", "pin"], "\(pin)\n")
+        guard made.status == 0,
+            let range = made.text.range(
+                of: #"([A-Z2-7]{4}-){7}[A-Z2-7]{4}"#, options: .regularExpression)
+        else { throw HarnessError("the first device made no account: \(made.stderr)") }
+        recoveryKey = String(made.text[range])
+        for device in 1..<devices {
+            _ = try run(device, ["lockscreen", "set", "--kind", "pin"], "\(pin)\n")
+            let joined = try run(device, ["device", "join", "--recovery-key"], recoveryKey + "\n")
+            guard joined.status == 0 else { throw HarnessError("join: \(joined.stderr)") }
+        }
+    }
+
+    func stop() {
+        server?.stop()
+        for service in services { service.stop() }
+    }
+
+    struct Outcome {
+        var status: Int32
+        var text: String
+        var stderr: String
+    }
+
+    func run(
+        _ device: Int, _ command: [String], _ input: String = "", dieAfter: Int? = nil,
+        services: [PrivateSecretService]? = nil
+    ) throws -> Outcome {
+        let service = (services ?? self.services)[device]
+        var environment = service.environment.merging(self.environment) { $1 }
+        if let dieAfter { environment["KEEPSAKE_TEST_CLOUD_DIE_AFTER"] = String(dieAfter) }
+        let arguments =
+            command + ["--app-id", "com.example.soak", "--device-dir", service.deviceDirectory().path]
+            + cloudArguments
+        let (status, out, err) = try Spawn.capture(
+            executable.path, arguments, environment: environment, input: Data(input.utf8))
+        return Outcome(
+            status: status, text: String(decoding: out, as: UTF8.self),
+            stderr: String(decoding: err, as: UTF8.self))
+    }
+
+    mutating func fault(_ name: String) { faults[name, default: 0] += 1 }
+
+    mutating func step(_ index: Int) throws {
+        let device = random.below(services.count)
+        let roll = random.below(100)
+        let key = "k\(random.below(6))"
+        var said = "step \(index): device \(device) "
+        defer { print(said) }
+        switch roll {
+        case 0..<30:  // a Keychain item put: updated where the device holds it, else added
+            let value = "v\(index)"
+            let item = ["--service", "soak", "--account", key, "--sync", "yes"]
+            var outcome = try run(device, ["keychain", "update"] + item, value)
+            if outcome.status != 0 { outcome = try run(device, ["keychain", "add"] + item, value) }
+            if outcome.status == 0 {
+                keychain[key] = .some(value)
+                acknowledged += 1
+            }
+            said += "keychain put \(key)=\(value): \(outcome.status == 0 ? "ok" : "refused")"
+        case 30..<40:
+            let outcome = try run(
+                device, ["keychain", "delete", "--service", "soak", "--account", key, "--sync", "yes"])
+            if outcome.status == 0 {
+                keychain[key] = .some(nil)
+                acknowledged += 1
+            }
+            said += "keychain delete \(key): \(outcome.status == 0 ? "ok" : "not there")"
+        case 40..<50:
+            let value = "b\(index)"
+            let outcome = try run(
+                device, ["blockstore", "store", "--key", "b\(key)", "--backup"], value)
+            if outcome.status == 0 {
+                blockStore[device, default: [:]]["b\(key)"] = value
+                acknowledged += 1
+            }
+            said += "blockstore store b\(key)=\(value): \(outcome.status)"
+        case 50..<55:
+            let outcome = try run(device, ["blockstore", "delete", "--key", "b\(key)"])
+            if outcome.status == 0 { blockStore[device, default: [:]]["b\(key)"] = nil }
+            said += "blockstore delete b\(key): \(outcome.status)"
+        case 55..<80:  // a sync, killed at a random change of the cloud two times in five
+            let store = random.chance(50) ? ["keychain", "sync"] : ["blockstore", "sync"]
+            let kill = random.chance(40) ? random.below(10) : nil
+            let outcome = try run(device, store, dieAfter: kill)
+            if outcome.status == 128 + SIGKILL { fault("sync killed") }
+            said +=
+                "\(store.joined(separator: " "))\(kill.map { " (killed before change \($0))" } ?? ""): \(outcome.status)"
+        case 80..<83 where device == 0:  // a passcode change (every other device follows it)
+            let next = String(1000 + random.below(9000))
+            let outcome = try run(0, ["lockscreen", "set", "--kind", "pin"], "\(pin)\n\(next)\n")
+            if outcome.status == 0 { pin = next }
+            said += "passcode change: \(outcome.status)"
+        case 83..<88 where server != nil:
+            server!.kill()
+            try server!.relaunch()
+            fault("server restarted")
+            said += "WebDAV server restarted"
+        case 88..<92:
+            try services[device].restart()
+            fault("Secret Service restarted")
+            said += "Secret Service restarted"
+        case 92..<96:  // frozen for a moment while a sync waits on it
+            let service = services[device]
+            service.freeze()
+            let thaw = Thread {
+                usleep(300_000)
+                service.thaw()
+            }
+            thaw.start()
+            let outcome = try run(device, ["keychain", "sync"])
+            fault("Secret Service frozen")
+            said += "keychain sync, Secret Service frozen 0.3 s: \(outcome.status)"
+        default:
+            let outcome = try run(device, ["keychain", "sync"])
+            said += "keychain sync: \(outcome.status)"
+        }
+    }
+
+    /// Every device syncs (twice round), then the model is checked; the problems found.
+    mutating func settleAndCheck() throws -> [String] {
+        var problems: [String] = []
+        for round in 0..<2 {
+            for device in services.indices {
+                for store in [["keychain", "sync"], ["blockstore", "sync"]] {
+                    let outcome = try run(device, store)
+                    print(
+                        "settle \(round): device \(device) \(store.joined(separator: " ")): \(outcome.status) \(outcome.text.trimmingCharacters(in: .whitespacesAndNewlines))"
+                    )
+                    if outcome.status != 0 {
+                        problems.append(
+                            "round \(round): device \(device) \(store.joined(separator: " ")) failed: \(outcome.stderr)"
+                        )
+                    }
+                }
+            }
+        }
+        for device in services.indices {
+            if try run(device, ["lockscreen", "status"]).status != 0 {
+                problems.append("device \(device): its lock screen does not answer")
+            }
+            for (key, expected) in keychain {
+                let read = try run(
+                    device,
+                    ["keychain", "get", "--service", "soak", "--account", key, "--sync", "any"])
+                let held = read.status == 0 ? read.text : nil
+                if held != expected {
+                    problems.append(
+                        "device \(device) holds \(key)=\(held ?? "nothing"), the last acknowledged write was \(expected ?? "its deletion")"
+                    )
+                }
+            }
+            let entries = try blockStoreEntries(device)
+            if entries != blockStore[device, default: [:]] {
+                problems.append(
+                    "device \(device)'s Block Store holds \(entries), acknowledged \(blockStore[device, default: [:]])"
+                )
+            }
+        }
+        // A new device restores what was acknowledged, reading every object the manifest lists.
+        let newcomer = try PrivateSecretService.start()
+        defer { newcomer.stop() }
+        if let server {
+            _ = try run(
+                0, ["cloud", "login"], "\(server.username)\n\(server.password)\n",
+                services: [newcomer])
+        }
+        _ = try run(0, ["lockscreen", "set", "--kind", "pin"], "2468\n", services: [newcomer])
+        let joined = try run(
+            0, ["device", "join", "--recovery-key"], recoveryKey + "\n", services: [newcomer])
+        if joined.status != 0 { problems.append("a new device's join failed: \(joined.stderr)") }
+        let restored = try blockStoreEntries(0, services: [newcomer])
+        let union = blockStore.values.reduce(into: [String: String]()) { union, entries in
+            union.merge(entries) { $1 }
+        }
+        if restored.count != union.count || restored.keys.contains(where: { union[$0] == nil }) {
+            problems.append(
+                "a new device restored \(restored.keys.sorted()), acknowledged \(union.keys.sorted())")
+        }
+        let synced = try run(0, ["keychain", "sync"], services: [newcomer])
+        if synced.status != 0 { problems.append("a new device's sync failed: \(synced.stderr)") }
+        return problems
+    }
+
+    func blockStoreEntries(_ device: Int, services: [PrivateSecretService]? = nil) throws
+        -> [String: String]
+    {
+        let read = try run(device, ["blockstore", "retrieve", "--all"], services: services)
+        let json = (try? JSONSerialization.jsonObject(with: Data(read.text.utf8))) as? [String: String]
+        return (json ?? [:]).compactMapValues {
+            Data(base64Encoded: $0).map { String(decoding: $0, as: UTF8.self) }
+        }
+    }
+}
