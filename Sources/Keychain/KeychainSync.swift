@@ -85,8 +85,11 @@ public struct KeychainSync: Sendable {
             case (nil, let remote?):
                 // Deleted here since the last sync: dated when it was (else now), so an update
                 // another device made after it is later, and wins.
+                // Only an item this device held at its last sync was deleted here: a name it saw
+                // only as a tombstone, written again elsewhere since, is downloaded.
                 let deleted = last?.path.flatMap { deletions[$0] }
-                if manifest.contains(name), remote.modified <= deleted ?? now {
+                let heldAtLastSync = last.map { $0.modified != nil } ?? manifest.contains(name)
+                if heldAtLastSync, remote.modified <= deleted ?? now {
                     try cloudWrite(
                         cloud, name,
                         names.seal(

@@ -93,7 +93,9 @@ private struct Soak {
             let server = try PrivateWebDAV.start(
                 backend == "apache" ? .apache : .rclone, tls: true, passwordHash: .md5)
             self.server = server
-            cloudArguments = ["--cloud", server.url.absoluteString, "--cloud-ca", server.caFile.path]
+            cloudArguments = [
+                "--cloud", server.url.absoluteString, "--cloud-ca", server.caFile.path,
+            ]
         default:
             throw CommandError.usage("--cloud directory | apache | rclone")
         }
@@ -136,7 +138,9 @@ private struct Soak {
         var environment = service.environment.merging(self.environment) { $1 }
         if let dieAfter { environment["KEEPSAKE_TEST_CLOUD_DIE_AFTER"] = String(dieAfter) }
         let arguments =
-            command + ["--app-id", "com.example.soak", "--device-dir", service.deviceDirectory().path]
+            command + [
+                "--app-id", "com.example.soak", "--device-dir", service.deviceDirectory().path,
+            ]
             + cloudArguments
         let (status, out, err) = try Spawn.capture(
             executable.path, arguments, environment: environment, input: Data(input.utf8))
@@ -166,7 +170,8 @@ private struct Soak {
             said += "keychain put \(key)=\(value): \(outcome.status == 0 ? "ok" : "refused")"
         case 30..<40:
             let outcome = try run(
-                device, ["keychain", "delete", "--service", "soak", "--account", key, "--sync", "yes"])
+                device,
+                ["keychain", "delete", "--service", "soak", "--account", key, "--sync", "yes"])
             if outcome.status == 0 {
                 keychain[key] = .some(nil)
                 acknowledged += 1
@@ -281,7 +286,8 @@ private struct Soak {
         }
         if restored.count != union.count || restored.keys.contains(where: { union[$0] == nil }) {
             problems.append(
-                "a new device restored \(restored.keys.sorted()), acknowledged \(union.keys.sorted())")
+                "a new device restored \(restored.keys.sorted()), acknowledged \(union.keys.sorted())"
+            )
         }
         let synced = try run(0, ["keychain", "sync"], services: [newcomer])
         if synced.status != 0 { problems.append("a new device's sync failed: \(synced.stderr)") }
@@ -292,7 +298,8 @@ private struct Soak {
         -> [String: String]
     {
         let read = try run(device, ["blockstore", "retrieve", "--all"], services: services)
-        let json = (try? JSONSerialization.jsonObject(with: Data(read.text.utf8))) as? [String: String]
+        let json =
+            (try? JSONSerialization.jsonObject(with: Data(read.text.utf8))) as? [String: String]
         return (json ?? [:]).compactMapValues {
             Data(base64Encoded: $0).map { String(decoding: $0, as: UTF8.self) }
         }

@@ -168,4 +168,28 @@ struct KeychainSyncTests {
         #expect(one.read("earlier") == nil)
         #expect(two.read("earlier") == nil)
     }
+
+    @Test(
+        "a device that saw an item only as a tombstone downloads it when another device writes it again, never deletes it a second time"
+    )
+    func writtenAgainAfterATombstone() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let one = try SyncPhone(cloud: cloud)
+        try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        let two = try SyncPhone(cloud: cloud)
+        try two.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try two.device.join(passcode: "1234")
+        try one.add("a", "first")
+        _ = try one.sync()
+        try one.keychain.delete(
+            matching: GenericPasswordQuery(service: "s", account: "a", synchronizable: .yes))
+        _ = try one.sync()
+        _ = try two.sync()  // sees the tombstone only
+        try one.add("a", "again")
+        _ = try one.sync()
+        _ = try two.sync()
+        _ = try one.sync()
+        #expect(two.read("a") == "again")
+        #expect(one.read("a") == "again")
+    }
 }
