@@ -57,7 +57,7 @@ package enum Tampered {
 }
 
 /// A valid wallet address (`0x` + 40 hex digits) for tests, the same for the same `seed` and
-/// distinct between seeds. Mixed case, with a letter at least every 6 characters, so that no
+/// distinct between seeds. Mixed case, with an upper-case letter every 4 characters, so that no
 /// 8-character window of it is plain lower-case hex — which the suite-wide sweep would otherwise
 /// meet by chance in hex file names.
 package func testWallet(_ seed: String) -> String {
@@ -69,7 +69,7 @@ package func testWallet(_ seed: String) -> String {
     let letters = Array("ABCDEF")
     var out = "0x"
     for (index, character) in digest.prefix(40).enumerated() {
-        if index % 6 == 5, let digit = character.wholeNumberValue {
+        if index % 4 == 0, let digit = character.wholeNumberValue {
             out.append(letters[digit % 6])
         } else {
             out.append(index % 2 == 0 ? Character(character.uppercased()) : character)

@@ -6,7 +6,7 @@ import Synchronization
 /// secret stored during the whole test suite, and no error or log line holds a secret.
 ///
 /// `scripts/test` runs the suite with `KEEPSAKE_SWEEP_DIR` set. Then the test process records,
-/// as sets of 8-byte windows, two ledgers:
+/// as sets of windows (`Windows`: 16 bytes long, or 8 of a sequence shorter than 16), two ledgers:
 /// - `sealed`: every plaintext it seals (`Envelope.sealObserver`: Keychain items, Block Store
 ///   entries, key-value and backup contents, hints, wrapped keys) — whole records, so with their
 ///   non-secret framing (key names, app ids);
@@ -22,6 +22,53 @@ import Synchronization
 package enum SuiteSweep {
     /// Sequences shorter than this are not tracked (they would match random bytes by chance).
     package static let window = 8
+    /// Sequences this long or longer are tracked as windows of this length, shorter ones as
+    /// windows of `window` bytes. A position of random bytes starts a given 8-byte window with
+    /// probability 2⁻⁶⁴: against the tens of megabytes swept and the hundreds of thousands of
+    /// windows sealed, about 10⁻⁶ a run. A 16-byte window's is 2⁻¹²⁸ (docs/testing.md, "Checks
+    /// that could pass or fail by chance"). So a leaked piece of 8–15 bytes of a longer plaintext
+    /// goes unseen; the per-test checks look for those.
+    package static let longWindow = 16
+
+    /// A 16-byte window: its first and its last 8 bytes, as loaded from memory.
+    package struct LongWindow: Hashable, Sendable {
+        package var first: UInt64
+        package var last: UInt64
+
+        /// Its bytes.
+        package var bytes: Data {
+            withUnsafeBytes(of: first) { Data($0) } + withUnsafeBytes(of: last) { Data($0) }
+        }
+
+        static func load(_ raw: UnsafeRawBufferPointer, at offset: Int) -> LongWindow {
+            LongWindow(
+                first: raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self),
+                last: raw.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
+        }
+    }
+
+    /// A ledger's windows: every 16-byte window of each sequence of 16 bytes or more, and every
+    /// 8-byte window of each sequence of 8 to 15 bytes.
+    package struct Windows: Sendable {
+        package var short: Set<UInt64> = []
+        package var long: Set<LongWindow> = []
+
+        package var count: Int { short.count + long.count }
+
+        package func union(_ other: Windows) -> Windows {
+            Windows(short: short.union(other.short), long: long.union(other.long))
+        }
+
+        mutating func formUnion(_ other: Windows) {
+            short.formUnion(other.short)
+            long.formUnion(other.long)
+        }
+
+        /// The bytes of every window, short ones first.
+        package var allBytes: [Data] {
+            short.map { value in withUnsafeBytes(of: value) { Data($0) } } + long.map(\.bytes)
+        }
+    }
 
     package enum Ledger: String, CaseIterable, Sendable { case sealed, secrets }
 
@@ -33,7 +80,7 @@ package enum SuiteSweep {
     static var streamsRoot: URL? { directory?.appendingPathComponent("streams") }
     static var ledgerDirectory: URL? { directory?.appendingPathComponent("ledgers") }
 
-    private static let windows = Mutex<[Ledger: Set<UInt64>]>([:])
+    private static let windows = Mutex<[Ledger: Windows]>([:])
     private static let streams = Mutex<Void>(())
 
     /// Starts recording (once per process; a no-op without `KEEPSAKE_SWEEP_DIR`). Called by the
@@ -75,13 +122,21 @@ package enum SuiteSweep {
 
     private static func add(_ bytes: UnsafeRawBufferPointer, to ledger: Ledger) {
         guard bytes.count >= window else { return }
-        var found: [UInt64] = []
-        found.reserveCapacity(bytes.count - window + 1)
-        for offset in 0...(bytes.count - window) {
-            let value = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
-            if !isRepetitive(value) { found.append(value) }
+        var found = Windows()
+        if bytes.count < longWindow {
+            for offset in 0...(bytes.count - window) {
+                let value = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+                if !isRepetitive(value) { found.short.insert(value) }
+            }
+        } else {
+            for offset in 0...(bytes.count - longWindow) {
+                let value = LongWindow.load(bytes, at: offset)
+                if !(value.first == value.last && isRepetitive(value.first)) {
+                    found.long.insert(value)
+                }
+            }
         }
-        windows.withLock { $0[ledger, default: []].formUnion(found) }
+        windows.withLock { $0[ledger, default: Windows()].formUnion(found) }
     }
 
     /// A window of one repeated byte (zero padding, "AAAA…" base64) says nothing about a secret.
@@ -89,26 +144,46 @@ package enum SuiteSweep {
         value == (value & 0xff) &* 0x0101_0101_0101_0101
     }
 
+    /// How the files of `ledger`'s windows of `width` bytes begin; each process's file goes on
+    /// with its pid and holds the windows one after the other.
+    private static func ledgerPrefix(_ ledger: Ledger, width: Int) -> String {
+        "\(ledger.rawValue)-\(width)-"
+    }
+
     private static func writeLedgers() {
         guard let ledgers = ledgerDirectory else { return }
         for (ledger, set) in windows.withLock({ $0 }) {
-            let bytes = Array(set).withUnsafeBufferPointer { Data(buffer: $0) }
-            try? bytes.write(to: ledgers.appendingPathComponent("\(ledger.rawValue)-\(getpid())"))
+            let short = Array(set.short).withUnsafeBufferPointer { Data(buffer: $0) }
+            let long = set.long.flatMap { [$0.first, $0.last] }
+                .withUnsafeBufferPointer { Data(buffer: $0) }
+            for (width, bytes) in [(window, short), (longWindow, long)] {
+                try? bytes.write(
+                    to: ledgers.appendingPathComponent(
+                        ledgerPrefix(ledger, width: width) + "\(getpid())"))
+            }
         }
     }
 
     // MARK: - The sweep
 
     /// Every window of `ledger` recorded by earlier test processes of this sweep directory.
-    package static func recorded(_ ledger: Ledger) throws -> Set<UInt64> {
-        guard let ledgers = ledgerDirectory else { return [] }
-        var all = Set<UInt64>()
-        for name in try FileManager.default.contentsOfDirectory(atPath: ledgers.path)
-        where name.hasPrefix(ledger.rawValue + "-") {
+    package static func recorded(_ ledger: Ledger) throws -> Windows {
+        guard let ledgers = ledgerDirectory else { return Windows() }
+        var all = Windows()
+        for name in try FileManager.default.contentsOfDirectory(atPath: ledgers.path) {
+            let isShort = name.hasPrefix(ledgerPrefix(ledger, width: window))
+            let isLong = name.hasPrefix(ledgerPrefix(ledger, width: longWindow))
+            guard isShort || isLong else { continue }
             let data = try Data(contentsOf: ledgers.appendingPathComponent(name))
             data.withUnsafeBytes { raw in
-                for offset in stride(from: 0, to: raw.count - 7, by: 8) {
-                    all.insert(raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                if isShort {
+                    for offset in stride(from: 0, to: raw.count - 7, by: 8) {
+                        all.short.insert(raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                    }
+                } else {
+                    for offset in stride(from: 0, to: raw.count - 15, by: 16) {
+                        all.long.insert(LongWindow.load(raw, at: offset))
+                    }
                 }
             }
         }
@@ -151,12 +226,56 @@ package enum SuiteSweep {
     }
 
     /// The offsets in `bytes` where a recorded window starts.
-    package static func matches(in bytes: Data, windows: Set<UInt64>) -> [Int] {
+    package static func matches(in bytes: Data, windows: Windows) -> [Int] {
         guard bytes.count >= window else { return [] }
         return bytes.withUnsafeBytes { raw in
-            (0...(raw.count - window)).filter {
-                windows.contains(raw.loadUnaligned(fromByteOffset: $0, as: UInt64.self))
+            (0...(raw.count - window)).filter { offset in
+                windows.short.contains(raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                    || (offset + longWindow <= raw.count
+                        && windows.long.contains(LongWindow.load(raw, at: offset)))
             }
         }
+    }
+
+    // MARK: - The chance of a match by coincidence
+
+    /// The chance that `count` bytes of random data (sealed files: nonces, ciphertext, MACs) hold
+    /// one of `windows` by coincidence: at most 2⁻⁶⁴ a position for each 8-byte window and 2⁻¹²⁸
+    /// for each 16-byte one.
+    package static func chance(inRandomBytes count: Int, of windows: Windows) -> Double {
+        Double(count)
+            * (Double(windows.short.count) * 0x1p-64 + Double(windows.long.count) * 0x1p-128)
+    }
+
+    /// The alphabets of the random text that names, clear JSON and standard error hold: decimal
+    /// numbers, hex and UUIDs in either case, base64 (and `mkdtemp`'s letters and digits in
+    /// throwaway paths).
+    static let textAlphabets: [Set<UInt8>] = [
+        "0123456789", "0123456789abcdef-", "0123456789ABCDEF-",
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=",
+    ].map { Set($0.utf8) }
+
+    /// The chance that one position of random text in one of `textAlphabets`, or of random bytes,
+    /// starts `window`: 256⁻ⁿ, plus a⁻ⁿ for each alphabet of a characters that spells it.
+    static func chance(atOnePositionOf window: Data) -> Double {
+        let length = Double(window.count)
+        return textAlphabets.filter { window.allSatisfy($0.contains) }.reduce(pow(256, -length)) {
+            $0 + pow(Double($1.count), -length)
+        }
+    }
+
+    /// The chance that `count` bytes of names, clear JSON or standard error hold one of
+    /// `windows` by coincidence (each of them random text or random bytes at worst).
+    package static func chance(inText count: Int, of windows: Windows) -> Double {
+        Double(count) * windows.allBytes.reduce(0) { $0 + chance(atOnePositionOf: $1) }
+    }
+
+    /// The windows that random text can spell (hex, decimal, UUID or base64 characters only),
+    /// shortest first: where a chance match in names, clear JSON and logs comes from.
+    package static func spelledByRandomText(_ windows: Windows) -> [String] {
+        windows.allBytes.filter { window in
+            textAlphabets.contains { window.allSatisfy($0.contains) }
+        }
+        .map { String(decoding: $0, as: UTF8.self) }
     }
 }

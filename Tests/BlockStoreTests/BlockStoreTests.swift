@@ -334,7 +334,8 @@ struct BlockStoreCloudTests {
         try old.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let client = try old.client()
         try client.storeBytes(
-            StoreBytesData(bytes: Data("backed up".utf8), key: "hint", shouldBackupToCloud: true))
+            StoreBytesData(
+                bytes: Data("backed up".utf8), key: "hint-key", shouldBackupToCloud: true))
         try client.storeBytes(
             StoreBytesData(bytes: Data("local only".utf8), key: "local", shouldBackupToCloud: false)
         )
@@ -342,7 +343,7 @@ struct BlockStoreCloudTests {
         // Nothing in the cloud in clear, and no name reveals an app id or key.
         for file in allFiles(cloud) {
             let bytes = try Data(contentsOf: file)
-            for plain in ["backed up", "local only", "hint", "com.example.wallet"] {
+            for plain in ["backed up", "local only", "hint-key", "com.example.wallet"] {
                 #expect(bytes.range(of: Data(plain.utf8)) == nil)
                 #expect(!file.lastPathComponent.contains(plain))
             }
@@ -356,7 +357,7 @@ struct BlockStoreCloudTests {
         #expect(try new.sync.join(passcode: "1234") == 1)
         #expect(
             try new.client().retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == [
-                "hint": Data("backed up".utf8)
+                "hint-key": Data("backed up".utf8)
             ])
     }
 

@@ -191,7 +191,7 @@ struct GuessLimitTests {
             ("TPM authorization", authorization.unsafeData()),
             ("released secret", secret.unsafeData()),
         ] {
-            let window = min(6, value.count)
+            let window = min(8, value.count)
             let found = stride(from: 0, through: value.count - window, by: 1).contains {
                 capture.range(of: value[$0..<($0 + window)]) != nil
             }

@@ -109,10 +109,11 @@ struct BlockStoreCLITests {
         #expect(
             try keepsake(
                 ["device", "transfer", "--in", bundle.path] + device2,
-                input: Data((String(repeating: "ab", count: 32) + "\n").utf8), service: two
+                input: Data((String(repeating: "AB", count: 32) + "\n").utf8), service: two
             ).stderr.contains("INTERNAL_ERROR"))
         let imported = try keepsake(
-            ["device", "transfer", "--in", bundle.path] + device2, input: Data((key + "\n").utf8),
+            ["device", "transfer", "--in", bundle.path] + device2,
+            input: Data((key.uppercased() + "\n").utf8),
             service: two)
         #expect(imported.text.contains("\"imported\":1"))
         #expect(
@@ -136,7 +137,8 @@ struct BlockStoreCLITests {
             ["device", "settings", "--block-store", "no"] + device3, service: three)
         #expect(
             try keepsake(
-                ["device", "transfer", "--in", bundle2.path] + device3, input: Data(key2.utf8),
+                ["device", "transfer", "--in", bundle2.path] + device3,
+                input: Data(key2.uppercased().utf8),
                 service: three
             ).status == 0)
         #expect(
@@ -233,6 +235,13 @@ struct JoinCLITests {
                 ["lockscreen", "set", "--kind", "pin"] + device2, input: Data("4321\n".utf8),
                 service: two
             ).status == 0)
+        // The day of the removal (UTC), read on either side of it: midnight may fall between.
+        func utcDay() -> String {
+            ISO8601DateFormatter.string(
+                from: Date(), timeZone: TimeZone(identifier: "UTC")!, formatOptions: [.withFullDate]
+            )
+        }
+        let dayBefore = utcDay()
         let removed = try keepsake(["device", "remove", "--id", twoID] + device1, service: one)
         #expect(removed.status == 0, "\(removed.stderr)")
         #expect(try devices(device1, one).map { $0["id"] as? String }.contains(twoID) == false)
@@ -240,16 +249,18 @@ struct JoinCLITests {
         #expect(
             left.status == 1 && left.stderr.contains("not in a cloud account"), "\(left.stderr)")
         // Its syncs say it was removed, and what to do — never a bare "skipped".
-        let today = ISO8601DateFormatter.string(
-            from: Date(), timeZone: TimeZone(identifier: "UTC")!, formatOptions: [.withFullDate])
+        let days = [dayBefore, utcDay()]
+        func saysRemoved(_ text: String) -> Bool {
+            days.contains { text.contains("was removed from the cloud account on \($0)") }
+        }
         let gone = try keepsake(["blockstore", "sync"] + device2, service: two)
         #expect(
             gone.status == 0
-                && gone.text.contains("was removed from the cloud account on \(today)")
+                && saysRemoved(gone.text)
                 && gone.text.contains("join it again"), "\(gone.text) \(gone.stderr)")
         let goneKeychain = try keepsake(["keychain", "sync"] + device2, service: two)
         #expect(
-            goneKeychain.text.contains("was removed from the cloud account on \(today)"),
+            saysRemoved(goneKeychain.text),
             "\(goneKeychain.text)")
         // The third device, joined without a pin of its own, stays in the account; its syncs
         // say why nothing goes up and what would change that.

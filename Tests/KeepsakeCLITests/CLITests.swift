@@ -34,7 +34,7 @@ func keepsake(
     // What the CLI will seal, for the suite-wide sweep (its own seals happen in another process).
     SuiteSweep.record(input)
     for (option, value) in zip(arguments, arguments.dropFirst())
-    where ["--wallet", testWallet("--authenticator-id")].contains(option) {
+    where ["--wallet", "--authenticator-id"].contains(option) {
         SuiteSweep.record(Data(value.utf8))
     }
     let (path, argv): (String, [String]) =

@@ -147,15 +147,15 @@ struct LockScreenAttackTests {
         let tpm = try PrivateTPM()
         let service = try PrivateSecretService.start()
         let option = ["--tpm", tpm.tcti]
-        let refused = try setPin("6060", service, option)
+        let refused = try setPin("606060", service, option)
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("keepsake-escrow --tpm"), "\(refused.stderr)")
         #expect(refused.stderr.contains("--counter"), "\(refused.stderr)")
-        #expect(!refused.stderr.contains("6060"))
+        #expect(!refused.stderr.contains("606060"))
         #expect(try status(service, option)["kind"] as? String == "none")
         #expect(try status(service, option)["guessLimit"] as? String == "software")
         // Without --tpm the software path, as the status says.
-        #expect(try setPin("6060", service).status == 0)
+        #expect(try setPin("606060", service).status == 0)
         #expect(try status(service)["guessLimit"] as? String == "software")
     }
 

@@ -112,7 +112,7 @@ struct StatusCLITests {
 
         // The hint: held by the keychain and Block Store, in the cloud once Block Store syncs.
         _ = try run(
-            ["hint", "set", "--wallet", "0x" + String(repeating: "ab", count: 20)] + device)
+            ["hint", "set", "--wallet", "0x" + String(repeating: "aB", count: 20)] + device)
         now = try status(device)
         #expect(now.number("hint", "local") == 2)
         #expect(now.number("hint", "cloud") == 0 && now.number("hint", "pending") == 1)
