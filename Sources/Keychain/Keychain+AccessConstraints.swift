@@ -47,7 +47,11 @@ extension Keychain {
         {
             var data: Data?
             if returnData {
-                do { data = try open(record) } catch {
+                do {
+                    // Opened even without data: its access constraints are checked all the same.
+                    let opened = try open(record)
+                    data = record.dataAbsent ? nil : opened
+                } catch {
                     if error.status == KeychainStatus.interactionNotAllowed,
                         authentication.skipItemsNeedingAuthentication
                     {

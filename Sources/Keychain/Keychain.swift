@@ -55,10 +55,11 @@ public final class Keychain: Sendable {
     /// - Returns: the new item's persistent id.
     @discardableResult
     public func add(
-        _ attributes: GenericPasswordAttributes, data: Data,
+        _ attributes: GenericPasswordAttributes, data given: Data?,
         authentication: ItemAuthentication = .none
     ) throws(KeychainError) -> String {
         var attributes = attributes
+        let data = given ?? Data()
         try Validation.check(attributes)
         try Validation.check(data: data)
         let group = attributes.accessGroup ?? app.accessGroups[0]
@@ -68,9 +69,10 @@ public final class Keychain: Sendable {
         let now = Self.now()
         attributes.creationDate = now
         attributes.modificationDate = now
-        let record = StoredRecord(
+        var record = StoredRecord(
             id: UUID().uuidString, attributes: attributes,
             data: try protect(data, attributes.accessControl, authentication))
+        record.dataAbsent = given == nil
         let keyAttributes = record.key.searchAttributes
         let classKey = try classKey(attributes.accessible)
 
@@ -195,7 +197,9 @@ public final class Keychain: Sendable {
             try Validation.checkClass(attributes)
             attributes.modificationDate = now
             var data = match.record.data
+            var dataAbsent = match.record.dataAbsent
             if let newData = changes.data {
+                dataAbsent = false
                 let constraints = attributes.accessControl
                 if !constraints.uses.isEmpty {
                     // The credentials are proved on the old secret before a new one is sealed.
@@ -203,7 +207,8 @@ public final class Keychain: Sendable {
                 }
                 data = try protect(newData, constraints, authentication)
             }
-            let record = StoredRecord(id: match.record.id, attributes: attributes, data: data)
+            var record = StoredRecord(id: match.record.id, attributes: attributes, data: data)
+            record.dataAbsent = dataAbsent
             guard newKeys.insert(record.key).inserted else { throw Self.duplicate }
             planned.append((match, record))
         }

@@ -90,6 +90,9 @@ struct StoredRecord: Sendable, Equatable {
     var id: String
     var attributes: GenericPasswordAttributes
     var data: Data
+    /// Added without any data (Apple's `SecItemAdd` without `kSecValueData`): read back with no
+    /// data, not empty data, as on iOS. `data` is empty then.
+    var dataAbsent = false
 
     var key: PrimaryKey {
         PrimaryKey(
@@ -144,7 +147,7 @@ struct StoredRecord: Sendable, Equatable {
         case service, account, accessGroup, synchronizable, accessible, label, comment
         case itemDescription, generic, creationDate, modificationDate, data
         case server, port, path, internetProtocol, authenticationType, securityDomain
-        case accessControl, givenAsData
+        case accessControl, givenAsData, dataAbsent
     }
 
     func encoded() -> Data {
@@ -182,13 +185,14 @@ struct StoredRecord: Sendable, Equatable {
             out.append(Tag.accessControl.rawValue, Int64(bitPattern: a.accessControl.rawValue))
         }
         if !a.givenAsData.isEmpty { out.append(Tag.givenAsData.rawValue, [a.givenAsData.rawValue]) }
+        if dataAbsent { out.append(Tag.dataAbsent.rawValue, [1]) }
         return out.bytes
     }
 
     /// - Throws: `errSecDecode` for anything that is not a well-formed record of this version.
     static func decode(_ bytes: Data) throws(KeychainError) -> StoredRecord {
         let raw = try KeychainTLV.fields(
-            bytes, magic: magic, knownTags: Tag.id.rawValue...Tag.givenAsData.rawValue)
+            bytes, magic: magic, knownTags: Tag.id.rawValue...Tag.dataAbsent.rawValue)
         struct ByTag {
             let raw: TLV.Fields
             subscript(tag: Tag) -> Data? { raw[tag.rawValue] }
@@ -247,7 +251,12 @@ struct StoredRecord: Sendable, Equatable {
         }
         attributes.creationDate = try date(.creationDate)
         attributes.modificationDate = try date(.modificationDate)
-        return StoredRecord(id: try required(.id), attributes: attributes, data: Data(data))
+        var record = StoredRecord(id: try required(.id), attributes: attributes, data: Data(data))
+        if let absent = fields[.dataAbsent] {
+            guard absent == Data([1]), data.isEmpty else { throw malformed("bad no-data flag") }
+            record.dataAbsent = true
+        }
+        return record
     }
 
     private static func malformed(_ why: String) -> KeychainError { KeychainTLV.malformed(why) }

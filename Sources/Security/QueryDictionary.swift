@@ -427,7 +427,8 @@ struct QueryDictionary {
         result[kSecAttrGeneric as String] = a.generic
         result[kSecAttrCreationDate as String] = a.creationDate
         result[kSecAttrModificationDate as String] = a.modificationDate
-        if withData { result[kSecValueData as String] = item.data ?? Data() }
+        // An item added without data has no kSecValueData, as on iOS (not an empty one).
+        if withData, let data = item.data { result[kSecValueData as String] = data }
         result[kSecValuePersistentRef as String] = PersistentReference.data(item.persistentID)
         return result as NSDictionary
     }

@@ -111,7 +111,7 @@ public func SecItemAdd(_ attributes: CFDictionary, _ result: UnsafeMutablePointe
         try dictionary.checkKeys(for: .add)
         let itemClass = try dictionary.checkClass(for: .add)
         let item = try dictionary.attributes()
-        let data = try dictionary.data(kSecValueData) ?? Data()
+        let data = try dictionary.data(kSecValueData)  // nil: an item without data, as on iOS
         let returns = try Returns(dictionary)
         let authentication = try dictionary.authentication()
         let keychain = try SecurityConfiguration.keychain()

@@ -362,4 +362,84 @@ struct AppleCompatibilityTests {
         #expect(context.setCredential(Data("app password".utf8), type: .applicationPassword))
         #expect(context.isCredentialSet(.applicationPassword))
     }
+
+    /// The `kSecReturn…` combinations that ask for data, and whether iOS answers with a
+    /// dictionary (securityd's `handle_result`: data alone is the data itself, an empty `CFData`
+    /// for an item without any; a dictionary holds `kSecValueData` only when the item has data).
+    static let dataReturns: [(name: String, keys: [String], dictionary: Bool)] = [
+        ("data", [kSecReturnData as String], false),
+        ("data + attributes", [kSecReturnData as String, kSecReturnAttributes as String], true),
+        (
+            "data + persistent ref", [kSecReturnData as String, kSecReturnPersistentRef as String],
+            true
+        ),
+        (
+            "data + attributes + persistent ref",
+            [
+                kSecReturnData as String, kSecReturnAttributes as String,
+                kSecReturnPersistentRef as String,
+            ], true
+        ),
+    ]
+
+    @Test(
+        "an item added without kSecValueData reads back without kSecValueData, as on iOS (not with an empty one); an item with empty data keeps it; data alone is empty data for both",
+        arguments: dataReturns.indices)
+    func absentVersusEmptyData(_ index: Int) throws {
+        let returns = Self.dataReturns[index]
+        try withApp {
+            let service = "svc-\(UUID().uuidString)"
+            func read(_ account: String) -> (OSStatus, CFTypeRef?) {
+                var query: [String: Any] = [
+                    kSecClass as String: kSecClassGenericPassword,
+                    kSecAttrService as String: service, kSecAttrAccount as String: account,
+                ]
+                for key in returns.keys { query[key] = kCFBooleanTrue! }
+                var result: CFTypeRef?
+                return (SecItemCopyMatching(query as CFDictionary, &result), result)
+            }
+            // Added without data: on the add's own result too.
+            var added: CFTypeRef?
+            var add: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword,
+                kSecAttrService as String: service, kSecAttrAccount as String: "no-data",
+            ]
+            for key in returns.keys { add[key] = kCFBooleanTrue! }
+            #expect(SecItemAdd(add as CFDictionary, &added) == errSecSuccess)
+            add[kSecAttrAccount as String] = "empty"
+            add[kSecValueData as String] = Data()
+            #expect(SecItemAdd(add as CFDictionary, nil) == errSecSuccess)
+            let (status, found) = read("no-data")
+            #expect(status == errSecSuccess)
+            let (emptyStatus, empty) = read("empty")
+            #expect(emptyStatus == errSecSuccess)
+            if returns.dictionary {
+                for result in [found, added] {
+                    let dictionary = try #require(result as? [String: Any], "\(returns.name)")
+                    #expect(dictionary[kSecValueData as String] == nil, "\(returns.name)")
+                }
+                let dictionary = try #require(empty as? [String: Any])
+                #expect(dictionary[kSecValueData as String] as? Data == Data(), "\(returns.name)")
+            } else {
+                #expect(found as? Data == Data())
+                #expect(added as? Data == Data())
+                #expect(empty as? Data == Data())
+            }
+            // An update that gives data makes it an item with data.
+            let update: [String: Any] = [
+                kSecClass as String: kSecClassGenericPassword,
+                kSecAttrService as String: service, kSecAttrAccount as String: "no-data",
+            ]
+            #expect(
+                SecItemUpdate(
+                    update as CFDictionary,
+                    [kSecValueData as String: Data("now".utf8)] as CFDictionary)
+                    == errSecSuccess)
+            let (_, updated) = read("no-data")
+            let data =
+                returns.dictionary
+                ? (updated as? [String: Any])?[kSecValueData as String] as? Data : updated as? Data
+            #expect(data == Data("now".utf8), "\(returns.name)")
+        }
+    }
 }
