@@ -65,7 +65,7 @@ enum SoakCommand {
 /// The soak's world: the devices, the cloud, and the model of what was acknowledged.
 private struct Soak {
     var random: SoakCommand.Random
-    let services: [PrivateSecretService]
+    var services: [PrivateSecretService]
     let server: PrivateWebDAV?
     let cloudArguments: [String]
     let environment: [String: String]
@@ -73,8 +73,12 @@ private struct Soak {
     var recoveryKey = ""
     /// The last acknowledged value of each shared Keychain item (nil: deleted).
     var keychain: [String: String?] = [:]
-    /// Each device's last acknowledged Block Store entries.
+    /// Each device's last acknowledged Block Store entries (the soak's own keys, `bk…`).
     var blockStore: [Int: [String: String]] = [:]
+    /// Each device's last acknowledged recovery hint (its wallet): a hint stays on its device.
+    var hints: [Int: String] = [:]
+    /// Whether a device joined during the run (once).
+    var joinedDuringRun = false
     var acknowledged = 0
     var faults: [String: Int] = [:]
     let executable = URL(fileURLWithPath: CommandLine.arguments[0])
@@ -211,6 +215,33 @@ private struct Soak {
             try services[device].restart()
             fault("Secret Service restarted")
             said += "Secret Service restarted"
+        case 80..<83 where device != 0:  // a hint set
+            let wallet = "0x" + String(format: "%040x", index)
+            let outcome = try run(device, ["hint", "set", "--wallet", wallet])
+            if outcome.status == 0 {
+                hints[device] = wallet
+                acknowledged += 1
+            }
+            said += "hint set \(wallet): \(outcome.status)"
+        case 96..<98 where !joinedDuringRun:  // a new device joins the account
+            joinedDuringRun = true
+            let service = try PrivateSecretService.start()
+            services.append(service)
+            let joiner = services.count - 1
+            if let server {
+                _ = try run(
+                    joiner, ["cloud", "login"], "\(server.username)\n\(server.password)\n")
+            }
+            _ = try run(joiner, ["lockscreen", "set", "--kind", "pin"], "\(pin)\n")
+            let joined = try run(
+                joiner, ["device", "join", "--recovery-key"], recoveryKey + "\n")
+            guard joined.status == 0 else {
+                throw HarnessError("step \(index): a new device's join failed: \(joined.stderr)")
+            }
+            // What it restored is its own from now on.
+            blockStore[joiner] = try blockStoreEntries(joiner)
+            fault("device joined")
+            said = "step \(index): device \(joiner) joined the account"
         case 92..<96:  // frozen for a moment while a sync waits on it
             let service = services[device]
             service.freeze()
@@ -268,6 +299,16 @@ private struct Soak {
                 )
             }
         }
+        for (device, wallet) in hints {
+            let read = try run(device, ["hint", "get"])
+            let hint =
+                (try? JSONSerialization.jsonObject(with: Data(read.text.utf8))) as? [String: Any]
+            if hint?["lastWallet"] as? String != wallet {
+                problems.append(
+                    "device \(device)'s hint reads \(read.text), its last acknowledged wallet was \(wallet)"
+                )
+            }
+        }
         // A new device restores what was acknowledged, reading every object the manifest lists.
         let newcomer = try PrivateSecretService.start()
         defer { newcomer.stop() }
@@ -300,7 +341,8 @@ private struct Soak {
         let read = try run(device, ["blockstore", "retrieve", "--all"], services: services)
         let json =
             (try? JSONSerialization.jsonObject(with: Data(read.text.utf8))) as? [String: String]
-        return (json ?? [:]).compactMapValues {
+        // The soak's own entries (a hint keeps one of its own beside them).
+        return (json ?? [:]).filter { $0.key.hasPrefix("bk") }.compactMapValues {
             Data(base64Encoded: $0).map { String(decoding: $0, as: UTF8.self) }
         }
     }
