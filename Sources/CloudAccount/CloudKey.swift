@@ -311,16 +311,23 @@ extension Device {
     /// Keeps `accountKey` on this device, once the account's check value confirms it.
     func adopt(_ accountKey: SecureBytes, witnessSeed: SecureBytes? = nil) throws(DeviceError) {
         let account = try checkAccount(accountKey)
-        // This device saw the account at a later epoch (it joins again, or its key was wiped):
-        // what the cloud shows now was put back, and nothing vouches for it.
-        if let seen = seenManifest.read(account: SeenManifest.account(accountKey)) {
-            try SeenManifest.refuseOlderEpoch(account.epoch ?? 0, than: seen.epoch)
+        // The account's state as its sealed manifest says, checked against the newest this
+        // device saw (it joins again, or its key was wiped): a state put back is refused before
+        // anything is kept — the record's epoch is the cloud's word, the manifest's is sealed.
+        let epoch: Int
+        if let cloud {
+            epoch =
+                try readManifest(
+                    key: accountKey, epoch: account.epoch ?? 0, cloud: cloud, seen: seenManifest
+                ).manifest.epoch
+        } else {
+            epoch = account.epoch ?? 0
         }
         let record = try guessLimit.exclusively { () throws(DeviceError) in
             let loaded = try records.load()
             var record = loaded.record
             record.wrappedCloudKey = try sealCloudKey(accountKey)
-            record.cloudEpoch = account.epoch ?? 0
+            record.cloudEpoch = epoch
             if let witnessSeed { record.wrappedWitnessSeed = try sealWitnessSeed(witnessSeed) }
             try records.store(record, replacing: loaded.path)
             return record

@@ -223,6 +223,9 @@ package final class CloudSession {
         manifest.objects[Data(name.utf8)].map { $0.prefix(16).hexString }
     }
 
+    /// Whether this session wrote `name` (its copy is the manifest's, merges included).
+    package func wrote(_ name: String) -> Bool { written[Data(name.utf8)] != nil }
+
     /// An object's bytes, when the manifest lists it; nil when it does not (whatever the cloud
     /// holds under that name).
     ///
@@ -298,9 +301,9 @@ package final class CloudSession {
 
     /// Moves an account written before 0.4.0 (each object written over in place under its name)
     /// to a copy per name, once: every listed object that is whole is copied under its stored
-    /// name. One that is gone or is not the listed copy — a sync that died between its writes and
-    /// its commit left it so, and every sync after it stopped there — is dropped from the
-    /// manifest instead, so each device that holds what it held uploads it again at its next sync
+    /// name. One that is not the listed copy — a sync that died between its writes and its commit
+    /// left it so, and every sync after it stopped there — is dropped from the manifest instead
+    /// (a listed object gone is refused before: `Device.cloudSession`), so each device that holds what it held uploads it again at its next sync
     /// (nothing of the unlisted bytes is taken). Returns how many were dropped.
     @discardableResult
     func moveToCurrentLayout() throws(DeviceError) -> Int {
@@ -504,10 +507,10 @@ extension Device {
         // Copies the manifest does not list (planted, put back, or left by a writer that died
         // before its commit) are never read; an upload removes them once they are old.
         var strays = listed.subtracting(manifest.storedNames)
-        // A listed copy gone is the cloud's doing (a copy is removed only once no manifest lists
-        // it), except in an account written before 0.4.0, where an upload heals it.
+        // A listed copy gone is the cloud's doing: a copy is removed only once no manifest lists
+        // it, in either layout (only a copy written over in place, before 0.4.0, heals).
         let missing = manifest.storedNames.subtracting(listed)
-        if !missing.isEmpty, !forUpload || manifest.layout == AccountManifest.layout {
+        if !missing.isEmpty {
             throw DeviceError(
                 .corrupt,
                 "\(missing.count) objects the account manifest lists are gone from the cloud (deleted behind it): nothing is \(forUpload ? "synced" : "restored")"

@@ -26,8 +26,8 @@ package enum SuiteSweep {
     /// windows of `window` bytes. A position of random bytes starts a given 8-byte window with
     /// probability 2⁻⁶⁴: against the tens of megabytes swept and the hundreds of thousands of
     /// windows sealed, about 10⁻⁶ a run. A 16-byte window's is 2⁻¹²⁸ (docs/testing.md, "Checks
-    /// that could pass or fail by chance"). So a leaked piece of 8–15 bytes of a longer plaintext
-    /// goes unseen; the per-test checks look for those.
+    /// that could pass or fail by chance"). The cost: a leaked piece of 8–15 bytes of a longer
+    /// plaintext goes unseen by the sweep.
     package static let longWindow = 16
 
     /// A 16-byte window: its first and its last 8 bytes, as loaded from memory.
@@ -259,9 +259,10 @@ package enum SuiteSweep {
     /// starts `window`: 256⁻ⁿ, plus a⁻ⁿ for each alphabet of a characters that spells it.
     static func chance(atOnePositionOf window: Data) -> Double {
         let length = Double(window.count)
-        return textAlphabets.filter { window.allSatisfy($0.contains) }.reduce(pow(256, -length)) {
-            $0 + pow(Double($1.count), -length)
-        }
+        return textAlphabets.filter { alphabet in window.allSatisfy { alphabet.contains($0) } }
+            .reduce(pow(256, -length)) {
+                $0 + pow(Double($1.count), -length)
+            }
     }
 
     /// The chance that `count` bytes of names, clear JSON or standard error hold one of
@@ -274,7 +275,7 @@ package enum SuiteSweep {
     /// shortest first: where a chance match in names, clear JSON and logs comes from.
     package static func spelledByRandomText(_ windows: Windows) -> [String] {
         windows.allBytes.filter { window in
-            textAlphabets.contains { window.allSatisfy($0.contains) }
+            textAlphabets.contains { alphabet in window.allSatisfy { alphabet.contains($0) } }
         }
         .map { String(decoding: $0, as: UTF8.self) }
     }

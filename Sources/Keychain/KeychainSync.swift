@@ -60,11 +60,16 @@ public struct KeychainSync: Sendable {
         // Each name's item as this sync leaves it here (nil: none), for the record that lets the
         // next sync skip what neither side changed.
         var kept: [String: (modified: Int64, path: ItemPath)?] = [:]
+        // Which copy of each name the manifest listed when this sync compared it: a copy another
+        // writer's manifest brings in at the commit (merged) was never compared, and is not
+        // recorded as synced.
+        var compared: [String: String] = [:]
         for name in remoteNames.union(local.keys).union(manifest) {
             let mine = local[name]
             let mineModified = mine.map { Self.milliseconds($0.record.attributes.modificationDate) }
             // Neither side changed since the last sync: nothing to read or write.
             let mineKept = mine.map { (modified: mineModified!, path: $0.path) }
+            compared[name] = cloud.digest(of: name)
             let last = lastSynced[name].flatMap(SyncedState.init)
             if let copy = cloud.digest(of: name), last == SyncedState(copy: copy, kept: mineKept) {
                 kept[name] = .some(mineKept)
@@ -132,7 +137,9 @@ public struct KeychainSync: Sendable {
         present.formUnion(remoteNames)
         var states: [String: String] = [:]
         for name in present {
-            guard let copy = cloud.digest(of: name), let item = kept[name] else { continue }
+            guard let copy = cloud.digest(of: name), let item = kept[name],
+                copy == compared[name] || cloud.wrote(name)
+            else { continue }
             states[name] = SyncedState(copy: copy, kept: item).text
         }
         // Deletion times a later sync may still need: those of items the record names.

@@ -169,15 +169,19 @@ struct GuessLimitTests {
         let service = try PrivateSecretService.start()
         let device = service.device("relayed", tpm: .makingDirectSlots(tcti: tcti), tuning: .fast)
         defer { try? device.reboot() }
-        try device.setLockScreen(.pin, passcode: "135791", currentPasscode: nil)
+        // Pins of 20 digits: the capture holds none of their 8-byte windows by chance
+        // (docs/testing.md, "Checks that could pass or fail by chance").
+        try device.setLockScreen(.pin, passcode: "13579086421357908642", currentPasscode: nil)
         try device.reboot()
         #expect(code { try device.unlock(passcode: "000000") } == .authFailed)
-        try device.unlock(passcode: "135791")
-        try device.setLockScreen(.pin, passcode: "246802", currentPasscode: "135791")
+        try device.unlock(passcode: "13579086421357908642")
+        try device.setLockScreen(
+            .pin, passcode: "24680135792468013579", currentPasscode: "13579086421357908642")
         let record = try storedRecord(device)
         let slot = try #require(record.tpm)
         let passcodeKey = try PasscodeKeys.passcodeKey(
-            "246802", salt: try #require(record.salt), cost: try #require(record.cost))
+            "24680135792468013579", salt: try #require(record.salt), cost: try #require(record.cost)
+        )
         let authorization = PasscodeKeys.tpmAuthorization(passcodeKey: passcodeKey)
         let capture = relay.capture
         #expect(capture.count > 1000)
@@ -186,7 +190,8 @@ struct GuessLimitTests {
             try tpm.context(), slot: slot, authorization: authorization
         ).secret
         for (name, value) in [
-            ("passcode", Data("246802".utf8)), ("old passcode", Data("135791".utf8)),
+            ("passcode", Data("24680135792468013579".utf8)),
+            ("old passcode", Data("13579086421357908642".utf8)),
             ("passcode key", passcodeKey.unsafeData()),
             ("TPM authorization", authorization.unsafeData()),
             ("released secret", secret.unsafeData()),

@@ -281,14 +281,16 @@ struct EscrowServiceTests {
         let phone = service.device(
             "phone", cloud: CloudDirectory(cloud), escrow: through, tuning: .fast)
         defer { try? phone.reboot() }  // its runtime keyring goes with the test
-        try phone.setLockScreen(.pin, passcode: "271828", currentPasscode: nil)
+        // Pins of 20 digits: the capture holds none of their 8-byte windows by chance
+        // (docs/testing.md, "Checks that could pass or fail by chance").
+        try phone.setLockScreen(.pin, passcode: "27182818284590452353", currentPasscode: nil)
         let accountKey = try #require(try phone.cloudKey(forUpload: false))
         let other = try PrivateSecretService.start()
         let laptop = other.device(
             "laptop", cloud: CloudDirectory(cloud), escrow: through, tuning: .fast)
         defer { try? laptop.reboot() }
-        #expect(throws: DeviceError.self) { try laptop.join(passcode: "314159") }
-        try laptop.join(passcode: "271828")
+        #expect(throws: DeviceError.self) { try laptop.join(passcode: "31415926535897932384") }
+        try laptop.join(passcode: "27182818284590452353")
         #expect(try laptop.cloudKey(forUpload: false) == accountKey)
         let capture = relay.capture
         #expect(capture.count > 1000)
@@ -296,10 +298,11 @@ struct EscrowServiceTests {
         let slot = try #require(EscrowRecord.parse(bytes))
         let status = try escrow.configuration.client().status(of: slot.slot)
         let passcodeKey = try PasscodeKeys.passcodeKey(
-            "271828", salt: status.salt, cost: status.cost)
+            "27182818284590452353", salt: status.salt, cost: status.cost)
         let secrets: [(String, Data)] = [
             ("account key", accountKey.unsafeData()), ("passcode key", passcodeKey.unsafeData()),
-            ("passcode", Data("271828".utf8)), ("wrong passcode", Data("314159".utf8)),
+            ("passcode", Data("27182818284590452353".utf8)),
+            ("wrong passcode", Data("31415926535897932384".utf8)),
             (
                 "owner key (its seed half)",
                 EscrowClient.owner(accountKey).secretKey.unsafeData().prefix(32)

@@ -41,6 +41,11 @@ struct SuiteWideSweep {
         #expect(files.count > 50, "too few untrusted files: did the suite run first?")
         #expect(!logs.isEmpty, "no standard error kept: did the CLI tests run first?")
         var bytes = 0
+        // What the chance of a match by coincidence is figured from (docs/testing.md, "Checks
+        // that could pass or fail by chance"): sealed bytes checked against every window, and
+        // text (clear JSON, names, standard error) checked against the secrets' windows.
+        var sealedBytes = 0
+        var textBytes = 0
         for file in files {
             let data = try Data(contentsOf: file)
             bytes += data.count
@@ -65,6 +70,7 @@ struct SuiteWideSweep {
                 .contains(file.lastPathComponent)
                 || (file.lastPathComponent.hasPrefix("join-")
                     && !file.lastPathComponent.hasSuffix("-approval"))
+            if clearByDesign { textBytes += data.count } else { sealedBytes += data.count }
             let found = SuiteSweep.matches(
                 in: data, windows: clearByDesign ? secrets : sealedOrSecret)
             #expect(
@@ -73,14 +79,17 @@ struct SuiteWideSweep {
             // Names are hex and UUIDs: 8 such characters carry ~32 bits, so against the sealed
             // records (full of item UUIDs and hex) they collide by chance; a name is checked for
             // the secrets themselves, as errors and logs are.
+            let name = Data(Self.checkedName(file).utf8)
+            textBytes += name.count
             #expect(
-                SuiteSweep.matches(in: Data(Self.checkedName(file).utf8), windows: secrets)
-                    .isEmpty, "the name \(file.lastPathComponent) holds a secret")
+                SuiteSweep.matches(in: name, windows: secrets).isEmpty,
+                "the name \(file.lastPathComponent) holds a secret")
         }
         var logBytes = 0
         for log in logs {
             let data = try Data(contentsOf: log)
             logBytes += data.count
+            textBytes += data.count
             let found = SuiteSweep.matches(in: data, windows: secrets)
             #expect(found.isEmpty, "standard error holds a secret at offsets \(found.prefix(5))")
         }
@@ -92,11 +101,31 @@ struct SuiteWideSweep {
                 mode == (path.hasDirectoryPath ? 0o700 : 0o600),
                 "\(path.path): \(String(mode, radix: 8))")
         }
-        // And the sweep does find a recorded sequence when one is planted.
-        let planted = try #require(secrets.allBytes.first)
-        #expect(SuiteSweep.matches(in: Data("xx".utf8) + planted, windows: secrets).contains(2))
+        // No check above passes or fails by chance: a match by coincidence, in random bytes or in
+        // random hex, decimal, UUID or base64 text, has a chance below 10⁻⁹ a run, figured here
+        // from what was swept. A secret of 8–15 bytes that such text can spell (no space, newline
+        // or other punctuation) would break that: names, clear JSON and logs are full of it.
+        let chance =
+            SuiteSweep.chance(inRandomBytes: sealedBytes, of: sealedOrSecret)
+            + SuiteSweep.chance(inText: textBytes, of: secrets)
+        #expect(
+            chance < 1e-9,
+            "a match by chance is too likely (\(chance) a run); secrets random text can spell: \(SuiteSweep.spelledByRandomText(secrets).prefix(10))"
+        )
+        // And the sweep does find a recorded sequence of either length when one is planted. (At
+        // offset 2 among others: offset 1 matches too when the window follows the x of a "0x…"
+        // wallet.)
+        let planted = [
+            secrets.short.first.map { value in withUnsafeBytes(of: value) { Data($0) } },
+            secrets.long.first?.bytes,
+        ].compactMap { $0 }
+        #expect(planted.count == 2, "no secret of 8–15 bytes, or none of 16 or more, recorded")
+        for window in planted {
+            #expect(
+                SuiteSweep.matches(in: Data("xx".utf8) + window, windows: secrets).contains(2))
+        }
         print(
-            "sweep: \(files.count) untrusted and device files (\(bytes) bytes) against \(sealedOrSecret.count) sealed or secret 8-byte sequences; \(logBytes) bytes of CLI errors and logs against \(secrets.count) secret ones"
+            "sweep: \(files.count) untrusted and device files (\(bytes) bytes) against \(sealedOrSecret.count) sealed or secret sequences (\(sealedOrSecret.short.count) of 8 bytes, the rest of 16); \(logBytes) bytes of CLI errors and logs against \(secrets.count) secret ones; chance of a match by coincidence \(chance) a run"
         )
     }
 }
