@@ -37,10 +37,13 @@ enum CloudCredentials {
         GenericPasswordQuery(service: service, account: account(url))
     }
 
-    /// The credentials for `url`, or nil when neither place has any.
+    /// The credentials for `url`, or nil when neither place has any. Only an item that is not
+    /// there sends the search on to `~/.netrc`: a Secret Service that could not answer (busy, or
+    /// locked) is its own error, never "no credentials" (the server's 401 would then tell the
+    /// user to log in again when nothing is wrong with the login).
     static func find(for url: URL, _ context: Context, device: Device) throws -> Found? {
         let keychain = try keychain(context, device: device)
-        if let item = try? keychain.item(matching: query(url)),
+        if let item = try stored(in: keychain, for: url),
             let user = item.attributes.generic.flatMap({ String(data: $0, encoding: .utf8) }),
             let password = item.data.flatMap({ String(data: $0, encoding: .utf8) })
         {
@@ -53,6 +56,15 @@ enum CloudCredentials {
         guard let host = url.host else { return nil }
         return try Netrc.credentials(for: host, in: context.homeDirectory)
             .map { Found(user: $0.user, password: $0.password, source: "netrc") }
+    }
+
+    /// The item with `url`'s credentials, or nil when there is none.
+    private static func stored(in keychain: Keychain, for url: URL) throws -> GenericPasswordItem? {
+        do {
+            return try keychain.item(matching: query(url))
+        } catch  where error.status == KeychainStatus.itemNotFound {
+            return nil
+        }
     }
 
     /// `keepsake cloud login`: stores (or replaces) the item.
