@@ -266,7 +266,9 @@ extension Device {
         let slot = try escrowCall { () throws(EscrowError) in
             try client.register(
                 secret, owner: accountKey, passcodeKey: passcodeKey, salt: salt,
-                cost: passcodeCost, limit: Int(GuessLimit.hardLimit))
+                cost: passcodeCost, limit: Int(GuessLimit.hardLimit),
+                reader: EscrowProtocol.reader(secret: accountKey).publicKey
+            ).slot
         }
         // Compare-and-swap: when another device registered meanwhile, its record stands and
         // this one's slot goes; this device registers again at its next unlock.

@@ -42,7 +42,7 @@ extension Device {
         let released: (key: SecureBytes, seed: SecureBytes?)
         do throws(DeviceError) {
             released = AccountWitness.split(
-                escrowSecret: try escrow.claim(record.slot, passcode: passcode).secret)
+                escrowSecret: try escrow.claim(record.slot, passcode: passcode).released.secret)
         } catch {
             if (error.underlying as? EscrowError)?.code == .destroyed {
                 try? cloud.delete(AccountObjects.escrow)  // it names nothing any more

@@ -52,7 +52,9 @@ extension Device {
 
     public func status() throws(DeviceError) -> LockScreenStatus {
         let record = try records.load().record
-        let count = try guessLimit.count(of: record.passcode, recorded: record.failures)
+        let count = try guessLimit.count(
+            of: record.passcode, recorded: record.failures,
+            deviceSecret: SecureBytes(copying: record.deviceSecret))
         return LockScreenStatus(
             kind: record.kind, state: try state(of: record.kind),
             isEndToEndEncryptionCapable: record.kind.hasKnowledgeFactor,
@@ -169,12 +171,29 @@ extension Device {
     /// time the passcode is at hand.
     @discardableResult
     public func unlock(passcode: SecureBytes) throws(DeviceError) -> SecureBytes? {
+        try unlockReporting(passcode: passcode).recoveryKey
+    }
+
+    /// What an unlock did and has to tell the owner.
+    public struct UnlockReport: Sendable {
+        /// The cloud account's recovery key when this unlock created it: show it once.
+        public var recoveryKey: SecureBytes?
+        /// Wrong passcodes since the last unlock (on a counted device, every claim the guess
+        /// counter counted, through Keepsake or around it): tell the owner (`notice`).
+        public var wrongPasscodes: WrongPasscodes?
+    }
+
+    /// `unlock`, with what the owner is to be told: how many wrong passcodes came since the last
+    /// unlock, and when the last was.
+    public func unlockReporting(passcode: SecureBytes) throws(DeviceError) -> UnlockReport {
+        var wrongPasscodes: WrongPasscodes?
         // The record is read once, under the guess lock, for the lock screen's kind and the proof.
         let unlocked = try guessLimit.exclusively { () throws(DeviceError) -> DeviceRecord? in
             let loaded = try records.load()
             guard loaded.record.kind.hasKnowledgeFactor else { return nil }
             try LockScreenKind.checkGuess(passcode)  // never a guess: refused, not counted
             let proof = try prove(passcode, loaded: loaded)
+            wrongPasscodes = proof.wrongPasscodes
             var (path, record) = (proof.path, proof.record)
             let keys = try PasscodeKeys.unwrap(record.wrappedKeys, kek: proof.kek)
             try runtime(record).store(keys)
@@ -192,7 +211,9 @@ extension Device {
             let movesOffTPM = guessLimit.movesOffTPM(record.passcode)
             let raisesCost =
                 record.version < 2 || (record.cost.map { $0.isBelow(passcodeCost) } ?? true)
-            if movesOffTPM || (record.tpm == nil && raisesCost) {
+            // A counter slot registered before pins is registered again, pinned.
+            let pins = guessLimit.needsPin(record.passcode)
+            if movesOffTPM || pins || (record.tpm == nil && raisesCost) {
                 var upgraded = record
                 let newCounterSecret = try seal(
                     keys, presence: presence ?? SecureBytes(randomCount: 32), passcode: passcode,
@@ -211,11 +232,13 @@ extension Device {
         // The account after the guess lock is released: a slow or hostile cloud never holds up
         // another process's unlock. The device unlocks whatever the account does; what went
         // wrong there is kept for the caller to say (`SignedInAccount.lastProblem`).
-        guard let account, let unlocked else { return nil }
+        guard let account, let unlocked else {
+            return UnlockReport(recoveryKey: nil, wrongPasscodes: wrongPasscodes)
+        }
         let upkeep = account.passcodeDidUnlock(
             self, record: unlocked, passcode: passcode, passcodeChanged: false)
         account.lastProblem = upkeep.problem
-        return upkeep.recoveryKey
+        return UnlockReport(recoveryKey: upkeep.recoveryKey, wrongPasscodes: wrongPasscodes)
     }
 
     /// The public key that items needing the passcode at each use (`.devicePasscode`,

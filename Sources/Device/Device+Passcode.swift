@@ -13,6 +13,8 @@ extension Device {
         var kek: SecureBytes
         /// On the counted path, the secret the counter released (what removing its slot takes).
         var counterSecret: SecureBytes?
+        /// Wrong passcodes since the last right one, to tell the owner.
+        var wrongPasscodes: WrongPasscodes?
     }
 
     /// Checks `passcode`, counted first (`GuessLimit.prove`): the failure is stored before the
@@ -25,10 +27,12 @@ extension Device {
         // refuses it again, as the one way in).
         try LockScreenKind.checkGuess(passcode)
         var (path, record) = if let loaded { loaded } else { try records.load() }
-        let (kek, counterSecret) = try guessLimit.prove(passcode, &record) {
+        let (kek, counterSecret, wrong) = try guessLimit.prove(passcode, &record) {
             (counted) throws(DeviceError) in path = try records.store(counted, replacing: path)
         }
-        return Proof(path: path, record: record, kek: kek, counterSecret: counterSecret)
+        return Proof(
+            path: path, record: record, kek: kek, counterSecret: counterSecret,
+            wrongPasscodes: wrong)
     }
 
     /// Stores `updated`, sealed by `seal` with a passcode slot of its own, in place of `stored`:

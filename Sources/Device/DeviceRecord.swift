@@ -28,6 +28,8 @@ package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
     /// `keepsake-escrow` service): it releases the secret the KEK needs only to a proof of the
     /// passcode, and counts every claim before it answers.
     package var counterSlot: Data?
+    /// Counted path: who answered and the slot's key at registration (`CounterPin`).
+    package var counterPin: CounterPin?
     package var wrappedKeys: [String: Data]
     /// Each class key's check value (`PasscodeKeys.check`), by class: a key in the kernel keyring
     /// that does not match is not the device's and is never used. nil in records written before
@@ -53,7 +55,8 @@ package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
 
     /// The device's own fields, as stored; every other name in a stored record is the account's.
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case version, deviceSecret, kind, salt, cost, verifier, tpm, counterSlot, wrappedKeys
+        case version, deviceSecret, kind, salt, cost, verifier, tpm, counterSlot, counterPin
+        case wrappedKeys
         case keyChecks, failures, notBefore, generation, presencePublicKey
         case accountUpkeepPending = "rotationPending"
     }
@@ -63,12 +66,12 @@ package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
         get {
             PasscodeSlot(
                 version: version, salt: salt, cost: cost, verifier: verifier, tpm: tpm,
-                counterSlot: counterSlot)
+                counterSlot: counterSlot, counterPin: counterPin)
         }
         set {
-            (version, salt, cost, verifier, tpm, counterSlot) = (
+            (version, salt, cost, verifier, tpm, counterSlot, counterPin) = (
                 newValue.version, newValue.salt, newValue.cost, newValue.verifier, newValue.tpm,
-                newValue.counterSlot
+                newValue.counterSlot, newValue.counterPin
             )
         }
     }

@@ -10,14 +10,44 @@ package struct EscrowClient: Sendable {
             status: Int, body: Data
         )
 
-    /// What the escrow says about a slot: the passcode key's derivation, and its count.
+    /// What the escrow says about a slot: the passcode key's derivation, the slot's public key,
+    /// and its count when the caller is its reader.
     package struct SlotStatus: Sendable, Equatable {
         package var salt: Data
         package var cost: Argon2Cost
-        package var failures: Int
         package var limit: Int
         /// Where the escrow keeps its count (`EscrowService.counter`).
         package var counter: String
+        /// The slot's OPRF public key, as the escrow names it.
+        package var publicKey: Data
+        /// Told to the slot's reader only (`count(of:reader:)`).
+        package var count: Count?
+    }
+
+    /// A slot's count, as its reader is told it.
+    package struct Count: Sendable, Equatable {
+        /// Tries spent (wrong claims, less those that came back): at `limit` the slot is gone.
+        package var spent: Int
+        /// Wrong claims since the last right one, and when the last one was.
+        package var wrongSinceRight: Int
+        package var lastWrong: Date?
+        /// The slot takes no claim before this (nil: now).
+        package var notBefore: Date?
+    }
+
+    /// What a right claim released, and what it says about the claims before it.
+    package struct Released: Sendable {
+        package var secret: SecureBytes
+        /// Wrong claims since the previous right one (made through Keepsake or around it), and
+        /// when the last was.
+        package var wrongSinceRight: Int
+        package var lastWrong: Date?
+    }
+
+    /// A new slot: its ID and the public key its evaluations are proven under.
+    package struct Registered: Sendable {
+        package var slot: Data
+        package var publicKey: Data
     }
 
     private let transport: Transport
@@ -28,17 +58,21 @@ package struct EscrowClient: Sendable {
     /// `passcodeKey` (derived with `salt` and `cost`, which the escrow keeps for claimers), at
     /// most `limit` claims without it in a row. Removing the slot later takes the secret itself
     /// (`remove`): whoever registered it, or claimed it with the right passcode — or, when
-    /// `owner` is given, that part of it (a key the secret starts with). Returns the slot's ID.
+    /// `owner` is given, that part of it (a key the secret starts with). `reader`: the public
+    /// key the slot tells its count to (`EscrowProtocol.reader`). Returns the slot's ID and the
+    /// public key it is evaluated under (checked against the registration's own proof), which
+    /// the caller pins.
     package func register(
         _ secret: SecureBytes, owner: SecureBytes? = nil, passcodeKey: SecureBytes, salt: Data,
-        cost: Argon2Cost, limit: Int
-    ) throws(EscrowError) -> Data {
+        cost: Argon2Cost, limit: Int, reader: Data? = nil
+    ) throws(EscrowError) -> Registered {
         let (blind, blinded) = OPRF.blind(passcodeKey, context: EscrowProtocol.context)
         let answer = try send(.register, [(.blinded, blinded)])
         let slot = try answer.exactly(.slot, EscrowProtocol.slotIDLength)
-        let keys = try derive(
-            passcodeKey, blind: blind,
-            evaluated: try answer.exactly(.evaluated, OPRF.elementLength), slot: slot)
+        let publicKey = try answer.exactly(.publicKey, OPRF.elementLength)
+        let evaluated = try answer.exactly(.evaluated, OPRF.elementLength)
+        try Self.check(answer, publicKey: publicKey, blinded: blinded, evaluated: evaluated)
+        let keys = try derive(passcodeKey, blind: blind, evaluated: evaluated, slot: slot)
         let envelope = secret.withUnsafeBytes {
             Envelope.seal(
                 $0, key: keys.envelope, associatedData: EscrowProtocol.envelopeBinding(slot: slot))
@@ -51,38 +85,73 @@ package struct EscrowClient: Sendable {
                 (.salt, salt), (.operations, EscrowProtocol.integer(Int64(cost.operations))),
                 (.memory, EscrowProtocol.integer(Int64(cost.memoryBytes))),
                 (.limit, EscrowProtocol.integer(Int64(limit))),
-            ])
-        return slot
+            ] + (reader.map { [(.reader, $0)] } ?? []))
+        return Registered(slot: slot, publicKey: publicKey)
     }
 
-    /// The slot's derivation and count: never counted, nothing secret.
+    /// The slot's derivation and public key: never counted, nothing secret.
     package func status(of slot: Data) throws(EscrowError) -> SlotStatus {
-        let answer = try send(.slot, [(.slot, slot)])
+        try slotStatus(try send(.slot, [(.slot, slot)]))
+    }
+
+    /// The slot's status with its count, asked as its reader (the key registered with it):
+    /// nobody else is told the count.
+    package func count(of slot: Data, reader: (publicKey: Data, secretKey: SecureBytes))
+        throws(EscrowError) -> SlotStatus
+    {
+        let challenge = try send(.challenge, [(.slot, slot)])
+            .exactly(.challenge, EscrowProtocol.challengeLength)
+        let proof = EscrowProtocol.readProof(slot: slot, challenge: challenge)
+        return try slotStatus(
+            try send(
+                .slot,
+                [
+                    (.slot, slot), (.challenge, challenge),
+                    (.signature, Signature.sign(proof, secretKey: reader.secretKey)),
+                ]))
+    }
+
+    private func slotStatus(_ answer: TLV.Fields) throws(EscrowError) -> SlotStatus {
         let cost = Argon2Cost(
             operations: UInt64(try answer.integer(.operations, in: 1...64)),
             memoryBytes: Int(try answer.integer(.memory, in: 8192...(4 << 30))))
         guard cost.isWithinBounds else {
             throw EscrowError(.malformed, "the escrow's passcode cost is out of bounds")
         }
+        let limit = try answer.integer(.limit, in: 1...EscrowProtocol.maximumLimit)
+        var count: Count?
+        if answer[EscrowProtocol.Tag.failures.rawValue] != nil {
+            let lastWrong = try answer.integer(.lastWrong, in: 0...Int64.max)
+            let notBefore = try answer.integer(.notBefore, in: 0...Int64.max)
+            count = Count(
+                spent: Int(try answer.integer(.failures, in: 0...limit)),
+                wrongSinceRight: Int(try answer.integer(.sinceRight, in: 0...Int64(Int32.max))),
+                lastWrong: lastWrong == 0 ? nil : Self.date(lastWrong),
+                notBefore: Self.date(notBefore) > Date() ? Self.date(notBefore) : nil)
+        }
         return SlotStatus(
             salt: try answer.exactly(.salt, KeyDerivation.saltLength), cost: cost,
-            failures: Int(try answer.integer(.failures, in: 0...EscrowProtocol.maximumLimit)),
-            limit: Int(try answer.integer(.limit, in: 1...EscrowProtocol.maximumLimit)),
-            counter: answer.text(.counter) ?? "unknown")
+            limit: Int(limit), counter: answer.text(.counter) ?? "unknown",
+            publicKey: try answer.exactly(.publicKey, OPRF.elementLength), count: count)
     }
 
     /// One claim: counted by the escrow before it answers; the secret when `passcodeKey` is the
-    /// slot's.
+    /// slot's. The escrow's evaluation is checked against `publicKey` (the key pinned at
+    /// registration, or the one the escrow names) before anything derived from it is sent: an
+    /// answer that is not the slot's own service's ends the claim there.
     ///
     /// - Throws: `.authFailed` for a wrong passcode (counted), `.destroyed` once the slot's limit
-    ///   was reached, `.notFound`, `.unavailable`.
-    package func claim(_ slot: Data, passcodeKey: SecureBytes) throws(EscrowError) -> SecureBytes {
+    ///   was reached, `.wait` while the slot takes no claim, `.notTheService`, `.notFound`,
+    ///   `.unavailable`.
+    package func claim(_ slot: Data, passcodeKey: SecureBytes, publicKey: Data)
+        throws(EscrowError) -> Released
+    {
         let (blind, blinded) = OPRF.blind(passcodeKey, context: EscrowProtocol.context)
         let answer = try send(.claim, [(.slot, slot), (.blinded, blinded)])
         let challenge = try answer.exactly(.challenge, EscrowProtocol.challengeLength)
-        let keys = try derive(
-            passcodeKey, blind: blind,
-            evaluated: try answer.exactly(.evaluated, OPRF.elementLength), slot: slot)
+        let evaluated = try answer.exactly(.evaluated, OPRF.elementLength)
+        try Self.check(answer, publicKey: publicKey, blinded: blinded, evaluated: evaluated)
+        let keys = try derive(passcodeKey, blind: blind, evaluated: evaluated, slot: slot)
         let box = SealedBox.keyPair()
         let proof = EscrowProtocol.claimProof(
             slot: slot, challenge: challenge, boxKey: box.publicKey)
@@ -93,15 +162,42 @@ package struct EscrowClient: Sendable {
                 (.signature, Signature.sign(proof, secretKey: keys.verifier.secretKey)),
             ])
         let sealed = try released.atMost(.sealed, 1024)
+        let secret: SecureBytes
         do {
             let envelope = try SealedBox.open(
                 sealed, publicKey: box.publicKey, secretKey: box.secretKey)
-            return try Envelope.open(
+            secret = try Envelope.open(
                 envelope.unsafeData(), key: keys.envelope,
                 associatedData: EscrowProtocol.envelopeBinding(slot: slot))
         } catch {
             throw EscrowError(.malformed, "the escrow released something that does not open")
         }
+        let wrong = try released.integer(.sinceRight, in: 0...Int64(Int32.max))
+        let lastWrong = try released.integer(.lastWrong, in: 0...Int64.max)
+        return Released(
+            secret: secret, wrongSinceRight: Int(wrong),
+            lastWrong: wrong == 0 || lastWrong == 0 ? nil : Self.date(lastWrong))
+    }
+
+    /// The evaluation's proof under `publicKey`, checked before anything is derived from it.
+    private static func check(
+        _ answer: TLV.Fields, publicKey: Data, blinded: Data, evaluated: Data
+    ) throws(EscrowError) {
+        let proof = try answer.exactly(.proof, OPRF.proofLength)
+        guard
+            OPRF.verify(
+                proof: proof, publicKey: publicKey, blinded: blinded, evaluated: evaluated,
+                context: EscrowProtocol.context)
+        else {
+            throw EscrowError(
+                .notTheService,
+                "the answer is not proven under the slot's key: not the service this slot was registered with (nothing derived from the passcode was sent)"
+            )
+        }
+    }
+
+    private static func date(_ milliseconds: Int64) -> Date {
+        Date(timeIntervalSince1970: Double(milliseconds) / 1000)
     }
 
     /// Removes a slot, proving it knows the slot's secret (nothing else removes one: not the

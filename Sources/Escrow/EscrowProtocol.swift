@@ -7,16 +7,23 @@ import Sealing
 ///
 /// 1. **Register** (`/v1/register`, then `/v1/register/finish`): the device blinds its passcode
 ///    key `x` (Argon2id of the passcode, salted) and the escrow evaluates it under a new slot's key
-///    `k` (`OPRF`); the device derives `rwd = F(k, x)` and sends a verifier (an Ed25519 public key
+///    `k`, with its public key `K = k·G` and a proof that `K` evaluated it (`OPRF`, verifiable
+///    mode); the device derives `rwd = F(k, x)` and sends a verifier (an Ed25519 public key
 ///    whose seed derives from `rwd`), the secret sealed under another key derived from `rwd` (the
 ///    envelope), the owner's public key (derived from the secret itself: only whoever holds the
-///    secret may remove the slot), the salt and cost, and the limit.
-/// 2. **Claim** (`/v1/claim`, then `/v1/claim/finish`): the escrow **counts the claim durably,
-///    then** evaluates the blinded guess and hands out a one-time challenge; the device signs the
+///    secret may remove the slot), the salt and cost, the limit, and optionally a reader key
+///    (the only key the count is told to). A device keeps `K`, the salt and the cost: a later
+///    answer under another key, salt or a cheaper cost is not its service.
+/// 2. **Claim** (`/v1/claim`, then `/v1/claim/finish`): the escrow applies its delay (a claim
+///    too soon after wrong ones is refused, not counted), **counts the claim durably, then**
+///    evaluates the blinded guess with its proof and hands out a one-time challenge; the device
+///    checks the proof under the key it pinned before it derives anything, then signs the
 ///    challenge and its fresh X25519 key with the verifier's key derived from its `rwd`. A valid
-///    signature resets the count and releases the envelope sealed to that X25519 key; an invalid
-///    one (a wrong passcode) leaves the count where it is. Once `limit` claims were counted
-///    without a valid proof, the slot's key is erased for good.
+///    signature takes back this claim's own count — never an earlier one: wrong claims stay
+///    spent, one coming back a day (`ClaimPolicy`) — and releases the envelope sealed to that
+///    X25519 key, with how many wrong claims came since the last right one and when the last
+///    was. An invalid one (a wrong passcode) leaves the count where it is. Once `limit` claims
+///    are spent the slot's key is erased for good.
 /// 3. **Remove** (`/v1/challenge`, then `/v1/remove`): a signature of the owner key over a fresh
 ///    challenge.
 /// 4. **Witness** (`/v1/witness`, `/v1/witness/read`): an account's latest state (a statement
@@ -49,8 +56,9 @@ package enum EscrowProtocol {
         case slot = 1, blinded, evaluated, challenge, verifier, owner, envelope, limit, failures
         case boxKey, signature, sealed, message, counter, salt, operations, memory, slots
         case statement
+        case publicKey, proof, reader, sinceRight, lastWrong, notBefore
     }
-    static let knownTags: ClosedRange<UInt8> = 1...19
+    static let knownTags: ClosedRange<UInt8> = 1...25
     /// The longest witness statement.
     package static let maximumStatement = 96
 
@@ -72,6 +80,20 @@ package enum EscrowProtocol {
     /// secret is to be sealed to (so a relay cannot swap in its own).
     static func claimProof(slot: Data, challenge: Data, boxKey: Data) -> Data {
         Data("keepsake-escrow claim v1\0".utf8) + slot + challenge + boxKey
+    }
+
+    /// What a slot's reader (the device that registered it) signs to be told the slot's count.
+    static func readProof(slot: Data, challenge: Data) -> Data {
+        Data("keepsake-escrow read v1\0".utf8) + slot + challenge
+    }
+
+    /// The reader key of a slot: derived from a secret its registrant keeps (a device's device
+    /// secret, the account key), so it needs no storage of its own.
+    package static func reader(secret: SecureBytes) -> (
+        publicKey: Data, secretKey: SecureBytes
+    ) {
+        Signature.keyPair(
+            seed: KeyDerivation.keyedHash(key: secret, context: "keepsake-escrow reader"))
     }
 
     /// What the owner signs to remove a slot.
@@ -178,6 +200,12 @@ extension ErrorCode<EscrowErrorDomain> {
     package static var busy: Self { Self("escrow busy") }
     /// The challenge was used, replaced or expired.
     package static var stale: Self { Self("stale challenge") }
+    /// Too many wrong claims lately: the slot takes the next one only later (not counted).
+    package static var wait: Self { Self("wait") }
+    /// The answer is not the service the device registered with: another key than the pinned
+    /// one, a proof that does not verify, another salt, a cheaper cost, another user on the
+    /// socket. Nothing derived from the passcode was sent.
+    package static var notTheService: Self { Self("not the registered service") }
 }
 
 extension EscrowError {
@@ -189,6 +217,7 @@ extension EscrowError {
         case .notFound: 404
         case .stale: 409
         case .destroyed: 410
+        case .wait: 429
         case .busy: 503
         default: 500
         }
@@ -203,6 +232,7 @@ extension EscrowError {
             case 404: .notFound
             case 409: .stale
             case 410: .destroyed
+            case 429: .wait
             case 503: .busy
             default: .unavailable
             }

@@ -18,21 +18,26 @@ package final class EscrowService: Sendable {
     private let storage: any SlotStorage
     private let maximumSlots: Int
     private let now: @Sendable () -> Date
+    private let policy: ClaimPolicy
     private let state = Mutex(Volatile())
 
     /// Half-done registrations and outstanding challenges: in memory only (a restart voids them,
     /// which costs a retry, never a count).
     private struct Volatile {
         var pending: [Data: (key: SecureBytes, expires: Date)] = [:]
-        var claims: [Data: (challenge: Data, expires: Date)] = [:]
-        var removals: [Data: (challenge: Data, expires: Date)] = [:]
+        /// A claim's challenge, and the slot's last wrong claim before it (what a right proof
+        /// puts back: its own claim was counted as the last wrong one until then).
+        var claims: [Data: (challenge: Data, expires: Date, lastWrong: Int64)] = [:]
+        /// Challenges for a removal or for reading the count.
+        var challenges: [Data: (challenge: Data, expires: Date)] = [:]
     }
 
     package init(
         storage: any SlotStorage, counter: String, maximumSlots: Int = 100_000,
-        now: @escaping @Sendable () -> Date = Date.init
+        policy: ClaimPolicy = .real, now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.storage = storage
+        self.policy = policy
         self.counter = counter
         self.maximumSlots = maximumSlots
         self.now = now
@@ -79,7 +84,7 @@ package final class EscrowService: Sendable {
     {
         let blinded = try fields.exactly(.blinded, OPRF.elementLength)
         let key = OPRF.newKey()
-        let evaluated = try evaluate(blinded, key)
+        let (evaluated, proof) = try evaluate(blinded, key)
         let slot = KeyDerivation.randomBytes(EscrowProtocol.slotIDLength)
         try state.withLock { (state) throws(EscrowError) in
             let now = now()
@@ -90,7 +95,10 @@ package final class EscrowService: Sendable {
             }
             state.pending[slot] = (key, now + EscrowProtocol.challengeLifetime)
         }
-        return [(.slot, slot), (.evaluated, evaluated)]
+        return [
+            (.slot, slot), (.evaluated, evaluated), (.publicKey, OPRF.publicKey(key)),
+            (.proof, proof),
+        ]
     }
 
     private func finishRegistration(_ fields: TLV.Fields) throws(EscrowError) -> [(
@@ -105,7 +113,9 @@ package final class EscrowService: Sendable {
             salt: try fields.exactly(.salt, KeyDerivation.saltLength),
             operations: try fields.integer(.operations, in: 1...64),
             memory: try fields.integer(.memory, in: 8192...(4 << 30)),
-            limit: try fields.integer(.limit, in: 1...EscrowProtocol.maximumLimit), failures: 0)
+            limit: try fields.integer(.limit, in: 1...EscrowProtocol.maximumLimit), failures: 0,
+            reader: fields[EscrowProtocol.Tag.reader.rawValue] == nil
+                ? nil : try fields.exactly(.reader, Signature.publicKeyLength))
         try state.withLock { (state) throws(EscrowError) in
             guard let pending = state.pending.removeValue(forKey: slot), pending.expires > now()
             else { throw EscrowError(.stale, "no registration under way for this slot (expired?)") }
@@ -123,23 +133,33 @@ package final class EscrowService: Sendable {
         }
         return try state.withLock { (state) throws(EscrowError) in
             var record = try load(slot)
+            let now = now()
+            record.recover(at: now, policy: policy)
             guard record.failures < record.limit else {
                 try destroy(slot, &state)
                 throw EscrowError(
                     .destroyed,
                     "\(record.limit) claims without the right passcode: the slot is destroyed")
             }
+            let notBefore = record.lastWrong + Int64(policy.delay(spent: record.failures) * 1000)
+            guard notBefore <= now.milliseconds else {
+                throw EscrowError(
+                    .wait,
+                    "too many wrong passcodes lately: the next claim is taken after \(Self.time(notBefore))"
+                )
+            }
             // Counted, durably, before anything that depends on the key is computed or sent.
+            let lastWrong = record.lastWrong
             record.failures += 1
+            record.sinceRight += 1
+            record.lastWrong = now.milliseconds
             try save(slot, record)
-            let evaluated = try evaluate(blinded, record.key)
+            let (evaluated, proof) = try evaluate(blinded, record.key)
             let challenge = KeyDerivation.randomBytes(EscrowProtocol.challengeLength)
-            state.claims[slot] = (challenge, now() + EscrowProtocol.challengeLifetime)
-            return [
-                (.evaluated, evaluated), (.challenge, challenge),
-                (.failures, EscrowProtocol.integer(record.failures)),
-                (.limit, EscrowProtocol.integer(record.limit)),
-            ]
+            state.claims[slot] = (
+                challenge, now + EscrowProtocol.challengeLifetime, lastWrong
+            )
+            return [(.evaluated, evaluated), (.proof, proof), (.challenge, challenge)]
         }
     }
 
@@ -166,11 +186,14 @@ package final class EscrowService: Sendable {
                         .destroyed,
                         "\(record.limit) claims without the right passcode: the slot is destroyed")
                 }
-                throw EscrowError(
-                    .authFailed,
-                    "wrong passcode (\(record.failures) of \(record.limit) claims counted)")
+                // The count is told to the slot's reader only (`slotStatus`).
+                throw EscrowError(.authFailed, "wrong passcode")
             }
-            record.failures = 0
+            // This claim's own count taken back; every earlier wrong one stays spent.
+            record.failures = max(0, record.failures - 1)
+            let wrong = max(0, record.sinceRight - 1)
+            record.sinceRight = 0
+            record.lastWrong = issued.lastWrong
             try save(slot, record)
             let sealed: Data
             do {
@@ -178,7 +201,10 @@ package final class EscrowService: Sendable {
             } catch {
                 throw EscrowError(.malformed, "the claim's key: \(error)")
             }
-            return [(.sealed, sealed)]
+            return [
+                (.sealed, sealed), (.sinceRight, EscrowProtocol.integer(wrong)),
+                (.lastWrong, EscrowProtocol.integer(wrong > 0 ? issued.lastWrong : 0)),
+            ]
         }
     }
 
@@ -188,7 +214,7 @@ package final class EscrowService: Sendable {
         return try state.withLock { (state) throws(EscrowError) in
             _ = try load(slot)
             let challenge = KeyDerivation.randomBytes(EscrowProtocol.challengeLength)
-            state.removals[slot] = (challenge, now() + EscrowProtocol.challengeLifetime)
+            state.challenges[slot] = (challenge, now() + EscrowProtocol.challengeLifetime)
             return [(.challenge, challenge)]
         }
     }
@@ -199,7 +225,7 @@ package final class EscrowService: Sendable {
         let signature = try fields.exactly(.signature, Signature.length)
         try state.withLock { (state) throws(EscrowError) in
             let record = try load(slot)
-            guard let issued = state.removals.removeValue(forKey: slot), issued.expires > now(),
+            guard let issued = state.challenges.removeValue(forKey: slot), issued.expires > now(),
                 constantTimeEquals(issued.challenge, challenge)
             else { throw EscrowError(.stale, "no removal under way with this challenge") }
             let proof = EscrowProtocol.removalProof(slot: slot, challenge: challenge)
@@ -211,17 +237,47 @@ package final class EscrowService: Sendable {
         return []
     }
 
+    /// What a claimer needs (the salt, the cost, the slot's public key, the limit, where the
+    /// count is kept), and the count itself only to the slot's reader: a signature of its key
+    /// over a fresh challenge (`/v1/challenge`). Never counted.
     private func slotStatus(_ fields: TLV.Fields) throws(EscrowError) -> [(
         EscrowProtocol.Tag, Data
     )] {
         let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
-        let record = try state.withLock { _ throws(EscrowError) in try load(slot) }
-        return [
-            (.salt, record.salt), (.operations, EscrowProtocol.integer(record.operations)),
-            (.memory, EscrowProtocol.integer(record.memory)),
-            (.failures, EscrowProtocol.integer(record.failures)),
-            (.limit, EscrowProtocol.integer(record.limit)), (.counter, Data(counter.utf8)),
-        ]
+        let signature =
+            fields[EscrowProtocol.Tag.signature.rawValue] == nil
+            ? nil : try fields.exactly(.signature, Signature.length)
+        let offered =
+            signature == nil ? nil : try fields.exactly(.challenge, EscrowProtocol.challengeLength)
+        return try state.withLock { (state) throws(EscrowError) in
+            var record = try load(slot)
+            var reply: [(EscrowProtocol.Tag, Data)] = [
+                (.salt, record.salt), (.operations, EscrowProtocol.integer(record.operations)),
+                (.memory, EscrowProtocol.integer(record.memory)),
+                (.limit, EscrowProtocol.integer(record.limit)), (.counter, Data(counter.utf8)),
+                (.publicKey, OPRF.publicKey(record.key)),
+            ]
+            guard let signature, let offered else { return reply }
+            guard let reader = record.reader,
+                let issued = state.challenges.removeValue(forKey: slot), issued.expires > now(),
+                constantTimeEquals(issued.challenge, offered),
+                Signature.verify(
+                    signature, of: EscrowProtocol.readProof(slot: slot, challenge: offered),
+                    publicKey: reader)
+            else {
+                throw EscrowError(.authFailed, "the count is told only to the slot's device")
+            }
+            let now = now()
+            record.recover(at: now, policy: policy)
+            let notBefore = record.lastWrong + Int64(policy.delay(spent: record.failures) * 1000)
+            reply += [
+                (.failures, EscrowProtocol.integer(record.failures)),
+                (.sinceRight, EscrowProtocol.integer(record.sinceRight)),
+                (.lastWrong, EscrowProtocol.integer(record.sinceRight > 0 ? record.lastWrong : 0)),
+                (.notBefore, EscrowProtocol.integer(max(notBefore, 0))),
+            ]
+            return reply
+        }
     }
 
     /// Keeps an account's latest state: the first statement under an ID names the key every
@@ -291,8 +347,12 @@ package final class EscrowService: Sendable {
 
     // MARK: - Slots
 
-    private func evaluate(_ blinded: Data, _ key: SecureBytes) throws(EscrowError) -> Data {
-        do { return try OPRF.evaluate(blinded, key: key) } catch {
+    private func evaluate(_ blinded: Data, _ key: SecureBytes) throws(EscrowError) -> (
+        evaluated: Data, proof: Data
+    ) {
+        do {
+            return try OPRF.evaluateWithProof(blinded, key: key, context: EscrowProtocol.context)
+        } catch {
             throw EscrowError(.malformed, "the blinded element: \(error)")
         }
     }
@@ -323,7 +383,7 @@ package final class EscrowService: Sendable {
     /// Erases the slot's key for good: a tombstone takes its record's place.
     private func destroy(_ slot: Data, _ state: inout Volatile) throws(EscrowError) {
         state.claims[slot] = nil
-        state.removals[slot] = nil
+        state.challenges[slot] = nil
         do { try storage.save(slot, SlotRecord.tombstone) } catch {
             throw EscrowError(
                 .unavailable, "the escrow could not destroy the slot: \(error.localizedDescription)"
@@ -342,7 +402,29 @@ struct SlotRecord {
     var operations: Int64
     var memory: Int64
     var limit: Int64
+    /// Tries spent: wrong claims (and claims never finished), less those that came back.
     var failures: Int64
+    /// Who may read the count (a device's reader key); nil: nobody.
+    var reader: Data?
+    /// Wrong claims since the last right one, and when the last one was (ms since 1970; 0: none).
+    var sinceRight: Int64 = 0
+    var lastWrong: Int64 = 0
+    /// When a spent try last came back (ms since 1970; nil: not yet counted from).
+    var recoveredAt: Int64?
+
+    /// Gives back one spent try for each `policy.recovery` since the last came back.
+    mutating func recover(at now: Date, policy: ClaimPolicy) {
+        let now = now.milliseconds
+        let period = Int64(policy.recovery * 1000)
+        guard failures > 0, period > 0, let since = recoveredAt, now > since else {
+            if failures == 0 || recoveredAt == nil { recoveredAt = now }
+            return
+        }
+        let periods = (now - since) / period
+        guard periods > 0 else { return }
+        failures = max(0, failures - periods)
+        recoveredAt = failures == 0 ? now : since + periods * period
+    }
 
     static let magic = Data("KESS".utf8)
     /// What a destroyed slot's record becomes: no key.
@@ -361,22 +443,30 @@ struct SlotRecord {
         record.append(7, memory)
         record.append(8, limit)
         record.append(9, failures)
+        if let reader { record.append(10, reader) }
+        record.append(11, sinceRight)
+        record.append(12, lastWrong)
+        if let recoveredAt { record.append(13, recoveredAt) }
         return record.bytes
     }
 
     static func parse(_ bytes: Data) -> SlotRecord? {
-        guard let fields = try? TLV.fields(bytes, magic: magic, known: 1...9),
+        guard let fields = try? TLV.fields(bytes, magic: magic, known: 1...13),
             let key = fields[1], key.count == OPRF.scalarLength,
             let verifier = fields[2], let owner = fields[3], let envelope = fields[4],
             let salt = fields[5], let operations = try? fields.int64(6),
             let memory = try? fields.int64(7),
             let limit = try? fields.int64(8),
-            let failures = try? fields.int64(9)
+            let failures = try? fields.int64(9),
+            fields[10].map({ $0.count == Signature.publicKeyLength }) ?? true
         else { return nil }
         return SlotRecord(
             key: SecureBytes(copying: key), verifier: Data(verifier), owner: Data(owner),
             envelope: Data(envelope), salt: Data(salt), operations: operations, memory: memory,
-            limit: limit, failures: failures)
+            limit: limit, failures: failures, reader: fields[10].map { Data($0) },
+            sinceRight: fields[11] == nil ? 0 : (try? fields.int64(11)) ?? 0,
+            lastWrong: fields[12] == nil ? 0 : (try? fields.int64(12)) ?? 0,
+            recoveredAt: fields[13] == nil ? nil : try? fields.int64(13))
     }
 }
 
@@ -406,5 +496,19 @@ struct WitnessRecord {
         else { return nil }
         return WitnessRecord(
             publicKey: Data(publicKey), statement: Data(statement), signature: Data(signature))
+    }
+}
+
+extension Date {
+    /// Milliseconds since 1970.
+    var milliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded(.down)) }
+}
+
+extension EscrowService {
+    /// A time in messages: ISO 8601, UTC, to the second.
+    static func time(_ milliseconds: Int64) -> String {
+        Date(timeIntervalSince1970: Double(milliseconds) / 1000).formatted(
+            .iso8601.year().month().day().time(includingFractionalSeconds: false)
+                .timeZone(separator: .omitted))
     }
 }

@@ -69,17 +69,40 @@ package struct Context {
             escrow = nil
         }
         // `--counter URL`: the guess counter service (a `keepsake-escrow` of its own user) that
-        // counts this device's passcode guesses.
+        // counts this device's passcode guesses; `none` for none. Without the option, the one
+        // installed on this machine (`scripts/install-guess-counter`) when its socket is there.
         if let text = arguments.value("counter") {
-            guard let url = URL(string: text), let counter = EscrowConfiguration(url: url) else {
-                throw CommandError.usage(
-                    "--counter takes the guess counter's address: http://127.0.0.1:PORT/ (or https://…)"
-                )
+            if text == "none" {
+                counter = nil
+            } else {
+                guard let url = URL(string: text), let counter = EscrowConfiguration(url: url)
+                else {
+                    throw CommandError.usage(
+                        "--counter takes the guess counter's address: unix:/run/keepsake/counter.sock (or none)"
+                    )
+                }
+                self.counter = counter
             }
-            self.counter = counter
         } else {
-            counter = nil
+            counter = Self.installedCounter
         }
+    }
+
+    /// The guess counter installed on this machine, when its socket is there. In test builds
+    /// only where `KEEPSAKE_TEST_COUNTER_SOCKET` says (the suites never reach the machine's).
+    static var installedCounter: EscrowConfiguration? {
+        #if KEEPSAKE_TEST_HOOKS
+            guard let path = ProcessInfo.processInfo.environment["KEEPSAKE_TEST_COUNTER_SOCKET"]
+            else { return nil }
+            let address = URL(string: "unix:\(path)")!
+        #else
+            let address = EscrowConfiguration.defaultCounter
+        #endif
+        var info = stat()
+        guard lstat(address.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFSOCK else {
+            return nil
+        }
+        return EscrowConfiguration(url: address)
     }
 
     /// The Secret Service on `DBUS_SESSION_BUS_ADDRESS`.

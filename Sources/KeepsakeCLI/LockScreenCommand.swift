@@ -30,6 +30,14 @@ enum LockScreenCommand {
                 try Keychain.deleteItemsRequiringPasscode(on: device)
             }
             if let recoveryKey = change.recoveryKey { showRecoveryKey(recoveryKey) }
+            if kind.hasKnowledgeFactor, try device.status().guessLimit == "software" {
+                // Said every time: the software path's count is the login keyring's to reset.
+                FileHandle.standardError.write(
+                    Data(
+                        ("keepsake: this passcode's guesses are counted in software: whoever can read the login keyring can guess it offline at the Argon2id cost, and whoever can write it can reset the count. "
+                            + "Install the guess counter (`sudo scripts/install-guess-counter`: a service of its own user that counts every guess where no process of yours reaches), then set the passcode again.\n")
+                            .utf8))
+            }
             if let problem = change.cloudAccountProblem {
                 // The lock screen is set; the account is not: say so, never in silence.
                 FileHandle.standardError.write(
@@ -39,10 +47,13 @@ enum LockScreenCommand {
             }
         case "unlock":
             try context.arguments.allowOnly([])
-            if let recoveryKey = try device.unlock(
+            let report = try device.unlockReporting(
                 passcode: try SecretInput.lines().first ?? SecureBytes(copying: []))
-            {
-                showRecoveryKey(recoveryKey)
+            if let recoveryKey = report.recoveryKey { showRecoveryKey(recoveryKey) }
+            if let wrong = report.wrongPasscodes {
+                // The owner is told of every wrong passcode since the last unlock, through
+                // Keepsake or straight at the counter.
+                FileHandle.standardError.write(Data("keepsake: \(wrong.notice)\n".utf8))
             }
             if let problem = device.lastCloudAccountProblem {
                 // Unlocked; the account could not be kept up to date: say so, never in silence.

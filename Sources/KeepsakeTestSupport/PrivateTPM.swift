@@ -15,6 +15,8 @@ package final class PrivateTPM: Sendable {
     private let process: Mutex<Process>
     /// Its UNIX socket (control channel beside it, `.ctrl`), when it listens on one.
     package let socket: URL?
+    /// The user its socket belongs to, when not this process's (a service of its own user).
+    private let owner: uid_t?
 
     /// The TCTI string tpm2-tss connects with.
     package var tcti: String {
@@ -31,11 +33,15 @@ package final class PrivateTPM: Sendable {
     /// authorization is then set to a random value the harness keeps (as a careful owner sets a
     /// machine's: Keepsake makes no lock-screen slot on a TPM whose lockout anyone can clear),
     /// unless `openLockout`.
+    /// `owner`: the socket in a directory of that user's, under `/tmp` (a service running as
+    /// a user of its own reaches it: the harness runs as root).
     package init(
         maxTries: UInt32 = 1000, recoverySeconds: UInt32 = 1, unixSocket: Bool = false,
-        openLockout: Bool = false
+        openLockout: Bool = false, owner: uid_t? = nil
     ) throws {
-        directory = Throwaway.directory("swtpm")
+        directory =
+            owner.map { Throwaway.reachable("swtpm", by: $0) } ?? Throwaway.directory("swtpm")
+        self.owner = owner
         try FileManager.default.createDirectory(
             at: directory.appendingPathComponent("state"), withIntermediateDirectories: true)
         let socket = unixSocket ? directory.appendingPathComponent("sock") : nil
@@ -52,6 +58,9 @@ package final class PrivateTPM: Sendable {
         self.port = port
         self.process = Mutex(process)
         self.socket = socket
+        if let owner, let socket {
+            for path in [socket.path, socket.path + ".ctrl"] { chown(path, owner, owner) }
+        }
         let lockout = openLockout ? nil : UUID().uuidString
         lockoutAuthorization = Mutex(lockout)
         let context = try TPMContext(tcti: tcti)
@@ -126,6 +135,9 @@ package final class PrivateTPM: Sendable {
         for _ in 0..<20 {
             if let started = try Self.launch(directory, port: port, socket: socket) {
                 process.withLock { $0 = started }
+                if let owner, let socket {
+                    for path in [socket.path, socket.path + ".ctrl"] { chown(path, owner, owner) }
+                }
                 return
             }
             usleep(100_000)  // the old one's port may be held a moment longer
@@ -243,6 +255,35 @@ package final class PrivateEscrow: @unchecked Sendable {
 
     package var configuration: EscrowConfiguration { EscrowConfiguration(url: url)! }
 
+    /// The uid a guess counter runs as in the tests: a user of its own, as the systemd unit
+    /// runs it (no passwd entry needed: `setpriv` takes the number).
+    package static let counterUser: uid_t = 64_123
+
+    /// Whether this process can start a guess counter as a user of its own (root, `setpriv`):
+    /// a device refuses a counter that runs as its own user.
+    package static var canRunCounter: Bool {
+        geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+    }
+
+    /// A device's guess counter as the unit runs it: as `counterUser`, on a UNIX socket in a
+    /// directory of that user's, its state in a directory of that user's, under a TPM (swtpm)
+    /// whose socket that user owns (or its state directory alone, `files`). `delays`: with the
+    /// service's real delays between wrong claims (else none: the suites make tens of claims;
+    /// `EscrowServiceTests` checks the delays).
+    package static func counter(files: Bool = false, delays: Bool = false) throws -> PrivateEscrow {
+        guard canRunCounter else {
+            throw HarnessError(
+                "a guess counter runs as a user of its own: the harness needs root and setpriv")
+        }
+        let user = counterUser
+        let state = Throwaway.reachable("counter-state", by: user)
+        let run = Throwaway.reachable("counter-run", by: user, mode: 0o755)
+        let tpm = files ? nil : try PrivateTPM(unixSocket: true, owner: user)
+        return try PrivateEscrow(
+            stateDirectory: state, tpm: tpm, files: files,
+            socket: run.appendingPathComponent("counter.sock"), user: user, delays: delays)
+    }
+
     /// The escrow of the cloud account at `cloud`. Started outside the registry's lock (a
     /// start waits for a process: other tests' lookups must not wait behind it); when two tests
     /// start one for the same account at once, the first registered stays.
@@ -271,17 +312,31 @@ package final class PrivateEscrow: @unchecked Sendable {
     /// pass the `tpm` it was made with). Under a new private TPM unless `tpm` is given, or none
     /// with `files`.
     /// `tcti`: how it reaches `tpm`, when not directly (through a relay).
+    /// `socket` and `user`: on that UNIX socket, as that user (`counter`). `delays`: the real
+    /// delays between wrong claims.
     package init(
         stateDirectory: URL? = nil, tpm: PrivateTPM? = nil, files: Bool = false,
-        tcti: String? = nil
+        tcti: String? = nil, socket: URL? = nil, user: uid_t? = nil, delays: Bool = false
     ) throws {
         self.stateDirectory = stateDirectory ?? Throwaway.directory("escrow")
         self.tpm = files ? nil : try tpm ?? PrivateTPM(unixSocket: true)
         let process = Process()
-        process.executableURL = Self.executable
-        process.arguments =
-            ["--state", self.stateDirectory.path, "--listen", "127.0.0.1:0"]
+        let arguments =
+            ["--state", self.stateDirectory.path]
+            + (socket.map { ["--socket", $0.path] } ?? ["--listen", "127.0.0.1:0"])
             + (self.tpm.map { ["--tpm", tcti ?? $0.tcti] } ?? [])
+        if let user {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments =
+                ["--reuid=\(user)", "--regid=\(user)", "--clear-groups", "--inh-caps=-all"]
+                + [Self.executable.path] + arguments
+        } else {
+            process.executableURL = Self.executable
+            process.arguments = arguments
+        }
+        var environment = ProcessInfo.processInfo.environment
+        if !delays { environment["KEEPSAKE_TEST_ESCROW_NO_DELAYS"] = "1" }
+        process.environment = environment
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
@@ -304,9 +359,9 @@ package final class PrivateEscrow: @unchecked Sendable {
         }
         try? reader.close()
         let text = String(decoding: line, as: UTF8.self)
-        guard let start = text.range(of: "http://"),
-            let end = text.range(of: "/ ", range: start.upperBound..<text.endIndex),
-            let url = URL(string: String(text[start.lowerBound..<end.upperBound].dropLast()))
+        guard let start = text.range(of: "listening on "),
+            let end = text.range(of: " (state", range: start.upperBound..<text.endIndex),
+            let url = URL(string: String(text[start.upperBound..<end.lowerBound]))
         else {
             process.killWhileRunning()
             throw HarnessError("keepsake-escrow did not start (\(Self.executable.path)): \(text)")

@@ -22,6 +22,22 @@ package enum Throwaway {
         return url
     }
 
+    /// A fresh directory that `user` owns (`mode`), in a directory of root's under the system's
+    /// temporary directory that everyone may search: a service running as a user of its own
+    /// reaches it (this process's throwaway root is this user's alone). Removed at exit.
+    package static func reachable(_ prefix: String, by user: uid_t, mode: Int = 0o700) -> URL {
+        let parent = URL(fileURLWithPath: "/tmp")
+            .appendingPathComponent("keepsake-\(prefix)-\(getpid())-\(UUID().uuidString.prefix(8))")
+        try? FileManager.default.createDirectory(
+            at: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        Registry.shared.removeAtExit(parent)
+        let url = parent.appendingPathComponent(prefix)
+        try? FileManager.default.createDirectory(
+            at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: mode])
+        chown(url.path, user, user)
+        return url
+    }
+
     /// A fresh directory that plays untrusted storage — a cloud account, the place a transfer
     /// file is carried to. Under `KEEPSAKE_SWEEP_DIR` it is made there and kept for the
     /// suite-wide sweep (`SuiteSweep`); otherwise it is an ordinary throwaway directory.

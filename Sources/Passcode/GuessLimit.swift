@@ -76,7 +76,9 @@ package struct GuessLimit: Sendable {
     package func prove<Record: CountedRecord>(
         _ passcode: SecureBytes, _ record: inout Record,
         store: (Record) throws(DeviceError) -> Void
-    ) throws(DeviceError) -> (kek: SecureBytes, counterSecret: SecureBytes?) {
+    ) throws(DeviceError) -> (
+        kek: SecureBytes, counterSecret: SecureBytes?, wrongPasscodes: WrongPasscodes?
+    ) {
         try LockScreenKind.checkGuess(passcode)
         try admit(notBefore: record.notBefore)
         var (failures, notBefore) = (record.failures, record.notBefore)
@@ -84,14 +86,20 @@ package struct GuessLimit: Sendable {
         (record.failures, record.notBefore) = (failures, notBefore)
         try store(record)
         let slotBefore = record.passcode
-        let (kek, counterSecret) = try keyEncryptionKey(
+        let wrongBefore = failures - 1
+        let (kek, released) = try keyEncryptionKey(
             passcode, slot: &record.passcode,
             deviceSecret: SecureBytes(copying: record.deviceSecret))
         record.failures = 0
         record.notBefore = 0
         try store(record)
         remove(slotBefore, keeping: record.passcode, secret: nil)
-        return (kek, counterSecret)
+        // What the owner is told: the counter's count (every claim, through Keepsake or around
+        // it), or on the other paths the record's.
+        let wrong =
+            released.map { WrongPasscodes(count: $0.wrongSinceRight, last: $0.lastWrong) }
+            ?? WrongPasscodes(count: wrongBefore, last: nil)
+        return (kek, released?.secret, wrong.count > 0 ? wrong : nil)
     }
 
     /// Sits out the delay earned by earlier wrong passcodes (until `notBefore`, ms since 1970),
@@ -115,6 +123,31 @@ package struct GuessLimit: Sendable {
     package static func milliseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1000
             + duration.components.attoseconds / 1_000_000_000_000_000
+    }
+}
+
+/// Wrong passcodes since the owner's last unlock, as the owner is told at the next one: on the
+/// counted path every claim the guess counter counted (through Keepsake or straight at it), with
+/// the time of the last; elsewhere those the device record counted (no time).
+public struct WrongPasscodes: Sendable, Hashable {
+    public var count: Int
+    public var last: Date?
+
+    public init(count: Int, last: Date?) {
+        self.count = count
+        self.last = last
+    }
+
+    /// "3 wrong passcodes since your last unlock, the last at 2026-12-04T11:52:07Z".
+    public var notice: String {
+        let noun = count == 1 ? "wrong passcode" : "wrong passcodes"
+        let when = last.map {
+            ", the last at "
+                + $0.formatted(
+                    .iso8601.year().month().day().time(includingFractionalSeconds: false)
+                        .timeZone(separator: .omitted))
+        }
+        return "\(count) \(noun) since your last unlock\(when ?? "")"
     }
 }
 

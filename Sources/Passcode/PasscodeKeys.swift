@@ -52,6 +52,14 @@ package enum PasscodeKeys {
         KeyDerivation.keyedHash(key: passcodeKey, context: "keepsake.tpm.auth.v1")
     }
 
+    /// The KEK on the counted path: the passcode key, the secret the guess counter released, the
+    /// device secret (the derivation an earlier version's direct TPM slot used, `tpmKEK`).
+    package static func counterKEK(
+        passcodeKey: SecureBytes, counterSecret: SecureBytes, deviceSecret: SecureBytes
+    ) -> SecureBytes {
+        tpmKEK(passcodeKey: passcodeKey, tpmSecret: counterSecret, deviceSecret: deviceSecret)
+    }
+
     package static func tpmKEK(
         passcodeKey: SecureBytes, tpmSecret: SecureBytes, deviceSecret: SecureBytes
     ) -> SecureBytes {

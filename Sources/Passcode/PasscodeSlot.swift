@@ -19,10 +19,13 @@ package struct PasscodeSlot: Sendable, Equatable {
     /// Counted path: the slot at the guess counter service, which releases the secret the KEK
     /// needs only to a proof of the passcode and counts every claim before it answers.
     package var counterSlot: Data?
+    /// Counted path: who answered and the slot's key at registration (nil in a slot registered
+    /// before pins, which is registered again, pinned, at its next unlock).
+    package var counterPin: CounterPin?
 
     package init(
         version: Int, salt: Data?, cost: Argon2Cost?, verifier: Data?, tpm: TPMSlot?,
-        counterSlot: Data?
+        counterSlot: Data?, counterPin: CounterPin? = nil
     ) {
         self.version = version
         self.salt = salt
@@ -30,6 +33,7 @@ package struct PasscodeSlot: Sendable, Equatable {
         self.verifier = verifier
         self.tpm = tpm
         self.counterSlot = counterSlot
+        self.counterPin = counterPin
     }
 
     /// No passcode: nothing to check it with.
@@ -46,12 +50,12 @@ package struct PasscodeSlot: Sendable, Equatable {
 /// first), making a slot for a new one, removing one no record names any more. Called inside
 /// `exclusively`.
 extension GuessLimit {
-    /// The key-encryption key for `passcode` (and on the counted path the secret the counter
+    /// The key-encryption key for `passcode` (and on the counted path what the counter
     /// released), or `.authFailed` when it is wrong. On the TPM path a right passcode rebases
     /// `slot` (its count starts again).
     func keyEncryptionKey(
         _ passcode: SecureBytes, slot: inout PasscodeSlot, deviceSecret: SecureBytes
-    ) throws(DeviceError) -> (kek: SecureBytes, counterSecret: SecureBytes?) {
+    ) throws(DeviceError) -> (kek: SecureBytes, released: EscrowClient.Released?) {
         if let counterSlot = slot.counterSlot {
             guard let counter else {
                 throw DeviceError(
@@ -60,26 +64,37 @@ extension GuessLimit {
                 )
             }
             do throws(DeviceError) {
-                let (passcodeKey, secret) = try counter.claim(counterSlot, passcode: passcode)
+                let (passcodeKey, released) = try claim(
+                    counterSlot, passcode: passcode, slot: slot, at: counter,
+                    deviceSecret: deviceSecret)
                 return (
-                    PasscodeKeys.tpmKEK(
-                        passcodeKey: passcodeKey, tpmSecret: secret, deviceSecret: deviceSecret),
-                    secret
+                    PasscodeKeys.counterKEK(
+                        passcodeKey: passcodeKey, counterSecret: released.secret,
+                        deviceSecret: deviceSecret),
+                    released
                 )
             } catch {
-                if (error.underlying as? EscrowError)?.code == .destroyed {
+                let code = (error.underlying as? EscrowError)?.code
+                if code == .destroyed {
                     throw DeviceError(
                         .disabled,
-                        "\(Self.hardLimit) wrong passcodes in a row: the guess counter destroyed this device's slot; the device is disabled (erase it: `Device.wipe`, `keepsake device wipe`)",
+                        "\(Self.hardLimit) wrong passcodes: the guess counter destroyed this device's slot; the device is disabled (erase it: `Device.wipe`, `keepsake device wipe`)",
                         underlying: error.underlying)
                 }
+                if code == .wait { throw error }
                 if error.code == .authFailed {
                     throw DeviceError(.authFailed, "wrong passcode", underlying: error.underlying)
                 }
-                if (error.underlying as? EscrowError)?.code == .notFound {
+                if code == .notFound {
                     throw DeviceError(
                         .notAvailable,
                         "the guess counter at \(counter.url.absoluteString) holds no slot for this device (another counter, or its state was lost): the passcode cannot be checked",
+                        underlying: error.underlying)
+                }
+                if code == .notTheService {
+                    throw DeviceError(
+                        .notAvailable,
+                        "the guess counter at \(counter.url.absoluteString) is not the service this device registered with (\(error.message)): nothing derived from the passcode was sent; start the real one (`scripts/install-guess-counter`)",
                         underlying: error.underlying)
                 }
                 throw error
@@ -127,6 +142,36 @@ extension GuessLimit {
         return (PasscodeKeys.softwareKEK(passcodeKey: passcodeKey, deviceSecret: deviceSecret), nil)
     }
 
+    /// One claim at the device's guess counter. Pinned (the record's pin checked first): the
+    /// passcode key from the record's salt and cost, the socket's answer only from the pinned
+    /// user, each evaluation proven under the pinned key — the service is asked nothing else.
+    /// A slot from before pins: the salt, cost and key as the service names them (it is
+    /// registered again, pinned, while the passcode is at hand: `needsPin`).
+    private func claim(
+        _ counterSlot: Data, passcode: SecureBytes, slot: PasscodeSlot,
+        at counter: EscrowConfiguration, deviceSecret: SecureBytes
+    ) throws(DeviceError) -> (passcodeKey: SecureBytes, released: EscrowClient.Released) {
+        guard let pin = slot.counterPin else {
+            return try counter.claim(counterSlot, passcode: passcode)
+        }
+        guard let salt = slot.salt, let cost = slot.cost else {
+            throw DeviceError(.corrupt, "no passcode parameters")
+        }
+        try pin.check(slot: counterSlot, salt: salt, cost: cost, deviceSecret: deviceSecret)
+        let client = counter.client(peer: .user(pin.peer))
+        let passcodeKey = try PasscodeKeys.passcodeKey(passcode, salt: salt, cost: cost)
+        let released = try escrowCall { () throws(EscrowError) in
+            try client.claim(counterSlot, passcodeKey: passcodeKey, publicKey: pin.publicKey)
+        }
+        return (passcodeKey, released)
+    }
+
+    /// Whether `slot` is a counter slot registered before pins, at a counter on a socket: it is
+    /// registered again, pinned, at the next unlock.
+    package func needsPin(_ slot: PasscodeSlot) -> Bool {
+        slot.counterSlot != nil && slot.counterPin == nil && counter?.socket != nil
+    }
+
     /// A new slot for `passcode` (nil: no knowledge factor) at this device's cost, replacing
     /// `slot`'s fields: a new salt, and on a counted or TPM device a new slot (the old one stays
     /// until the caller removes it). `directSlot: false` keeps a new slot off the TPM. Returns the
@@ -143,16 +188,32 @@ extension GuessLimit {
         slot.salt = salt
         slot.cost = cost
         if let counter {
+            guard counter.socket != nil else {
+                throw DeviceError(
+                    .notAvailable,
+                    "a guess counter is registered with only through its UNIX socket (--counter unix:/run/keepsake/counter.sock): on a TCP port any local user could answer for it and learn what tests a guess"
+                )
+            }
             let secret = SecureBytes(randomCount: 32)
             let cost = cost
-            slot.counterSlot = try escrowCall { () throws(EscrowError) in
-                try counter.client().register(
+            let seen = PeerSeen()
+            let client = EscrowClient(transport: counter.transport(peer: .anyOtherUser, seen: seen))
+            let reader = EscrowProtocol.reader(secret: deviceSecret).publicKey
+            let registered = try escrowCall { () throws(EscrowError) in
+                try client.register(
                     secret, passcodeKey: passcodeKey, salt: salt, cost: cost,
-                    limit: Int(Self.hardLimit))
+                    limit: Int(Self.hardLimit), reader: reader)
             }
+            guard let peer = seen.uid else {
+                throw DeviceError(.notAvailable, "the guess counter's user is unknown")
+            }
+            slot.counterSlot = registered.slot
+            slot.counterPin = CounterPin(
+                peer: peer, publicKey: registered.publicKey, slot: registered.slot, salt: salt,
+                cost: cost, deviceSecret: deviceSecret)
             return (
-                PasscodeKeys.tpmKEK(
-                    passcodeKey: passcodeKey, tpmSecret: secret, deviceSecret: deviceSecret),
+                PasscodeKeys.counterKEK(
+                    passcodeKey: passcodeKey, counterSecret: secret, deviceSecret: deviceSecret),
                 secret
             )
         }
@@ -174,17 +235,20 @@ extension GuessLimit {
         return (PasscodeKeys.softwareKEK(passcodeKey: passcodeKey, deviceSecret: deviceSecret), nil)
     }
 
-    /// Wrong passcodes in a row as the counter of `slot` has them, and where it keeps the count:
-    /// the guess counter service's (as it says) or the TPM's; `recorded` and nil on the software
-    /// path, where the device record keeps the count.
-    package func count(of slot: PasscodeSlot, recorded: Int) throws(DeviceError)
-        -> (failures: Int, countedIn: String?)
+    /// Tries spent as the counter of `slot` has them, and where it keeps the count: the guess
+    /// counter service's (as it says, to this device's reader key only) or the TPM's; `recorded`
+    /// and nil on the software path, where the device record keeps the count.
+    package func count(of slot: PasscodeSlot, recorded: Int, deviceSecret: SecureBytes)
+        throws(DeviceError) -> (failures: Int, countedIn: String?)
     {
         if let counterSlot = slot.counterSlot, let counter {
+            let client = counter.client(
+                peer: slot.counterPin.map { .user($0.peer) } ?? .anyOtherUser)
+            let reader = EscrowProtocol.reader(secret: deviceSecret)
             let status = try escrowCall { () throws(EscrowError) in
-                try counter.client().status(of: counterSlot)
+                try client.count(of: counterSlot, reader: reader)
             }
-            return (status.failures, status.counter)
+            return (status.count?.spent ?? 0, status.counter)
         }
         if let tpmSlot = slot.tpm, let tpm {
             let context = try tpmCall { () throws(TPMError) in try tpm.context() }
@@ -230,7 +294,8 @@ extension GuessLimit {
         if let counterSlot = old.counterSlot, counterSlot != current.counterSlot, let secret,
             let counter
         {
-            try? counter.client().remove(counterSlot, secret: secret)
+            try? counter.client(peer: old.counterPin.map { .user($0.peer) } ?? .anyOtherUser)
+                .remove(counterSlot, secret: secret)
         }
     }
 

@@ -58,6 +58,154 @@ package enum OPRF {
         return out
     }
 
+    /// The server's public key `K = key · G`, which a client pins and checks every evaluation's
+    /// proof against.
+    package static func publicKey(_ key: SecureBytes) -> Data {
+        Sodium.initialize()
+        var out = Data(count: elementLength)
+        out.withUnsafeMutableBytes { o in
+            key.withUnsafeBytes { k in
+                _ = crypto_scalarmult_ristretto255_base(o.bytePointer, k.bytePointer)
+            }
+        }
+        return out
+    }
+
+    /// Length of a proof: the challenge and the response, one scalar each.
+    package static let proofLength = 2 * scalarLength
+
+    /// The server's step with its proof (RFC 9497's verifiable mode, one element): `Z = key · B`
+    /// and a Chaum–Pedersen proof that `log_G K = log_B Z` — the same key that `publicKey` names
+    /// evaluated `B`. A fresh `t`: `A₁ = t·G`, `A₂ = t·B`, `c = H(K, B, Z, A₁, A₂)`, `s = t − c·key`.
+    ///
+    /// - Throws: `.malformed` as `evaluate` does.
+    package static func evaluateWithProof(_ blinded: Data, key: SecureBytes, context: String)
+        throws(SealingError) -> (evaluated: Data, proof: Data)
+    {
+        let evaluated = try evaluate(blinded, key: key)
+        let nonce = newKey()
+        let commitments = try commit(nonce, blinded)
+        let challenge = proofChallenge(
+            publicKey(key), blinded, evaluated, commitments.0, commitments.1, context: context)
+        var response = Data(count: scalarLength)
+        response.withUnsafeMutableBytes { out in
+            var product = [UInt8](repeating: 0, count: scalarLength)
+            challenge.withUnsafeBytes { c in
+                key.withUnsafeBytes { k in
+                    crypto_core_ristretto255_scalar_mul(&product, c.bytePointer, k.bytePointer)
+                }
+            }
+            nonce.withUnsafeBytes { t in
+                crypto_core_ristretto255_scalar_sub(out.bytePointer, t.bytePointer, product)
+            }
+            sodium_memzero(&product, product.count)
+        }
+        return (evaluated, challenge + response)
+    }
+
+    /// The client's check of `proof`: `evaluated` is `blinded` under the key whose public key is
+    /// `publicKey`. False for anything else, malformed elements and scalars included.
+    package static func verify(
+        proof: Data, publicKey: Data, blinded: Data, evaluated: Data, context: String
+    ) -> Bool {
+        Sodium.initialize()
+        guard proof.count == proofLength, (try? validate(publicKey)) != nil,
+            (try? validate(blinded)) != nil, (try? validate(evaluated)) != nil
+        else { return false }
+        let challenge = Data(proof.prefix(scalarLength))
+        let response = Data(proof.suffix(scalarLength))
+        guard isCanonicalScalar(challenge), isCanonicalScalar(response),
+            let sG = multiplyPublic(nil, response), let cK = multiplyPublic(publicKey, challenge),
+            let sB = multiplyPublic(blinded, response),
+            let cZ = multiplyPublic(evaluated, challenge)
+        else { return false }
+        let first = add(sG, cK)
+        let second = add(sB, cZ)
+        let expected = proofChallenge(
+            publicKey, blinded, evaluated, first, second, context: context)
+        return constantTimeEquals(expected, challenge)
+    }
+
+    /// `t·G` and `t·B`.
+    private static func commit(_ nonce: SecureBytes, _ blinded: Data) throws(SealingError) -> (
+        Data, Data
+    ) {
+        var onBase = Data(count: elementLength)
+        onBase.withUnsafeMutableBytes { o in
+            nonce.withUnsafeBytes { t in
+                _ = crypto_scalarmult_ristretto255_base(o.bytePointer, t.bytePointer)
+            }
+        }
+        var onBlinded = Data(count: elementLength)
+        var failure: SealingError?
+        onBlinded.withUnsafeMutableBytes { o in
+            do throws(SealingError) { try multiply(blinded, by: nonce, into: o) } catch {
+                failure = error
+            }
+        }
+        if let failure { throw failure }
+        return (onBase, onBlinded)
+    }
+
+    /// The proof's challenge: 64 bytes of BLAKE2b over every element, reduced to a scalar.
+    private static func proofChallenge(
+        _ publicKey: Data, _ blinded: Data, _ evaluated: Data, _ first: Data, _ second: Data,
+        context: String
+    ) -> Data {
+        let transcript = publicKey + blinded + evaluated + first + second
+        let wide = SecureBytes(count: 64) { out in
+            transcript.withUnsafeBytes { t in
+                KeyDerivation.blake2b(
+                    key: UnsafeRawBufferPointer(start: nil, count: 0),
+                    context: context + " proof", into: out
+                ) { update in update(t) }
+            }
+        }
+        var scalar = Data(count: scalarLength)
+        scalar.withUnsafeMutableBytes { out in
+            wide.withUnsafeBytes { w in
+                crypto_core_ristretto255_scalar_reduce(out.bytePointer, w.bytePointer)
+            }
+        }
+        return scalar
+    }
+
+    /// `scalar · element` (`G` for nil) of public values; nil for the identity.
+    private static func multiplyPublic(_ element: Data?, _ scalar: Data) -> Data? {
+        var out = Data(count: elementLength)
+        let rc = out.withUnsafeMutableBytes { o in
+            scalar.withUnsafeBytes { s in
+                guard let element else {
+                    return crypto_scalarmult_ristretto255_base(o.bytePointer, s.bytePointer)
+                }
+                return element.withUnsafeBytes { e in
+                    crypto_scalarmult_ristretto255(o.bytePointer, s.bytePointer, e.bytePointer)
+                }
+            }
+        }
+        return rc == 0 ? out : nil
+    }
+
+    private static func add(_ a: Data, _ b: Data) -> Data {
+        var out = Data(count: elementLength)
+        out.withUnsafeMutableBytes { o in
+            a.withUnsafeBytes { x in
+                b.withUnsafeBytes { y in
+                    _ = crypto_core_ristretto255_add(o.bytePointer, x.bytePointer, y.bytePointer)
+                }
+            }
+        }
+        return out
+    }
+
+    /// A scalar below the group order (reducing it changes nothing).
+    private static func isCanonicalScalar(_ scalar: Data) -> Bool {
+        var wide = [UInt8](scalar) + [UInt8](repeating: 0, count: 32)
+        var reduced = [UInt8](repeating: 0, count: scalarLength)
+        crypto_core_ristretto255_scalar_reduce(&reduced, &wide)
+        return reduced == [UInt8](scalar)
+    }
+
     /// The client's last step: the function's output, `H(input ‖ r⁻¹ · evaluated)`.
     ///
     /// - Throws: `.malformed` when `evaluated` is not a valid non-identity element.

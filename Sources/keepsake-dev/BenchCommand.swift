@@ -292,7 +292,7 @@ struct KeychainBenchmark {
         }
         // The same unlock, counted by a guess counter service (a private keepsake-escrow, its
         // state key in a private swtpm that only it reaches): the one path on which a TPM counts.
-        let counter = try PrivateEscrow()
+        let counter = try PrivateEscrow.counter()
         let counterService = try PrivateSecretService.start()
         defer { counterService.stop() }
         let countedDevice = Device(

@@ -74,10 +74,16 @@ enum DemoCommand {
             .pin, passcode: "4711", currentPasscode: nil
         ).recoveryKey
         let lockScreen = try phone.device.status()
-        say(
-            "   Its guesses are counted by a guess counter service (keepsake-escrow; lockscreen status: "
-                + "guessLimit \(lockScreen.guessLimit), countedIn \(lockScreen.countedIn ?? "?")): 10 wrong pins disable the phone."
-        )
+        if phone.counter != nil {
+            say(
+                "   Its guesses are counted by a guess counter service (keepsake-escrow as a user of its own, on its socket; lockscreen status: "
+                    + "guessLimit \(lockScreen.guessLimit), countedIn \(lockScreen.countedIn ?? "?")): 10 wrong pins in all disable the phone."
+            )
+        } else {
+            say(
+                "   Its guesses are counted in software (guessLimit \(lockScreen.guessLimit)): the demo runs the guess counter as a user of its own only as root."
+            )
+        }
         try FileManager.default.createDirectory(
             at: phone.app.container, withIntermediateDirectories: true)
         try Data("{\"onboarded\":true}".utf8).write(
@@ -241,8 +247,9 @@ enum DemoCommand {
         let device: Device
         let app: App
         let hints: RecoveryHints
-        /// The device's guess counter: a private keepsake-escrow of its own.
-        let counter: PrivateEscrow
+        /// The device's guess counter: a private keepsake-escrow of its own, as a user of its own
+        /// (nil when this process cannot start one: not root).
+        let counter: PrivateEscrow?
 
         init(
             provider: PrivateSecretService.Provider, name: String, cloud: DemoCloud?,
@@ -252,13 +259,13 @@ enum DemoCommand {
             service = try PrivateSecretService.start(
                 masterPassword: "\(name)-login-password", provider: provider,
                 savesAfterEveryChange: true)
-            counter = try PrivateEscrow()
+            counter = PrivateEscrow.canRunCounter ? try PrivateEscrow.counter() : nil
             device = Device(
                 secretService: service.connection(),
                 directory: service.root.appendingPathComponent("device"),
                 cloud: cloud?.storage,
                 escrow: try cloud.map { try PrivateEscrow.of($0.escrowKey).configuration },
-                counter: counter.configuration,
+                counter: counter?.configuration,
                 tuning: DeviceTuning(passcodeCost: .interactive, retryPolicy: RetryPolicy()))
             if !blockStore { try device.updateSettings { $0.blockStoreAvailable = false } }
             app = try App(

@@ -15,6 +15,7 @@ final class HTTPListener: @unchecked Sendable {
             status: Int, body: Data
         )
 
+    /// The TCP port (0 on a UNIX socket).
     let port: UInt16
     private let listener: Int32
     private let maximumBody: Int
@@ -48,6 +49,58 @@ final class HTTPListener: @unchecked Sendable {
         }
         self.listener = fd
         self.port = UInt16(bigEndian: address.sin_port)
+        self.maximumBody = maximumBody
+        self.handle = handle
+    }
+
+    /// On a UNIX socket at `path` (a stale socket there replaced), which every user may connect
+    /// to: who answers is what a device checks (`SO_PEERCRED`), and only the service's user (or
+    /// root) can make the directory it is in.
+    init(unixSocket path: String, maximumBody: Int, handle: @escaping Handler) throws {
+        guard path.hasPrefix("/"), path.utf8.count < 108 else {
+            throw ListenerError("--socket: \(path) is not an absolute path under 108 bytes")
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw ListenerError("no socket: \(String(cString: strerror(errno)))") }
+        var info = stat()
+        if lstat(path, &info) == 0 {
+            guard (info.st_mode & S_IFMT) == S_IFSOCK else {
+                close(fd)
+                throw ListenerError("--socket: \(path) exists and is not a socket")
+            }
+            unlink(path)
+        }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard bound == 0, chmod(path, 0o666) == 0, listen(fd, 64) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw ListenerError("cannot listen on \(path): \(reason)")
+        }
+        self.listener = fd
+        self.port = 0
+        self.maximumBody = maximumBody
+        self.handle = handle
+    }
+
+    /// On the socket systemd passed (socket activation: `LISTEN_FDS=1` for this process, the
+    /// socket at file descriptor 3); nil when none was passed.
+    init?(activatedWith environment: [String: String], maximumBody: Int, handle: @escaping Handler)
+    {
+        guard environment["LISTEN_PID"].flatMap(Int32.init) == getpid(),
+            environment["LISTEN_FDS"] == "1"
+        else { return nil }
+        _ = fcntl(3, F_SETFD, FD_CLOEXEC)
+        self.listener = 3
+        self.port = 0
         self.maximumBody = maximumBody
         self.handle = handle
     }

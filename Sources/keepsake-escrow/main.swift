@@ -7,14 +7,21 @@ import Foundation
 // SECURITY.md ("Escrow").
 
 let usage = """
-    usage: keepsake-escrow --state DIR [--tpm TCTI] [--listen HOST:PORT]
+    usage: keepsake-escrow --state DIR [--tpm TCTI] [--socket PATH | --listen HOST:PORT]
 
       --state DIR        the escrow's slots and counts (made 0700; must be this user's alone)
       --tpm TCTI         keep them under a TPM that only this service reaches (device:/dev/tpmrm0,
                          or swtpm:path=SOCKET for a software one): the state key in the TPM, the
                          count stamped with its counter. Without it the state directory is all.
-      --listen HOST:PORT where to answer (default 127.0.0.1:8443; port 0 picks a free one).
-                         Serve it to devices over HTTPS through a reverse proxy (docs/running.md).
+      --socket PATH      answer on this UNIX socket: a device's guess counter
+                         (/run/keepsake/counter.sock, in a directory of this service's user or
+                         root's). Devices check who answers (SO_PEERCRED) and refuse anyone
+                         else. Started by systemd's keepsake-counter.socket, the socket is the
+                         one systemd passes (packaging/systemd, scripts/install-guess-counter).
+      --listen HOST:PORT answer over TCP (default 127.0.0.1:8443; port 0 picks a free one): the
+                         cloud account's escrow, served to devices over HTTPS through a reverse
+                         proxy (docs/running.md). A device never registers its guess counter
+                         on a TCP port: any local user could answer there.
     """
 
 func fail(_ message: String, status: Int32) -> Never {
@@ -29,7 +36,8 @@ while let argument = arguments.popFirst() {
         print(usage)
         exit(0)
     }
-    guard ["--state", "--listen", "--tpm"].contains(argument), let value = arguments.popFirst()
+    guard ["--state", "--listen", "--socket", "--tpm"].contains(argument),
+        let value = arguments.popFirst()
     else {
         fail("unknown option or missing value: \(argument)\n\(usage)", status: 2)
     }
@@ -41,6 +49,17 @@ guard let colon = listenAddress.lastIndex(of: ":"),
     let port = UInt16(listenAddress[listenAddress.index(after: colon)...])
 else { fail("--listen takes HOST:PORT", status: 2) }
 
+// How wrong claims are spent and delayed: `ClaimPolicy.real` in every build users get.
+#if KEEPSAKE_TEST_HOOKS
+    // Test hook (debug builds only): no delays between wrong claims, so that a suite's tens of
+    // claims run in seconds (EscrowServiceTests checks the delays on the service itself).
+    let policy =
+        ProcessInfo.processInfo.environment["KEEPSAKE_TEST_ESCROW_NO_DELAYS"] == "1"
+        ? ClaimPolicy(recovery: ClaimPolicy.real.recovery, delays: []) : ClaimPolicy.real
+#else
+    let policy = ClaimPolicy.real
+#endif
+
 signal(SIGPIPE, SIG_IGN)
 do {
     let directory = URL(fileURLWithPath: state, isDirectory: true)
@@ -48,21 +67,35 @@ do {
     if let tcti = options["--tpm"] {
         let maximumSlots = 20_000  // the table is rewritten at every change: ~1 MB at most
         let slots = try SealedSlots(directory, tcti: tcti, maximumSlots: maximumSlots)
-        service = EscrowService(storage: slots, counter: slots.counter, maximumSlots: maximumSlots)
+        service = EscrowService(
+            storage: slots, counter: slots.counter, maximumSlots: maximumSlots, policy: policy)
     } else {
-        service = EscrowService(storage: try SlotFiles(directory), counter: "file")
+        service = EscrowService(
+            storage: try SlotFiles(directory), counter: "file", policy: policy)
     }
-    let listener = try HTTPListener(
-        host: String(listenAddress[..<colon]), port: port,
-        maximumBody: EscrowProtocol.maximumMessage
-    ) { method, path, body in
+    let handle: HTTPListener.Handler = { method, path, body in
         service.answer(method: method, path: path, body: body)
+    }
+    let maximumBody = EscrowProtocol.maximumMessage
+    let listener: HTTPListener
+    let address: String
+    if let activated = HTTPListener(
+        activatedWith: ProcessInfo.processInfo.environment, maximumBody: maximumBody,
+        handle: handle)
+    {
+        (listener, address) = (activated, "the socket systemd passed")
+    } else if let socket = options["--socket"] {
+        listener = try HTTPListener(unixSocket: socket, maximumBody: maximumBody, handle: handle)
+        address = "unix:\(socket)"
+    } else {
+        listener = try HTTPListener(
+            host: String(listenAddress[..<colon]), port: port, maximumBody: maximumBody,
+            handle: handle)
+        address = "http://\(listenAddress[..<colon]):\(listener.port)/"
     }
     // The first line of standard output: where it answers (a harness reads the port from it).
     FileHandle.standardOutput.write(
-        Data(
-            "keepsake-escrow listening on http://\(listenAddress[..<colon]):\(listener.port)/ (state \(state))\n"
-                .utf8))
+        Data("keepsake-escrow listening on \(address) (state \(state))\n".utf8))
     listener.run()
 } catch {
     fail("\(error)", status: 1)

@@ -13,28 +13,35 @@ private func storedRecord(_ device: Device) throws -> DeviceRecord {
 }
 
 @Suite(
-    "Passcode guesses counted by a guess counter service (keepsake-escrow): no process of the user reaches around it",
+    "Passcode guesses counted by a guess counter service (keepsake-escrow as a user of its own, on its UNIX socket): no process of the user reaches around it, no impostor learns a thing",
     .enabled(
-        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"),
+    .enabled(
+        if: PrivateEscrow.canRunCounter, "the counter runs as a user of its own: needs root"))
 struct CounterServiceTests {
     @Test(
-        "the right passcode unlocks; status says service and where it counts; the record holds no verifier, no TPM slot, nothing to test a guess against; a passcode change moves the slot and removes the old one"
+        "the right passcode unlocks; status says service and where it counts; the record holds no verifier, no TPM slot, nothing to test a guess against, and pins the counter's user and key; a passcode change moves the slot and removes the old one"
     )
     func unlock() throws {
-        let counter = try PrivateEscrow()
+        let counter = try PrivateEscrow.counter()
         let service = try PrivateSecretService.start()
         let device = service.device(retryPolicy: quick, counter: counter)
         try device.setLockScreen(.pin, passcode: "482916", currentPasscode: nil)
         let record = try storedRecord(device)
         let slot = try #require(record.counterSlot)
+        let pin = try #require(record.counterPin)
         #expect(record.verifier == nil && record.tpm == nil)
+        #expect(pin.peer == PrivateEscrow.counterUser)
+        #expect(pin.publicKey == (try counter.configuration.client().status(of: slot).publicKey))
         try device.reboot()
         #expect(code { try device.unlock(passcode: "000000") } == .authFailed)
         #expect(try device.status().failedAttempts == 1)
-        try device.unlock(passcode: "482916")
+        let report = try device.unlockReporting(passcode: "482916")
+        #expect(report.wrongPasscodes?.count == 1 && report.wrongPasscodes?.last != nil)
         let status = try device.status()
         #expect(status.guessLimit == "service" && status.countedIn == "software TPM (IBM SW)")
-        #expect(status.failedAttempts == 0 && status.state == .unlocked)
+        // A wrong passcode is spent: the right one takes back its own claim, not the wrong one.
+        #expect(status.failedAttempts == 1 && status.state == .unlocked)
         // What the record holds opens nothing without the counter: the software path's KEK from
         // the right passcode and the device secret does not unwrap the class keys.
         let passcodeKey = try PasscodeKeys.passcodeKey(
@@ -59,10 +66,10 @@ struct CounterServiceTests {
     }
 
     @Test(
-        "10 wrong passcodes in a row disable the device, even for the right one; resetting the record's count changes nothing; wipe recovers"
+        "wrong passcodes are spent, not refunded: 9 wrong, the right one unlocks and the owner is told 9; the count stays 9 and the next wrong one disables the device, even for the right one; resetting the record's count changes nothing; wipe recovers"
     )
-    func hardLimit() throws {
-        let counter = try PrivateEscrow()
+    func spentNotRefunded() throws {
+        let counter = try PrivateEscrow.counter()
         let service = try PrivateSecretService.start()
         let device = service.device(retryPolicy: quick, counter: counter)
         try device.setLockScreen(.pin, passcode: "135790", currentPasscode: nil)
@@ -74,15 +81,14 @@ struct CounterServiceTests {
                 }
                     == .authFailed)
         }
-        try device.unlock(passcode: "135790")  // the count starts again
+        let report = try device.unlockReporting(passcode: "135790")
+        #expect(report.wrongPasscodes?.count == 9)
+        #expect(
+            report.wrongPasscodes?.notice.hasPrefix(
+                "9 wrong passcodes since your last unlock, the last at 20") == true)
+        #expect(try device.status().failedAttempts == 9)
         try device.reboot()
-        for guess in 0..<10 {
-            #expect(
-                code {
-                    try device.unlock(passcode: SecureBytes(copying: Data("11111\(guess)".utf8)))
-                }
-                    == (guess < 9 ? .authFailed : .disabled))
-        }
+        #expect(code { try device.unlock(passcode: "111111") } == .disabled)
         let loaded = try device.records.load()
         var record = loaded.record
         record.failures = 0
@@ -95,15 +101,15 @@ struct CounterServiceTests {
         try device.reboot()
         try device.unlock(passcode: "135790")
         print(
-            "counter service: 10 wrong passcodes disabled the device; a reset record count gained nothing; wipe recovers"
+            "counter service: 9 wrong passcodes stayed spent across the owner's unlock (told 9); the 10th disabled the device; a reset record count gained nothing; wipe recovers"
         )
     }
 
     @Test(
-        "another process of the user, holding everything the user holds (the device record, the counter's address), gets at most 10 passcode checks and cannot disable the device more cheaply: claims that skip Keepsake are counted, a removal without the slot's secret and a rewritten salt are refused"
+        "another process of the user, holding everything the user holds (the device record, the counter's address), gets at most 10 passcode checks in all, however the owner's unlocks fall between them, and the owner is told each time: claims that skip Keepsake are counted and never refunded, the count is not told to it, a removal without the slot's secret and a rewritten salt are refused"
     )
     func attackerOfTheSameUser() throws {
-        let counter = try PrivateEscrow()
+        let counter = try PrivateEscrow.counter()
         let service = try PrivateSecretService.start()
         let device = service.device(retryPolicy: quick, counter: counter)
         try device.setLockScreen(.pin, passcode: "246810", currentPasscode: nil)
@@ -111,12 +117,14 @@ struct CounterServiceTests {
         let record = try storedRecord(device)
         let slot = try #require(record.counterSlot)
         let client = counter.configuration.client()
-        // The record's salt rewritten: the counter keeps its own, so the right passcode still
-        // unlocks and nothing was spent.
+        // The record's salt rewritten: the pin's MAC (keyed by the device secret) no longer
+        // checks, so the unlock stops before anything reaches the counter, and nothing is spent.
         let loaded = try device.records.load()
         var tampered = loaded.record
         tampered.salt = Data(repeating: 9, count: KeyDerivation.saltLength)
-        try device.records.store(tampered, replacing: loaded.path)
+        let tamperedPath = try device.records.store(tampered, replacing: loaded.path)
+        #expect(code { try device.unlock(passcode: "246810") } == .corrupt)
+        try device.records.store(loaded.record, replacing: tamperedPath)
         try device.unlock(passcode: "246810")
         try device.reboot()
         // Removing the slot takes its secret: a key derived from anything in the record fails.
@@ -125,21 +133,147 @@ struct CounterServiceTests {
                 try client.remove(slot, secret: SecureBytes(copying: seed))
             }
         }
-        #expect(try client.status(of: slot).failures == 0)
-        // Guesses straight at the counter, with the real salt and cost, skipping Keepsake: each
-        // counted; the 10th destroys the slot (the device is disabled after exactly 10 checks).
+        // The count is told to the slot's device only: not to whoever asks, not to another key.
         let status = try client.status(of: slot)
-        var answers: [EscrowError.Code] = []
-        for guess in 0..<12 {
-            let key = try PasscodeKeys.passcodeKey(
-                SecureBytes(copying: Data("99999\(guess)".utf8)), salt: status.salt,
-                cost: status.cost)
-            do { _ = try client.claim(slot, passcodeKey: key) } catch { answers.append(error.code) }
+        #expect(status.count == nil)
+        #expect(throws: EscrowError.self) {
+            try client.count(
+                of: slot, reader: Signature.keyPair(seed: SecureBytes(randomCount: 32)))
         }
+        // Guesses straight at the counter, with the real salt, cost and key, skipping Keepsake,
+        // in three rounds with the owner's right unlock between them: each counted and none
+        // refunded; the owner is told at each unlock; the 10th destroys the slot.
+        var answers: [EscrowError.Code] = []
+        var told: [Int] = []
+        var guess = 0
+        for round in [5, 4, 3] {
+            for _ in 0..<round {
+                let key = try PasscodeKeys.passcodeKey(
+                    SecureBytes(copying: Data("99999\(guess)".utf8)), salt: status.salt,
+                    cost: status.cost)
+                guess += 1
+                do throws(EscrowError) {
+                    _ = try client.claim(slot, passcodeKey: key, publicKey: status.publicKey)
+                } catch { answers.append(error.code) }
+            }
+            if let report = try? device.unlockReporting(passcode: "246810") {
+                told.append(report.wrongPasscodes?.count ?? 0)
+                try device.reboot()
+            }
+        }
+        #expect(told == [5, 4])
         #expect(
             answers == Array(repeating: .authFailed, count: 9)
                 + Array(repeating: .destroyed, count: 3))
         #expect(code { try device.unlock(passcode: "246810") } == .disabled)
-        print("counter service: an outside process got 10 checks, then the slot was destroyed")
+        print(
+            "counter service: an outside process got 9 checks across two of the owner's unlocks (told 5, then 4), the 10th destroyed the slot"
+        )
+    }
+
+    @Test(
+        "an impostor at the counter's address — another user answering on the socket while the service is down, or a socket in a directory others can write to — gets nothing: the device checks who answers (SO_PEERCRED) and the path before it sends a byte, and the unlock fails saying so"
+    )
+    func impostorOnTheSocket() throws {
+        let counter = try PrivateEscrow.counter()
+        let service = try PrivateSecretService.start()
+        let device = service.device(retryPolicy: quick, counter: counter)
+        try device.setLockScreen(.pin, passcode: "305070", currentPasscode: nil)
+        try device.reboot()
+        let socket = try #require(counter.configuration.socket)
+        // Another user cannot take the address: the socket's directory is the service's.
+        counter.stop()
+        let squatter = try Spawn.capture(
+            "/usr/bin/setpriv",
+            [
+                "--reuid=64124", "--regid=64124", "--clear-groups", "/usr/bin/python3", "-c",
+                "import socket; s = socket.socket(socket.AF_UNIX); s.bind('\(socket).x')",
+            ],
+            environment: [:])
+        #expect(squatter.status != 0)
+        // Whoever answers there anyway (here a listener of another uid than the registered one)
+        // is refused before a byte is sent, and the failure says so.
+        let impostor = try Impostor(at: socket)
+        let failed = code { try device.unlock(passcode: "305070") }
+        #expect(failed == .notAvailable)
+        #expect(impostor.bytesReceived == 0)
+        #expect(impostor.connections >= 1)
+        do {
+            try device.unlock(passcode: "305070")
+        } catch {
+            #expect(error.message.contains("not the service this device registered with"))
+            #expect(error.message.contains("not user \(PrivateEscrow.counterUser)"))
+        }
+        impostor.stop()
+        // A directory that others may write to: refused the same way, the real service or not.
+        let restarted = try PrivateEscrow(
+            stateDirectory: counter.stateDirectory, tpm: counter.tpm,
+            socket: URL(fileURLWithPath: socket),
+            user: PrivateEscrow.counterUser)
+        let directory = URL(fileURLWithPath: socket).deletingLastPathComponent().path
+        chmod(directory, 0o777)
+        let loose = code { try device.unlock(passcode: "305070") }
+        #expect(loose == .notAvailable)
+        chmod(directory, 0o755)
+        try device.unlock(passcode: "305070")
+        #expect(try device.status().failedAttempts == 0)
+        restarted.stop()
+        print(
+            "counter service: an impostor on the socket got 0 bytes; a loose directory was refused")
+    }
+}
+
+/// A listener on a UNIX socket of this process's user (not the counter's): it counts what
+/// arrives and answers nothing.
+private final class Impostor: @unchecked Sendable {
+    // @unchecked Sendable: the counts are guarded by `lock`; `fd` is written once in init.
+    private let fd: Int32
+    private let lock = NSLock()
+    private var received = 0
+    private var accepted = 0
+    private var running = true
+
+    init(at path: String) throws {
+        unlink(path)
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard bound == 0, listen(fd, 8) == 0 else { throw HarnessError("impostor: no socket") }
+        let thread = Thread { [self] in
+            while lock.withLock({ running }) {
+                let connection = accept(fd, nil, nil)
+                guard connection >= 0 else { continue }
+                lock.withLock { accepted += 1 }
+                var timeout = timeval(tv_sec: 1, tv_usec: 0)
+                setsockopt(
+                    connection, SOL_SOCKET, SO_RCVTIMEO, &timeout,
+                    socklen_t(MemoryLayout<timeval>.size))
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while true {
+                    let got = recv(connection, &buffer, buffer.count, 0)
+                    guard got > 0 else { break }
+                    lock.withLock { received += got }
+                }
+                close(connection)
+            }
+        }
+        thread.start()
+    }
+
+    var bytesReceived: Int { lock.withLock { received } }
+    var connections: Int { lock.withLock { accepted } }
+
+    func stop() {
+        lock.withLock { running = false }
+        shutdown(fd, Int32(SHUT_RDWR))
+        close(fd)
     }
 }

@@ -234,7 +234,7 @@ struct GuessLimitTests {
         #expect(try machine.status().guessLimit == "software")
         try machine.wipe()  // one device per Secret Service: the next one starts afresh
 
-        let counter = try PrivateEscrow()
+        let counter = try PrivateEscrow.counter()
         let counted = service.device(
             "counted", tpm: TPMConfiguration(tcti: tpm.tcti), counter: counter.configuration,
             tuning: .fast)
@@ -250,7 +250,7 @@ struct GuessLimitTests {
     func directSlotMovesOff() throws {
         let tpm = try PrivateTPM()
         let service = try PrivateSecretService.start()
-        let counter = try PrivateEscrow()
+        let counter = try PrivateEscrow.counter()
         for toService in [false, true] {
             let name = toService ? "to-service" : "to-software"
             let before = service.device(name, retryPolicy: quick, tpm: tpm)
@@ -301,7 +301,7 @@ struct GuessLimitTests {
     )
     func directSlotOnOpenLockoutMovesAtUnlock() throws {
         let service = try PrivateSecretService.start()
-        let counter = try PrivateEscrow()
+        let counter = try PrivateEscrow.counter()
         for toService in [false, true] {
             let tpm = try PrivateTPM()
             let name = toService ? "open-to-service" : "open-to-software"

@@ -18,6 +18,8 @@ private struct RawSlot {
     let owner = KeyDerivation.randomBytes(Signature.publicKeyLength)
     let envelope = KeyDerivation.randomBytes(200)
     let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
+    /// The key the slot tells its count to.
+    let reader = Signature.keyPair(seed: SecureBytes(randomCount: 32))
 
     init(_ escrow: PrivateEscrow) throws {
         let blinded = OPRF.blind(SecureBytes(randomCount: 32), context: "test").blinded
@@ -30,6 +32,7 @@ private struct RawSlot {
                 (.slot, slot), (.verifier, verifier), (.owner, owner), (.envelope, envelope),
                 (.salt, salt), (.operations, EscrowProtocol.integer(2)),
                 (.memory, EscrowProtocol.integer(8192)), (.limit, EscrowProtocol.integer(10)),
+                (.reader, reader.publicKey),
             ])
         #expect(finished.status == 200)
     }
@@ -49,7 +52,7 @@ private struct RawSlot {
     }
 
     func failures(_ escrow: PrivateEscrow) throws -> Int {
-        try escrow.configuration.client().status(of: slot).failures
+        try #require(try escrow.configuration.client().count(of: slot, reader: reader).count).spent
     }
 }
 

@@ -22,7 +22,8 @@ let slot: Data = {
     }
     return try! client.register(
         SecureBytes(randomCount: 32), passcodeKey: SecureBytes(randomCount: 32),
-        salt: Data(count: KeyDerivation.saltLength), cost: .minimum, limit: 10)
+        salt: Data(count: KeyDerivation.saltLength), cost: .minimum, limit: 10
+    ).slot
 }()
 
 @_cdecl("LLVMFuzzerTestOneInput")

@@ -167,7 +167,7 @@ struct LockScreenAttackTests {
         "with --counter the shipped keepsake's guesses are counted by the service: status says service and countedIn a software TPM (the service's swtpm), wrong pins are counted there, the right one unlocks"
     )
     func counterThroughTheShippedCommandLine() throws {
-        let counter = try PrivateEscrow()
+        let counter = try PrivateEscrow.counter()
         let service = try PrivateSecretService.start()
         let option = ["--counter", counter.url.absoluteString]
         let set = try keepsake(
