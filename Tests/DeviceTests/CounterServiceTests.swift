@@ -223,6 +223,34 @@ struct CounterServiceTests {
     }
 }
 
+extension CounterServiceTests {
+    @Test(
+        "the shipped service's own delays: after 5 wrong passcodes the counter takes the next claim only a minute later — refused, not counted, and the device says when"
+    )
+    func serviceDelays() throws {
+        let counter = try PrivateEscrow.counter(files: true, delays: true)
+        let service = try PrivateSecretService.start()
+        let device = service.device(retryPolicy: quick, counter: counter)
+        try device.setLockScreen(.pin, passcode: "918273", currentPasscode: nil)
+        try device.reboot()
+        for guess in 0..<5 {
+            #expect(
+                code {
+                    try device.unlock(passcode: SecureBytes(copying: Data("00000\(guess)".utf8)))
+                }
+                    == .authFailed)
+        }
+        do {
+            try device.unlock(passcode: "918273")
+            Issue.record("the 6th claim was taken at once")
+        } catch {
+            #expect(error.code == .authFailed)
+            #expect(error.message.contains("the next claim is taken after"), "\(error.message)")
+        }
+        #expect(try device.status().failedAttempts == 5)
+    }
+}
+
 /// A listener on a UNIX socket of this process's user (not the counter's): it counts what
 /// arrives and answers nothing.
 private final class Impostor: @unchecked Sendable {

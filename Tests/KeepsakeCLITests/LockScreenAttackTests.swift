@@ -164,7 +164,7 @@ struct LockScreenAttackTests {
     }
 
     @Test(
-        "with --counter the shipped keepsake's guesses are counted by the service: status says service and countedIn a software TPM (the service's swtpm), wrong pins are counted there, the right one unlocks"
+        "with --counter the shipped keepsake's guesses are counted by the service (a user of its own, on its socket): status says service and countedIn a software TPM (the service's swtpm), wrong pins are counted there and stay spent, the right one unlocks and tells the owner; without a counter, lockscreen set says the passcode is guessable offline and how to install the counter"
     )
     func counterThroughTheShippedCommandLine() throws {
         let counter = try PrivateEscrow.counter()
@@ -174,6 +174,7 @@ struct LockScreenAttackTests {
             ["lockscreen", "set", "--kind", "pin"] + option + deviceDirectory(of: service),
             input: Data("6060\n".utf8), service: service, executable: shippedKeepsakeExecutable)
         #expect(set.status == 0, "\(set.stderr)")
+        #expect(!set.stderr.contains("counted in software"))
         func status() throws -> [String: Any] {
             let run = try keepsake(
                 ["lockscreen", "status"] + option + deviceDirectory(of: service), service: service,
@@ -197,10 +198,46 @@ struct LockScreenAttackTests {
             ["lockscreen", "unlock"] + option + deviceDirectory(of: service),
             input: Data("6060\n".utf8), service: service, executable: shippedKeepsakeExecutable)
         #expect(right.status == 0, "\(right.stderr)")
+        // The owner is told; the wrong one stays spent.
+        #expect(
+            right.stderr.contains(
+                "keepsake: 1 wrong passcode since your last unlock, the last at 20"))
         #expect(try status()["state"] as? String == "unlocked")
-        #expect(try status()["failedAttempts"] as? Int == 0)
+        #expect(try status()["failedAttempts"] as? Int == 1)
         _ = try keepsake(
             ["device", "reboot"] + option + deviceDirectory(of: service), service: service,
             executable: shippedKeepsakeExecutable)  // its runtime keyring goes with the test
+
+        // Installed (its socket where the installer puts it; here where the test build is told
+        // to look), a new lock screen uses it with no option, and status says so.
+        let socket = try #require(counter.configuration.socket)
+        let installed = try PrivateSecretService.start()
+        let byDefault = try keepsake(
+            ["lockscreen", "set", "--kind", "pin"] + deviceDirectory(of: installed),
+            input: Data("7070\n".utf8), service: installed,
+            environment: ["KEEPSAKE_TEST_COUNTER_SOCKET": socket],
+            executable: shippedKeepsakeExecutable)
+        #expect(byDefault.status == 0, "\(byDefault.stderr)")
+        let statusByDefault = try keepsake(
+            ["lockscreen", "status"] + deviceDirectory(of: installed), service: installed,
+            environment: ["KEEPSAKE_TEST_COUNTER_SOCKET": socket],
+            executable: shippedKeepsakeExecutable)
+        #expect(
+            statusByDefault.text.contains("\"guessLimit\":\"service\""), "\(statusByDefault.text)")
+        _ = try keepsake(
+            ["device", "reboot"] + deviceDirectory(of: installed), service: installed,
+            environment: ["KEEPSAKE_TEST_COUNTER_SOCKET": socket],
+            executable: shippedKeepsakeExecutable)
+
+        // Without one: the software path, and the user is told what that means and what to do.
+        let bare = try PrivateSecretService.start()
+        let software = try keepsake(
+            ["lockscreen", "set", "--kind", "pin"] + deviceDirectory(of: bare),
+            input: Data("8080\n".utf8), service: bare, executable: shippedKeepsakeExecutable)
+        #expect(software.status == 0, "\(software.stderr)")
+        #expect(
+            software.stderr.contains("counted in software")
+                && software.stderr.contains("guess it offline")
+                && software.stderr.contains("scripts/install-guess-counter"))
     }
 }
