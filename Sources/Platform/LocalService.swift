@@ -15,7 +15,7 @@ package enum LocalService {
         /// The user the device registered with (as `Answer.peer` said then).
         case user(uid_t)
         /// Any user but the caller's own (a process of the caller's user is never the service),
-        /// at a registration; the answer says which one it was.
+        /// or root, at a registration; the answer says which one it was.
         case anyOtherUser
     }
 
@@ -103,7 +103,9 @@ package enum LocalService {
                 message:
                     "\(path) is answered by user \(uid), not user \(pinned) that this device registered with",
                 isNotTheService: true)
-        case .anyOtherUser where uid == geteuid():
+        // Root is never an impostor (it reads every keyring anyway), and root's is the
+        // listening side of a socket systemd made: answered by root, the service is root's.
+        case .anyOtherUser where uid == geteuid() && uid != 0:
             throw Failure(
                 message:
                     "\(path) is answered by a process of this user (\(uid)): not a service of its own",
