@@ -342,8 +342,15 @@ struct AnsweredCodes {
     let file: URL
     static let kept = 256
 
-    /// Records `code`, or refuses it when it was answered before.
+    /// Records `code`, or refuses it when it was answered before: read, checked and written
+    /// under a lock every process of the user takes, so two approvals of one code at once answer
+    /// once.
     func insert(_ code: String, deviceSecret: Data) throws(DeviceError) {
+        let lock = try DeviceError.lock(
+            file.deletingLastPathComponent().appendingPathComponent(
+                file.lastPathComponent + ".lock"),
+            "the approved codes' lock")
+        defer { withExtendedLifetime(lock) {} }
         let digest = KeyDerivation.keyedHash(
             key: SecureBytes(copying: deviceSecret), context: "keepsake.join.answered-code.v1",
             Data(code.utf8)

@@ -2,6 +2,7 @@ import Foundation
 import KeepsakeTestSupport
 import Sealing
 import SecretService
+import Synchronization
 import Testing
 
 @testable import CloudAccount
@@ -241,5 +242,33 @@ struct ApprovalAttackTests {
         } catch {
             #expect(error.code == .corrupt && error.message.contains("rolled back"))
         }
+    }
+}
+
+@Suite("A join code is answered once, however many approvals of it run at once")
+struct AnsweredCodesTests {
+    @Test(
+        "16 approvals of one code at once (threads, each its own lock and file handle, as processes have): exactly one is recorded, the others refused; other codes still go in"
+    )
+    func concurrentApprovals() throws {
+        let directory = Throwaway.directory("answered")
+        let codes = AnsweredCodes(file: directory.appendingPathComponent("join-codes-answered"))
+        let secret = KeyDerivation.randomBytes(32)
+        for round in 0..<5 {
+            let code = String(format: "%06d", 100_000 + round * 7919)
+            let outcomes = Mutex<[Bool]>([])
+            let group = DispatchGroup()
+            for _ in 0..<16 {
+                group.enter()
+                Thread {
+                    let recorded = (try? codes.insert(code, deviceSecret: secret)) != nil
+                    outcomes.withLock { $0.append(recorded) }
+                    group.leave()
+                }.start()
+            }
+            group.wait()
+            #expect(outcomes.withLock { $0.filter { $0 }.count } == 1, "round \(round)")
+        }
+        try codes.insert("999999", deviceSecret: secret)
     }
 }
