@@ -30,6 +30,8 @@ package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
     package var counterSlot: Data?
     /// Counted path: who answered and the slot's key at registration (`CounterPin`).
     package var counterPin: CounterPin?
+    /// Counted path: slots a passcode change replaced, not yet confirmed removed.
+    package var retiredCounterSlots: [Data]?
     package var wrappedKeys: [String: Data]
     /// Each class key's check value (`PasscodeKeys.check`), by class: a key in the kernel keyring
     /// that does not match is not the device's and is never used. nil in records written before
@@ -56,7 +58,7 @@ package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
     /// The device's own fields, as stored; every other name in a stored record is the account's.
     enum CodingKeys: String, CodingKey, CaseIterable {
         case version, deviceSecret, kind, salt, cost, verifier, tpm, counterSlot, counterPin
-        case wrappedKeys
+        case retiredCounterSlots, wrappedKeys
         case keyChecks, failures, notBefore, generation, presencePublicKey
         case accountUpkeepPending = "rotationPending"
     }
@@ -66,12 +68,13 @@ package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
         get {
             PasscodeSlot(
                 version: version, salt: salt, cost: cost, verifier: verifier, tpm: tpm,
-                counterSlot: counterSlot, counterPin: counterPin)
+                counterSlot: counterSlot, counterPin: counterPin,
+                retiredCounterSlots: retiredCounterSlots)
         }
         set {
-            (version, salt, cost, verifier, tpm, counterSlot, counterPin) = (
+            (version, salt, cost, verifier, tpm, counterSlot, counterPin, retiredCounterSlots) = (
                 newValue.version, newValue.salt, newValue.cost, newValue.verifier, newValue.tpm,
-                newValue.counterSlot, newValue.counterPin
+                newValue.counterSlot, newValue.counterPin, newValue.retiredCounterSlots
             )
         }
     }

@@ -200,9 +200,22 @@ package struct EscrowClient: Sendable {
         Date(timeIntervalSince1970: Double(milliseconds) / 1000)
     }
 
+    /// Removes a slot as its reader: the device that registered it, retiring a slot its
+    /// passcode change left behind.
+    package func remove(_ slot: Data, reader: (publicKey: Data, secretKey: SecureBytes))
+        throws(EscrowError)
+    {
+        try remove(slot, signer: reader.secretKey)
+    }
+
     /// Removes a slot, proving it knows the slot's secret (nothing else removes one: not the
-    /// cloud that names the slot, not a process that reads the record naming it).
+    /// cloud that names the slot, not a process that reads the record naming it — only the
+    /// slot's reader, `remove(_:reader:)`).
     package func remove(_ slot: Data, secret: SecureBytes) throws(EscrowError) {
+        try remove(slot, signer: Self.owner(secret).secretKey)
+    }
+
+    private func remove(_ slot: Data, signer: SecureBytes) throws(EscrowError) {
         let challenge = try send(.challenge, [(.slot, slot)])
             .exactly(.challenge, EscrowProtocol.challengeLength)
         let proof = EscrowProtocol.removalProof(slot: slot, challenge: challenge)
@@ -210,7 +223,7 @@ package struct EscrowClient: Sendable {
             .remove,
             [
                 (.slot, slot), (.challenge, challenge),
-                (.signature, Signature.sign(proof, secretKey: Self.owner(secret).secretKey)),
+                (.signature, Signature.sign(proof, secretKey: signer)),
             ])
     }
 

@@ -229,8 +229,15 @@ package final class EscrowService: Sendable {
                 constantTimeEquals(issued.challenge, challenge)
             else { throw EscrowError(.stale, "no removal under way with this challenge") }
             let proof = EscrowProtocol.removalProof(slot: slot, challenge: challenge)
-            guard Signature.verify(signature, of: proof, publicKey: record.owner) else {
-                throw EscrowError(.authFailed, "not signed by the slot's owner")
+            // The owner (a key derived from the secret the slot holds), or the slot's reader
+            // (its device, retiring a slot its passcode change left behind).
+            guard
+                Signature.verify(signature, of: proof, publicKey: record.owner)
+                    || record.reader.map({
+                        Signature.verify(signature, of: proof, publicKey: $0)
+                    }) == true
+            else {
+                throw EscrowError(.authFailed, "not signed by the slot's owner or its reader")
             }
             try destroy(slot, &state)
         }

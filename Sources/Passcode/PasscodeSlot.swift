@@ -22,10 +22,14 @@ package struct PasscodeSlot: Sendable, Equatable {
     /// Counted path: who answered and the slot's key at registration (nil in a slot registered
     /// before pins, which is registered again, pinned, at its next unlock).
     package var counterPin: CounterPin?
+    /// Counter slots a passcode change replaced whose removal is not yet confirmed: removed (as
+    /// their reader) before the next claim, so a change cut short never leaves the old
+    /// passcode answering past the next unlock.
+    package var retiredCounterSlots: [Data]?
 
     package init(
         version: Int, salt: Data?, cost: Argon2Cost?, verifier: Data?, tpm: TPMSlot?,
-        counterSlot: Data?, counterPin: CounterPin? = nil
+        counterSlot: Data?, counterPin: CounterPin? = nil, retiredCounterSlots: [Data]? = nil
     ) {
         self.version = version
         self.salt = salt
@@ -34,6 +38,7 @@ package struct PasscodeSlot: Sendable, Equatable {
         self.tpm = tpm
         self.counterSlot = counterSlot
         self.counterPin = counterPin
+        self.retiredCounterSlots = retiredCounterSlots
     }
 
     /// No passcode: nothing to check it with.
@@ -63,6 +68,7 @@ extension GuessLimit {
                     "this device's passcode is held by a guess counter service, and none is configured (--counter URL)"
                 )
             }
+            retire(&slot, at: counter, deviceSecret: deviceSecret)
             do throws(DeviceError) {
                 let (passcodeKey, released) = try claim(
                     counterSlot, passcode: passcode, slot: slot, at: counter,
@@ -166,6 +172,26 @@ extension GuessLimit {
         return (passcodeKey, released)
     }
 
+    /// Removes the slots a passcode change left behind (as their reader: no passcode needed),
+    /// dropping each from `slot` once the counter confirms it gone. One the counter cannot
+    /// reach now stays listed for the next attempt.
+    private func retire(
+        _ slot: inout PasscodeSlot, at counter: EscrowConfiguration, deviceSecret: SecureBytes
+    ) {
+        guard let retired = slot.retiredCounterSlots, !retired.isEmpty else { return }
+        let client = counter.client(peer: slot.counterPin.map { .user($0.peer) } ?? .anyOtherUser)
+        let reader = EscrowProtocol.reader(secret: deviceSecret)
+        slot.retiredCounterSlots = retired.filter { old in
+            do throws(EscrowError) {
+                try client.remove(old, reader: reader)
+                return false
+            } catch {
+                return ![.notFound, .destroyed].contains(error.code)
+            }
+        }
+        if slot.retiredCounterSlots?.isEmpty == true { slot.retiredCounterSlots = nil }
+    }
+
     /// Whether `slot` is a counter slot registered before pins, at a counter on a socket: it is
     /// registered again, pinned, at the next unlock.
     package func needsPin(_ slot: PasscodeSlot) -> Bool {
@@ -181,7 +207,10 @@ extension GuessLimit {
         directSlot: Bool = true
     ) throws(DeviceError) -> (kek: SecureBytes, counterSecret: SecureBytes?) {
         let previousTPMSlot = slot.tpm
+        // A counter slot being replaced is listed as retired until its removal is confirmed.
+        let retiring = (slot.retiredCounterSlots ?? []) + [slot.counterSlot].compactMap { $0 }
         slot = .empty
+        if !retiring.isEmpty { slot.retiredCounterSlots = retiring }
         guard let passcode else { return (PasscodeKeys.deviceKEK(deviceSecret), nil) }
         let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
         let passcodeKey = try PasscodeKeys.passcodeKey(passcode, salt: salt, cost: cost)

@@ -251,6 +251,36 @@ extension CounterServiceTests {
     }
 }
 
+extension CounterServiceTests {
+    @Test(
+        "a passcode change cut short after the new record is stored (the old slot not yet removed at the counter) leaves the old slot listed as retired: the next unlock removes it before its claim, so the old passcode stops answering"
+    )
+    func changeCutShort() throws {
+        let counter = try PrivateEscrow.counter()
+        let service = try PrivateSecretService.start()
+        let device = service.device(retryPolicy: quick, counter: counter)
+        try device.setLockScreen(.pin, passcode: "111222", currentPasscode: nil)
+        let old = try #require(try storedRecord(device).counterSlot)
+        // The change as setLockScreen makes it, stopped after the store.
+        try device.guessLimit.exclusively { () throws(DeviceError) in
+            let proof = try device.prove("111222")
+            let keys = try PasscodeKeys.unwrap(proof.record.wrappedKeys, kek: proof.kek)
+            var updated = proof.record
+            try device.seal(keys, passcode: "333444", into: &updated)
+            _ = try device.records.store(updated, replacing: proof.path)
+        }
+        #expect(try storedRecord(device).retiredCounterSlots == [old])
+        let client = counter.configuration.client()
+        #expect(try client.status(of: old).limit == 10)  // still there, still answering
+        try device.reboot()
+        try device.unlock(passcode: "333444")
+        #expect(throws: EscrowError.self) { try client.status(of: old) }
+        #expect(try storedRecord(device).retiredCounterSlots == nil)
+        try device.reboot()
+        #expect(code { try device.unlock(passcode: "111222") } == .authFailed)
+    }
+}
+
 /// A listener on a UNIX socket of this process's user (not the counter's): it counts what
 /// arrives and answers nothing.
 private final class Impostor: @unchecked Sendable {
