@@ -10,9 +10,10 @@ let usage = """
     usage: keepsake-escrow --state DIR [--tpm TCTI] [--socket PATH | --listen HOST:PORT]
 
       --state DIR        the escrow's slots and counts (made 0700; must be this user's alone)
-      --tpm TCTI         keep them under a TPM that only this service reaches (device:/dev/tpmrm0,
-                         or swtpm:path=SOCKET for a software one): the state key in the TPM, the
-                         count stamped with its counter. Without it the state directory is all.
+      --tpm TCTI         keep them under the machine's TPM (device:/dev/tpmrm0), which only this
+                         service's user reaches: the state key in the TPM, the count stamped with
+                         its counter. Without it the state directory is all (a copy of it put back
+                         winds counts back).
       --socket PATH      answer on this UNIX socket: a device's guess counter
                          (/run/keepsake/counter.sock, in a directory of this service's user or
                          root's). Devices check who answers (SO_PEERCRED) and refuse anyone
@@ -65,6 +66,16 @@ do {
     let directory = URL(fileURLWithPath: state, isDirectory: true)
     let service: EscrowService
     if let tcti = options["--tpm"] {
+        #if !KEEPSAKE_TEST_HOOKS
+            // A software TPM's state is a file beside the service's: a copy of the machine
+            // (a backup) holds the state key and the count, and putting it back winds counts
+            // back. The tests' debug build takes one; the service users run takes the machine's.
+            guard tcti.hasPrefix("device:") else {
+                fail(
+                    "--tpm takes the machine's TPM (device:/dev/tpmrm0): a software TPM's state is a file that a backup copies and puts back, key and count together (SECURITY.md, \"Counted path\")",
+                    status: 2)
+            }
+        #endif
         let maximumSlots = 20_000  // the table is rewritten at every change: ~1 MB at most
         let slots = try SealedSlots(directory, tcti: tcti, maximumSlots: maximumSlots)
         service = EscrowService(
