@@ -347,8 +347,26 @@ struct KeychainBenchmark {
                 + "  intent ≈ 500 ms")
         let countedAdded = countedUnlock / 3 - unlock / 3
         print(
-            "unlock counted by a guess counter service (keepsake-escrow on swtpm)  \(format(countedUnlock / 3))  adds \(format(countedAdded)) to the software path"
-                + "  target ≤ 200 ms  " + (seconds(countedAdded) <= 0.2 ? "ok" : "MISSED"))
+            "unlock counted by the guess counter (keepsake-escrow as its own user on its socket, swtpm)  \(format(countedUnlock / 3))  adds \(format(countedAdded)) to the software path"
+                + "  target ≤ 50 ms  " + (seconds(countedAdded) <= 0.05 ? "ok" : "MISSED"))
+        // The device's check of one evaluation's proof (before it derives or sends anything).
+        let key = OPRF.newKey()
+        let blinded = OPRF.blind(SecureBytes(randomCount: 32), context: "bench").blinded
+        let (evaluated, proof) = try OPRF.evaluateWithProof(blinded, key: key, context: "bench")
+        let publicKey = OPRF.publicKey(key)
+        let checks = 200
+        let checking = try time {
+            for _ in 0..<checks {
+                guard
+                    OPRF.verify(
+                        proof: proof, publicKey: publicKey, blinded: blinded,
+                        evaluated: evaluated, context: "bench")
+                else { throw CommandError.failure("a valid proof did not check") }
+            }
+        }
+        print(
+            "a claim's proof check (DLEQ, ristretto255)  \(format(checking / checks))  target ≤ 1 ms  "
+                + (seconds(checking / checks) <= 0.001 ? "ok" : "MISSED"))
         try coldStart(service)
     }
 
