@@ -130,9 +130,12 @@ package struct GuessLimit: Sendable {
 /// counted path every claim the guess counter counted (through Keepsake or straight at it), with
 /// the time of the last; elsewhere those the device record counted (no time).
 public struct WrongPasscodes: Sendable, Hashable {
+    /// How many.
     public var count: Int
+    /// When the last was (nil where it is not known: off the counted path).
     public var last: Date?
 
+    /// `count` wrong passcodes, the last at `last`.
     public init(count: Int, last: Date?) {
         self.count = count
         self.last = last

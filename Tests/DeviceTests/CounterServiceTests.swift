@@ -196,8 +196,11 @@ struct CounterServiceTests {
         let impostor = try Impostor(at: socket)
         let failed = code { try device.unlock(passcode: "305070") }
         #expect(failed == .notAvailable)
-        #expect(impostor.bytesReceived == 0)
+        // The connection reached it (accepted once the device's connect was queued: waited for,
+        // with a bound for a hang) and brought nothing.
+        for _ in 0..<500 where impostor.finished == 0 { usleep(10_000) }
         #expect(impostor.connections >= 1)
+        #expect(impostor.bytesReceived == 0)
         do {
             try device.unlock(passcode: "305070")
         } catch {
@@ -281,6 +284,31 @@ extension CounterServiceTests {
     }
 }
 
+extension CounterServiceTests {
+    @Test(
+        "a counter slot registered before pins (a record without one) unlocks once as the service answers and is registered again, pinned, at that unlock; the old slot is removed"
+    )
+    func slotFromBeforePins() throws {
+        let counter = try PrivateEscrow.counter()
+        let service = try PrivateSecretService.start()
+        let device = service.device(retryPolicy: quick, counter: counter)
+        try device.setLockScreen(.pin, passcode: "424242", currentPasscode: nil)
+        let loaded = try device.records.load()
+        var earlier = loaded.record
+        let slot = try #require(earlier.counterSlot)
+        earlier.counterPin = nil
+        try device.records.store(earlier, replacing: loaded.path)
+        try device.reboot()
+        try device.unlock(passcode: "424242")
+        let record = try storedRecord(device)
+        #expect(record.counterPin?.peer == PrivateEscrow.counterUser)
+        #expect(record.counterSlot != slot)
+        #expect(throws: EscrowError.self) { try counter.configuration.client().status(of: slot) }
+        try device.reboot()
+        try device.unlock(passcode: "424242")
+    }
+}
+
 /// A listener on a UNIX socket of this process's user (not the counter's): it counts what
 /// arrives and answers nothing.
 private final class Impostor: @unchecked Sendable {
@@ -289,6 +317,7 @@ private final class Impostor: @unchecked Sendable {
     private let lock = NSLock()
     private var received = 0
     private var accepted = 0
+    private var served = 0
     private var running = true
 
     init(at path: String) throws {
@@ -321,6 +350,7 @@ private final class Impostor: @unchecked Sendable {
                     lock.withLock { received += got }
                 }
                 close(connection)
+                lock.withLock { served += 1 }
             }
         }
         thread.start()
@@ -328,6 +358,8 @@ private final class Impostor: @unchecked Sendable {
 
     var bytesReceived: Int { lock.withLock { received } }
     var connections: Int { lock.withLock { accepted } }
+    /// Connections read to their end (or the 1 s receive bound) and closed.
+    var finished: Int { lock.withLock { served } }
 
     func stop() {
         lock.withLock { running = false }

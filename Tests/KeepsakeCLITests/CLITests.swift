@@ -334,7 +334,7 @@ struct CLITests {
             line(
                 after: "1. On the phone",
                 containing:
-                    "guessLimit service, countedIn software TPM (IBM SW)): 10 wrong pins disable the phone."
+                    "guessLimit service, countedIn software TPM (IBM SW)): 10 wrong pins in all disable the phone."
             )
         )
         #expect(
