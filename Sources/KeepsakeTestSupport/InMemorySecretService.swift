@@ -99,7 +99,12 @@ package final class InMemorySecretService: SecretServiceBackend {
         }
     }
 
-    package func secrets(at paths: [ItemPath]) throws(SecretServiceError) -> [ItemPath: Data] {
+    /// No bus: its calls are answered in this process.
+    package var busAddress: String? { nil }
+
+    package func secrets(at paths: [ItemPath], oneByOneOnMissing: Bool) throws(SecretServiceError)
+        -> [ItemPath: Data]
+    {
         note("secrets \(paths.count)")
         return try state.withLock { state throws(SecretServiceError) in
             var found: [ItemPath: Data] = [:]
@@ -180,6 +185,15 @@ package final class InMemorySecretService: SecretServiceBackend {
                 .failed, message: "the password for the collection was wrong")
         }
         _ = state.withLock { $0.locked.remove(Self.name(collection)) }
+    }
+
+    /// Collections are named by their path's last part here, any name: there is nothing to
+    /// make.
+    package func createCollection(label: String, masterPassword: Data) throws(SecretServiceError)
+        -> CollectionPath
+    {
+        note("createCollection")
+        return CollectionPath("/org/freedesktop/secrets/collection/\(label)")
     }
 
     private static func isLocked(_ collection: String) -> SecretServiceError {

@@ -1,11 +1,13 @@
 import Foundation
 
-/// Where a connection's item and collection calls go instead of the bus: another implementation
-/// of the Secret Service's calls, as the test support's in-memory one. A connection made with one
-/// (`SecretServiceConnection(backend:)`) checks its arguments as over D-Bus, then hands each call
-/// to it; the answers must be what a provider's would be once the connection has read them (the
-/// test support's contract test compares one with gnome-keyring, KeePassXC and KWallet).
+/// The Secret Service's calls, as a `SecretServiceConnection` makes them once it has checked their
+/// arguments: over D-Bus (`DBusSecretService`, every shipped connection) or by another
+/// implementation (the test support's in-memory one, `SecretServiceConnection(backend:)`). Every
+/// conformer answers as a provider would once the connection has read the answer (the test
+/// support's contract test compares the in-memory one with gnome-keyring, KeePassXC and KWallet).
 package protocol SecretServiceBackend: Sendable {
+    /// The bus the calls go over; nil for none.
+    var busAddress: String? { get }
     /// `Collection.SearchItems` of `collection` and its `Locked` property.
     func search(_ attributes: [String: String], in collection: CollectionPath)
         throws(SecretServiceError) -> SearchResult
@@ -13,8 +15,10 @@ package protocol SecretServiceBackend: Sendable {
     func items(in collection: CollectionPath) throws(SecretServiceError) -> [ItemPath]
     /// An item's `xdg:schema`, out of its `Attributes` property ("" for none).
     func schema(of path: ItemPath) throws(SecretServiceError) -> String
-    /// `Service.GetSecrets`: the paths that exist, with their secrets.
-    func secrets(at paths: [ItemPath]) throws(SecretServiceError) -> [ItemPath: Data]
+    /// `Service.GetSecrets`: the paths that exist, with their secrets (a provider that fails the
+    /// whole batch for one path gone is asked path by path, unless `oneByOneOnMissing` is false).
+    func secrets(at paths: [ItemPath], oneByOneOnMissing: Bool) throws(SecretServiceError)
+        -> [ItemPath: Data]
     /// `Collection.CreateItem`, replacing an item with exactly these attributes when asked.
     func createItem(
         label: String, attributes: [String: String], secret: Data, replacing: Bool,
@@ -32,4 +36,7 @@ package protocol SecretServiceBackend: Sendable {
     func isLocked(_ collection: CollectionPath) throws(SecretServiceError) -> Bool
     /// Unlocks a collection with its master password.
     func unlock(_ collection: CollectionPath, masterPassword: Data) throws(SecretServiceError)
+    /// Creates a collection protected by a master password, without a prompt.
+    func createCollection(label: String, masterPassword: Data) throws(SecretServiceError)
+        -> CollectionPath
 }

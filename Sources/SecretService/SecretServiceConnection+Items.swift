@@ -1,9 +1,7 @@
-internal import CKeepsakeShims
-import Dispatch
 import Foundation
-import Synchronization
 
-/// Items and collections: the calls the stores make, each bounded (`call`, `read`).
+/// Items and collections: the calls the stores make, their arguments checked as D-Bus would
+/// (no NUL in a string), then handed to the backend (`DBusSecretService`, or another).
 extension SecretServiceConnection {
     // MARK: - Items
 
@@ -17,18 +15,7 @@ extension SecretServiceConnection {
     {
         try validate(attributes)
         try validate(collection.rawValue)
-        if let backend { return try backend.search(attributes, in: collection) }
-        return try read { reader, error -> SearchResult? in
-            var paths: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
-            var collectionLocked: gboolean = 0
-            let ok = withAttributeArrays(attributes) { count, k, v in
-                keepsake_collection_search(
-                    reader, collection.rawValue, count, k, v, &paths, &collectionLocked, &error)
-            }
-            guard ok != 0 else { return nil }
-            return SearchResult(
-                takeStringArray(paths).map(ItemPath.init), collectionLocked: collectionLocked != 0)
-        }
+        return try backend.search(attributes, in: collection)
     }
 
     /// The secrets of many items in one `GetSecrets` round trip. Paths that no longer exist are
@@ -42,43 +29,7 @@ extension SecretServiceConnection {
     {
         if paths.isEmpty { return [:] }
         for path in paths { try validate(path.rawValue) }
-        if let backend { return try backend.secrets(at: paths) }
-        do {
-            return try batchedSecrets(at: paths)
-        } catch  where error.code == .noSuchObject {
-            // KWallet fails the whole batch for one path gone meanwhile: read the rest one by one.
-            guard oneByOneOnMissing else { throw error }
-            guard paths.count > 1 else { return [:] }
-            var result: [ItemPath: Data] = [:]
-            for path in paths {
-                do { result.merge(try batchedSecrets(at: [path])) { $1 } } catch
-                    where error.code == .noSuchObject
-                {
-                    continue
-                }
-            }
-            return result
-        }
-    }
-
-    private func batchedSecrets(at paths: [ItemPath]) throws(SecretServiceError)
-        -> [ItemPath: Data]
-    {
-        try read { reader, error -> [ItemPath: Data]? in
-            let list = withCStringArray(paths.map(\.rawValue)) {
-                keepsake_service_get_secrets(reader, $0, &error)
-            }
-            guard let list else { return nil }
-            defer { keepsake_secret_list_free(list) }
-            var result: [ItemPath: Data] = [:]
-            for index in 0..<Int(list.pointee.count) {
-                let path = ItemPath(String(cString: list.pointee.paths[index]!))
-                var length = 0
-                let bytes = keepsake_secret_value_get(list.pointee.values[index], &length)
-                result[path] = bytes.map { Data(bytes: $0, count: length) } ?? Data()
-            }
-            return result
-        }
+        return try backend.secrets(at: paths, oneByOneOnMissing: oneByOneOnMissing)
     }
 
     /// `CreateItem` in `collection` with a binary secret. With `replacing`, an item with exactly
@@ -90,25 +41,9 @@ extension SecretServiceConnection {
     ) throws(SecretServiceError) -> ItemPath {
         try validate(attributes)
         try validate(label)
-        if let backend {
-            return try backend.createItem(
-                label: label, attributes: attributes, secret: secret, replacing: replacing,
-                in: collection)
-        }
-        // Retried only when rejected for a stale session: a create whose reply was lost may have
-        // happened; the caller re-reads.
-        return try call(rejectedOnly: true) { service, cancellable, error -> ItemPath? in
-            let path = withAttributeArrays(attributes) { count, k, v in
-                secret.withUnsafeBytes { bytes in
-                    keepsake_service_create_item(
-                        service, collection.rawValue, label, count, k, v, bytes.baseAddress,
-                        bytes.count, replacing ? 1 : 0, cancellable, &error)
-                }
-            }
-            guard let path else { return nil }
-            defer { keepsake_g_free(path) }
-            return ItemPath(String(cString: path))
-        }
+        return try backend.createItem(
+            label: label, attributes: attributes, secret: secret, replacing: replacing,
+            in: collection)
     }
 
     /// Replaces the secret of the item at `path` in place (`Item.SetSecret`), and with
@@ -122,33 +57,12 @@ extension SecretServiceConnection {
             try validate(attributes)
             try validate(label ?? "")
         }
-        if let backend {
-            return try backend.replaceItem(
-                at: path, secret: secret, label: label, attributes: attributes)
-        }
-        if let attributes {
-            let _: Bool = try call(rejectedOnly: true) { service, cancellable, error -> Bool? in
-                withAttributeArrays(attributes) { count, k, v in
-                    keepsake_item_set_attributes(
-                        service, path.rawValue, label ?? "", count, k, v, cancellable, &error)
-                } != 0 ? true : nil
-            }
-        }
-        // Idempotent: a retry after a lost reply sets the same secret again.
-        let _: Bool = try call { service, cancellable, error -> Bool? in
-            secret.withUnsafeBytes { bytes in
-                keepsake_item_set_secret(
-                    service, path.rawValue, bytes.baseAddress, bytes.count, cancellable, &error)
-            } != 0 ? true : nil
-        }
+        try backend.replaceItem(at: path, secret: secret, label: label, attributes: attributes)
     }
 
     /// `Item.Delete`. Mirrors `secret_service_delete_item_dbus_path_sync`.
     package func deleteItem(at path: ItemPath) throws(SecretServiceError) {
-        if let backend { return try backend.deleteItem(at: path) }
-        let _: Bool = try call { service, cancellable, error -> Bool? in
-            keepsake_item_delete(service, path.rawValue, cancellable, &error) != 0 ? true : nil
-        }
+        try backend.deleteItem(at: path)
     }
 
     /// The items of `collection` (its `Items` property), unlocked or not. Mirrors
@@ -157,11 +71,7 @@ extension SecretServiceConnection {
         -> [ItemPath]
     {
         try validate(collection.rawValue)
-        if let backend { return try backend.items(in: collection) }
-        return try call { service, cancellable, error in
-            keepsake_collection_items(service, collection.rawValue, cancellable, &error)
-                .map { takeStringArray($0).map(ItemPath.init) }
-        }
+        return try backend.items(in: collection)
     }
 
     /// The `xdg:schema` of the item at `path` ("" for an item without one), from its `Attributes`
@@ -169,29 +79,14 @@ extension SecretServiceConnection {
     /// (a wipe of a namespace). Mirrors `secret_item_get_schema_name`.
     package func schema(of path: ItemPath) throws(SecretServiceError) -> String {
         try validate(path.rawValue)
-        if let backend { return try backend.schema(of: path) }
-        return try call { service, cancellable, error -> String? in
-            guard let schema = keepsake_item_schema(service, path.rawValue, cancellable, &error)
-            else { return nil }
-            defer { keepsake_g_free(schema) }
-            return String(cString: schema)
-        }
+        return try backend.schema(of: path)
     }
 
     // MARK: - Collections (prompt-free administration, as gnome-keyring allows headless)
 
     /// Locks a collection. Mirrors `org.freedesktop.Secret.Service.Lock`.
     package func lock(_ collection: CollectionPath = .login) throws(SecretServiceError) {
-        if let backend { return try backend.lock(collection) }
-        let needsPrompt: Bool = try call { service, cancellable, error -> Bool? in
-            var prompt: gboolean = 0
-            return keepsake_service_lock(service, collection.rawValue, &prompt, cancellable, &error)
-                != 0 ? prompt != 0 : nil
-        }
-        if needsPrompt {
-            throw SecretServiceError(
-                .promptRequired, message: "locking \(collection) needs a prompt")
-        }
+        try backend.lock(collection)
     }
 
     /// Whether `collection` is locked (its `Locked` property; `search` asks it too).
@@ -199,13 +94,7 @@ extension SecretServiceConnection {
         -> Bool
     {
         try validate(collection.rawValue)
-        if let backend { return try backend.isLocked(collection) }
-        return try read { reader, error -> Bool? in
-            var locked: gboolean = 0
-            return keepsake_collection_is_locked(reader, collection.rawValue, &locked, &error)
-                != 0
-                ? locked != 0 : nil
-        }
+        return try backend.isLocked(collection)
     }
 
     /// Unlocks a collection with its master password through gnome-keyring's
@@ -213,14 +102,7 @@ extension SecretServiceConnection {
     package func unlock(_ collection: CollectionPath = .login, masterPassword: Data)
         throws(SecretServiceError)
     {
-        if let backend { return try backend.unlock(collection, masterPassword: masterPassword) }
-        let _: Bool = try call { service, cancellable, error -> Bool? in
-            masterPassword.withUnsafeBytes { bytes in
-                keepsake_service_unlock_with_master_password(
-                    service, collection.rawValue, bytes.baseAddress, bytes.count, cancellable,
-                    &error)
-            } != 0 ? true : nil
-        }
+        try backend.unlock(collection, masterPassword: masterPassword)
     }
 
     /// Creates a collection protected by `masterPassword` without a prompt
@@ -229,14 +111,6 @@ extension SecretServiceConnection {
         -> CollectionPath
     {
         try validate(label)
-        return try call { service, cancellable, error -> CollectionPath? in
-            let path = masterPassword.withUnsafeBytes { bytes in
-                keepsake_service_create_collection_with_master_password(
-                    service, label, bytes.baseAddress, bytes.count, cancellable, &error)
-            }
-            guard let path else { return nil }
-            defer { keepsake_g_free(path) }
-            return CollectionPath(String(cString: path))
-        }
+        return try backend.createCollection(label: label, masterPassword: masterPassword)
     }
 }

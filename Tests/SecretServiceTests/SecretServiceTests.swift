@@ -28,10 +28,12 @@ struct SecretServiceTests {
         "a call stuck where no cancellation reaches it is abandoned within the bound, and the next call works on a new connection"
     )
     func stuckCall() throws {
-        let connection = service.connection(timeout: .milliseconds(500))
+        // The D-Bus conformer itself, its test hook within reach, behind a connection.
+        let bus = DBusSecretService(busAddress: service.busAddress, timeout: .milliseconds(500))
+        let connection = SecretServiceConnection(backend: bus, timeout: .milliseconds(500))
         _ = try connection.search(["a": "b"])
         let release = DispatchSemaphore(value: 0)
-        connection.stallHook.withLock { $0 = { release.wait() } }
+        bus.stallHook.withLock { $0 = { release.wait() } }
         let start = ContinuousClock.now
         do {
             // A libsecret call (CreateItem may bring a prompt): what runs on a worker thread.
@@ -47,7 +49,7 @@ struct SecretServiceTests {
                 < Pace.allowance(
                     bound: .milliseconds(500) + SecretServiceConnection.grace,
                     slack: .milliseconds(250)))
-        connection.stallHook.withLock { $0 = nil }
+        bus.stallHook.withLock { $0 = nil }
         release.signal()
         #expect(try connection.search(["a": "b"]).unlocked.isEmpty)
         print("bound: a stuck call abandoned after \(took) (bound 500 ms + grace)")
