@@ -199,6 +199,18 @@ let package = Package(
                 "Escrow",
             ]),
         .testTarget(
+            name: "PasscodeTests",
+            dependencies: [
+                "Device", "Passcode", "Platform", "KeepsakeTestSupport", "SecretService",
+                "Sealing", "TPM", "Escrow",
+            ]),
+        .testTarget(
+            name: "CloudAccountTests",
+            dependencies: [
+                "CloudAccount", "Device", "Passcode", "Platform", "KeepsakeTestSupport",
+                "SecretService", "Sealing", "TPM", "Escrow",
+            ]),
+        .testTarget(
             name: "SecurityTests",
             dependencies: [
                 "Security", "LocalAuthentication", "Keychain", "KeepsakeTestSupport", "Device",

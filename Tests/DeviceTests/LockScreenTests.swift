@@ -27,18 +27,6 @@ func makeDevice(
         retryPolicy: RetryPolicy(base: retryBase, longestWait: .seconds(5)), clock: clock)
 }
 
-/// Like `code`, but any other error reads as `.notAvailable`.
-func codeOrUnavailable(_ body: () throws -> Void) -> DeviceError.Code? {
-    do {
-        try body()
-        return nil
-    } catch let error as DeviceError {
-        return error.code
-    } catch {
-        return .notAvailable
-    }
-}
-
 @Suite("Lock screen and class keys on a private Secret Service")
 struct LockScreenTests {
     @Test("passcodes are checked against their kind", arguments: try passcodeCases())

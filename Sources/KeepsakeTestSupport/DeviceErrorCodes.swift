@@ -1,0 +1,32 @@
+import Device
+import Foundation
+
+// Shared by the device, passcode and cloud account suites.
+
+/// The DeviceError code `body` throws, or nil when it throws nothing (or something else).
+package func code(_ body: () throws -> Void) -> DeviceError.Code? {
+    do {
+        try body()
+        return nil
+    } catch let error as DeviceError {
+        return error.code
+    } catch {
+        return nil
+    }
+}
+
+/// Like `code`, but any other error reads as `.notAvailable`.
+package func codeOrUnavailable(_ body: () throws -> Void) -> DeviceError.Code? {
+    do {
+        try body()
+        return nil
+    } catch let error as DeviceError {
+        return error.code
+    } catch {
+        return .notAvailable
+    }
+}
+
+/// Retry delays short enough for a test, the same shape as the real ones.
+package let quick = RetryPolicy(
+    base: .milliseconds(1), maximum: .milliseconds(4), longestWait: .seconds(5))
