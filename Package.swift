@@ -198,6 +198,7 @@ let package = Package(
                 "Sealing", "TPM",
                 "Escrow",
             ]),
+        .testTarget(name: "PlatformTests", dependencies: ["Platform", "KeepsakeTestSupport"]),
         .testTarget(
             name: "PasscodeTests",
             dependencies: [

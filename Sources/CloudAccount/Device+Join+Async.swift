@@ -1,5 +1,6 @@
 import Device
 import Foundation
+import Platform
 import Sealing
 
 /// `async` forms of the joins, as `Device+Async.swift` has them for the lock screen: each runs

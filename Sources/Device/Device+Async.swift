@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 import Sealing
 
 /// `async` forms of the device's blocking calls: each runs the blocking call on a thread of its

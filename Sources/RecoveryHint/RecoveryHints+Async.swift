@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 import Sealing
 
 /// `async` forms of the facade's calls (which never throw): each runs on a thread of its own
