@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 import Sealing
 
 /// Backup rules and preference files are checked as untrusted XML (`UntrustedXML`) before
