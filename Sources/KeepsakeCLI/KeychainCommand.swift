@@ -161,24 +161,17 @@ package enum KeychainCommand {
     /// An item's attributes as JSON; never its secret.
     static func json(_ a: GenericPasswordAttributes) -> [String: Any] {
         var object: [String: Any] = [
-            "service": a.service, "account": a.account, "accessGroup": a.accessGroup ?? "",
             "synchronizable": a.synchronizable, "accessible": a.accessible.commandLineName,
         ]
-        if let internet = a.internet {
-            object["service"] = nil
-            object["server"] = internet.server
-            object["port"] = internet.port
-            object["path"] = internet.path
-            object["protocol"] = internet.internetProtocol
-            object["authenticationType"] = internet.authenticationType
-            object["securityDomain"] = internet.securityDomain
+        // Every field the item has, as `ItemAttribute` names it (`generic` is bytes: not shown).
+        for attribute in ItemAttribute.all {
+            if case .data = attribute.value { continue }
+            object[attribute.json] = attribute.foundationValue(in: a.fields)
         }
+        object["accessGroup"] = a.accessGroup ?? ""
         if !a.accessControl.isEmpty {
             object["accessControl"] = a.accessControl.rawValue
         }
-        object["label"] = a.label
-        object["comment"] = a.comment
-        object["description"] = a.itemDescription
         object["creationDate"] = a.creationDate.map { Int64($0.timeIntervalSince1970 * 1000) }
         object["modificationDate"] = a.modificationDate.map {
             Int64($0.timeIntervalSince1970 * 1000)

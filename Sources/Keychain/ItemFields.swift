@@ -27,14 +27,12 @@ public struct ItemFields: Sendable, Hashable {
     public var authenticationType: String?
     public var securityDomain: String?
 
-    /// The string fields and how an error names each.
+    /// The string fields and how an error names each (`ItemAttribute.all`'s strings).
     static let strings: [(field: WritableKeyPath<ItemFields, String?> & Sendable, name: String)] =
-        [
-            (\.service, "service"), (\.account, "account"), (\.accessGroup, "access group"),
-            (\.label, "label"), (\.comment, "comment"), (\.itemDescription, "description"),
-            (\.server, "server"), (\.path, "path"), (\.internetProtocol, "protocol"),
-            (\.authenticationType, "authentication type"), (\.securityDomain, "security domain"),
-        ]
+        ItemAttribute.all.compactMap { attribute in
+            guard case .string(let field) = attribute.value else { return nil }
+            return (field, attribute.name)
+        }
 
     /// The fields of an internet password's location (`InternetLocation`).
     var location: ItemFields {
@@ -51,21 +49,105 @@ public struct ItemFields: Sendable, Hashable {
 
     /// Whether `item` has every field given here.
     func matches(_ item: ItemFields) -> Bool {
-        Self.strings.allSatisfy { string in
-            self[keyPath: string.field].map { $0 == item[keyPath: string.field] } ?? true
-        }
-            && (generic == nil || generic == item.generic) && (port == nil || port == item.port)
+        ItemAttribute.all.allSatisfy { $0.matches(given: self, item: item) }
     }
 
     /// `item` with every field given here replacing its own.
     func applied(to item: ItemFields) -> ItemFields {
         var changed = item
-        for (field, _) in Self.strings {
-            if let value = self[keyPath: field] { changed[keyPath: field] = value }
-        }
-        if let generic { changed.generic = generic }
-        if let port { changed.port = port }
+        for attribute in ItemAttribute.all { attribute.copy(from: self, into: &changed) }
         return changed
+    }
+}
+
+/// One field of ``ItemFields``, described once: how errors and the command line name it, Apple's
+/// `kSecAttr…` key for it, and whether the Secret Service's clear index holds it (a query with a
+/// condition on a field the index does not hold reads secrets to decide). Matching, changing,
+/// the limits, the dictionary API's queries and changes, the command line's JSON and the index
+/// read this table; a new field is a line here (and its storage in `StoredRecord`).
+package struct ItemAttribute: Sendable {
+    /// Where the field is, and what kind of value it holds.
+    package enum Value: Sendable {
+        case string(WritableKeyPath<ItemFields, String?> & Sendable)
+        case data(WritableKeyPath<ItemFields, Data?> & Sendable)
+        case port(WritableKeyPath<ItemFields, Int?> & Sendable)
+    }
+
+    /// As an error names it: "access group".
+    package let name: String
+    /// As the command line's JSON names it: "accessGroup".
+    package let json: String
+    /// Apple's key: `kSecAttrAccessGroup`'s value, "agrp".
+    package let secKey: String
+    package let value: Value
+    /// Held in the clear index (`SecretServiceSchema`): a condition on it needs no secret read.
+    package let indexed: Bool
+
+    package static let all: [ItemAttribute] = [
+        ItemAttribute("service", "service", "svce", .string(\.service), indexed: true),
+        ItemAttribute("account", "account", "acct", .string(\.account), indexed: true),
+        ItemAttribute("access group", "accessGroup", "agrp", .string(\.accessGroup), indexed: true),
+        ItemAttribute("label", "label", "labl", .string(\.label), indexed: false),
+        ItemAttribute("comment", "comment", "icmt", .string(\.comment), indexed: false),
+        ItemAttribute(
+            "description", "description", "desc", .string(\.itemDescription), indexed: false),
+        ItemAttribute("generic", "generic", "gena", .data(\.generic), indexed: false),
+        ItemAttribute("server", "server", "srvr", .string(\.server), indexed: true),
+        ItemAttribute("port", "port", "port", .port(\.port), indexed: true),
+        ItemAttribute("path", "path", "path", .string(\.path), indexed: true),
+        ItemAttribute("protocol", "protocol", "ptcl", .string(\.internetProtocol), indexed: true),
+        ItemAttribute(
+            "authentication type", "authenticationType", "atyp", .string(\.authenticationType),
+            indexed: true),
+        ItemAttribute(
+            "security domain", "securityDomain", "sdmn", .string(\.securityDomain), indexed: true),
+    ]
+
+    private init(_ name: String, _ json: String, _ secKey: String, _ value: Value, indexed: Bool) {
+        self.name = name
+        self.json = json
+        self.secKey = secKey
+        self.value = value
+        self.indexed = indexed
+    }
+
+    /// Whether `fields` gives this field (a condition in a query, a change in a change).
+    package func isGiven(in fields: ItemFields) -> Bool {
+        switch value {
+        case .string(let field): fields[keyPath: field] != nil
+        case .data(let field): fields[keyPath: field] != nil
+        case .port(let field): fields[keyPath: field] != nil
+        }
+    }
+
+    /// The field's value in `fields` as Foundation holds it (a string, data, an integer), or nil.
+    package func foundationValue(in fields: ItemFields) -> Any? {
+        switch value {
+        case .string(let field): fields[keyPath: field]
+        case .data(let field): fields[keyPath: field]
+        case .port(let field): fields[keyPath: field]
+        }
+    }
+
+    /// Whether `item` has the value `given` asks for (true when `given` asks nothing).
+    func matches(given: ItemFields, item: ItemFields) -> Bool {
+        switch value {
+        case .string(let field): given[keyPath: field].map { $0 == item[keyPath: field] } ?? true
+        case .data(let field): given[keyPath: field].map { $0 == item[keyPath: field] } ?? true
+        case .port(let field): given[keyPath: field].map { $0 == item[keyPath: field] } ?? true
+        }
+    }
+
+    /// `changes`' value, when it gives one, written over `item`'s.
+    func copy(from changes: ItemFields, into item: inout ItemFields) {
+        switch value {
+        case .string(let field):
+            if let new = changes[keyPath: field] { item[keyPath: field] = new }
+        case .data(let field):
+            if let new = changes[keyPath: field] { item[keyPath: field] = new }
+        case .port(let field):
+            if let new = changes[keyPath: field] { item[keyPath: field] = new }
+        }
     }
 }
 
@@ -73,7 +155,7 @@ extension GenericPasswordAttributes {
     /// The item's fields as a query matches them and a change sets them: every one its class
     /// has (an internet password's empty service is none). Setting them writes back every field
     /// given; an internet password's location only when the item is one.
-    var fields: ItemFields {
+    package var fields: ItemFields {
         get {
             ItemFields(
                 service: internet != nil && service.isEmpty ? nil : service, account: account,

@@ -309,10 +309,10 @@ public final class Keychain: Sendable {
     }
 
     /// Whether the clear index alone decides whether an item matches `query`: one group and no
-    /// condition on a field the index does not hold (label, comment, description, generic).
+    /// condition on a field the index does not hold (`ItemAttribute.indexed`).
     private static func indexDecides(_ query: GenericPasswordQuery, groups: [String]) -> Bool {
-        groups.count == 1 && query.label == nil && query.comment == nil
-            && query.itemDescription == nil && query.generic == nil
+        groups.count == 1
+            && ItemAttribute.all.allSatisfy { $0.indexed || !$0.isGiven(in: query.fields) }
     }
 
     /// The items matching `attributes`. A locked collection is `errSecInteractionNotAllowed`,

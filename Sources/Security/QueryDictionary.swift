@@ -278,18 +278,27 @@ struct QueryDictionary {
 
     // MARK: - Whole values
 
+    /// Every item field the dictionary gives, under Apple's keys (`ItemAttribute.all`).
+    func fields() throws(KeychainError) -> ItemFields {
+        var fields = GenericPasswordQuery().fields  // every field nil
+        for attribute in ItemAttribute.all {
+            let key = NSString(string: attribute.secKey)
+            switch attribute.value {
+            case .string(let field): fields[keyPath: field] = try string(key)
+            case .data(let field): fields[keyPath: field] = try data(key)
+            case .port(let field): fields[keyPath: field] = try port()
+            }
+        }
+        return fields
+    }
+
     func query() throws(KeychainError) -> GenericPasswordQuery {
-        GenericPasswordQuery(
-            service: try string(kSecAttrService), account: try string(kSecAttrAccount),
-            accessGroup: try string(kSecAttrAccessGroup),
+        let fields = try fields()
+        var query = GenericPasswordQuery(
             synchronizable: try synchronizable() ?? .no, accessible: try accessible(),
-            label: try string(kSecAttrLabel), comment: try string(kSecAttrComment),
-            itemDescription: try string(kSecAttrDescription), generic: try data(kSecAttrGeneric),
-            persistentID: try persistentID(), itemClass: itemClass,
-            server: try string(kSecAttrServer), port: try port(), path: try string(kSecAttrPath),
-            internetProtocol: try string(kSecAttrProtocol),
-            authenticationType: try string(kSecAttrAuthenticationType),
-            securityDomain: try string(kSecAttrSecurityDomain))
+            persistentID: try persistentID(), itemClass: itemClass)
+        query.fields = fields
+        return query
     }
 
     /// What a use of protected items is given: the `LAContext` of
@@ -380,16 +389,12 @@ struct QueryDictionary {
                 KeychainStatus.unimplemented,
                 "changing an item's access constraints: delete it and add it again")
         }
-        return GenericPasswordChanges(
-            service: try string(kSecAttrService), account: try string(kSecAttrAccount),
-            accessGroup: try string(kSecAttrAccessGroup), synchronizable: synchronizable,
-            accessible: try accessible(), label: try string(kSecAttrLabel),
-            comment: try string(kSecAttrComment), itemDescription: try string(kSecAttrDescription),
-            generic: try data(kSecAttrGeneric), server: try string(kSecAttrServer),
-            port: try port(), path: try string(kSecAttrPath),
-            internetProtocol: try string(kSecAttrProtocol),
-            authenticationType: try string(kSecAttrAuthenticationType),
-            securityDomain: try string(kSecAttrSecurityDomain), data: try data(kSecValueData))
+        let fields = try fields()
+        var changes = GenericPasswordChanges(
+            synchronizable: synchronizable, accessible: try accessible(),
+            data: try data(kSecValueData))
+        changes.fields = fields
+        return changes
     }
 
     /// The result an item becomes under `kSecReturnAttributes`: Apple's keys, Foundation values.
