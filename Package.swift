@@ -19,6 +19,8 @@ let package = Package(
         .library(name: "KeyValueStore", targets: ["KeyValueStore"]),
         .library(name: "Preferences", targets: ["Preferences"]),
         .library(name: "RecoveryHint", targets: ["RecoveryHint"]),
+        // Keepsake from C (include/keepsake.h, docs/c-abi.md): libKeepsakeC.so.
+        .library(name: "KeepsakeC", type: .dynamic, targets: ["KeepsakeC"]),
         .executable(name: "keepsake", targets: ["keepsake"]),
         .executable(name: "keepsake-escrow", targets: ["keepsake-escrow"]),
     ],
@@ -154,6 +156,12 @@ let package = Package(
                 "Device", "CloudAccount", "Platform", "Sealing",
             ]),
 
+        // The C ABI over the products, built as the command line builds its app and device.
+        .target(
+            name: "KeepsakeC",
+            dependencies: [
+                "KeepsakeCLI", "Device", "Keychain", "BlockStore", "RecoveryHint", "Sealing",
+            ]),
         .testTarget(name: "SealingTests", dependencies: ["Sealing", "KeepsakeTestSupport"]),
         .testTarget(
             name: "PreferencesTests",

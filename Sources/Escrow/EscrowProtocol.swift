@@ -74,6 +74,9 @@ package enum EscrowProtocol {
         case status = "/v1/status"
         case witness = "/v1/witness"
         case readWitness = "/v1/witness/read"
+
+        /// What a device's guess counter answers: its slots, never an account's witness.
+        package static let slots: Set<Path> = Set(allCases).subtracting([.witness, .readWitness])
     }
 
     /// What a proof of the passcode signs: the slot, the escrow's challenge and the key the

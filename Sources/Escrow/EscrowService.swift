@@ -19,6 +19,9 @@ package final class EscrowService: Sendable {
     private let maximumSlots: Int
     private let now: @Sendable () -> Date
     private let policy: ClaimPolicy
+    /// The paths it answers (a guess counter on its socket answers the slots' alone: no
+    /// witness, which any caller could fill).
+    private let paths: Set<EscrowProtocol.Path>
     private let state = Mutex(Volatile())
 
     /// Half-done registrations and outstanding challenges: in memory only (a restart voids them,
@@ -29,15 +32,32 @@ package final class EscrowService: Sendable {
         /// puts back: its own claim was counted as the last wrong one until then).
         var claims: [Data: (challenge: Data, expires: Date, lastWrong: Int64)] = [:]
         /// Challenges for a removal or for reading the count.
-        var challenges: [Data: (challenge: Data, expires: Date)] = [:]
+        /// Several at once a slot (the newest 8), each taken once: a caller asking for
+        /// challenges in a loop cannot void the slot's device's own.
+        var challenges: [Data: [(challenge: Data, expires: Date)]] = [:]
+
+        /// Takes `offered` from the slot's outstanding challenges when it is one of them.
+        mutating func take(_ offered: Data, for slot: Data, at now: Date) -> Bool {
+            guard var issued = challenges[slot],
+                let index = issued.firstIndex(where: {
+                    $0.expires > now && constantTimeEquals($0.challenge, offered)
+                })
+            else { return false }
+            issued.remove(at: index)
+            challenges[slot] = issued.isEmpty ? nil : issued
+            return true
+        }
     }
 
     package init(
         storage: any SlotStorage, counter: String, maximumSlots: Int = 100_000,
-        policy: ClaimPolicy = .real, now: @escaping @Sendable () -> Date = Date.init
+        policy: ClaimPolicy = .real,
+        paths: Set<EscrowProtocol.Path> = Set(EscrowProtocol.Path.allCases),
+        now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.storage = storage
         self.policy = policy
+        self.paths = paths
         self.counter = counter
         self.maximumSlots = maximumSlots
         self.now = now
@@ -47,7 +67,7 @@ package final class EscrowService: Sendable {
     /// that names it (without anything secret: the escrow holds nothing a message may echo).
     package func answer(method: String, path: String, body: Data) -> (status: Int, body: Data) {
         do throws(EscrowError) {
-            guard let route = EscrowProtocol.Path(rawValue: path) else {
+            guard let route = EscrowProtocol.Path(rawValue: path), paths.contains(route) else {
                 throw EscrowError(.notFound, "no such request: \(path.prefix(64))")
             }
             guard method == (route == .status ? "GET" : "POST") else {
@@ -143,10 +163,8 @@ package final class EscrowService: Sendable {
             }
             let notBefore = record.lastWrong + Int64(policy.delay(spent: record.failures) * 1000)
             guard notBefore <= now.milliseconds else {
-                throw EscrowError(
-                    .wait,
-                    "too many wrong passcodes lately: the next claim is taken after \(Self.time(notBefore))"
-                )
+                // When is told to the slot's reader only (it says how many were spent).
+                throw EscrowError(.wait, "too many wrong passcodes lately: try again later")
             }
             // Counted, durably, before anything that depends on the key is computed or sent.
             let lastWrong = record.lastWrong
@@ -214,7 +232,9 @@ package final class EscrowService: Sendable {
         return try state.withLock { (state) throws(EscrowError) in
             _ = try load(slot)
             let challenge = KeyDerivation.randomBytes(EscrowProtocol.challengeLength)
-            state.challenges[slot] = (challenge, now() + EscrowProtocol.challengeLifetime)
+            let now = now()
+            let live = (state.challenges[slot] ?? []).filter { $0.expires > now }.suffix(7)
+            state.challenges[slot] = live + [(challenge, now + EscrowProtocol.challengeLifetime)]
             return [(.challenge, challenge)]
         }
     }
@@ -225,9 +245,9 @@ package final class EscrowService: Sendable {
         let signature = try fields.exactly(.signature, Signature.length)
         try state.withLock { (state) throws(EscrowError) in
             let record = try load(slot)
-            guard let issued = state.challenges.removeValue(forKey: slot), issued.expires > now(),
-                constantTimeEquals(issued.challenge, challenge)
-            else { throw EscrowError(.stale, "no removal under way with this challenge") }
+            guard state.take(challenge, for: slot, at: now()) else {
+                throw EscrowError(.stale, "no removal under way with this challenge")
+            }
             let proof = EscrowProtocol.removalProof(slot: slot, challenge: challenge)
             // The owner (a key derived from the secret the slot holds), or the slot's reader
             // (its device, retiring a slot its passcode change left behind).
@@ -266,8 +286,7 @@ package final class EscrowService: Sendable {
             ]
             guard let signature, let offered else { return reply }
             guard let reader = record.reader,
-                let issued = state.challenges.removeValue(forKey: slot), issued.expires > now(),
-                constantTimeEquals(issued.challenge, offered),
+                state.take(offered, for: slot, at: now()),
                 Signature.verify(
                     signature, of: EscrowProtocol.readProof(slot: slot, challenge: offered),
                     publicKey: reader)
@@ -509,13 +528,4 @@ struct WitnessRecord {
 extension Date {
     /// Milliseconds since 1970.
     var milliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded(.down)) }
-}
-
-extension EscrowService {
-    /// A time in messages: ISO 8601, UTC, to the second.
-    static func time(_ milliseconds: Int64) -> String {
-        Date(timeIntervalSince1970: Double(milliseconds) / 1000).formatted(
-            .iso8601.year().month().day().time(includingFractionalSeconds: false)
-                .timeZone(separator: .omitted))
-    }
 }

@@ -30,7 +30,7 @@ package struct Arguments {
         return try Arguments(raw)
     }
 
-    init(_ raw: [String]) throws(CommandError) {
+    package init(_ raw: [String]) throws(CommandError) {
         var index = 0
         while index < raw.count {
             let word = raw[index]

@@ -27,7 +27,7 @@ package struct Context {
     /// The device's Argon2id cost and retry delays: the real ones in the shipped `keepsake`.
     package let tuning: DeviceTuning
 
-    init(_ arguments: Arguments, tuning: DeviceTuning) throws(CommandError) {
+    package init(_ arguments: Arguments, tuning: DeviceTuning) throws(CommandError) {
         self.arguments = arguments
         self.tuning = tuning
         let environment = ProcessInfo.processInfo.environment

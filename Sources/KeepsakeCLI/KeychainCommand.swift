@@ -159,7 +159,7 @@ package enum KeychainCommand {
     }
 
     /// An item's attributes as JSON; never its secret.
-    static func json(_ a: GenericPasswordAttributes) -> [String: Any] {
+    package static func json(_ a: GenericPasswordAttributes) -> [String: Any] {
         var object: [String: Any] = [
             "synchronizable": a.synchronizable, "accessible": a.accessible.commandLineName,
         ]

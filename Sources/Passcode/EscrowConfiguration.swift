@@ -56,9 +56,12 @@ public struct EscrowConfiguration: Sendable, Hashable {
         let base = url
         if let socket {
             return { (method, path, body) throws(EscrowError) in
+                // After a first answer, only the user who gave it (a registration's second
+                // request carries the verifier and the envelope).
+                let expected = seen?.uid.map(LocalService.Peer.user) ?? peer
                 do throws(LocalService.Failure) {
                     let answer = try LocalService.exchange(
-                        socket: socket, peer: peer, method: method, target: path, body: body,
+                        socket: socket, peer: expected, method: method, target: path, body: body,
                         limit: EscrowProtocol.maximumMessage, timeout: 10)
                     seen?.note(answer.peer)
                     return (answer.status, answer.body)

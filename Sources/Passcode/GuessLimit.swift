@@ -144,13 +144,15 @@ public struct WrongPasscodes: Sendable, Hashable {
     /// "3 wrong passcodes since your last unlock, the last at 2026-12-04T11:52:07Z".
     public var notice: String {
         let noun = count == 1 ? "wrong passcode" : "wrong passcodes"
-        let when = last.map {
-            ", the last at "
-                + $0.formatted(
-                    .iso8601.year().month().day().time(includingFractionalSeconds: false)
-                        .timeZone(separator: .omitted))
-        }
+        let when = last.map { ", the last at " + Self.time($0) }
         return "\(count) \(noun) since your last unlock\(when ?? "")"
+    }
+
+    /// A time as the notices say it: ISO 8601, UTC, to the second.
+    package static func time(_ date: Date) -> String {
+        date.formatted(
+            .iso8601.year().month().day().time(includingFractionalSeconds: false)
+                .timeZone(separator: .omitted))
     }
 }
 

@@ -87,7 +87,19 @@ extension GuessLimit {
                         "\(Self.hardLimit) wrong passcodes: the guess counter destroyed this device's slot; the device is disabled (erase it: `Device.wipe`, `keepsake device wipe`)",
                         underlying: error.underlying)
                 }
-                if code == .wait { throw error }
+                if code == .wait {
+                    // The counter tells when only to this device's reader key.
+                    let reader = EscrowProtocol.reader(secret: deviceSecret)
+                    let client = counter.client(
+                        peer: slot.counterPin.map { .user($0.peer) } ?? .anyOtherUser)
+                    let when = (try? client.count(of: counterSlot, reader: reader))?.count?
+                        .notBefore
+                    throw DeviceError(
+                        .authFailed,
+                        "too many wrong passcodes lately: the guess counter takes the next one "
+                            + (when.map { "after \(WrongPasscodes.time($0))" } ?? "later"),
+                        underlying: error.underlying)
+                }
                 if error.code == .authFailed {
                     throw DeviceError(.authFailed, "wrong passcode", underlying: error.underlying)
                 }
@@ -158,6 +170,14 @@ extension GuessLimit {
         at counter: EscrowConfiguration, deviceSecret: SecureBytes
     ) throws(DeviceError) -> (passcodeKey: SecureBytes, released: EscrowClient.Released) {
         guard let pin = slot.counterPin else {
+            // A slot from before pins: claimed once more as the service answers, and only on its
+            // socket (another user can take a TCP port and answer with a key of its own).
+            guard counter.socket != nil else {
+                throw DeviceError(
+                    .notAvailable,
+                    "this device's guess counter slot predates the counter's socket, and a counter on a TCP port cannot be told from another user's process: install the counter (`scripts/install-guess-counter`), name it with --counter unix:/run/keepsake/counter.sock, and set the passcode again",
+                    underlying: EscrowError(.notTheService, "a TCP guess counter"))
+            }
             return try counter.claim(counterSlot, passcode: passcode)
         }
         guard let salt = slot.salt, let cost = slot.cost else {

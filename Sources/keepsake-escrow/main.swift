@@ -61,6 +61,13 @@ else { fail("--listen takes HOST:PORT", status: 2) }
     let policy = ClaimPolicy.real
 #endif
 
+// On a socket (a device's guess counter) it answers the slots' requests alone: an account's
+// witness is the network escrow's, and any local user could fill its table.
+let onSocket =
+    options["--socket"] != nil
+    || ProcessInfo.processInfo.environment["LISTEN_PID"].flatMap(Int32.init) == getpid()
+let paths = onSocket ? EscrowProtocol.Path.slots : Set(EscrowProtocol.Path.allCases)
+
 signal(SIGPIPE, SIG_IGN)
 do {
     let directory = URL(fileURLWithPath: state, isDirectory: true)
@@ -79,10 +86,11 @@ do {
         let maximumSlots = 20_000  // the table is rewritten at every change: ~1 MB at most
         let slots = try SealedSlots(directory, tcti: tcti, maximumSlots: maximumSlots)
         service = EscrowService(
-            storage: slots, counter: slots.counter, maximumSlots: maximumSlots, policy: policy)
+            storage: slots, counter: slots.counter, maximumSlots: maximumSlots, policy: policy,
+            paths: paths)
     } else {
         service = EscrowService(
-            storage: try SlotFiles(directory), counter: "file", policy: policy)
+            storage: try SlotFiles(directory), counter: "file", policy: policy, paths: paths)
     }
     let handle: HTTPListener.Handler = { method, path, body in
         service.answer(method: method, path: path, body: body)

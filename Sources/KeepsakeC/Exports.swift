@@ -1,0 +1,327 @@
+import BlockStore
+import Device
+import Foundation
+import Keychain
+import KeepsakeCLI
+import RecoveryHint
+import Sealing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// The C ABI (include/keepsake.h, docs/c-abi.md): every function returns 0 or an OSStatus-style
+// code, with a message the caller frees when it passed where to put one; nothing throws across.
+
+/// The ABI's version: a caller built against another refuses to go on.
+@_cdecl("keepsake_abi_version")
+public func keepsake_abi_version() -> UInt32 { 1 }
+
+/// Opens `app_id`'s app on this user's device. `options_json` (or NULL): an object with any of
+/// `deviceDirectory`, `container`, `cloud`, `cloudCA`, `escrow`, `counter` (as the command
+/// line's `--device-dir`, … take them).
+@_cdecl("keepsake_app_open")
+public func keepsake_app_open(
+    _ appID: UnsafePointer<CChar>?, _ options: UnsafePointer<CChar>?,
+    _ out: UnsafeMutablePointer<OpaquePointer?>?,
+    _ error: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> Int32 {
+    boundary(error) {
+        guard let out else { throw CFailure(-50, "out is NULL") }
+        out.pointee = nil
+        var arguments = ["--app-id", try required(appID, "app_id")]
+        if let json = try string(options, "options_json", optional: true) {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)),
+                let options = object as? [String: Any]
+            else { throw CFailure(-50, "options_json is not a JSON object") }
+            let names = [
+                "deviceDirectory": "device-dir", "container": "container", "cloud": "cloud",
+                "cloudCA": "cloud-ca", "escrow": "escrow", "counter": "counter",
+            ]
+            for (key, value) in options.sorted(by: { $0.key < $1.key }) {
+                guard let option = names[key], let text = value as? String else {
+                    throw CFailure(-50, "options_json: unknown option or not a string: \(key)")
+                }
+                arguments += ["--\(option)", text]
+            }
+        }
+        let context = try Context(Arguments(arguments), tuning: .real)
+        out.pointee = Handles.add(try OpenApp(context))
+    }
+}
+
+/// Closes a handle; using it afterwards is refused (errSecParam), never a crash.
+@_cdecl("keepsake_app_close")
+public func keepsake_app_close(_ app: OpaquePointer?) -> Int32 {
+    Handles.close(app) ? 0 : -50
+}
+
+/// Frees a string the library returned.
+@_cdecl("keepsake_string_free")
+public func keepsake_string_free(_ text: UnsafeMutablePointer<CChar>?) { free(text) }
+
+/// Wipes and frees a secret the library returned.
+@_cdecl("keepsake_secret_free")
+public func keepsake_secret_free(_ bytes: UnsafeMutablePointer<UInt8>?, _ length: Int) {
+    guard let bytes else { return }
+    if length > 0 { explicit_bzero(bytes, length) }
+    free(bytes)
+}
+
+// MARK: - Generic passwords
+
+/// The query of `service` / `account` (NULL: any) and `synchronizable` (0 no, 1 yes, 2 any).
+private func query(
+    _ service: UnsafePointer<CChar>?, _ account: UnsafePointer<CChar>?, _ synchronizable: Int32,
+    accountRequired: Bool
+) throws(CFailure) -> GenericPasswordQuery {
+    let match: SynchronizableMatch
+    switch synchronizable {
+    case 0: match = .no
+    case 1: match = .yes
+    case 2: match = .any
+    default: throw CFailure(-50, "synchronizable is 0 (no), 1 (yes) or 2 (any)")
+    }
+    return GenericPasswordQuery(
+        service: try string(service, "service", optional: true),
+        account: accountRequired
+            ? try required(account, "account") : try string(account, "account", optional: true),
+        synchronizable: match)
+}
+
+/// Adds a generic password. `accessible`: a class's command-line name (`after-first-unlock`,
+/// `when-unlocked-this-device-only`, …) or NULL for `when-unlocked`.
+@_cdecl("keepsake_password_add")
+public func keepsake_password_add(
+    _ app: OpaquePointer?, _ service: UnsafePointer<CChar>?, _ account: UnsafePointer<CChar>?,
+    _ secret: UnsafePointer<UInt8>?, _ length: Int, _ accessible: UnsafePointer<CChar>?,
+    _ synchronizable: Int32, _ error: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> Int32 {
+    boundary(error) {
+        let open = try Handles.app(app)
+        let name = try string(accessible, "accessible", optional: true)
+        guard let accessibility = name.map(Accessibility.init(commandLineName:)) ?? .whenUnlocked
+        else { throw CFailure(-50, "accessible: not a class name") }
+        guard synchronizable == 0 || synchronizable == 1 else {
+            throw CFailure(-50, "synchronizable is 0 or 1 for an add")
+        }
+        try open.keychain.add(
+            GenericPasswordAttributes(
+                service: try required(service, "service"),
+                account: try required(account, "account"),
+                synchronizable: synchronizable == 1, accessible: accessibility),
+            data: try bytes(secret, length, "secret"))
+    }
+}
+
+/// The secret of the first generic password matching; freed with `keepsake_secret_free`.
+@_cdecl("keepsake_password_get")
+public func keepsake_password_get(
+    _ app: OpaquePointer?, _ service: UnsafePointer<CChar>?, _ account: UnsafePointer<CChar>?,
+    _ synchronizable: Int32, _ secret: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>?,
+    _ length: UnsafeMutablePointer<Int>?,
+    _ error: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> Int32 {
+    boundary(error) {
+        let open = try Handles.app(app)
+        let data = try open.keychain.data(
+            matching: try query(service, account, synchronizable, accountRequired: false))
+        try secretOut(data, secret, length)
+    }
+}
+
+/// Replaces the secret of every generic password matching.
+@_cdecl("keepsake_password_update")
+public func keepsake_password_update(
+    _ app: OpaquePointer?, _ service: UnsafePointer<CChar>?, _ account: UnsafePointer<CChar>?,
+    _ synchronizable: Int32, _ secret: UnsafePointer<UInt8>?, _ length: Int,
+    _ error: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> Int32 {
+    boundary(error) {
+        let open = try Handles.app(app)
+        try open.keychain.update(
+            matching: try query(service, account, synchronizable, accountRequired: false),
+            with: GenericPasswordChanges(data: try bytes(secret, length, "secret")))
+    }
+}
+
+/// Deletes every generic password matching (`account` NULL: every account of `service`).
+@_cdecl("keepsake_password_delete")
+public func keepsake_password_delete(
+    _ app: OpaquePointer?, _ service: UnsafePointer<CChar>?, _ account: UnsafePointer<CChar>?,
+    _ synchronizable: Int32, _ error: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> Int32 {
+    boundary(error) {
+        let open = try Handles.app(app)
+        try open.keychain.delete(
+            matching: try query(service, account, synchronizable, accountRequired: false))
+    }
+}
+
+/// The attributes of every generic password matching, as a JSON array (never a secret); an
+/// empty array when none matches.
+@_cdecl("keepsake_password_search")
+public func keepsake_password_search(
+    _ app: OpaquePointer?, _ service: UnsafePointer<CChar>?, _ account: UnsafePointer<CChar>?,
+    _ synchronizable: Int32, _ json: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
+    _ error: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> Int32 {
+    boundary(error) {
+        let open = try Handles.app(app)
+        guard let json else { throw CFailure(-50, "json is NULL") }
+        let items = try KeychainCommand.listItems(
+            open.keychain, try query(service, account, synchronizable, accountRequired: false))
+        let array = items.map { KeychainCommand.json($0.attributes) }
+        let data = try JSONSerialization.data(withJSONObject: array, options: [.sortedKeys])
+        json.pointee = cString(String(decoding: data, as: UTF8.self))
+    }
+}
+
+// MARK: - The recovery hint (the plugin's semantics: never fails a get)
+
+/// The hint as JSON (`{"lastAuthenticatorId":…,"lastWallet":…,"lastLoginAt":…}`), or `null`
+/// when there is none or it cannot be read; NULL only for a handle that is not open.
+@_cdecl("keepsake_hint_get")
+public func keepsake_hint_get(_ app: OpaquePointer?) -> UnsafeMutablePointer<CChar>? {
+    guard let open = try? Handles.app(app) else { return nil }
+    let hint = open.hints.get()
+    return cString(hint.isEmpty ? "null" : String(decoding: hint.json(), as: UTF8.self))
+}
+
+/// Merges the fields `json` gives into the hint; an empty payload is refused (errSecParam).
+@_cdecl("keepsake_hint_set")
+public func keepsake_hint_set(
+    _ app: OpaquePointer?, _ json: UnsafePointer<CChar>?,
+    _ error: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> Int32 {
+    boundary(error) {
+        let open = try Handles.app(app)
+        let changes = try RecoveryHint.decode(json: Data(try required(json, "json").utf8))
+        guard !changes.isEmpty else {
+            throw CFailure(-50, "an empty hint payload: give at least one field")
+        }
+        guard let service = open.hints.service else {
+            throw CFailure(-25291, "the hint stores could not be opened")
+        }
+        _ = try service.update(changes)
+    }
+}
+
+/// Clears the hint in every store.
+@_cdecl("keepsake_hint_clear")
+public func keepsake_hint_clear(
+    _ app: OpaquePointer?, _ error: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> Int32 {
+    boundary(error) { try Handles.app(app).hints.clear() }
+}
+
+// MARK: - The lock screen
+
+/// `keepsake lockscreen status` as JSON.
+@_cdecl("keepsake_lockscreen_status")
+public func keepsake_lockscreen_status(
+    _ app: OpaquePointer?, _ json: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
+    _ error: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> Int32 {
+    boundary(error) {
+        let open = try Handles.app(app)
+        guard let json else { throw CFailure(-50, "json is NULL") }
+        let status = try open.device.status()
+        var fields: [String: Any] = [
+            "kind": status.kind.rawValue, "state": status.state.rawValue,
+            "e2eeCapable": status.isEndToEndEncryptionCapable,
+            "guessLimit": status.guessLimit, "failedAttempts": status.failedAttempts,
+        ]
+        if let countedIn = status.countedIn { fields["countedIn"] = countedIn }
+        let data = try JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])
+        json.pointee = cString(String(decoding: data, as: UTF8.self))
+    }
+}
+
+/// Unlocks with `passcode` (bytes, as typed). `notice` (when given) receives what the owner is
+/// to be told of wrong passcodes since the last unlock, or NULL.
+@_cdecl("keepsake_lockscreen_unlock")
+public func keepsake_lockscreen_unlock(
+    _ app: OpaquePointer?, _ passcode: UnsafePointer<UInt8>?, _ length: Int,
+    _ notice: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
+    _ error: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> Int32 {
+    notice?.pointee = nil
+    return boundary(error) {
+        let open = try Handles.app(app)
+        guard length >= 0, length <= 1024 else {
+            throw CFailure(-50, "a passcode of at most 1 KiB")
+        }
+        guard length == 0 || passcode != nil else { throw CFailure(-50, "passcode is NULL") }
+        let secret = SecureBytes(count: length) { out in
+            if length > 0 {
+                out.copyMemory(from: UnsafeRawBufferPointer(start: passcode, count: length))
+            }
+        }
+        let report = try open.device.unlockReporting(passcode: secret)
+        if let wrong = report.wrongPasscodes { notice?.pointee = cString(wrong.notice) }
+    }
+}
+
+// MARK: - Block Store
+
+@_cdecl("keepsake_blockstore_store")
+public func keepsake_blockstore_store(
+    _ app: OpaquePointer?, _ key: UnsafePointer<CChar>?, _ value: UnsafePointer<UInt8>?,
+    _ length: Int, _ backup: Int32, _ error: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> Int32 {
+    boundary(error) {
+        let open = try Handles.app(app)
+        let client = BlockStoreClient(app: open.context.app, device: open.device)
+        _ = try client.storeBytes(
+            StoreBytesData(
+                bytes: try bytes(value, length, "value"), key: try required(key, "key"),
+                shouldBackupToCloud: backup != 0))
+    }
+}
+
+/// The value under `key`; freed with `keepsake_secret_free`. errSecItemNotFound-style: Block
+/// Store answers an absent key with no value, here status 1 (not found) and no bytes.
+@_cdecl("keepsake_blockstore_retrieve")
+public func keepsake_blockstore_retrieve(
+    _ app: OpaquePointer?, _ key: UnsafePointer<CChar>?,
+    _ value: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>?,
+    _ length: UnsafeMutablePointer<Int>?,
+    _ error: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> Int32 {
+    boundary(error) {
+        let open = try Handles.app(app)
+        let name = try required(key, "key")
+        let client = BlockStoreClient(app: open.context.app, device: open.device)
+        guard let found = try client.retrieveBytes(RetrieveBytesRequest(keys: [name]))[name] else {
+            throw CFailure(-25300, "no Block Store entry under this key")
+        }
+        try secretOut(found, value, length)
+    }
+}
+
+@_cdecl("keepsake_blockstore_delete")
+public func keepsake_blockstore_delete(
+    _ app: OpaquePointer?, _ key: UnsafePointer<CChar>?,
+    _ error: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> Int32 {
+    boundary(error) {
+        let open = try Handles.app(app)
+        let client = BlockStoreClient(app: open.context.app, device: open.device)
+        _ = try client.deleteBytes(DeleteBytesRequest(keys: [try required(key, "key")]))
+    }
+}
+
+// MARK: - Sync
+
+/// Syncs the Keychain's and Block Store's cloud copies (the handle's `cloud` option).
+@_cdecl("keepsake_sync")
+public func keepsake_sync(
+    _ app: OpaquePointer?, _ error: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+) -> Int32 {
+    boundary(error) {
+        let open = try Handles.app(app)
+        _ = try KeychainSync(device: open.device).sync()
+        _ = try BlockStoreSync(device: open.device).sync()
+    }
+}

@@ -1,0 +1,54 @@
+import Device
+import Foundation
+import Keychain
+import KeepsakeCLI
+import RecoveryHint
+import Synchronization
+
+/// What one `keepsake_app` handle holds: the app, its device, and the stores over them, built
+/// once at `keepsake_app_open` the way the command line builds them (`Context`).
+final class OpenApp: Sendable {
+    let context: Context
+    let device: Device
+    let keychain: Keychain
+    let hints: RecoveryHints
+
+    init(_ context: Context) throws {
+        self.context = context
+        device = try context.device
+        keychain = Keychain(app: context.app, device: device)
+        hints = RecoveryHints(
+            service: try? RecoveryHintService.make(
+                profile: .linux, app: context.app, device: device),
+            log: { _ in })
+    }
+}
+
+/// The open handles, by number: a handle is its number, never a pointer to memory, so a handle
+/// used after `keepsake_app_close` (or never opened) is refused with a clear error rather than
+/// read (`errSecParam`).
+enum Handles {
+    private static let open = Mutex<(next: UInt, apps: [UInt: OpenApp])>((1, [:]))
+
+    static func add(_ app: OpenApp) -> OpaquePointer? {
+        let number = open.withLock { state in
+            let number = state.next
+            state.next += 1
+            state.apps[number] = app
+            return number
+        }
+        return OpaquePointer(bitPattern: number)
+    }
+
+    static func app(_ handle: OpaquePointer?) throws(CFailure) -> OpenApp {
+        guard let handle, let app = open.withLock({ $0.apps[UInt(bitPattern: handle)] }) else {
+            throw CFailure(-50, "not an open keepsake_app handle (closed already, or never opened)")
+        }
+        return app
+    }
+
+    static func close(_ handle: OpaquePointer?) -> Bool {
+        guard let handle else { return false }
+        return open.withLock { $0.apps.removeValue(forKey: UInt(bitPattern: handle)) } != nil
+    }
+}

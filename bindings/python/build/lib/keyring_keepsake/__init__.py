@@ -1,0 +1,178 @@
+"""Python's keyring, kept by Keepsake: each password a generic password of Keepsake's Keychain
+(service = keyring's service name, account = its username), sealed under the device's class keys
+before it reaches the Secret Service, through libKeepsakeC.so (include/keepsake.h).
+
+Install: build the library (`swift build -c release`), make it findable (the system's library
+path, or LD_LIBRARY_PATH, or KEEPSAKE_LIBRARY=/path/to/libKeepsakeC.so), then
+`pip install bindings/python`. keyring then picks this backend (its priority is above the Secret
+Service backend's). The app the passwords belong to: KEEPSAKE_KEYRING_APP, else
+`org.python.keyring`.
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+from keyring import errors
+from keyring.backend import KeyringBackend
+
+try:  # keyring >= 23.? moved it
+    from jaraco.classes.properties import classproperty
+except ImportError:  # pragma: no cover
+    from keyring.compat.properties import classproperty  # type: ignore
+
+ABI_VERSION = 1
+ITEM_NOT_FOUND = -25300
+DUPLICATE_ITEM = -25299
+
+
+class KeepsakeError(errors.KeyringError):
+    """A failure the library reported: its OSStatus-style code and message."""
+
+    def __init__(self, status, message):
+        super().__init__(f"{message} (status {status})")
+        self.status = status
+
+
+def _load():
+    path = os.environ.get("KEEPSAKE_LIBRARY") or ctypes.util.find_library("KeepsakeC")
+    library = ctypes.CDLL(path or "libKeepsakeC.so")
+    c_char_pp = ctypes.POINTER(ctypes.c_char_p)
+    byte_pp = ctypes.POINTER(ctypes.POINTER(ctypes.c_uint8))
+    size_p = ctypes.POINTER(ctypes.c_size_t)
+    handle = ctypes.c_void_p
+    signatures = {
+        "keepsake_abi_version": ([], ctypes.c_uint32),
+        "keepsake_app_open": (
+            [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(handle), ctypes.POINTER(ctypes.c_void_p)],
+            ctypes.c_int32,
+        ),
+        "keepsake_app_close": ([handle], ctypes.c_int32),
+        "keepsake_string_free": ([ctypes.c_void_p], None),
+        "keepsake_secret_free": ([ctypes.c_void_p, ctypes.c_size_t], None),
+        "keepsake_password_add": (
+            [handle, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
+             ctypes.c_char_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p)],
+            ctypes.c_int32,
+        ),
+        "keepsake_password_get": (
+            [handle, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, byte_pp, size_p,
+             ctypes.POINTER(ctypes.c_void_p)],
+            ctypes.c_int32,
+        ),
+        "keepsake_password_update": (
+            [handle, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_char_p,
+             ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)],
+            ctypes.c_int32,
+        ),
+        "keepsake_password_delete": (
+            [handle, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32,
+             ctypes.POINTER(ctypes.c_void_p)],
+            ctypes.c_int32,
+        ),
+    }
+    del c_char_pp
+    for name, (arguments, result) in signatures.items():
+        function = getattr(library, name)
+        function.argtypes = arguments
+        function.restype = result
+    if library.keepsake_abi_version() != ABI_VERSION:
+        raise RuntimeError("libKeepsakeC.so speaks another ABI version")
+    return library
+
+
+class _Library:
+    """The loaded library and one open app handle, made at first use."""
+
+    library = None
+    app = None
+
+    @classmethod
+    def get(cls):
+        if cls.library is None:
+            cls.library = _load()
+        if cls.app is None:
+            app = ctypes.c_void_p()
+            error = ctypes.c_void_p()
+            app_id = os.environ.get("KEEPSAKE_KEYRING_APP", "org.python.keyring")
+            status = cls.library.keepsake_app_open(app_id.encode(), None, ctypes.byref(app), ctypes.byref(error))
+            cls.check(status, error)
+            cls.app = app
+        return cls.library, cls.app
+
+    @classmethod
+    def check(cls, status, error):
+        if status == 0:
+            return
+        message = "keepsake failed"
+        if error.value:
+            message = ctypes.string_at(error.value).decode("utf-8", "replace")
+            cls.library.keepsake_string_free(error)
+        raise KeepsakeError(status, message)
+
+
+def _text(value, name):
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str")
+    return value.encode("utf-8")
+
+
+class KeepsakeKeyring(KeyringBackend):
+    """keyring's backend over Keepsake's Keychain (generic passwords)."""
+
+    @classproperty
+    def priority(cls):  # noqa: N805 (keyring's class property)
+        try:
+            _Library.get()
+        except Exception as error:  # not viable here: keyring skips this backend
+            raise RuntimeError(f"Keepsake is not available: {error}") from error
+        return 9
+
+    def get_password(self, service, username):
+        library, app = _Library.get()
+        secret = ctypes.POINTER(ctypes.c_uint8)()
+        length = ctypes.c_size_t()
+        error = ctypes.c_void_p()
+        status = library.keepsake_password_get(
+            app, _text(service, "service"), _text(username, "username"), 0,
+            ctypes.byref(secret), ctypes.byref(length), ctypes.byref(error))
+        if status == ITEM_NOT_FOUND:
+            if error.value:
+                library.keepsake_string_free(error)
+            return None
+        _Library.check(status, error)
+        try:
+            return ctypes.string_at(secret, length.value).decode("utf-8")
+        finally:
+            library.keepsake_secret_free(secret, length)
+
+    def set_password(self, service, username, password):
+        library, app = _Library.get()
+        data = _text(password, "password")
+        error = ctypes.c_void_p()
+        status = library.keepsake_password_add(
+            app, _text(service, "service"), _text(username, "username"), data, len(data),
+            b"after-first-unlock-this-device-only", 0, ctypes.byref(error))
+        if status == DUPLICATE_ITEM:
+            if error.value:
+                library.keepsake_string_free(error)
+            error = ctypes.c_void_p()
+            status = library.keepsake_password_update(
+                app, _text(service, "service"), _text(username, "username"), 0, data, len(data),
+                ctypes.byref(error))
+        try:
+            _Library.check(status, error)
+        except KeepsakeError as failure:
+            raise errors.PasswordSetError(str(failure)) from failure
+
+    def delete_password(self, service, username):
+        library, app = _Library.get()
+        if self.get_password(service, username) is None:
+            raise errors.PasswordDeleteError("no such password")
+        error = ctypes.c_void_p()
+        status = library.keepsake_password_delete(
+            app, _text(service, "service"), _text(username, "username"), 0, ctypes.byref(error))
+        try:
+            _Library.check(status, error)
+        except KeepsakeError as failure:
+            raise errors.PasswordDeleteError(str(failure)) from failure
