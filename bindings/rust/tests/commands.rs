@@ -1,0 +1,84 @@
+//! The plugin's desktop commands driven with JSON as the webview sends it, and an `Entry`, on a
+//! private Secret Service (scripts/test-rust: KEEPSAKE_TEST_ROOT is a throwaway directory).
+
+use keepsake::plugin::RecoveryHintCommands;
+use keepsake::{Error, Keepsake};
+use std::path::PathBuf;
+
+fn root() -> PathBuf {
+    PathBuf::from(std::env::var("KEEPSAKE_TEST_ROOT").expect("KEEPSAKE_TEST_ROOT (scripts/test-rust)"))
+}
+
+fn options(app: &str) -> String {
+    format!(
+        "{{\"deviceDirectory\": \"{}\", \"container\": \"{}\"}}",
+        root().join("device").display(),
+        root().join("containers").join(app).display()
+    )
+}
+
+const WALLET: &str = "0x8a3f000000000000000000000000000000000001";
+
+#[test]
+fn hint_commands_as_the_webview_calls_them() {
+    let app = "com.example.rust-hint";
+    let commands = RecoveryHintCommands::open_with(app, Some(&options(app))).unwrap();
+    assert_eq!(commands.get_recovery_hint(), "null");
+    let set = commands.set_recovery_hint(&format!("{{\"lastWallet\":\"{WALLET}\"}}")).unwrap();
+    assert!(set.contains(WALLET), "{set}");
+    let merged = commands.set_recovery_hint("{\"lastAuthenticatorId\":\"passkey-7\"}").unwrap();
+    assert!(merged.contains(WALLET) && merged.contains("passkey-7"), "merge on set: {merged}");
+    assert!(commands.set_recovery_hint("{}").unwrap_err().contains("empty"), "an empty payload");
+    assert!(commands.set_recovery_hint("not json").is_err());
+    assert!(commands.set_recovery_hint("{\"lastWallet\":\"not an address\"}").is_err());
+    assert!(commands.get_recovery_hint().contains("passkey-7"), "a refused set changes nothing");
+
+    // The app uninstalled (its container gone) and installed again: welcome back.
+    drop(commands);
+    std::fs::remove_dir_all(root().join("containers").join(app)).ok();
+    let again = RecoveryHintCommands::open_with(app, Some(&options(app))).unwrap();
+    let back = again.get_recovery_hint();
+    assert!(back.contains(WALLET) && back.contains("passkey-7"), "welcome back: {back}");
+    again.clear_recovery_hint().unwrap();
+    assert_eq!(again.get_recovery_hint(), "null");
+}
+
+#[test]
+fn entries() {
+    let app = "com.example.rust-entry";
+    let keepsake = Keepsake::open(app, Some(&options(app))).unwrap();
+    let entry = keepsake.entry("rust-service", "alice");
+    assert_eq!(entry.get_password(), Err(Error::NoEntry));
+    entry.set_password("pässwörd ✓").unwrap();
+    assert_eq!(entry.get_password().unwrap(), "pässwörd ✓");
+    entry.set_password("second").unwrap();
+    assert_eq!(entry.get_password().unwrap(), "second");
+    entry.set_secret(&[0, 255, 7]).unwrap();
+    assert_eq!(entry.get_secret().unwrap(), vec![0, 255, 7]);
+    assert!(matches!(entry.get_password(), Err(Error::Invalid(_))));
+    entry.delete_credential().unwrap();
+    assert_eq!(entry.delete_credential(), Err(Error::NoEntry));
+    assert!(matches!(keepsake.entry("a\0b", "x").get_password(), Err(Error::Invalid(_))));
+}
+
+#[test]
+fn many_threads_at_once() {
+    let app = "com.example.rust-threads";
+    let keepsake = std::sync::Arc::new(Keepsake::open(app, Some(&options(app))).unwrap());
+    let threads: Vec<_> = (0..8)
+        .map(|index| {
+            let keepsake = keepsake.clone();
+            std::thread::spawn(move || {
+                for round in 0..5 {
+                    let entry = keepsake.entry("rust-threads", &format!("{index}-{round}"));
+                    entry.set_password("x").unwrap();
+                    assert_eq!(entry.get_password().unwrap(), "x");
+                    entry.delete_credential().unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+}
