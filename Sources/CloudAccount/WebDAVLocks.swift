@@ -72,11 +72,12 @@ extension WebDAVCloud {
             {
                 return Lock(cloud: self, url: lockURL, token: token, lifetime: Self.lockLifetime)
             }
-            if response.status == 409 || (response.status == 500 && !madeCollection) {
-                // The account's collection does not exist yet (rclone answers 500): made once.
+            if [404, 409].contains(response.status) || (response.status == 500 && !madeCollection) {
+                // The account's collection does not exist yet (Apache answers 409, now and then
+                // 404; rclone 500): made once.
                 guard !madeCollection else {
                     throw CloudError(
-                        "the WebDAV server answers LOCK with HTTP 409 even after the account's collection was made: it cannot lock the account",
+                        "the WebDAV server answers LOCK with HTTP \(response.status) even after the account's collection was made: it cannot lock the account",
                         isTemporary: false)
                 }
                 try makeCollection()
