@@ -13,6 +13,7 @@ import Synchronization
 /// one private Secret Service, in one run, interleaved so both see the same keyring size.
 enum BenchCommand {
     static func run(_ verb: String?, _ context: Context) throws {
+        if verb == "get" { return try GetBenchmark.run(context) }
         try context.arguments.allowOnly(["items", "rounds", "provider", "attempts"])
         let items = try context.arguments.count("items", default: 1000, in: 1...100_000)
         let rounds = try context.arguments.count("rounds", default: 300, in: 1...100_000)
@@ -32,7 +33,7 @@ enum BenchCommand {
             ).run()
         default:
             throw CommandError.usage(
-                "bench keychain [--items N] [--rounds N] [--provider P] [--attempts N] | bench blockstore [--rounds N] | bench cloud [--rounds N]"
+                "bench keychain [--items N] [--rounds N] [--provider P] [--attempts N] | bench blockstore [--rounds N] | bench cloud [--rounds N] | bench get --app-id A --service S --account A [--rounds N]"
             )
         }
     }
