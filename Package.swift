@@ -207,6 +207,13 @@ let package = Package(
                 "Escrow",
             ]),
         .testTarget(name: "PlatformTests", dependencies: ["Platform", "KeepsakeTestSupport"]),
+        .testTarget(name: "LocalAuthenticationTests", dependencies: ["LocalAuthentication"]),
+        .testTarget(
+            name: "TPMTests",
+            dependencies: [
+                "Device", "Passcode", "TPM", "Platform", "KeepsakeTestSupport", "SecretService",
+                "Sealing",
+            ]),
         .testTarget(
             name: "PasscodeTests",
             dependencies: [

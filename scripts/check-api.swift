@@ -10,6 +10,9 @@
 // backticked name in its second cell must be a public symbol of those modules (a type, a
 // function, a member), and every public top-level symbol of those modules must be named there.
 // `X{A,B}Y` names XAY and XBY; a name ending in `…` names every symbol it begins.
+//
+// And every public declaration written in Sources (a type, member, case, initialiser, constant)
+// has a doc comment: one without fails, named with its file and line.
 import Foundation
 
 let arguments = CommandLine.arguments
@@ -80,6 +83,34 @@ func symbols(of module: String) throws -> (topLevel: Set<String>, all: Set<Strin
 }
 
 var problems: [String] = []
+
+/// Every public symbol declared in this checkout's Sources without a doc comment, in each
+/// module's graphs.
+func undocumented() throws -> [String] {
+    var found: [String] = []
+    for module in try FileManager.default.contentsOfDirectory(atPath: graphs.path).sorted() {
+        let folder = graphs.appendingPathComponent(module)
+        for file in try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        where file.hasSuffix(".symbols.json") {
+            let data = try Data(contentsOf: folder.appendingPathComponent(file))
+            guard let graph = try JSONSerialization.jsonObject(with: data) as? [String: Any],
+                let list = graph["symbols"] as? [[String: Any]]
+            else { continue }
+            for symbol in list where symbol["accessLevel"] as? String == "public" {
+                guard let location = symbol["location"] as? [String: Any],
+                    let uri = location["uri"] as? String, let at = uri.range(of: "/Sources/"),
+                    symbol["docComment"] == nil
+                else { continue }
+                let line = ((location["position"] as? [String: Any])?["line"] as? Int ?? -1) + 1
+                let path = (symbol["pathComponents"] as? [String])?.joined(separator: ".") ?? "?"
+                found.append("Sources/\(uri[at.upperBound...]):\(line): public \(path) has no doc comment")
+            }
+        }
+    }
+    return Array(Set(found)).sorted()
+}
+problems += try undocumented()
+
 for row in rows {
     let cells = row.split(separator: "|", omittingEmptySubsequences: false)
     guard cells.count >= 3 else { continue }

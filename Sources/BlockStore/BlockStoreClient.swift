@@ -9,12 +9,18 @@ import Foundation
 ///
 /// Thread- and process-safe: every change holds the app's Block Store lock.
 public final class BlockStoreClient: Sendable {
+    /// Google's limit of entries per app: a 17th key is `TOO_MANY_ENTRIES`.
     public static let maximumEntries = 16
+    /// Google's limit for one entry, key (UTF-8) and bytes together: more is `MAX_SIZE_EXCEEDED`.
     public static let maximumSize = 4096
 
+    /// The app whose entries these are; it never reads another app's.
     public let app: App
+    /// The device whose directory holds the sealed entries and whose settings say whether Block
+    /// Store is available.
     public let device: Device
 
+    /// Block Store for `app` on `device`.
     public init(app: App, device: Device) {
         self.app = app
         self.device = device

@@ -10,13 +10,17 @@ import Sealing
 /// for entries stored with `shouldBackupToCloud` while end-to-end encryption is available; storing a
 /// key with `shouldBackupToCloud` false, or deleting it, removes its cloud copy at the next sync.
 public struct BlockStoreSync: Sendable {
+    /// The device whose apps' entries are synced, restored or transferred.
     public let device: Device
 
+    /// Block Store's cloud and transfer paths for every app on `device`.
     public init(device: Device) { self.device = device }
 
     /// What one sync did.
     public struct Report: Sendable, Equatable {
+        /// Entries written to the cloud.
         public var uploaded = 0
+        /// Cloud copies removed (entries deleted, or no longer backed up).
         public var removed = 0
         /// Why nothing was exchanged, when nothing could be.
         public var skipped: String?
@@ -26,9 +30,9 @@ public struct BlockStoreSync: Sendable {
     /// entries that are no longer backed up. Without E2EE (or signed out, or not joined) nothing
     /// is written to the cloud.
     public func sync() throws(BlockStoreError) -> Report {
-        guard device.cloud != nil else { return Report(skipped: "signed out") }
-        guard let session = try network({ try device.cloudSession() }) else {
-            return Report(skipped: try network { try device.whyNoCloudSession() })
+        guard CloudAccount(device).cloud != nil else { return Report(skipped: "signed out") }
+        guard let session = try network({ try CloudAccount(device).cloudSession() }) else {
+            return Report(skipped: try network { try CloudAccount(device).whyNoCloudSession() })
         }
         let keys = CloudEntries(session.key)
         var report = Report()
@@ -54,7 +58,7 @@ public struct BlockStoreSync: Sendable {
                 )
             }
         }
-        device.noteSynced(Self.storeName)
+        CloudAccount(device).noteSynced(Self.storeName)
         return report
     }
 
@@ -64,7 +68,7 @@ public struct BlockStoreSync: Sendable {
     /// Where Block Store stands (every app's entries on this device; `keepsake status`): local
     /// entries, the cloud's entries as `listing` vouches for them, and what the next sync would
     /// upload or remove.
-    public func status() -> StoreStatus { status(device.cloudListing()) }
+    public func status() -> StoreStatus { status(CloudAccount(device).cloudListing()) }
 
     package func status(_ listing: CloudListing) -> StoreStatus {
         var local = 0
@@ -86,7 +90,7 @@ public struct BlockStoreSync: Sendable {
         let keys = listing.key.map(CloudEntries.init)
         return StoreStatus(
             local: local, cloud: keys.flatMap { keys in listing.count(keys.objects.owns) },
-            pending: pending, lastSync: device.lastSync(of: Self.storeName),
+            pending: pending, lastSync: CloudAccount(device).lastSync(of: Self.storeName),
             notSyncing: listing.status.notSyncing)
     }
 
@@ -145,7 +149,7 @@ public struct BlockStoreSync: Sendable {
     /// every backed-up entry into the local copy. A wrong passcode restores nothing.
     @discardableResult
     public func join(passcode: SecureBytes) throws(BlockStoreError) -> Int {
-        do { try device.join(passcode: passcode) } catch {
+        do { try CloudAccount(device).join(passcode: passcode) } catch {
             // A wrong passcode, and an account refused (rolled back, planted), are no network
             // trouble: trying again does not help.
             let code: BlockStoreError.Code =
@@ -158,7 +162,8 @@ public struct BlockStoreSync: Sendable {
 
     /// Restores the cloud's backed-up entries into the local copy (existing local entries win).
     public func restore() throws(BlockStoreError) -> Int {
-        guard let cloud = try network({ try device.cloudSession(forUpload: false) }) else {
+        guard let cloud = try network({ try CloudAccount(device).cloudSession(forUpload: false) })
+        else {
             return 0
         }
         let keys = CloudEntries(cloud.key)

@@ -3,8 +3,11 @@ import Sealing
 
 /// One Block Store entry as an app sees it, plus what sync needs.
 public struct BlockStoreEntry: Sendable, Hashable {
+    /// The entry's key, as the app stored it.
     public var key: String
+    /// The entry's bytes.
     public var bytes: Data
+    /// Whether the entry is copied to the cloud account at sync (only with end-to-end encryption).
     public var shouldBackupToCloud: Bool
     /// Milliseconds since 1970 of the last store.
     public var modified: Int64

@@ -137,7 +137,7 @@ enum AccountWitness {
     }
 }
 
-extension Device {
+extension CloudAccount {
     /// The witness seed of the account `accountKey` is in: the copy the cloud holds under this
     /// epoch's key (a recovery key replaced on another device brings a new one), else the one
     /// this device keeps in its record (a cloud that withholds the object changes nothing).
@@ -147,7 +147,7 @@ extension Device {
         {
             return seed
         }
-        let kept = record ?? (try? records.load().record)
+        let kept = record ?? (try? device.records.load().record)
         return kept?.wrappedWitnessSeed.flatMap { try? openWitnessSeed($0) }
     }
 

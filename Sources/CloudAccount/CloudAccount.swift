@@ -1,186 +1,32 @@
 import Device
 import Foundation
-import Platform
-import Sealing
 
-/// Storage for a cloud account: untrusted, shared by the user's devices, possibly synced by any
-/// file-sync engine. Everything written to it is sealed and named by keyed hashes; a backend only
-/// moves opaque blobs.
-public protocol CloudStorage: Sendable {
-    func read(_ name: String) throws -> Data?
-    func write(_ name: String, _ data: Data) throws
-    func delete(_ name: String) throws
-    func list() throws -> [String]
-    /// Waits for the account's exclusive lock (every device and process of the account takes
-    /// the same one around a sync); released when the returned value is.
-    func lock() throws -> AnyObject
-    /// The object with the version it was read at, for a later `write(_:_:ifVersion:)`.
-    func readVersioned(_ name: String) throws -> VersionedObject?
-    /// Writes only when the object is still at `expected` (nil: only when there is none);
-    /// false when another writer got there first, and nothing was written.
-    func write(_ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?) throws
-        -> Bool
-    /// Writes several objects, in any order (at once where the storage can).
-    func write(_ objects: [(name: String, data: Data)]) throws
-    /// Reads several objects (at once where the storage can); absent ones are left out.
-    func read(_ names: [String]) throws -> [String: Data]
-}
+/// The cloud account a device is signed in to: everything the account does — joins (by
+/// approval, recovery key or passcode), approving a new device, the account key and its
+/// rotation, the witness that signs the account's manifest, the account's devices, the recovery
+/// key, the session the stores sync through, and where the account stands — is this type's.
+///
+/// It is built from a `Device`: `CloudAccount(device)` for a device already signed in, or
+/// `CloudAccount(secretService:directory:cloud:…)` to make the device and sign it in. A device
+/// signed out (`cloud` nil) answers every call as signed out.
+public struct CloudAccount: Sendable {
+    /// The device signed in to the account: its lock screen, class keys and record.
+    public let device: Device
 
-/// A cloud account that passes every request on to another (a test's fault injection): what a
-/// device keeps about the storage underneath (a WebDAV server's lock tokens) it keeps about that.
-package protocol WrappedCloud {
-    var inner: any CloudStorage { get }
-}
-
-extension CloudStorage {
-    /// `write(_:_:ifVersion:)`, or nothing but a pretended success when `skipped` (a test's
-    /// broken commit: `CloudSession.skipsTheSwitch`).
-    func write(
-        _ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?, unless skipped: Bool
-    ) throws -> Bool {
-        skipped ? true : try write(name, data, ifVersion: expected)
+    /// The account `device` is signed in to (or the signed-out answers, when it is not).
+    public init(_ device: Device) {
+        self.device = device
     }
 
-    /// The storage underneath every wrapper.
-    package var underlying: any CloudStorage {
-        (self as? any WrappedCloud)?.inner.underlying ?? self
-    }
-}
+    var signIn: CloudSignIn? { device.account as? CloudSignIn }
 
-/// Which copy of an object was read: a digest of its bytes, and the server's tag for it (an
-/// HTTP ETag) when it has one.
-public struct CloudObjectVersion: Sendable, Hashable {
-    public var digest: Data
-    public var tag: String?
+    /// The account's storage, or nil when the device is signed out.
+    public var cloud: (any CloudStorage)? { signIn?.storage }
 
-    public init(of bytes: Data, tag: String?) {
-        digest = KeyDerivation.keyedHash(
-            key: SecureBytes(count: 32) { _ in }, context: "keepsake.cloud.version.v1", bytes
-        ).unsafeData()
-        self.tag = tag
-    }
-}
+    /// The account's escrow service, when the account uses one.
+    package var escrow: EscrowConfiguration? { signIn?.escrow }
 
-public struct VersionedObject: Sendable {
-    public var data: Data
-    public var version: CloudObjectVersion
-}
-
-extension CloudStorage {
-    /// One after the other.
-    public func write(_ objects: [(name: String, data: Data)]) throws {
-        for (name, data) in objects { try write(name, data) }
-    }
-
-    /// One after the other.
-    public func read(_ names: [String]) throws -> [String: Data] {
-        var found: [String: Data] = [:]
-        for name in names { found[name] = try read(name) }
-        return found
-    }
-
-    /// Storage without tags of its own: the digest of what is there.
-    public func readVersioned(_ name: String) throws -> VersionedObject? {
-        try read(name).map {
-            VersionedObject(data: $0, version: CloudObjectVersion(of: $0, tag: nil))
-        }
-    }
-
-    /// Compares what is there, then writes: atomic for every writer that holds the account's
-    /// lock (as every Keepsake device does around a sync).
-    public func write(_ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?)
-        throws -> Bool
-    {
-        let current = try readVersioned(name)
-        guard current?.version.digest == expected?.digest else { return false }
-        try write(name, data)
-        return true
-    }
-}
-
-/// The cloud account as a directory (a synced folder, a mounted share; `WebDAVCloud` is the other
-/// ``CloudStorage``). Writes are atomic; names are validated so none can escape the directory.
-public struct CloudDirectory: CloudStorage {
-    public let url: URL
-    public init(_ url: URL) { self.url = url }
-
-    private func file(_ name: String) throws -> URL {
-        url.appendingPathComponent(try CloudObjectName.checked(name))
-    }
-
-    /// The object's bytes, or nil when there is none: a regular file only, and only up to its
-    /// kind's size cap (`CloudObjectLimits`), checked before anything is read.
-    public func read(_ name: String) throws -> Data? {
-        try Files.read(try file(name), limit: CloudObjectLimits.maximumSize(ofObjectNamed: name))
-    }
-    public func write(_ name: String, _ data: Data) throws {
-        try Files.writeAtomically(data, to: try file(name))
-    }
-    public func delete(_ name: String) throws { try Files.remove(try file(name)) }
-    public func list() throws -> [String] {
-        guard FileManager.default.fileExists(atPath: url.path) else { return [] }
-        let names = Files.list(url)
-        guard names.count <= CloudObjectLimits.maximumCount else {
-            throw CloudError(
-                "the cloud account holds more than \(CloudObjectLimits.maximumCount) objects")
-        }
-        return names
-    }
-    /// An flock on `.lock` in the directory: holds among processes of machines that share the
-    /// directory's file system (not across a file-sync engine, which has no locks).
-    public func lock() throws -> AnyObject { try FileLock(url.appendingPathComponent(".lock")) }
-}
-
-/// The one rule for cloud object names, on every backend: ASCII letters, digits, `-` and `_`,
-/// at most 200 bytes — so no name escapes the account's directory or collection.
-enum CloudObjectName {
-    static func checked(_ name: String) throws -> String {
-        guard !name.isEmpty, name.utf8.count <= 200,
-            name.unicodeScalars.allSatisfy({
-                $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_")
-            })
-        else { throw CloudError("invalid cloud object name") }
-        return name
-    }
-}
-
-public struct CloudError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    /// Whether trying again later can help (unreachable, a timeout, a 5xx); false when the server
-    /// refused what it will keep refusing (the credentials, a capability it lacks).
-    public let isTemporary: Bool
-    public init(_ description: String, isTemporary: Bool = true) {
-        self.description = description
-        self.isTemporary = isTemporary
-    }
-}
-
-/// How large a cloud object of each kind may be: its store's own limit, sealed, with room to
-/// spare. A bigger object is refused before it is read, so whoever holds the cloud cannot make a
-/// device spend its memory (a planted 1 GiB object costs a `stat`).
-package enum CloudObjectLimits {
-    package static func maximumSize(ofObjectNamed name: String) -> Int {
-        if name.hasPrefix("bs-") { return 16 * 1024 }  // a Block Store entry: ≤ 4096 bytes
-        if name.hasPrefix("kc-") { return 256 * 1024 }  // a Keychain item: ≤ 64 KiB + attributes
-        if name.hasPrefix("kv-") { return 2 * 1024 * 1024 }  // key-value store: ≤ 1 MB
-        if name.hasPrefix("ab-") { return 27 * 1024 * 1024 }  // Auto Backup: ≤ 25 MB
-        if name == "account-manifest" { return 4 * 1024 * 1024 }  // ~140 bytes per object
-        return 64 * 1024  // the account's own small objects (its record, joins, escrow)
-    }
-    /// How many objects a cloud account may hold: a listing beyond it is refused.
-    package static let maximumCount = 20_000
-}
-
-/// Runs a `CloudStorage` call: its failures are `.notAvailable` ("cloud account unreachable"),
-/// a `DeviceError` passes as it is. One mapping for the device's and its sessions' cloud calls.
-func cloudCall<R>(_ body: () throws -> R) throws(DeviceError) -> R {
-    do { return try body() } catch let error as DeviceError { throw error } catch {
-        throw DeviceError(.notAvailable, "cloud account unreachable: \(error)", underlying: error)
-    }
-}
-
-/// `error.localizedDescription` is the same sentence `description` and the command line give
-/// (never a secret), not Foundation's "The operation could not be completed".
-extension CloudError: LocalizedError {
-    public var errorDescription: String? { description }
+    /// Why the last unlock could not keep the account up to date (the device unlocked all the
+    /// same), for a caller to say so; nil when it could or had nothing to do.
+    package var lastProblem: String? { signIn?.lastProblem }
 }

@@ -11,7 +11,7 @@ import Synchronization
 /// and in the cloud never under anything a guess can be tested against (`AccountObjects`). A new
 /// device joins by approval of an existing unlocked device, with the recovery key, or with an
 /// existing device's passcode through the account's escrow service.
-extension Device {
+extension CloudAccount {
     /// The account key as this device holds it, with the device record it came from, without
     /// asking the cloud whether it is still the account's (`cloudKey` follows rotations): nil
     /// when signed out, not in an account, or (for uploads) without E2EE.
@@ -19,7 +19,7 @@ extension Device {
         key: SecureBytes, record: DeviceRecord
     )? {
         guard cloud != nil else { return nil }
-        let record = try records.load().record
+        let record = try device.records.load().record
         if forUpload && !record.kind.hasKnowledgeFactor { return nil }
         guard let wrapped = record.wrappedCloudKey else { return nil }
         return (try openCloudKey(wrapped), record)
@@ -51,7 +51,7 @@ extension Device {
     /// no longer in the account (removed from another device, or the key rotated without it).
     package func whyNoCloudSession(forUpload: Bool = true) throws(DeviceError) -> String {
         guard cloud != nil else { return "signed out" }
-        if forUpload, try !isEndToEndEncryptionAvailable() {
+        if forUpload, try !device.isEndToEndEncryptionAvailable() {
             return
                 "this device has no end-to-end-encryption-capable lock screen: set a pin, pattern or password (keepsake lockscreen set) for its copies to go to the cloud account"
         }
@@ -81,7 +81,7 @@ extension Device {
     /// When another device removed this one (`removed-<id>`, sealed under the key this device
     /// still holds), as an ISO 8601 date; nil when no such record opens.
     private func removedOn(_ heldKey: SecureBytes) throws -> String? {
-        let id = try records.load().record.deviceID
+        let id = try device.records.load().record.deviceID
         guard let bytes = try cloud?.read(AccountObjects.removed(id)),
             let date = AccountObjects.removalDate(bytes, deviceID: id, heldKey: heldKey)
         else { return nil }
@@ -260,13 +260,14 @@ extension Device {
         let found = try cloudCall { try cloud.readVersioned(AccountObjects.escrow) }
         let old = found.flatMap { EscrowRecord.parse($0.data) }
         let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
-        let passcodeKey = try PasscodeKeys.passcodeKey(passcode, salt: salt, cost: passcodeCost)
+        let passcodeKey = try PasscodeKeys.passcodeKey(
+            passcode, salt: salt, cost: device.passcodeCost)
         let client = escrow.client()
         let secret = AccountWitness.escrowSecret(accountKey, seed: seed)
         let slot = try escrowCall { () throws(EscrowError) in
             try client.register(
                 secret, owner: accountKey, passcodeKey: passcodeKey, salt: salt,
-                cost: passcodeCost, limit: Int(GuessLimit.hardLimit),
+                cost: device.passcodeCost, limit: Int(GuessLimit.hardLimit),
                 reader: EscrowProtocol.reader(secret: accountKey).publicKey
             ).slot
         }
@@ -325,13 +326,13 @@ extension Device {
         } else {
             epoch = account.epoch ?? 0
         }
-        let record = try guessLimit.exclusively { () throws(DeviceError) in
-            let loaded = try records.load()
+        let record = try device.guessLimit.exclusively { () throws(DeviceError) in
+            let loaded = try device.records.load()
             var record = loaded.record
             record.wrappedCloudKey = try sealCloudKey(accountKey)
             record.cloudEpoch = epoch
             if let witnessSeed { record.wrappedWitnessSeed = try sealWitnessSeed(witnessSeed) }
-            try records.store(record, replacing: loaded.path)
+            try device.records.store(record, replacing: loaded.path)
             return record
         }
         // In the manifest's device list, so that rotations seal the next key to it too (the
@@ -374,7 +375,7 @@ extension Device {
     /// A key of the account kept on this device: sealed under the AfterFirstUnlock class key,
     /// bound to `context`.
     func sealForDevice(_ secret: SecureBytes, context: String) throws(DeviceError) -> Data {
-        let classKey = try classKey(.afterFirstUnlock)
+        let classKey = try device.classKey(.afterFirstUnlock)
         return secret.withUnsafeBytes {
             Envelope.seal($0, key: classKey, associatedData: Data(context.utf8))
         }
@@ -383,7 +384,7 @@ extension Device {
     func openForDevice(_ wrapped: Data, context: String, what: String) throws(DeviceError)
         -> SecureBytes
     {
-        let classKey = try classKey(.afterFirstUnlock)
+        let classKey = try device.classKey(.afterFirstUnlock)
         do {
             return try Envelope.open(wrapped, key: classKey, associatedData: Data(context.utf8))
         } catch {
@@ -411,7 +412,7 @@ extension Device {
     }
 }
 
-extension Device {
+extension CloudAccount {
     /// Stores what the cloud account's upkeep changed in the record (the account key, its epoch,
     /// the escrow registration) onto the record as it is now, under the guess lock again: another
     /// process may have unlocked (counted a guess) or set a lock screen meanwhile. Under another
@@ -419,8 +420,8 @@ extension Device {
     /// class key, which a passcode change keeps); the escrow is registered again at the next
     /// unlock.
     func storeAfterCloud(_ record: DeviceRecord, read: DeviceRecord) throws(DeviceError) {
-        try guessLimit.exclusively { () throws(DeviceError) in
-            let (path, current) = try records.load()
+        try device.guessLimit.exclusively { () throws(DeviceError) in
+            let (path, current) = try device.records.load()
             // The passcode went meanwhile (another process): the account's keys went with it,
             // and none comes back into a record without one.
             guard current.kind.hasKnowledgeFactor else { return }
@@ -438,7 +439,7 @@ extension Device {
                 merged.wrappedCloudKey = record.wrappedCloudKey
                 merged.cloudEpoch = record.cloudEpoch
             }
-            if merged != current { try records.store(merged, replacing: path) }
+            if merged != current { try device.records.store(merged, replacing: path) }
         }
     }
 }

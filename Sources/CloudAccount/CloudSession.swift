@@ -463,10 +463,10 @@ struct StrayObjects {
     }
 }
 
-extension Device {
+extension CloudAccount {
     /// The highest manifest version this device has seen, in its directory.
     var seenManifest: SeenManifest {
-        SeenManifest(file: directory.appendingPathComponent("account-manifest-seen"))
+        SeenManifest(file: device.directory.appendingPathComponent("account-manifest-seen"))
     }
 
     /// Opens an exchange with the cloud account: nil when signed out or when this device does
@@ -519,7 +519,7 @@ extension Device {
         if !forUpload {
             strays = []
         } else {
-            strays = StrayObjects(directory: directory).old(among: strays)
+            strays = StrayObjects(directory: device.directory).old(among: strays)
             let (id, publicKey) = try deviceBoxPublicKey()
             if manifest.devices[id] != publicKey {
                 manifest.devices[id] = publicKey
@@ -531,8 +531,8 @@ extension Device {
             dirty: dirty, seen: seen, strays: strays)
         if forUpload { try session.moveToCurrentLayout() }
         if escrow != nil {
-            session.afterCommit = { [weak self] epoch, version in
-                self?.witness(key, epoch: epoch, version: version)
+            session.afterCommit = { epoch, version in
+                self.witness(key, epoch: epoch, version: version)
             }
         }
         return session
@@ -594,7 +594,7 @@ extension Device {
     /// This device's id and the public half of its X25519 key pair (derived from the device
     /// secret): rotations seal the account's new key to it.
     func deviceBoxPublicKey() throws(DeviceError) -> (id: String, publicKey: Data) {
-        let record = try records.load().record
+        let record = try device.records.load().record
         return (record.deviceID, Self.boxKeyPair(record).publicKey)
     }
 
@@ -606,7 +606,7 @@ extension Device {
 }
 
 #if KEEPSAKE_TEST_HOOKS
-    extension Device {
+    extension CloudAccount {
         /// Test hook: re-writes the account manifest to vouch for the store objects the cloud
         /// holds now, as only a holder of the account key could — so a test reaches each store's
         /// own checks (sealing bound to name, kind and account) behind the manifest.

@@ -7,7 +7,7 @@ import Synchronization
 
 /// Joining the cloud account: with the recovery key, with the passcode (through the account's
 /// escrow, which counts the claims), or by the approval of a device already in it.
-extension Device {
+extension CloudAccount {
     /// Joins with an existing device's passcode, through the account's escrow service
     /// (`escrow`): it counts every claim before it answers and releases the account key only to
     /// the right passcode, at most 10 claims in a row without it from all devices and clients
@@ -92,6 +92,8 @@ extension Device {
     /// A join request this device posted: the code it shows, and its side of the
     /// password-authenticated exchange keyed by that code (what opens the approval).
     public final class JoinTicket: Sendable {
+        /// The request's random id (16 hex digits): it names the request's cloud objects
+        /// (`join-<id>`), never the code.
         public let id: String
         /// The six digits to show; never sent anywhere.
         let code: String
@@ -219,6 +221,7 @@ extension Device {
 
     /// A pending join request, as an approving device lists it.
     public struct JoinRequest: Sendable, Hashable {
+        /// The request's id (16 hex digits), as the requesting device's `JoinTicket` has it.
         public let id: String
     }
 
@@ -253,7 +256,7 @@ extension Device {
             throw DeviceError(
                 .invalidPasscode, "type the six-digit code the new device shows (--code C)")
         }
-        guard try state() == .unlocked, let accountKey = try cloudKey() else {
+        guard try device.state() == .unlocked, let accountKey = try cloudKey() else {
             throw DeviceError(
                 .interactionNotAllowed, "approving needs this device unlocked and in the account")
         }
@@ -276,7 +279,7 @@ extension Device {
                 "no join request is waiting: start the join on the new device (device join --approval), then type the code it shows"
             )
         }
-        let record = try records.load().record
+        let record = try device.records.load().record
         // The state this device itself has seen (its own file, or its key's epoch): never the
         // cloud's account record, whose epoch the cloud could lower to void the vouching.
         let seen = seenManifest.read(account: SeenManifest.account(accountKey))
@@ -323,7 +326,7 @@ extension Device {
 
     /// The codes this device approved with (`AnsweredCodes`).
     var answeredCodes: AnsweredCodes {
-        AnsweredCodes(file: directory.appendingPathComponent("join-codes-answered"))
+        AnsweredCodes(file: device.directory.appendingPathComponent("join-codes-answered"))
     }
 
     /// Replaces the recovery key: the account key is rotated (`rotateAccountKey`) and the new one

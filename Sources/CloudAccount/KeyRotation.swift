@@ -13,10 +13,12 @@ import TPM
 /// under the new passcode, or is emptied until the next unlock when no passcode is at hand.
 /// Old wrapped copies of the account key (an old recovery record, an old escrow slot, a removed
 /// device's key) open nothing written after.
-extension Device {
+extension CloudAccount {
     /// A device of the cloud account, as its manifest lists it.
     public struct AccountDevice: Sendable, Hashable {
+        /// The device's id in the manifest (its stable device id), as `removeDevice(_:)` takes it.
         public let id: String
+        /// Whether this is the device that asked.
         public let isThisDevice: Bool
     }
 
@@ -25,7 +27,7 @@ extension Device {
         guard let session = try cloudSession(forUpload: false) else {
             throw DeviceError(.notAvailable, "this device is not in a cloud account")
         }
-        let me = try records.load().record.deviceID
+        let me = try device.records.load().record.deviceID
         return session.manifest.devices.keys.sorted().map {
             AccountDevice(id: $0, isThisDevice: $0 == me)
         }
@@ -57,13 +59,13 @@ extension Device {
     func rotateAccountKey(removing: String?, replacingRecoveryKey: Bool) throws(DeviceError)
         -> SecureBytes?
     {
-        guard try state() == .unlocked, let key = try cloudKey() else {
+        guard try device.state() == .unlocked, let key = try cloudKey() else {
             throw DeviceError(
                 .interactionNotAllowed, "this needs the device unlocked and in the cloud account")
         }
         // The cloud work outside the guess lock (a slow cloud never holds up an unlock); what it
         // changed in the record is merged in under the lock afterwards.
-        let read = try records.load().record
+        let read = try device.records.load().record
         var record = read
         let recovery = try rotateAccountKey(
             &record, from: key, passcode: nil, removing: removing,

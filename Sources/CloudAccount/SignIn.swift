@@ -31,20 +31,20 @@ final class CloudSignIn: SignedInAccount {
         var kept = record
         let upkeep: (changed: Bool, recoveryKey: SecureBytes?)
         do {
-            upkeep = try device.maintainCloudKey(
+            upkeep = try CloudAccount(device).maintainCloudKey(
                 &kept, passcode: passcode, passcodeChanged: passcodeChanged)
         } catch {
             // What was done before the failure (an escrow registered under a new passcode while
             // the rotation could not go through) is kept.
             if kept.escrowGeneration != record.escrowGeneration {
-                try? device.storeAfterCloud(kept, read: record)
+                try? CloudAccount(device).storeAfterCloud(kept, read: record)
             }
             return (nil, error.message)
         }
         // The account exists once a recovery key is made: the key is shown even when the
         // record's write fails (the next unlock stores the account key again).
         do {
-            if upkeep.changed { try device.storeAfterCloud(kept, read: record) }
+            if upkeep.changed { try CloudAccount(device).storeAfterCloud(kept, read: record) }
         } catch {
             return (upkeep.recoveryKey, error.message)
         }
@@ -52,10 +52,10 @@ final class CloudSignIn: SignedInAccount {
     }
 }
 
-extension Device {
+extension CloudAccount {
     /// A device at the real cost and delays, signed in to `cloud` (nil: signed out); see
     /// `Device(secretService:directory:)`.
-    public convenience init(
+    public init(
         secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
         cloud: (any CloudStorage)?
     ) {
@@ -67,7 +67,7 @@ extension Device {
     /// A device signed in to `cloud` (nil: signed out) whose account joins with a passcode
     /// through `escrow`, with the guess counter that holds its passcode slot; see
     /// `Device(secretService:directory:tpm:counter:)`.
-    public convenience init(
+    public init(
         secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
         cloud: (any CloudStorage)?, tpm: String?, escrow: EscrowConfiguration? = nil,
         counter: EscrowConfiguration? = nil
@@ -80,30 +80,19 @@ extension Device {
 
     /// A device signed in to `cloud` at another cost and delays: for the test support target and
     /// the development tool only.
-    package convenience init(
+    package init(
         secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
         cloud: (any CloudStorage)?, tpm: TPMConfiguration? = nil,
         escrow: EscrowConfiguration? = nil, counter: EscrowConfiguration? = nil,
         tuning: DeviceTuning
     ) {
-        self.init(
+        let device = Device(
             secretService: secretService, directory: directory, tpm: tpm, counter: counter,
             tuning: tuning, account: cloud.map { CloudSignIn(storage: $0, escrow: escrow) })
         // A lock left on the server by a process of this device that died is released by the
         // next one, not waited out (WebDAV locks last two minutes).
         (cloud?.underlying as? WebDAVCloud)?.keepLockTokens(
-            in: self.directory.appendingPathComponent("cloud-locks"))
+            in: device.directory.appendingPathComponent("cloud-locks"))
+        self.init(device)
     }
-
-    private var signIn: CloudSignIn? { account as? CloudSignIn }
-
-    /// The cloud account's storage the device is signed in to, or nil when signed out.
-    public var cloud: (any CloudStorage)? { signIn?.storage }
-
-    /// The cloud account's escrow service, when the account uses one.
-    package var escrow: EscrowConfiguration? { signIn?.escrow }
-
-    /// Why the last unlock could not keep the cloud account up to date (it unlocked all the
-    /// same), for a caller to say so; nil when it could or had nothing to do.
-    package var lastCloudAccountProblem: String? { account?.lastProblem }
 }

@@ -21,6 +21,7 @@ public struct StoreStatus: Sendable, Equatable {
     /// Why nothing of this store goes to the cloud now; nil when it does.
     public var notSyncing: String?
 
+    /// A store's status with each field as given.
     public init(
         local: Int, cloud: Int?, pending: Int?, lastSync: Date?, notSyncing: String?
     ) {
@@ -62,7 +63,7 @@ package struct CloudListing {
     package func count(_ owns: (String) -> Bool) -> Int? { names.map { $0.filter(owns).count } }
 }
 
-extension Device {
+extension CloudAccount {
     /// Reads the cloud account once for a status: signed in, E2EE, joined, and the manifest's
     /// listing, checked against the highest version this device saw. Reads only: no lock taken,
     /// no rotation followed, nothing written on either side. Never throws: what went wrong is
@@ -70,7 +71,7 @@ extension Device {
     package func cloudListing() -> CloudListing {
         var status = CloudAccountStatus(
             signedIn: cloud != nil,
-            endToEndEncryption: (try? isEndToEndEncryptionAvailable()) ?? false,
+            endToEndEncryption: (try? device.isEndToEndEncryptionAvailable()) ?? false,
             joined: false)
         guard let cloud else {
             status.notSyncing = "signed out"
@@ -135,7 +136,7 @@ extension Device {
         syncTimes()[store].map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) }
     }
 
-    private var syncTimesFile: URL { directory.appendingPathComponent("cloud-synced") }
+    private var syncTimesFile: URL { device.directory.appendingPathComponent("cloud-synced") }
 
     private func syncTimes() -> [String: Int64] {
         guard let bytes = (try? Files.read(syncTimesFile, limit: 64 * 1024)) ?? nil,

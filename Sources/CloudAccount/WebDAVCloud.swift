@@ -18,8 +18,10 @@ import Synchronization
 /// account's lock (`lock()`) is an exclusive WebDAV write lock (`LOCK`) on the collection's
 /// `.lock` resource, expiring after `lockLifetime` when its holder never releases it.
 public struct WebDAVCloud: CloudStorage {
+    /// The account's collection on the server, ending in `/`: each object is a resource in it.
     public let url: URL
     private let credentials: (user: String, password: String)?
+    /// Seconds each request may take, connecting included.
     public let timeout: TimeInterval
     /// A PEM file of the certificate authorities to trust instead of the system's.
     public let caFile: String?
@@ -66,10 +68,12 @@ public struct WebDAVCloud: CloudStorage {
         url.appendingPathComponent(try CloudObjectName.checked(name))
     }
 
+    /// GETs the resource `name`: its bytes, or nil when the server has none (404).
     public func read(_ name: String) throws -> Data? {
         try readVersioned(name)?.data
     }
 
+    /// GETs the resource `name` with its ETag as the version's tag; nil on a 404.
     public func readVersioned(_ name: String) throws -> VersionedObject? {
         let response = try send(
             "GET", try resource(name), limit: CloudObjectLimits.maximumSize(ofObjectNamed: name))
@@ -83,6 +87,7 @@ public struct WebDAVCloud: CloudStorage {
         }
     }
 
+    /// PUTs `data` as the resource `name`; any status outside 2xx is a `CloudError`.
     public func write(_ name: String, _ data: Data) throws {
         let response = try put(try resource(name), data, headers: [:])
         guard (200..<300).contains(response.status) else {
@@ -336,6 +341,7 @@ public struct WebDAVCloud: CloudStorage {
         return learnt
     }
 
+    /// DELETEs the resource `name`; one the server does not have (404) is no error.
     public func delete(_ name: String) throws {
         let response = try send("DELETE", try resource(name))
         guard (200..<300).contains(response.status) || response.status == 404 else {

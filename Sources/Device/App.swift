@@ -3,10 +3,16 @@ import Foundation
 /// An app on the device: its reverse-DNS id, its container (sandbox) directory, and the keychain
 /// access groups it is entitled to (the first is where items go by default).
 public struct App: Sendable, Hashable {
+    /// The app's reverse-DNS identifier (`com.example.wallet`), checked by `isValidID`.
     public let id: String
+    /// The app's container (sandbox) directory, deleted when the app is uninstalled.
     public let container: URL
+    /// The keychain access groups the app is entitled to; the first is where its items go by
+    /// default, and without a list given it is the app's id alone.
     public let accessGroups: [String]
 
+    /// An app with id `id` and container `container`, entitled to `accessGroups` (`[id]` when nil).
+    ///
     /// - Throws: `DeviceError.invalidAppID` when `id` is not reverse-DNS.
     public init(id: String, container: URL, accessGroups: [String]? = nil) throws(DeviceError) {
         guard App.isValidID(id) else { throw DeviceError.invalidAppID }

@@ -17,6 +17,7 @@ extension Device {
         GuessLimit(directory: directory, tuning: tuning, tpm: tpm, counter: counter)
     }
 
+    /// The kind of lock screen set on the device, as its record says.
     public func lockScreenKind() throws(DeviceError) -> LockScreenKind {
         try records.load().record.kind
     }
@@ -36,8 +37,11 @@ extension Device {
 
     /// What `keepsake lockscreen status` shows.
     public struct LockScreenStatus: Sendable, Hashable {
+        /// The kind of lock screen set.
         public var kind: LockScreenKind
+        /// The current lock state (always `unlocked` without a knowledge factor).
         public var state: LockState
+        /// Whether the lock screen has a knowledge factor, which end-to-end encryption needs.
         public var isEndToEndEncryptionCapable: Bool
         /// `service` when a guess counter service counts the guesses (hard limit, `countedIn`
         /// says where it keeps the count), `tpm` when the TPM does, else `software`.
@@ -50,6 +54,8 @@ extension Device {
         public var failedAttempts: Int
     }
 
+    /// The lock screen's kind, lock state, how guesses are limited and how many wrong passcodes
+    /// came in a row, read from the device record and the guess limit.
     public func status() throws(DeviceError) -> LockScreenStatus {
         let record = try records.load().record
         let count = try guessLimit.count(

@@ -137,6 +137,8 @@ public final class Device: Sendable {
 
     private var settingsFile: URL { directory.appendingPathComponent("settings.json") }
 
+    /// The device settings, read from `settings.json` in the device directory; the defaults when
+    /// none were saved.
     public func settings() throws(DeviceError) -> DeviceSettings {
         try DeviceError.checkOwnedByUser([directory, settingsFile])
         do {
@@ -149,6 +151,7 @@ public final class Device: Sendable {
         }
     }
 
+    /// Reads the device settings, applies `change` to them and writes the result back atomically.
     public func updateSettings(_ change: (inout DeviceSettings) -> Void) throws(DeviceError) {
         var current = try settings()
         change(&current)

@@ -9,6 +9,7 @@ public struct DeviceSettings: Codable, Sendable, Hashable {
     /// it is on.
     public var backupEnabled = true
 
+    /// Settings with the given values; both default to on, as a device starts.
     public init(blockStoreAvailable: Bool = true, backupEnabled: Bool = true) {
         self.blockStoreAvailable = blockStoreAvailable
         self.backupEnabled = backupEnabled

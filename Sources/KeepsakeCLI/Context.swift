@@ -115,10 +115,11 @@ package struct Context {
 
     /// The device on `secretService`, signed in to `--cloud`.
     package func device(secretService: SecretServiceConnection) throws -> Device {
-        Device(
+        CloudAccount(
             secretService: secretService, directory: deviceDirectory,
             cloud: try cloud(secretService: secretService), tpm: tpm, escrow: escrow,
-            counter: counter, tuning: tuning)
+            counter: counter, tuning: tuning
+        ).device
     }
 
     /// The device without a cloud account (for what never touches it).

@@ -55,7 +55,7 @@ enum LockScreenCommand {
                 // Keepsake or straight at the counter.
                 FileHandle.standardError.write(Data("keepsake: \(wrong.notice)\n".utf8))
             }
-            if let problem = device.lastCloudAccountProblem {
+            if let problem = CloudAccount(device).lastProblem {
                 // Unlocked; the account could not be kept up to date: say so, never in silence.
                 FileHandle.standardError.write(
                     Data(
@@ -105,10 +105,13 @@ enum DeviceCommand {
             switch ways[0] {
             case "approval":
                 let timeout = try context.arguments.count("timeout", default: 300, in: 1...3600)
-                let ticket = try device.requestJoin()
+                let ticket = try CloudAccount(device).requestJoin()
                 // Posted: the user types the code shown here on an unlocked device of the
                 // account (`device approve --code C` there).
-                guard let code = try device.awaitCode(of: ticket, timeout: .seconds(timeout)) else {
+                guard
+                    let code = try CloudAccount(device).awaitCode(
+                        of: ticket, timeout: .seconds(timeout))
+                else {
                     throw CommandError(
                         statusName: "errSecUserCanceled (-128)",
                         message: "no code for this join request")
@@ -118,17 +121,18 @@ enum DeviceCommand {
                     "waiting":
                         "run `keepsake device approve --code \(code)` on an unlocked device of the account",
                 ])
-                guard try device.awaitApproval(of: ticket, timeout: .seconds(timeout)) else {
+                guard try CloudAccount(device).awaitApproval(of: ticket, timeout: .seconds(timeout))
+                else {
                     throw CommandError(
                         statusName: "errSecUserCanceled (-128)",
                         message:
                             "no approval within \(timeout) s (device approve --code \(code) there)")
                 }
             case "recovery-key":
-                note = try device.join(
+                note = try CloudAccount(device).join(
                     recoveryKey: try SecretInput.lines().first ?? SecureBytes(copying: []))
             default:
-                note = try device.join(
+                note = try CloudAccount(device).join(
                     passcode: try SecretInput.lines().first ?? SecureBytes(copying: []))
             }
             // Said where the user sees it: the state restored is the one the cloud showed.
@@ -140,19 +144,21 @@ enum DeviceCommand {
         case "requests":
             try context.arguments.allowOnly([])
             // The requests waiting: their codes are on the new devices' screens only.
-            Output.json(try device.joinRequests().map { ["id": $0.id] })
+            Output.json(try CloudAccount(device).joinRequests().map { ["id": $0.id] })
         case "approve":
             try context.arguments.allowOnly(["code"])
-            try device.approveJoin(code: context.arguments.value("code"))
+            try CloudAccount(device).approveJoin(code: context.arguments.value("code"))
             Output.json(["approved": true])
         case "recovery-key":
             try context.arguments.allowOnly([])
-            showRecoveryKey(try device.replaceRecoveryKey())
+            showRecoveryKey(try CloudAccount(device).replaceRecoveryKey())
         case "devices":
             // The account's devices, as its manifest lists them.
             try context.arguments.allowOnly([])
             Output.json(
-                try device.accountDevices().map { ["id": $0.id, "thisDevice": $0.isThisDevice] })
+                try CloudAccount(device).accountDevices().map {
+                    ["id": $0.id, "thisDevice": $0.isThisDevice]
+                })
         case "remove":
             // Drops a device from the account and rotates the account key away from it.
             try context.arguments.allowOnly(["id"])
@@ -162,7 +168,7 @@ enum DeviceCommand {
                 throw CommandError.usage(
                     "device remove --id ID (32 hex digits, see device devices)")
             }
-            try device.removeDevice(id)
+            try CloudAccount(device).removeDevice(id)
             Output.json(["removed": id])
         case "transfer":
             // One file, one one-time key: the device's Block Store entries and the app's

@@ -17,10 +17,11 @@ extension PrivateSecretService {
         tpm: TPMConfiguration? = nil, escrow: EscrowConfiguration? = nil,
         counter: EscrowConfiguration? = nil, timeout: Duration = .seconds(5), tuning: DeviceTuning
     ) -> Device {
-        let device = Device(
+        let device = CloudAccount(
             secretService: connection(timeout: timeout),
             directory: directory ?? deviceDirectory(name), cloud: cloud, tpm: tpm,
-            escrow: escrow, counter: counter, tuning: tuning)
+            escrow: escrow, counter: counter, tuning: tuning
+        ).device
         rebootAtStop(device)
         return device
     }
@@ -68,18 +69,18 @@ extension DeviceTuning {
     package static let fastOnWallClock = DeviceTuning(passcodeCost: .minimum, retryPolicy: .fast)
 }
 
-extension Device {
+extension CloudAccount {
     /// A whole approval join, as a user does it between two devices: `joiner` posts a request,
-    /// this device answers it, `joiner` shows its code, the user types it here, and `joiner`
+    /// this account's device answers it, `joiner` shows its code, the user types it here, and `joiner`
     /// takes the approval. Returns the code.
     @discardableResult
     package func approve(_ joiner: Device, timeout: Duration = .seconds(10)) throws -> String {
-        let ticket = try joiner.requestJoin()
-        guard let code = try joiner.awaitCode(of: ticket, timeout: timeout) else {
+        let ticket = try CloudAccount(joiner).requestJoin()
+        guard let code = try CloudAccount(joiner).awaitCode(of: ticket, timeout: timeout) else {
             throw HarnessError("the joining device shows no code")
         }
         try approveJoin(code: code)
-        guard try joiner.awaitApproval(of: ticket, timeout: timeout) else {
+        guard try CloudAccount(joiner).awaitApproval(of: ticket, timeout: timeout) else {
             throw HarnessError("the joining device saw no approval within \(timeout)")
         }
         return code

@@ -6,10 +6,15 @@ import Foundation
 
 /// A value in the key-value store (the property-list scalars apps use).
 public enum KVValue: Sendable, Hashable, Codable {
+    /// A string, counted as its UTF-8 bytes.
     case string(String)
+    /// Bytes, counted as their number.
     case data(Data)
+    /// A 64-bit integer, counted as 8 bytes.
     case int(Int64)
+    /// A double (non-finite ones too), counted as 8 bytes.
     case double(Double)
+    /// A boolean, counted as 1 byte.
     case bool(Bool)
 
     /// Bytes counted against the 1 MB quota (the value's own size).
@@ -63,8 +68,8 @@ struct KVSnapshot: Codable, Sendable {
     var entries: [String: KVEntry] = [:]
     /// The id of the cloud account last synchronized with (`CloudNames.account`).
     var account: Data?
-    /// Keys written here since the last synchronize that reached the cloud (absent in caches
-    /// written before Keepsake kept it).
+    /// Keys written here since the last synchronize that reached the cloud; nil in a cache that
+    /// has no such field, read as none pending.
     var unsynced: Set<String>?
 
     func encoded() -> Data { KVJSON.encode(self) }
@@ -91,7 +96,8 @@ enum KVJSON {
         encoder.nonConformingFloatEncodingStrategy = .convertToString(
             positiveInfinity: spelled.positive, negativeInfinity: spelled.negative, nan: spelled.nan
         )
-        // Strings, integers, base64 and (now) every double encode; nothing else is in a value.
+        // Strings, integers, base64 and every double (the non-finite ones spelled) encode;
+        // nothing else is in a value.
         return try! encoder.encode(value)
     }
 

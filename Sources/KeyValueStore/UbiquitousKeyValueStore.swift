@@ -7,17 +7,28 @@ import Synchronization
 
 /// Mirrors `NSUbiquitousKeyValueStoreChangeReasonKey`'s values.
 public enum KVChangeReason: Int, Sendable, Hashable {
+    /// `NSUbiquitousKeyValueStoreServerChange`: the cloud copy, written by another device, changed
+    /// values at `synchronize()`.
     case serverChange = 0
+    /// `NSUbiquitousKeyValueStoreInitialSyncChange`: the first `synchronize()` with an account
+    /// brought values in.
     case initialSyncChange = 1
+    /// `NSUbiquitousKeyValueStoreQuotaViolationChange`: a write over a limit was refused and
+    /// changed nothing.
     case quotaViolationChange = 2
+    /// `NSUbiquitousKeyValueStoreAccountChange`: `synchronize()` found another account than the one
+    /// it last exchanged with.
     case accountChange = 3
 }
 
 /// One `NSUbiquitousKeyValueStoreDidChangeExternallyNotification`: why, and which keys.
 public struct KVExternalChange: Sendable, Hashable {
+    /// Why the values changed (`NSUbiquitousKeyValueStoreChangeReasonKey`).
     public var reason: KVChangeReason
+    /// The keys whose values changed, sorted (`NSUbiquitousKeyValueStoreChangedKeysKey`).
     public var changedKeys: [String]
 
+    /// A change for `reason` of `changedKeys`.
     public init(reason: KVChangeReason, changedKeys: [String]) {
         self.reason = reason
         self.changedKeys = changedKeys
@@ -38,15 +49,22 @@ public struct KVExternalChange: Sendable, Hashable {
 ///
 /// Thread-safe; processes sharing the store see each other's writes at `synchronize()`.
 public final class UbiquitousKeyValueStore: Sendable {
+    /// Apple's limit of keys per app: 1024.
     public static let maximumKeys = KVQuota.maximumKeys
+    /// Apple's limit of keys and values together: 1 MB (1,048,576 bytes).
     public static let maximumTotalBytes = KVQuota.maximumTotalBytes
+    /// Apple's limit of a key's length: 64 UTF-8 bytes.
     public static let maximumKeyLength = KVQuota.maximumKeyLength
 
+    /// The app whose values these are.
     public let app: App
+    /// The device: its directory holds the local cache, its cloud account the cloud copy.
     public let device: Device
     private let onExternalChange: @Sendable (KVExternalChange) -> Void
     private let state = Mutex<KVSnapshot?>(nil)
 
+    /// The store of `app` on `device`. `onExternalChange` is called with each change the cloud or a
+    /// quota violation brings (Apple's `…DidChangeExternallyNotification`).
     public init(
         app: App, device: Device,
         onExternalChange: @escaping @Sendable (KVExternalChange) -> Void = { _ in }
@@ -58,16 +76,21 @@ public final class UbiquitousKeyValueStore: Sendable {
 
     // MARK: - Values
 
+    /// Mirrors `object(forKey:)`: the value, or nil when the key is absent (or the cache does not
+    /// read).
     public func object(forKey key: String) -> KVValue? { (try? load())?.entries[key]?.value ?? nil }
+    /// Mirrors `string(forKey:)`: the value when it is a string, else nil.
     public func string(forKey key: String) -> String? {
         if case .string(let s) = object(forKey: key) { return s }
         return nil
     }
+    /// Mirrors `data(forKey:)`: the value when it is data, else nil.
     public func data(forKey key: String) -> Data? {
         if case .data(let d) = object(forKey: key) { return d }
         return nil
     }
 
+    /// Mirrors `dictionaryRepresentation`: every key's value.
     public var dictionaryRepresentation: [String: KVValue] {
         ((try? load())?.entries ?? [:]).compactMapValues(\.value)
     }
@@ -77,6 +100,7 @@ public final class UbiquitousKeyValueStore: Sendable {
     /// form.
     public func set(_ value: KVValue?, forKey key: String) { try? write(value, forKey: key) }
 
+    /// Mirrors `set(_:forKey:)` for a string.
     public func set(_ string: String, forKey key: String) { set(.string(string), forKey: key) }
 
     /// Mirrors `removeObject(forKey:)`.
@@ -131,7 +155,7 @@ public final class UbiquitousKeyValueStore: Sendable {
     /// error underneath.
     public func checkedSynchronize() throws(KeyValueStoreError) {
         let session: CloudSession?
-        do { session = try device.cloudSession() } catch {
+        do { session = try CloudAccount(device).cloudSession() } catch {
             throw KeyValueStoreError(
                 .notSynchronized, "the cloud account: \(error.message)", underlying: error)
         }
@@ -194,7 +218,7 @@ public final class UbiquitousKeyValueStore: Sendable {
             snapshot.unsynced = unsynced.filter { snapshot.entries[$0] != uploaded[$0] }
             return true
         }
-        device.noteSynced(storeName)
+        CloudAccount(device).noteSynced(storeName)
         if let change { onExternalChange(change) }
     }
 
@@ -204,7 +228,7 @@ public final class UbiquitousKeyValueStore: Sendable {
     /// Where this app's values stand (`keepsake status`): how many keys this device holds,
     /// whether the cloud holds the app's copy (1) or not (0) as the account's manifest vouches for
     /// it, and how many keys written here have not gone up yet.
-    public func status() -> StoreStatus { status(device.cloudListing()) }
+    public func status() -> StoreStatus { status(CloudAccount(device).cloudListing()) }
 
     package func status(_ listing: CloudListing) -> StoreStatus {
         let snapshot = try? load()
@@ -214,7 +238,7 @@ public final class UbiquitousKeyValueStore: Sendable {
                 listing.count { $0 == CloudNames(cloudKey: key, appID: app.id).name }
             },
             pending: snapshot.map { $0.unsynced?.count ?? 0 },
-            lastSync: device.lastSync(of: storeName),
+            lastSync: CloudAccount(device).lastSync(of: storeName),
             notSyncing: listing.status.notSyncing)
     }
 

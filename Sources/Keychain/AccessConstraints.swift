@@ -9,17 +9,30 @@ import Sealing
 /// guess limit; `applicationPassword` needs the app's password; biometry and companion
 /// constraints can never be met, as on a Mac without that hardware.
 public struct AccessConstraints: OptionSet, Sendable, Hashable {
+    /// The constraints' bits, with Apple's `SecAccessControlCreateFlags` values.
     public let rawValue: UInt64
+    /// Constraints from their bits; bits Apple does not define are `errSecParam` when an item is
+    /// added.
     public init(rawValue: UInt64) { self.rawValue = rawValue }
 
+    /// Biometry or the device passcode at each use; on Linux, the device passcode.
     public static let userPresence = AccessConstraints(rawValue: 1 << 0)
+    /// Any enrolled biometry at each use; never met on Linux.
     public static let biometryAny = AccessConstraints(rawValue: 1 << 1)
+    /// The biometry enrolled when the item was added, at each use; never met on Linux.
     public static let biometryCurrentSet = AccessConstraints(rawValue: 1 << 3)
+    /// The device passcode at each use (`ItemAuthentication.passcode`), one counted attempt each.
     public static let devicePasscode = AccessConstraints(rawValue: 1 << 4)
+    /// A paired companion device (an Apple Watch) at each use; never met on Linux.
     public static let companion = AccessConstraints(rawValue: 1 << 5)
+    /// Any one of the other constraints suffices (with `and` too: `errSecParam`).
     public static let or = AccessConstraints(rawValue: 1 << 14)
+    /// Every constraint is needed, as when neither `or` nor `and` is given.
     public static let and = AccessConstraints(rawValue: 1 << 15)
+    /// Apple: use of a Secure Enclave private key. Keys only: on a password item, `errSecParam`.
     public static let privateKeyUsage = AccessConstraints(rawValue: 1 << 30)
+    /// The app's password (`ItemAuthentication.applicationPassword`) to add the item and at each
+    /// use; the secret is sealed under Argon2id of it.
     public static let applicationPassword = AccessConstraints(rawValue: 1 << 31)
 
     /// Every flag Apple defines.
@@ -50,6 +63,7 @@ public struct ItemAuthentication: Sendable {
     /// were not given, instead of failing.
     public var skipItemsNeedingAuthentication: Bool
 
+    /// Credentials for items with access constraints; none by default.
     public init(
         passcode: SecureBytes? = nil, applicationPassword: SecureBytes? = nil,
         skipItemsNeedingAuthentication: Bool = false
@@ -59,5 +73,6 @@ public struct ItemAuthentication: Sendable {
         self.skipItemsNeedingAuthentication = skipItemsNeedingAuthentication
     }
 
+    /// No credential, no skipping: what every call is given unless told otherwise.
     public static let none = ItemAuthentication()
 }

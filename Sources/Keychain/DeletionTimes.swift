@@ -24,8 +24,8 @@ struct DeletionTimes {
         return times
     }
 
-    /// Notes `paths` as deleted now (best effort: without the note a tombstone is dated at the
-    /// sync, as before).
+    /// Notes `paths` as deleted now (best effort: without the note, a tombstone is dated at the
+    /// sync that finds the deletion).
     func note(_ paths: [ItemPath]) {
         guard !paths.isEmpty else { return }
         let now = Int64(Date().timeIntervalSince1970 * 1000)

@@ -2,10 +2,17 @@ import Foundation
 
 /// The data-protection classes of `kSecAttrAccessible`, with Apple's raw values.
 public enum Accessibility: String, Sendable, Hashable, CaseIterable, Codable {
+    /// `kSecAttrAccessibleWhenUnlocked`: readable only while the device is unlocked.
     case whenUnlocked = "ak"
+    /// `kSecAttrAccessibleAfterFirstUnlock`: readable from the first unlock after a reboot.
     case afterFirstUnlock = "ck"
+    /// `kSecAttrAccessibleWhenPasscodeSetThisDeviceOnly`: readable while unlocked, only while a
+    /// passcode is set; never leaves the device.
     case whenPasscodeSetThisDeviceOnly = "akpu"
+    /// `kSecAttrAccessibleWhenUnlockedThisDeviceOnly`: as `whenUnlocked`; never leaves the device.
     case whenUnlockedThisDeviceOnly = "aku"
+    /// `kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly`: as `afterFirstUnlock`; never leaves the
+    /// device.
     case afterFirstUnlockThisDeviceOnly = "cku"
     /// Deprecated by Apple, still accepted and read back as given; protected as
     /// `afterFirstUnlock` (never less protected than the classes Apple recommends instead).
@@ -34,6 +41,7 @@ public enum Accessibility: String, Sendable, Hashable, CaseIterable, Codable {
         }
     }
 
+    /// The class a command-line name names (`after-first-unlock`); nil for an unknown name.
     public init?(commandLineName: String) {
         guard let match = Self.allCases.first(where: { $0.commandLineName == commandLineName })
         else { return nil }
@@ -43,6 +51,8 @@ public enum Accessibility: String, Sendable, Hashable, CaseIterable, Codable {
 
 /// `kSecAttrSynchronizable` in a query: absent/false, true, or `kSecAttrSynchronizableAny`.
 public enum SynchronizableMatch: Sendable, Hashable {
+    /// `no`: only items that do not sync (`kSecAttrSynchronizable` absent or false); `yes`: only
+    /// items that do; `any`: both (`kSecAttrSynchronizableAny`).
     case no, yes, any
 
     func matches(_ synchronizable: Bool) -> Bool {
@@ -56,7 +66,9 @@ public enum SynchronizableMatch: Sendable, Hashable {
 
 /// The password classes the Keychain holds, with Apple's `kSecClass` values.
 public enum ItemClass: String, Sendable, Hashable, CaseIterable {
+    /// `kSecClassGenericPassword`: keyed by service and account.
     case genericPassword = "genp"
+    /// `kSecClassInternetPassword`: keyed by account and ``InternetLocation``.
     case internetPassword = "inet"
 }
 
@@ -65,15 +77,20 @@ public enum ItemClass: String, Sendable, Hashable, CaseIterable {
 /// account, security domain, server, protocol, authentication type, port, path). Absent values
 /// are Apple's: empty strings and port 0.
 public struct InternetLocation: Sendable, Hashable, Codable {
+    /// `kSecAttrServer`: a domain name or IP address.
     public var server: String
+    /// `kSecAttrPort`: 0…65535.
     public var port: Int
+    /// `kSecAttrPath`: the path part of a URL.
     public var path: String
     /// `kSecAttrProtocol`'s value (Apple's four-character codes: `htps`, `ftp `, …).
     public var internetProtocol: String
     /// `kSecAttrAuthenticationType`'s value (`dflt`, `http`, `form`, …).
     public var authenticationType: String
+    /// `kSecAttrSecurityDomain`: the authentication realm.
     public var securityDomain: String
 
+    /// A location; each part left out is Apple's absent value (an empty string, port 0).
     public init(
         server: String = "", port: Int = 0, path: String = "", internetProtocol: String = "",
         authenticationType: String = "", securityDomain: String = ""
@@ -103,15 +120,24 @@ package struct DataValuedAttributes: OptionSet, Sendable, Hashable {
 /// group + account + `internet` + synchronizable for an internet password (which has no service
 /// and no `generic`).
 public struct GenericPasswordAttributes: Sendable, Hashable {
+    /// The service (`kSecAttrService`), part of a generic password's primary key; empty for an
+    /// internet password.
     public var service: String
+    /// The account (`kSecAttrAccount`), part of the primary key.
     public var account: String
     /// nil when adding = the app's first access group.
     public var accessGroup: String?
+    /// `kSecAttrSynchronizable`: whether the item syncs with the cloud account (`KeychainSync`).
     public var synchronizable: Bool
+    /// `kSecAttrAccessible`: the data-protection class whose key seals the item.
     public var accessible: Accessibility
+    /// The user-visible label (`kSecAttrLabel`), also the item's label in the Secret Service.
     public var label: String?
+    /// The comment (`kSecAttrComment`).
     public var comment: String?
+    /// The user-visible kind of item (`kSecAttrDescription`).
     public var itemDescription: String?
+    /// The app's own bytes (`kSecAttrGeneric`), a generic password's only.
     public var generic: Data?
     /// Set for an internet password.
     public var internet: InternetLocation?
@@ -125,6 +151,8 @@ public struct GenericPasswordAttributes: Sendable, Hashable {
     /// Set by the Keychain; ignored on add.
     public internal(set) var modificationDate: Date?
 
+    /// An item's attributes; those left out take Apple's defaults (`whenUnlocked`, not
+    /// synchronizable; on add, the app's first access group).
     public init(
         service: String = "", account: String = "", accessGroup: String? = nil,
         synchronizable: Bool = false, accessible: Accessibility = .whenUnlocked,
@@ -145,11 +173,13 @@ public struct GenericPasswordAttributes: Sendable, Hashable {
         self.accessControl = accessControl
     }
 
+    /// `internetPassword` when `internet` is set, else `genericPassword`.
     public var itemClass: ItemClass { internet == nil ? .genericPassword : .internetPassword }
 }
 
 /// One item as a query returns it: attributes, and the secret when it was asked for.
 public struct GenericPasswordItem: Sendable, Hashable {
+    /// The item's attributes, its creation and modification dates included.
     public var attributes: GenericPasswordAttributes
     /// Present when the query asked for data. A copy in ordinary memory, owned by the caller.
     public var data: Data?
@@ -163,7 +193,9 @@ public struct GenericPasswordItem: Sendable, Hashable {
 public struct GenericPasswordQuery: FieldsByName, Sendable, Hashable {
     /// The fields to match: nil = any.
     public var fields: ItemFields
+    /// Which items by `kSecAttrSynchronizable`: by default only those that do not sync, as Apple's.
     public var synchronizable: SynchronizableMatch
+    /// Only items of this class; nil: any.
     public var accessible: Accessibility?
     /// Only the item with this persistent id (`GenericPasswordItem.persistentID`).
     public var persistentID: String?
@@ -171,6 +203,8 @@ public struct GenericPasswordQuery: FieldsByName, Sendable, Hashable {
     /// passwords.
     public var itemClass: ItemClass
 
+    /// A query matching every given field; with nothing given, every generic password that does
+    /// not sync.
     public init(
         service: String? = nil, account: String? = nil, accessGroup: String? = nil,
         synchronizable: SynchronizableMatch = .no, accessible: Accessibility? = nil,
@@ -203,10 +237,14 @@ public struct GenericPasswordQuery: FieldsByName, Sendable, Hashable {
 public struct GenericPasswordChanges: FieldsByName, Sendable, Hashable {
     /// The fields to set: nil = unchanged.
     public var fields: ItemFields
+    /// The new `kSecAttrSynchronizable`; nil: unchanged.
     public var synchronizable: Bool?
+    /// The new data-protection class; nil: unchanged.
     public var accessible: Accessibility?
+    /// The new secret (at most 64 KiB); nil: unchanged.
     public var data: Data?
 
+    /// Changes to the given fields; nil leaves a field as it is (nothing given: `errSecParam`).
     public init(
         service: String? = nil, account: String? = nil, accessGroup: String? = nil,
         synchronizable: Bool? = nil, accessible: Accessibility? = nil, label: String? = nil,
@@ -238,5 +276,6 @@ public struct GenericPasswordChanges: FieldsByName, Sendable, Hashable {
 
 /// How many items a query returns (`kSecMatchLimit`).
 public enum MatchLimit: Sendable, Hashable {
+    /// `one`: the first match (`kSecMatchLimitOne`); `all`: every match (`kSecMatchLimitAll`).
     case one, all
 }

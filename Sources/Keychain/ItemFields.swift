@@ -10,21 +10,32 @@ import Foundation
 /// `service` and `generic` are a generic password's; `server` … `securityDomain` (Apple's primary
 /// key of an internet password, with the account) are an internet password's.
 public struct ItemFields: Sendable, Hashable {
+    /// The service (`kSecAttrService`), part of a generic password's primary key.
     public var service: String?
+    /// The account (`kSecAttrAccount`), part of every password's primary key.
     public var account: String?
     /// In a query: nil = every access group the app is entitled to.
     public var accessGroup: String?
+    /// The user-visible label (`kSecAttrLabel`).
     public var label: String?
+    /// The comment (`kSecAttrComment`).
     public var comment: String?
+    /// The user-visible kind of item (`kSecAttrDescription`).
     public var itemDescription: String?
+    /// The app's own bytes (`kSecAttrGeneric`), a generic password's only.
     public var generic: Data?
+    /// The server (`kSecAttrServer`), part of an internet password's primary key.
     public var server: String?
+    /// The port (`kSecAttrPort`, 0…65535), part of an internet password's primary key.
     public var port: Int?
+    /// The path (`kSecAttrPath`), part of an internet password's primary key.
     public var path: String?
     /// `kSecAttrProtocol`'s value (Apple's four-character codes: `htps`, `ftp `, …).
     public var internetProtocol: String?
     /// `kSecAttrAuthenticationType`'s value (`dflt`, `http`, `form`, …).
     public var authenticationType: String?
+    /// The security domain (`kSecAttrSecurityDomain`), part of an internet password's primary
+    /// key.
     public var securityDomain: String?
 
     /// The string fields and how an error names each (`ItemAttribute.all`'s strings).

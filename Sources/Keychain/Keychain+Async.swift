@@ -5,6 +5,7 @@ import Sealing
 /// `async` forms of the Keychain's calls: each runs the blocking call on a thread of its own
 /// (`offThePool`), never on one of Swift concurrency's cooperative threads.
 extension Keychain {
+    /// `add(_:data:authentication:)`, run off Swift concurrency's cooperative threads.
     @discardableResult
     public func add(
         _ attributes: GenericPasswordAttributes, data: Data,
@@ -15,6 +16,7 @@ extension Keychain {
         }
     }
 
+    /// `data(matching:authentication:)`, run off Swift concurrency's cooperative threads.
     public func data(
         matching query: GenericPasswordQuery, authentication: ItemAuthentication = .none
     ) async throws(KeychainError) -> Data {
@@ -23,6 +25,7 @@ extension Keychain {
         }
     }
 
+    /// `dataIfPresent(matching:authentication:)`, run off Swift concurrency's cooperative threads.
     public func dataIfPresent(
         matching query: GenericPasswordQuery, authentication: ItemAuthentication = .none
     ) async throws(KeychainError) -> Data? {
@@ -31,6 +34,7 @@ extension Keychain {
         }
     }
 
+    /// `delete(matching:)`, run off Swift concurrency's cooperative threads.
     public func delete(matching query: GenericPasswordQuery) async throws(KeychainError) {
         try await offThePool { () throws(KeychainError) in try self.delete(matching: query) }
     }

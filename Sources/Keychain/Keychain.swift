@@ -5,8 +5,8 @@ import Sealing
 import SecretService
 import Synchronization
 
-/// Apple's keychain for generic passwords (`kSecClassGenericPassword`), rule for rule, stored in
-/// the freedesktop Secret Service.
+/// Apple's keychain for generic and internet passwords (`kSecClassGenericPassword`,
+/// `kSecClassInternetPassword`), rule for rule, stored in the freedesktop Secret Service.
 ///
 /// Thread-safe: one instance may be shared by every thread of a process. Several processes may use
 /// the same items at once; concurrent adds of one primary key leave exactly one item (the first
@@ -22,6 +22,7 @@ public final class Keychain: Sendable {
     /// The largest string attribute (service, account, label, …) and `generic`, in UTF-8 bytes.
     public static let maximumAttributeSize = 4096
 
+    /// The app whose access groups the Keychain serves; it never reaches an item of another group.
     public let app: App
     /// Where class keys come from; its Secret Service is where items live.
     public let device: Device
@@ -32,6 +33,7 @@ public final class Keychain: Sendable {
     let pathCache = Mutex<[GenericPasswordQuery: (path: ItemPath, class: ProtectionClass)]>(
         [:])
 
+    /// The Keychain of `app` on `device`, whose Secret Service holds the items.
     public init(app: App, device: Device) {
         self.app = app
         self.device = device

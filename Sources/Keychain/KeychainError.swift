@@ -7,12 +7,14 @@ import Sealing
 /// Like every Keepsake error it has a `code`, a `message` and an `underlying` error; `status` is
 /// Apple's word for its code.
 public struct KeychainError: KeepsakeError {
+    /// Apple's status for what went wrong.
     public let code: KeychainStatus
     /// What went wrong, in words; never a secret.
     public let message: String
     /// The failure underneath, when there was one (a `SecretServiceError`, a `DeviceError`).
     public let underlying: (any Error & Sendable)?
 
+    /// An error with Apple's status `code`, what happened in words, and the failure underneath.
     public init(
         _ code: KeychainStatus, _ message: String = "", underlying: (any Error & Sendable)? = nil
     ) {
@@ -27,6 +29,7 @@ public struct KeychainError: KeepsakeError {
     /// `errSecItemNotFound (-25300)`, as the command line prints it.
     public var statusName: String { code.description }
 
+    /// `errSecItemNotFound (-25300): <message>`, or the status alone when there is no message.
     public var description: String {
         message.isEmpty ? statusName : "\(statusName): \(message)"
     }

@@ -2,36 +2,73 @@
 /// with Apple's names (`status == .itemNotFound`, `KeychainStatus.itemNotFound.name` is
 /// `errSecItemNotFound`). A status Apple has no name for is still carried exactly.
 public struct KeychainStatus: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The `OSStatus`: Apple's number.
     public let rawValue: Int32
+    /// The status of an `OSStatus`, whether Apple names it or not.
     public init(rawValue: Int32) { self.rawValue = rawValue }
+    /// The status of an `OSStatus`, unlabeled: `KeychainStatus(-25300)`.
     public init(_ rawValue: Int32) { self.rawValue = rawValue }
 
+    /// `errSecSuccess`: no error.
     public static let success = KeychainStatus(0)
+    /// `errSecUnimplemented`: an Apple key, class or change Keepsake refuses rather than ignores.
     public static let unimplemented = KeychainStatus(-4)
+    /// `errSecDiskFull`: the disk is full.
     public static let diskFull = KeychainStatus(-34)
+    /// `errSecIO`: an I/O error.
     public static let io = KeychainStatus(-36)
+    /// `errSecParam`: invalid input (a wrong value, a key not allowed in the call, a secret over
+    /// 64 KiB); nothing is written.
     public static let param = KeychainStatus(-50)
+    /// `errSecWrPerm`: a write permissions error.
     public static let writePermissions = KeychainStatus(-61)
+    /// `errSecAllocate`: memory could not be allocated.
     public static let allocate = KeychainStatus(-108)
+    /// `errSecUserCanceled`: the user canceled the operation.
     public static let userCanceled = KeychainStatus(-128)
+    /// `errSecBadReq`: a bad parameter or an invalid state for the operation.
     public static let badRequest = KeychainStatus(-909)
+    /// `errSecNotAvailable`: the Secret Service could not be reached or did not answer within its
+    /// bound, or the device's storage could not be used.
     public static let notAvailable = KeychainStatus(-25291)
+    /// `errSecReadOnly`: the keychain cannot be modified.
     public static let readOnly = KeychainStatus(-25292)
+    /// `errSecAuthFailed`: a wrong device passcode or application password, an access constraint
+    /// nothing on Linux meets (biometry), or a device disabled by its guess limit.
     public static let authFailed = KeychainStatus(-25293)
+    /// `errSecNoSuchKeychain`: the keychain could not be found.
     public static let noSuchKeychain = KeychainStatus(-25294)
+    /// `errSecDuplicateItem`: an item with this primary key exists (an add, or an update that would
+    /// make two).
     public static let duplicateItem = KeychainStatus(-25299)
+    /// `errSecItemNotFound`: nothing matches the query.
     public static let itemNotFound = KeychainStatus(-25300)
+    /// `errSecBufferTooSmall`: not enough memory to use the item.
     public static let bufferTooSmall = KeychainStatus(-25301)
+    /// `errSecDataTooLarge`: the item holds data too large or in a format that cannot be shown.
     public static let dataTooLarge = KeychainStatus(-25302)
+    /// `errSecNoSuchAttr`: an attribute the item's class does not have (an internet attribute on
+    /// a generic password, a service or generic attribute on an internet password).
     public static let noSuchAttribute = KeychainStatus(-25303)
+    /// `errSecInvalidItemRef`: the item is no longer valid (it may have been deleted).
     public static let invalidItemRef = KeychainStatus(-25304)
+    /// `errSecNoSuchClass`: the item does not appear to be a valid keychain item.
     public static let noSuchClass = KeychainStatus(-25306)
+    /// `errSecInteractionNotAllowed`: the device is locked for the item's class, the Secret Service
+    /// collection is locked or wants a prompt, or a credential the item needs was not given.
     public static let interactionNotAllowed = KeychainStatus(-25308)
+    /// `errSecReadOnlyAttr`: the attribute cannot be modified.
     public static let readOnlyAttribute = KeychainStatus(-25309)
+    /// `errSecInteractionRequired`: user interaction is required but not allowed now.
     public static let interactionRequired = KeychainStatus(-25315)
+    /// `errSecDataNotAvailable`: the item's contents cannot be retrieved.
     public static let dataNotAvailable = KeychainStatus(-25316)
+    /// `errSecDataNotModifiable`: the item's contents cannot be modified.
     public static let dataNotModifiable = KeychainStatus(-25317)
+    /// `errSecDecode`: a stored item (or the device's state) does not decode or authenticate, or an
+    /// item's record does not match its index.
     public static let decode = KeychainStatus(-26275)
+    /// `errSecMissingEntitlement`: an access group the app is not entitled to.
     public static let missingEntitlement = KeychainStatus(-34018)
 
     /// Apple's constant name (`errSecDuplicateItem`), or `OSStatus <n>` for a number Apple does

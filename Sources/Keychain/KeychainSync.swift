@@ -13,14 +13,22 @@ import SecretService
 /// tombstones. `…ThisDeviceOnly` items are never synchronizable, so never leave the device.
 /// Without E2EE nothing is exchanged and items stay local.
 public struct KeychainSync: Sendable {
+    /// The device whose synchronizable items are exchanged with its cloud account.
     public let device: Device
 
+    /// Keychain sync for every app's synchronizable items on `device`.
     public init(device: Device) { self.device = device }
 
+    /// What one sync did.
     public struct Report: Sendable, Equatable {
+        /// Items written to the cloud (new or changed here since the last sync).
         public var uploaded = 0
+        /// Items taken from the cloud (new or changed on another device).
         public var downloaded = 0
+        /// Deletions exchanged: tombstones written for items deleted here, and items deleted here
+        /// for tombstones from the cloud.
         public var deleted = 0
+        /// Why nothing was exchanged (signed out, no end-to-end encryption, …); nil when it was.
         public var skipped: String?
     }
 
@@ -31,11 +39,11 @@ public struct KeychainSync: Sendable {
 
     /// Exchanges now; false-y report (`skipped`) when it cannot.
     public func sync() throws(KeychainError) -> Report {
-        guard device.cloud != nil else { return Report(skipped: "signed out") }
+        guard CloudAccount(device).cloud != nil else { return Report(skipped: "signed out") }
         let cloud: CloudSession
         do {
-            guard let session = try device.cloudSession() else {
-                return Report(skipped: try device.whyNoCloudSession())
+            guard let session = try CloudAccount(device).cloudSession() else {
+                return Report(skipped: try CloudAccount(device).whyNoCloudSession())
             }
             cloud = session
         } catch {
@@ -150,7 +158,7 @@ public struct KeychainSync: Sendable {
                 "synced, but this device's record of it could not be written: the next sync compares again"
             )
         }
-        device.noteSynced(Self.storeName)
+        CloudAccount(device).noteSynced(Self.storeName)
         return report
     }
 
@@ -196,7 +204,7 @@ public struct KeychainSync: Sendable {
     /// Where synchronizable items stand (`keepsake status`): how many this device holds, how
     /// many the cloud holds as the account's manifest vouches for them, and how many were added
     /// or changed here since they last went up (told only while the device is unlocked).
-    public func status() -> StoreStatus { status(device.cloudListing()) }
+    public func status() -> StoreStatus { status(CloudAccount(device).cloudListing()) }
 
     package func status(_ listing: CloudListing) -> StoreStatus {
         var local = 0
@@ -207,7 +215,7 @@ public struct KeychainSync: Sendable {
                     SecretServiceSchema.synchronizable: "true",
                 ]))?.unlocked.count ?? 0
         }
-        let lastSync = device.lastSync(of: Self.storeName)
+        let lastSync = CloudAccount(device).lastSync(of: Self.storeName)
         var pending: Int?
         var cloud: Int?
         if let key = listing.key, let remote = listing.names {

@@ -13,7 +13,7 @@ import Sealing
 /// every field but 6, in that canonical order: a sealed value moved to another item (another
 /// primary key, class or access group — which is the app's id by default) fails to open, and one
 /// whose clear header was edited, reordered or extended fails too. Opening authenticates the
-/// header exactly as stored (no re-encoding: that was a third of a read-all's opening time), and
+/// header exactly as stored (never re-encoded: a read-all opens one header per item), and
 /// the opened record must then describe the same item as the parsed header.
 struct SealedItem: Equatable {
     static let magic = Data("KSK2".utf8)

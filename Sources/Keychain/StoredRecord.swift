@@ -140,8 +140,8 @@ struct StoredRecord: Sendable, Equatable {
             ?? "\(attributes.internet?.server ?? attributes.service) (\(attributes.account))"
     }
 
-    /// Fields 14 and later are written only when set, so a generic password without access
-    /// control encodes exactly as before they existed.
+    /// Fields 14 and later are written only when set: a generic password without access control
+    /// (or the other optional flags) encodes as fields 1–13 alone, and such a record decodes.
     private enum Tag: UInt8 {
         case id = 1
         case service, account, accessGroup, synchronizable, accessible, label, comment

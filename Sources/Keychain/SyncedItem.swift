@@ -7,7 +7,7 @@ struct SyncedItem: Codable, Equatable {
     var accessGroup: String
     var service: String
     var account: String
-    /// Internet passwords only (absent for generic ones, as before internet passwords existed).
+    /// Internet passwords only: a generic password's object has no `internet` key at all.
     var internet: InternetLocation?
     var modified: Int64
     var deleted: Bool

@@ -3,54 +3,89 @@ import Sealing
 
 /// Mirrors `LAPolicy`, Apple's raw values.
 public enum LAPolicy: Int, Sendable {
+    /// Biometry alone. Unavailable on Linux: `biometryNotAvailable`.
     case deviceOwnerAuthenticationWithBiometrics = 1
+    /// Biometry, a companion watch or the device passcode. No system dialog on Linux:
+    /// `notInteractive` (an app asks for the passcode and calls `setDevicePasscode(_:)`).
     case deviceOwnerAuthentication = 2
+    /// A paired Apple Watch alone. Unavailable on Linux: `biometryNotAvailable`.
     case deviceOwnerAuthenticationWithWatch = 3
+    /// Biometry or a paired Apple Watch. Unavailable on Linux: `biometryNotAvailable`.
     case deviceOwnerAuthenticationWithBiometricsOrWatch = 4
 }
 
 /// Mirrors `LACredentialType`.
 public enum LACredentialType: Int, Sendable {
+    /// A password the app supplies, for items with the `applicationPassword` access constraint.
     case applicationPassword = 0
 }
 
 /// Mirrors `LABiometryType`: a Linux machine has no biometric hardware Keepsake uses.
 public enum LABiometryType: Int, Sendable {
+    /// No biometry: what `biometryType` always answers on Linux.
     case none = 0
+    /// Touch ID (fingerprint). Never answered on Linux.
     case touchID = 1
+    /// Face ID. Never answered on Linux.
     case faceID = 2
+    /// Optic ID (iris). Never answered on Linux.
     case opticID = 4
 }
 
 /// Mirrors `LAError`, Apple's codes (`LAErrorDomain`).
 public struct LAError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Apple's `LAError.Code` values (`LAErrorDomain`). Keepsake's `LAContext` fails with
+    /// `biometryNotAvailable` and `notInteractive` only; the others are here so that Apple code
+    /// naming them builds.
     public enum Code: Int, Sendable {
+        /// The user did not give valid credentials.
         case authenticationFailed = -1
+        /// The user canceled the authentication dialog.
         case userCancel = -2
+        /// The user chose the fallback button (entering a password) in the dialog.
         case userFallback = -3
+        /// The system canceled authentication (another app came to the foreground).
         case systemCancel = -4
+        /// No passcode is set on the device.
         case passcodeNotSet = -5
+        /// Biometry is not available on the device: every biometric or watch policy on Linux.
         case biometryNotAvailable = -6
+        /// The user has no biometric identity enrolled.
         case biometryNotEnrolled = -7
+        /// Biometry is locked after too many failed attempts.
         case biometryLockout = -8
+        /// The app canceled authentication (`invalidate()`).
         case appCancel = -9
+        /// The context was invalidated before use.
         case invalidContext = -10
+        /// The authentication dialog would have to be shown and cannot be:
+        /// `deviceOwnerAuthentication` on Linux, which has no system dialog.
         case notInteractive = -1004
     }
+    /// `LAErrorDomain`: the domain of the `NSError`s `canEvaluatePolicy(_:error:)` fills in.
     public static let errorDomain = "com.apple.LocalAuthentication"
 
+    /// Which failure, with Apple's number.
     public let code: Code
+    /// Why, in words (`no biometric hardware`); never a secret.
     public let message: String
+    /// An error of `code`, with what happened in words.
     public init(_ code: Code, _ message: String = "") {
         self.code = code
         self.message = message
     }
+    /// `LAError <code>: <message>`.
     public var description: String { "LAError \(code.rawValue): \(message)" }
 
+    /// `LAError.authenticationFailed`, as Apple code writes it.
     public static let authenticationFailed = Code.authenticationFailed
+    /// `LAError.userCancel`, as Apple code writes it.
     public static let userCancel = Code.userCancel
+    /// `LAError.passcodeNotSet`, as Apple code writes it.
     public static let passcodeNotSet = Code.passcodeNotSet
+    /// `LAError.biometryNotAvailable`, as Apple code writes it.
     public static let biometryNotAvailable = Code.biometryNotAvailable
+    /// `LAError.notInteractive`, as Apple code writes it.
     public static let notInteractive = Code.notInteractive
 }
 
@@ -70,14 +105,21 @@ public final class LAContext: @unchecked Sendable {
     private var credential: SecureBytes?
     private var passcode: SecureBytes?
 
+    /// Apple: the reason shown in the authentication dialog. Kept and unused: there is no dialog.
     public var localizedReason: String = ""
+    /// Apple: the title of the dialog's fallback button. Kept and unused: there is no dialog.
     public var localizedFallbackTitle: String?
+    /// Apple: the title of the dialog's cancel button. Kept and unused: there is no dialog.
     public var localizedCancelTitle: String?
-    /// When true, nothing may ask the user: evaluation fails `notInteractive` at once.
+    /// Apple: when true, nothing may ask the user. Kept and unused: nothing here ever asks, so
+    /// evaluation answers the same either way.
     public var interactionNotAllowed = false
+    /// Apple: how long a device unlock counts as a biometric match. Kept and unused: no biometry.
     public var touchIDAuthenticationAllowableReuseDuration: TimeInterval = 0
+    /// The device's biometry: always `none` (Keepsake uses no biometric hardware).
     public var biometryType: LABiometryType { .none }
 
+    /// A context holding no credential.
     public init() {}
 
     /// Mirrors `canEvaluatePolicy(_:error:)`: biometric policies answer
@@ -161,12 +203,15 @@ public final class LAContext: @unchecked Sendable {
 /// Equal only to itself, as an `NSObject` is by default (Apple's `LAContext` is one), and so
 /// Hashable: Apple code keeps a context in a `[String: AnyHashable]` query (Valet does).
 extension LAContext: Hashable {
+    /// Identity: a context equals only itself.
     public static func == (a: LAContext, b: LAContext) -> Bool { a === b }
+    /// Hashes the context's identity, as `==` compares it.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
 
 /// `error.localizedDescription` is the same sentence `description` and the command line give
 /// (never a secret), not Foundation's "The operation could not be completed".
 extension LAError: LocalizedError {
+    /// The same sentence as `description`.
     public var errorDescription: String? { description }
 }

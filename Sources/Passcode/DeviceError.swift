@@ -11,6 +11,7 @@ public enum DeviceErrorDomain {}
 public typealias DeviceError = CodedError<DeviceErrorDomain>
 
 extension ErrorCode<DeviceErrorDomain> {
+    /// An app id that is not reverse-DNS (`App.isValidID`).
     public static var invalidAppID: Self { Self("invalid app id") }
     /// A passcode that does not fit its kind (a 3-digit pin, a pattern reusing a cell, …).
     public static var invalidPasscode: Self { Self("invalid passcode") }
@@ -30,6 +31,7 @@ extension ErrorCode<DeviceErrorDomain> {
 }
 
 extension DeviceError {
+    /// The `.invalidAppID` error `App.init` throws, saying the id must be reverse-DNS.
     public static var invalidAppID: Self {
         Self(.invalidAppID, "the app id must be reverse-DNS (e.g. com.example.wallet)")
     }

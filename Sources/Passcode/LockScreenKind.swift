@@ -4,8 +4,11 @@ import Sealing
 /// The kinds of lock screen. pin, pattern and password are knowledge factors: they make the device
 /// end-to-end-encryption capable and protect the class keys.
 public enum LockScreenKind: String, Sendable, Hashable, CaseIterable, Codable {
+    /// `none` and `swipe` take no passcode; `pin`, `pattern` and `password` take one of their
+    /// shape (`validate(_:)`).
     case none, swipe, pin, pattern, password
 
+    /// Whether this kind is a knowledge factor: true for `pin`, `pattern` and `password`.
     public var hasKnowledgeFactor: Bool {
         switch self {
         case .none, .swipe: false
@@ -104,5 +107,7 @@ public enum LockScreenKind: String, Sendable, Hashable, CaseIterable, Codable {
 
 /// The device's lock state: `beforeFirstUnlock` after boot, then `unlocked` ⇄ `locked`.
 public enum LockState: String, Sendable, Hashable, Codable {
+    /// `beforeFirstUnlock`: no class key since boot; `unlocked`: every class key held; `locked`:
+    /// only the keys not dropped at lock (`afterFirstUnlock…`) held.
     case beforeFirstUnlock, unlocked, locked
 }

@@ -31,6 +31,8 @@ public struct TPMConfiguration: Sendable, Hashable {
 
     let newSlots: NewSlots
 
+    /// The TPM at `tcti`, named explicitly: slots an earlier version made on it still unlock; a
+    /// new passcode on a device that names no guess counter service is refused, naming one.
     public init(tcti: String) {
         self.init(tcti: tcti, newSlots: .refused)
     }

@@ -14,12 +14,17 @@ import Sealing
 /// A backup over 25 MB is refused whole. Device-to-device transfer uses the `device-transfer`
 /// rules and works with cloud backup off.
 public struct AutoBackup: Sendable {
+    /// The largest backup, 25 MB (Android's Auto Backup quota): a backup over it is refused whole.
     public static let quota = 25 * 1024 * 1024
 
+    /// The app whose container is backed up and restored.
     public let app: App
+    /// The device: its directory holds the local backup, its cloud account the cloud copy.
     public let device: Device
+    /// The app's backup rules: which files a backup or a transfer takes.
     public let configuration: BackupConfiguration
 
+    /// Auto Backup for `app` on `device`, taking the files `configuration` selects.
     public init(app: App, device: Device, configuration: BackupConfiguration) {
         self.app = app
         self.device = device
@@ -65,7 +70,10 @@ public struct AutoBackup: Sendable {
 
     /// What one backup did.
     public struct Report: Sendable, Equatable {
+        /// The container-relative paths backed up, sorted.
         public var files: [String]
+        /// Whether a cloud copy was written: false without a cloud session (signed out, no
+        /// end-to-end encryption) or when the rules took nothing.
         public var cloud: Bool
     }
 
@@ -89,7 +97,7 @@ public struct AutoBackup: Sendable {
                 .notAvailable, "the backup could not be written: \(error)", underlying: error)
         }
         var cloudWritten = false
-        if let cloud = try? device.cloudSession() {
+        if let cloud = try? CloudAccount(device).cloudSession() {
             let objects = CloudObjects(cloudKey: cloud.key, kind: Self.cloudKind)
             let name = objects.name(app.id)
             do {
@@ -105,7 +113,7 @@ public struct AutoBackup: Sendable {
                     .notAvailable, "the cloud account could not be reached: \(error)",
                     underlying: error)
             }
-            device.noteSynced(storeName)
+            CloudAccount(device).noteSynced(storeName)
         }
         return Report(files: files.keys.sorted(), cloud: cloudWritten)
     }
@@ -117,7 +125,7 @@ public struct AutoBackup: Sendable {
     /// holds, whether the cloud holds the app's backup (1) or not (0) as the account's manifest
     /// vouches for it, and how many files changed in the container since the last backup (all of
     /// them when the cloud, read, lacks a backup the device has).
-    public func status() -> StoreStatus { status(device.cloudListing()) }
+    public func status() -> StoreStatus { status(CloudAccount(device).cloudListing()) }
 
     package func status(_ listing: CloudListing) -> StoreStatus {
         let backedUp = try? localBackupFiles()
@@ -134,7 +142,8 @@ public struct AutoBackup: Sendable {
             if cloud == 0 && local > 0 { pending = max(pending!, local) }
         }
         return StoreStatus(
-            local: local, cloud: cloud, pending: pending, lastSync: device.lastSync(of: storeName),
+            local: local, cloud: cloud, pending: pending,
+            lastSync: CloudAccount(device).lastSync(of: storeName),
             notSyncing: listing.status.notSyncing)
     }
 
@@ -154,7 +163,7 @@ public struct AutoBackup: Sendable {
     /// The cloud account to restore from: nil when it cannot be reached or this device is not
     /// in it (nothing to restore then); an account whose manifest refuses it is an error.
     private func cloudSessionForRestore() throws(PreferencesError) -> CloudSession? {
-        do { return try device.cloudSession(forUpload: false) } catch {
+        do { return try CloudAccount(device).cloudSession(forUpload: false) } catch {
             if error.code == .corrupt {
                 throw PreferencesError(.corrupt, error.message, underlying: error)
             }

@@ -15,31 +15,57 @@ import Foundation
 /// transfer. `disableIfNoEncryptionCapabilities="true"` on `<cloud-backup>` turns cloud backup off
 /// without E2EE.
 public struct BackupConfiguration: Sendable, Equatable {
+    /// `android:allowBackup`: when false, neither a backup nor a transfer takes anything.
     public var allowBackup: Bool
+    /// The rules for cloud backup (`<cloud-backup>`, or the whole `full-backup-content`).
     public var cloud: RuleSet
+    /// The rules for device-to-device transfer (`<device-transfer>`, or the whole
+    /// `full-backup-content`).
     public var deviceTransfer: RuleSet
 
+    /// Backup allowed and no rules: every file of the container, for backup and transfer alike.
     public static let everything = BackupConfiguration(
         allowBackup: true, cloud: RuleSet(), deviceTransfer: RuleSet())
 
+    /// One section's rules: its includes, its excludes and its encryption condition.
     public struct RuleSet: Sendable, Equatable {
+        /// The `<include>` rules; when there is any, only the files they name are taken.
         public var includes: [Rule] = []
+        /// The `<exclude>` rules; an exclude wins over every include.
         public var excludes: [Rule] = []
+        /// `disableIfNoEncryptionCapabilities="true"` on `<cloud-backup>`: no cloud backup at all
+        /// without end-to-end encryption.
         public var disableIfNoEncryptionCapabilities = false
     }
 
+    /// One `<include>` or `<exclude>`: a domain, a path in it, and its `requireFlags`.
     public struct Rule: Sendable, Equatable {
+        /// The `domain` attribute: which directory of the container `path` is in.
         public var domain: Domain
+        /// The `path` attribute, relative to the domain's directory: `.` is the whole domain, a
+        /// directory takes everything under it (a trailing `/` is dropped).
         public var path: String
+        /// `requireFlags="clientSideEncryption"`: an include that takes its files to the cloud
+        /// only with end-to-end encryption.
         public var requireClientSideEncryption = false
+        /// `requireFlags="deviceToDeviceTransfer"`: an include that takes its files in a
+        /// device-to-device transfer only.
         public var requireDeviceTransfer = false
     }
 
+    /// Android's backup domains (the `domain` attribute), each a directory of the container.
     public enum Domain: String, Sendable, CaseIterable {
+        /// `root`: the container itself; `file`: `files`; `database`: `databases`;
+        /// `sharedpref`: `shared_prefs`; `external`: external storage, which Keepsake's apps do
+        /// not have (its rules match nothing).
         case root, file, database, sharedpref, external
+        /// `device_root`: the device-protected storage, `device` in the container.
         case deviceRoot = "device_root"
+        /// `device_file`: `device/files`.
         case deviceFile = "device_file"
+        /// `device_database`: `device/databases`.
         case deviceDatabase = "device_database"
+        /// `device_sharedpref`: `device/shared_prefs`.
         case deviceSharedpref = "device_sharedpref"
 
         /// The domain's directory inside the container, relative ("" = the container); nil for

@@ -13,9 +13,12 @@ import Sealing
 /// Bundle format: TLV `KDT1` with field 1 = the Block Store part (`BlockStoreSync.transferOut`),
 /// field 2 = the preferences payload sealed under the same key, bound to the app id.
 public struct DeviceTransfer: Sendable {
+    /// The app whose device-transfer preferences travel in the bundle.
     public let app: App
+    /// The device whose Block Store entries travel in the bundle, and that imports one.
     public let device: Device
 
+    /// A transfer of `app`'s preferences and `device`'s Block Store entries.
     public init(app: App, device: Device) {
         self.app = app
         self.device = device

@@ -7,10 +7,14 @@ import Sealing
 /// JSON: `{"lastAuthenticatorId": String?, "lastWallet": String?, "lastLoginAt": Int64?}`, these
 /// names exactly; `lastLoginAt` in milliseconds since 1970.
 public struct RecoveryHint: Sendable, Hashable, Codable {
+    /// The authenticator used last: 1…256 characters, no control character.
     public var lastAuthenticatorId: String?
+    /// The wallet used last: an EVM address, `0x` and 40 hex digits.
     public var lastWallet: String?
+    /// When the user last logged in, in milliseconds since 1970 (up to the year 3000).
     public var lastLoginAt: Int64?
 
+    /// A hint with the given fields; nil leaves a field unset.
     public init(
         lastAuthenticatorId: String? = nil, lastWallet: String? = nil, lastLoginAt: Int64? = nil
     ) {
@@ -19,7 +23,9 @@ public struct RecoveryHint: Sendable, Hashable, Codable {
         self.lastLoginAt = lastLoginAt
     }
 
+    /// The hint with no field set: what a read answers when no store holds one.
     public static let empty = RecoveryHint()
+    /// Whether no field is set (`set` refuses such a hint).
     public var isEmpty: Bool { self == .empty }
 
     /// The fields of `changes` that are set replace ours; the rest stay.
@@ -115,7 +121,10 @@ public typealias HintError = CodedError<HintErrorDomain>
 extension ErrorCode<HintErrorDomain> {
     /// `set` with no field: refused, nothing touched.
     public static var empty: Self { Self("empty hint") }
+    /// A field that breaks its rule (empty, too long, a control character, not an address, out of
+    /// range, the wrong JSON type) or that the hint does not have.
     public static var invalidField: Self { Self("invalid field") }
+    /// Bytes that are not a JSON object, or that do not decode as a hint.
     public static var malformed: Self { Self("malformed hint") }
     /// Neither store could be written (or read).
     public static var allStoresFailed: Self { Self("all stores failed") }

@@ -18,9 +18,11 @@ public enum HintProfile: String, Sendable, CaseIterable {
 
 /// What happened to one store in a `set` or `clear`.
 public struct StoreOutcome: Sendable, Hashable {
+    /// The store's name (`HintStore.name`).
     public var store: String
     /// nil on success; otherwise what failed, in words (never the hint).
     public var error: String?
+    /// Whether the store did what was asked.
     public var succeeded: Bool { error == nil }
 }
 
@@ -31,12 +33,16 @@ public struct StoreOutcome: Sendable, Hashable {
 /// processes setting different fields at once both keep their field. Every store write is atomic,
 /// so a reader never sees a torn hint.
 public final class RecoveryHintService: Sendable {
+    /// Which platform's pair of stores these are.
     public let profile: HintProfile
     /// Read first; nil when the device lacks it (android without Block Store).
     public let primary: (any HintStore)?
+    /// Read when the primary has no hint or fails; written beside it.
     public let fallback: any HintStore
     private let lockFile: URL
 
+    /// A service over `primary` (nil: the fallback alone) and `fallback`, its updates serialized by
+    /// a flock on `lockFile`.
     public init(
         primary: (any HintStore)?, fallback: any HintStore, lockFile: URL, profile: HintProfile
     ) {
@@ -183,6 +189,7 @@ public final class RecoveryHintService: Sendable {
 /// What it swallows it logs (errors only, never the hint). Built on ``RecoveryHintService``, which
 /// throws ``HintError`` where this answers empty.
 public final class RecoveryHints: Sendable {
+    /// The throwing service underneath; nil makes every call a logged no-op.
     public let service: RecoveryHintService?
     private let log: @Sendable (String) -> Void
 
@@ -198,6 +205,7 @@ public final class RecoveryHints: Sendable {
         self.log = log
     }
 
+    /// The hint from the first store that has one; the empty hint, logged, when every store fails.
     public func get() -> RecoveryHint {
         guard let service else {
             log("get: no hint service")
@@ -209,6 +217,7 @@ public final class RecoveryHints: Sendable {
         }
     }
 
+    /// Merges the given fields into the hint (fields not given stay); a failure is logged.
     public func set(
         lastAuthenticatorId: String? = nil, lastWallet: String? = nil, lastLoginAt: Int64? = nil
     ) {
@@ -218,6 +227,7 @@ public final class RecoveryHints: Sendable {
                 lastLoginAt: lastLoginAt))
     }
 
+    /// Merges the fields `changes` sets into the hint; an empty `changes` or a failure is logged.
     public func set(_ changes: RecoveryHint) {
         guard let service else { return log("set: no hint service") }
         do {
@@ -230,6 +240,7 @@ public final class RecoveryHints: Sendable {
         }
     }
 
+    /// Removes the hint from both stores; each store that fails is logged.
     public func clear() {
         guard let service else { return log("clear: no hint service") }
         for failed in service.clear() where !failed.succeeded {

@@ -12,6 +12,8 @@ import Preferences
 /// the last sync, what is pending and, when nothing goes up, why. The cloud is read once, without
 /// changing anything on either side.
 public struct SyncStatus: Sendable {
+    /// The cloud account: signed in, end-to-end encryption, joined, and why nothing goes up when
+    /// nothing does.
     public var account: CloudAccountStatus
     /// Synchronizable Keychain items (every app's on this device).
     public var keychainSync: StoreStatus
@@ -28,7 +30,7 @@ public struct SyncStatus: Sendable {
 
     /// Reads every store's status for `app` on `device`.
     public static func read(app: App, device: Device, profile: HintProfile = .linux) -> SyncStatus {
-        let listing = device.cloudListing()
+        let listing = CloudAccount(device).cloudListing()
         let blockStore = BlockStoreSync(device: device)
         let keyValueStore = UbiquitousKeyValueStore(app: app, device: device)
         let preferences = try? PreferencesHintStore(app: app, device: device)

@@ -6,6 +6,8 @@ import Foundation
 /// sentence `description` and the command line give, not Foundation's "The operation could not be
 /// completed". Each module's error type declares its codes and fields; the rest is here, once.
 public protocol KeepsakeError: Error, Sendable, Hashable, CustomStringConvertible, LocalizedError {
+    /// The module's codes: Apple's `KeychainStatus` for the Keychain, an `ErrorCode` of the
+    /// module's domain for the others.
     associatedtype Code: Hashable, Sendable, CustomStringConvertible
     /// What went wrong, as its module's callers tell failures apart.
     var code: Code { get }
@@ -16,10 +18,13 @@ public protocol KeepsakeError: Error, Sendable, Hashable, CustomStringConvertibl
 }
 
 extension KeepsakeError {
+    /// Equal when the codes are: the message and the failure underneath do not count.
     public static func == (l: Self, r: Self) -> Bool { l.code == r.code }
+    /// Hashes the code alone, as `==` compares.
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
     /// `code: message` (the code alone when there is no message).
     public var description: String { message.isEmpty ? "\(code)" : "\(code): \(message)" }
+    /// The same sentence as `description`, so that `localizedDescription` gives it.
     public var errorDescription: String? { description }
 }
 
@@ -48,13 +53,17 @@ public struct ErrorCode<Domain>: Hashable, Sendable, CustomStringConvertible {
 /// One implementation, so that every module's error compares, prints and bridges to
 /// `LocalizedError` alike.
 public struct CodedError<Domain>: KeepsakeError {
+    /// The module's codes: static members of `ErrorCode<Domain>`.
     public typealias Code = ErrorCode<Domain>
+    /// What went wrong, as the module's callers tell failures apart.
     public let code: Code
+    /// Why, in words: never a secret, a passcode or key material.
     public let message: String
     /// The failure underneath, when there was one (a `SecretServiceError`, a file error, another
     /// module's error).
     public let underlying: (any Error & Sendable)?
 
+    /// An error of `code`, with what happened in words and the failure underneath, if any.
     public init(_ code: Code, _ message: String = "", underlying: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message

@@ -11,6 +11,7 @@ import Synchronization
 public final class SecureBytes: @unchecked Sendable, Equatable {
     // Sendable: the buffer is written only in init; afterwards it is read-only until deinit.
     private let pointer: UnsafeMutableRawPointer
+    /// The number of bytes held.
     public let count: Int
 
     /// `count` random bytes (`randombytes_buf`).
@@ -66,6 +67,8 @@ public final class SecureBytes: @unchecked Sendable, Equatable {
             nil)
     #endif
 
+    /// Runs `body` with the owned bytes: the pointer is valid only inside `body`, and whatever
+    /// `body` copies out is the caller's to wipe.
     public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeRawBufferPointer(start: pointer, count: count))
     }

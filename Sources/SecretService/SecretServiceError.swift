@@ -11,8 +11,10 @@ public struct SecretServiceError: KeepsakeError {
     package static let lockedCollection =
         "the Secret Service collection is locked: unlock it in its provider (log in to gnome-keyring, open the KeePassXC database or the KWallet wallet) and try again"
 
+    /// The module's codes: static members of this `ErrorCode` (`noBus`, `locked`, `timedOut`, …).
     public typealias Code = ErrorCode<SecretServiceError>
 
+    /// What went wrong, as callers tell failures apart.
     public let code: Code
     /// GError domain (e.g. `g-io-error-quark`), or empty for errors raised in Swift.
     public let domain: String
@@ -23,6 +25,7 @@ public struct SecretServiceError: KeepsakeError {
     /// Human-readable detail from GLib, libsecret or the daemon.
     public let message: String
 
+    /// An error of `code`, with GLib's or the daemon's detail when there is one.
     public init(
         _ code: Code, message: String, domain: String = "", errorCode: Int32 = 0,
         dbusName: String? = nil
@@ -38,6 +41,8 @@ public struct SecretServiceError: KeepsakeError {
     /// `errorCode` and `dbusName`.
     public var underlying: (any Error & Sendable)? { nil }
 
+    /// `Secret Service: <code>: <message>`, and the D-Bus error name in brackets when there is
+    /// one.
     public var description: String {
         var text = "Secret Service: \(code): \(message)"
         if let dbusName { text += " [\(dbusName)]" }
@@ -65,6 +70,6 @@ extension ErrorCode<SecretServiceError> {
     public static var noSuchObject: Self { Self("no such object") }
     /// The caller passed something the Secret Service cannot carry (e.g. NUL in a string).
     public static var invalidArgument: Self { Self("invalid argument") }
-    /// Anything else; `detail` says what.
+    /// Anything else; `message` says what.
     public static var failed: Self { Self("failed") }
 }

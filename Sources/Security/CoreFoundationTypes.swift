@@ -7,29 +7,50 @@ import Keychain
 // toll-free counterparts stand in for them, so `q as CFDictionary`, `kSecClass as String`,
 // `item as? Data` and `item as? [String: Any]` compile and behave as on Apple platforms.
 
+/// Mirrors `CFTypeRef`: any object, as a `SecItem…` result is.
 public typealias CFTypeRef = AnyObject
+/// Mirrors `CFDictionary`: Foundation's `NSDictionary`, a `SecItem…` query or attribute set.
 public typealias CFDictionary = NSDictionary
+/// Mirrors `CFMutableDictionary`: Foundation's `NSMutableDictionary`.
 public typealias CFMutableDictionary = NSMutableDictionary
+/// Mirrors `CFArray`: Foundation's `NSArray`, a `kSecMatchLimitAll` result.
 public typealias CFArray = NSArray
+/// Mirrors `CFString`: Foundation's `NSString`, the type of every `kSec…` constant.
 public typealias CFString = NSString
+/// Mirrors `CFData`: Foundation's `NSData`, a secret or a persistent reference.
 public typealias CFData = NSData
+/// Mirrors `CFDate`: Foundation's `NSDate`, an item's creation or modification date.
 public typealias CFDate = NSDate
+/// Mirrors `CFBoolean`: an `NSNumber` holding a `Bool` (`kCFBooleanTrue`, `kCFBooleanFalse`).
 public typealias CFBoolean = NSNumber
+/// Mirrors `CFNumber`: Foundation's `NSNumber` (`kSecAttrPort`, a numeric `kSecMatchLimit`).
 public typealias CFNumber = NSNumber
+/// Mirrors `OSStatus` (MacTypes.h): the `Int32` status every `SecItem…` call returns.
 public typealias OSStatus = Int32
 
 // Implicitly unwrapped, as Apple declares them, so both `kCFBooleanTrue` and `kCFBooleanTrue!`
 // compile.
+/// Mirrors `kCFBooleanTrue`: `true` as an `NSNumber`.
 public let kCFBooleanTrue: CFBoolean! = NSNumber(value: true)
+/// Mirrors `kCFBooleanFalse`: `false` as an `NSNumber`.
 public let kCFBooleanFalse: CFBoolean! = NSNumber(value: false)
+/// Mirrors `CFTypeID`: the number that identifies a Core Foundation type.
 public typealias CFTypeID = UInt
+/// Mirrors `CFIndex`: a signed count or index (what `CFErrorGetCode` returns).
 public typealias CFIndex = Int
+/// Mirrors `CFOptionFlags`: a bit set of options.
 public typealias CFOptionFlags = UInt
+/// Mirrors `CFStringRef`, the C name of `CFString`.
 public typealias CFStringRef = CFString
+/// Mirrors `CFNumberRef`, the C name of `CFNumber`.
 public typealias CFNumberRef = CFNumber
+/// Mirrors `CFDataRef`, the C name of `CFData`.
 public typealias CFDataRef = CFData
+/// Mirrors `CFDictionaryRef`, the C name of `CFDictionary`.
 public typealias CFDictionaryRef = CFDictionary
+/// Mirrors `CFArrayRef`, the C name of `CFArray`.
 public typealias CFArrayRef = CFArray
+/// Mirrors `CFErrorDomain`: the name of an error's domain, as `CFErrorGetDomain` returns it.
 public typealias CFErrorDomain = CFString
 
 /// Mirrors `CFAllocator`: Keepsake allocates with Swift and libsodium; the allocator argument is
@@ -43,6 +64,7 @@ public let kCFAllocatorDefault: CFAllocator! = CFAllocator()
 
 /// Mirrors `CFError` (toll-free `NSError`), so `Unmanaged<CFError>?` out-parameters compile.
 public typealias CFError = NSError
+/// Mirrors `CFErrorRef`, the C name of `CFError`.
 public typealias CFErrorRef = CFError
 
 /// Mirrors `CFErrorGetDomain`.
@@ -101,5 +123,7 @@ extension NSMutableDictionary {
 /// keeps the `NSString`, equal to no `String`; this gives it Apple's behaviour.
 // swift-format-ignore: AvoidRetroactiveConformances
 extension NSString: @retroactive _HasCustomAnyHashableRepresentation {
+    /// The `String` this `NSString` holds, so that it keys an `AnyHashable` dictionary as on Apple
+    /// platforms.
     public func _toCustomAnyHashable() -> AnyHashable? { AnyHashable(self as String) }
 }

@@ -12,6 +12,8 @@ import Keychain
 /// groups from `KEEPSAKE_ACCESS_GROUPS` (comma-separated, as an entitlements file lists them) and
 /// the Secret Service on `DBUS_SESSION_BUS_ADDRESS`.
 public enum SecurityConfiguration {
+    /// The Keychain this task's `SecItem…` calls use (bound with `$current.withValue`); nil: the
+    /// process-wide default.
     @TaskLocal public static var current: Keychain?
 
     private static let fallback: Keychain? = {

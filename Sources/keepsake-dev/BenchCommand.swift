@@ -621,9 +621,10 @@ struct BlockStoreBenchmark {
         }
         // The real cost and delays, a private escrow for the account; never the machine's TPM.
         let escrow = try PrivateEscrow.of(cloud).configuration
-        let device = Device(
+        let device = CloudAccount(
             secretService: one.connection(), directory: one.root.appendingPathComponent("device"),
-            cloud: CloudDirectory(cloud), tpm: nil, escrow: escrow, tuning: .real)
+            cloud: CloudDirectory(cloud), tpm: nil, escrow: escrow, tuning: .real
+        ).device
         let recoveryKey = try device.setLockScreen(
             .pin, passcode: "123456", currentPasscode: nil
         ).recoveryKey
@@ -688,9 +689,10 @@ struct BlockStoreBenchmark {
         )
 
         _ = try BlockStoreSync(device: device).sync()
-        let newDevice = Device(
+        let newDevice = CloudAccount(
             secretService: two.connection(), directory: two.root.appendingPathComponent("device"),
-            cloud: CloudDirectory(cloud), tpm: nil, escrow: escrow, tuning: .real)
+            cloud: CloudDirectory(cloud), tpm: nil, escrow: escrow, tuning: .real
+        ).device
         var restored = 0
         let join = try time {
             restored = try BlockStoreSync(device: newDevice).join(passcode: "123456")
@@ -703,16 +705,17 @@ struct BlockStoreBenchmark {
             let service = try PrivateSecretService.start()
             return (
                 service,
-                Device(
+                CloudAccount(
                     secretService: service.connection(),
                     directory: service.root.appendingPathComponent("device"),
-                    cloud: CloudDirectory(cloud), tpm: nil, escrow: escrow, tuning: .real)
+                    cloud: CloudDirectory(cloud), tpm: nil, escrow: escrow, tuning: .real
+                ).device
             )
         }
         let (approvedService, approved) = try fresh("approved")
         defer { approvedService.stop() }
         let approval = try time {
-            try device.approve(approved)
+            try CloudAccount(device).approve(approved)
             restored = try BlockStoreSync(device: approved).restore()
         }
         print(
@@ -721,7 +724,7 @@ struct BlockStoreBenchmark {
         let (recoveredService, recovered) = try fresh("recovered")
         defer { recoveredService.stop() }
         let recovery = try time {
-            try recovered.join(recoveryKey: recoveryKey!)
+            try CloudAccount(recovered).join(recoveryKey: recoveryKey!)
             restored = try BlockStoreSync(device: recovered).restore()
         }
         print(

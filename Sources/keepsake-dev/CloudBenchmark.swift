@@ -99,9 +99,10 @@ struct CloudBenchmark {
                 one.stop()
                 two.stop()
             }
-            let device = Device(
+            let device = CloudAccount(
                 secretService: one.connection(), directory: one.deviceDirectory("phone"),
-                cloud: cloud, tuning: .fast)
+                cloud: cloud, tuning: .fast
+            ).device
             let recoveryKey = try device.setLockScreen(
                 .pin, passcode: "123456", currentPasscode: nil
             )
@@ -125,12 +126,13 @@ struct CloudBenchmark {
             _ = try BlockStoreSync(device: device).sync()
             quiets.append(clock.now - start)
             result.requests.quiet = (counter?.value ?? 0) - before
-            let tablet = Device(
+            let tablet = CloudAccount(
                 secretService: two.connection(), directory: two.deviceDirectory("tablet"),
-                cloud: cloud, tuning: .fast)
+                cloud: cloud, tuning: .fast
+            ).device
             start = clock.now
             before = counter?.value ?? 0
-            try tablet.join(recoveryKey: recoveryKey)
+            try CloudAccount(tablet).join(recoveryKey: recoveryKey)
             let restored = try BlockStoreSync(device: tablet).restore()
             joins.append(clock.now - start)
             result.requests.join = (counter?.value ?? 0) - before

@@ -152,7 +152,7 @@ enum DemoCommand {
         defer { laptop.service.stop() }
         // The laptop posts a request, the phone answers, the laptop shows a code computed from
         // both (nobody in the middle can pick it), and the user types it on the phone.
-        let joinCode = try phone.device.approve(laptop.device)
+        let joinCode = try CloudAccount(phone.device).approve(laptop.device)
         let approved = try BlockStoreSync(device: laptop.device).restore()
         say(
             "   by approval (code \(joinCode) shown by the laptop, typed on the phone): \(approved) entry restored. "
@@ -161,7 +161,7 @@ enum DemoCommand {
         let desktop = try DemoDevice(provider: provider, name: "desktop", cloud: cloud)
         defer { desktop.service.stop() }
         if let recoveryKey {
-            let unvouched = try desktop.device.join(recoveryKey: recoveryKey)
+            let unvouched = try CloudAccount(desktop.device).join(recoveryKey: recoveryKey)
             let recovered = try BlockStoreSync(device: desktop.device).restore()
             say(
                 "   with the recovery key: \(recovered) entry restored, the account's state "
@@ -170,9 +170,10 @@ enum DemoCommand {
                     + welcome(desktop.hints.get()))
         }
         // The phone removes the laptop: the account key rotates away from it.
-        let laptopID = try laptop.device.accountDevices().first { $0.isThisDevice }!.id
-        try phone.device.removeDevice(laptopID)
-        let stillIn = (try? laptop.device.accountDevices()) != nil
+        let laptopID = try CloudAccount(laptop.device).accountDevices().first { $0.isThisDevice }!
+            .id
+        try CloudAccount(phone.device).removeDevice(laptopID)
+        let stillIn = (try? CloudAccount(laptop.device).accountDevices()) != nil
         say(
             "   the phone removes the laptop: the account key rotates; the laptop "
                 + (stillIn ? "is still in (unexpected)." : "holds no key of the account any more."))
@@ -184,12 +185,12 @@ enum DemoCommand {
         var wrong = 0
         for guess in 0..<10 {
             do {
-                try stranger.device.join(
+                try CloudAccount(stranger.device).join(
                     passcode: SecureBytes(copying: Data(String(format: "9%03d", guess).utf8)))
             } catch { wrong += 1 }
         }
         do {
-            try stranger.device.join(passcode: "4711")
+            try CloudAccount(stranger.device).join(passcode: "4711")
             say("   after \(wrong) wrong guesses the right pin still joined (unexpected).")
         } catch {
             say(
@@ -260,13 +261,15 @@ enum DemoCommand {
                 masterPassword: "\(name)-login-password", provider: provider,
                 savesAfterEveryChange: true)
             counter = PrivateEscrow.canRunCounter ? try PrivateEscrow.counter() : nil
-            device = Device(
-                secretService: service.connection(),
-                directory: service.root.appendingPathComponent("device"),
-                cloud: cloud?.storage,
-                escrow: try cloud.map { try PrivateEscrow.of($0.escrowKey).configuration },
-                counter: counter?.configuration,
-                tuning: DeviceTuning(passcodeCost: .interactive, retryPolicy: RetryPolicy()))
+            device =
+                CloudAccount(
+                    secretService: service.connection(),
+                    directory: service.root.appendingPathComponent("device"),
+                    cloud: cloud?.storage,
+                    escrow: try cloud.map { try PrivateEscrow.of($0.escrowKey).configuration },
+                    counter: counter?.configuration,
+                    tuning: DeviceTuning(passcodeCost: .interactive, retryPolicy: RetryPolicy())
+                ).device
             if !blockStore { try device.updateSettings { $0.blockStoreAvailable = false } }
             app = try App(
                 id: "com.example.wallet",

@@ -54,9 +54,10 @@ struct KeychainSyncBenchmark {
         let (cloud, counter) = try makeCloud("\(items)")
         let service = try PrivateSecretService.start()
         defer { service.stop() }
-        let device = Device(
+        let device = CloudAccount(
             secretService: service.connection(), directory: service.deviceDirectory("phone"),
-            cloud: cloud, tuning: .fast)
+            cloud: cloud, tuning: .fast
+        ).device
         _ = try device.setLockScreen(.pin, passcode: "123456", currentPasscode: nil)
         let keychain = Keychain(
             app: try App(id: "com.example.bench", container: Throwaway.directory("app")),

@@ -112,7 +112,8 @@ struct BlockStoreFixtureTests {
     func tamperedSampleCloud() throws {
         let (sample, cloud) = try sampleCloudAccount()
         let phone = try Phone(cloud: cloud)
-        try phone.device.join(recoveryKey: SecureBytes(copying: Data(sample.recoveryKey.utf8)))
+        try CloudAccount(phone.device).join(
+            recoveryKey: SecureBytes(copying: Data(sample.recoveryKey.utf8)))
         var refused = 0
         var cases = 0
         for name in Files.list(cloud) where name.hasPrefix("bs-") {
@@ -145,10 +146,11 @@ struct BlockStoreFixtureTests {
         try phone.device.setLockScreen(.pin, passcode: "1111", currentPasscode: nil)
         // Another recovery key, a malformed one: refused, nothing restored.
         #expect(throws: DeviceError(.authFailed, "")) {
-            try phone.device.join(recoveryKey: "AAAA-BBBB-CCCC-DDDD-EEEE-FFFF-GGGG-HHHH")
+            try CloudAccount(phone.device).join(
+                recoveryKey: "AAAA-BBBB-CCCC-DDDD-EEEE-FFFF-GGGG-HHHH")
         }
         #expect(throws: DeviceError(.invalidPasscode, "")) {
-            try phone.device.join(recoveryKey: "not-a-recovery-key")
+            try CloudAccount(phone.device).join(recoveryKey: "not-a-recovery-key")
         }
         #expect(
             try phone.client("com.example.wallet").retrieveBytes(
@@ -156,7 +158,7 @@ struct BlockStoreFixtureTests {
             ).isEmpty)
         // Typed back in lower case, without dashes: the same key.
         let typed = sample.recoveryKey.lowercased().replacingOccurrences(of: "-", with: "")
-        try phone.device.join(recoveryKey: SecureBytes(copying: Data(typed.utf8)))
+        try CloudAccount(phone.device).join(recoveryKey: SecureBytes(copying: Data(typed.utf8)))
         #expect(try phone.sync.restore() == 2)
         for (appID, entries) in sample.entries {
             let restored = try phone.client(appID).retrieveBytes(

@@ -436,7 +436,7 @@ struct BlockStoreCloudTests {
             StoreBytesData(bytes: Data("v".utf8), key: "k", shouldBackupToCloud: true))
         _ = try old.sync.sync()
         let new = try Phone(cloud: cloud)
-        try new.device.join(passcode: "1234")
+        try CloudAccount(new.device).join(passcode: "1234")
         let object = cloud.appendingPathComponent(Files.list(cloud).first { $0.hasPrefix("bs-") }!)
         let original = try Data(contentsOf: object)
         var refused = 0

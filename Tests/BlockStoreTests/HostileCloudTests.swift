@@ -36,7 +36,8 @@ struct HostileCloudTests {
         try phone.device.setLockScreen(.pin, passcode: "2468", currentPasscode: nil)
         #expect(throws: (any Error).self) { try phone.sync.join(passcode: "2468") }
         #expect(throws: (any Error).self) {
-            try phone.device.join(recoveryKey: "AAAA-BBBB-CCCC-DDDD-EEEE-FFFF-GGGG-HHHH")
+            try CloudAccount(phone.device).join(
+                recoveryKey: "AAAA-BBBB-CCCC-DDDD-EEEE-FFFF-GGGG-HHHH")
         }
         #expect(peakResidentBytes() - before < 200 * 1024 * 1024)
         // A huge entry object is refused the same way.

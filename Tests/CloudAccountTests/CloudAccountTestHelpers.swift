@@ -23,7 +23,7 @@ func phoneWithPin(on cloud: any CloudStorage) throws -> (
     try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
     // The account is made by the pin's cloud work, which a busy machine can cut short (the pin
     // is set all the same): each unlock takes it up again, as the device's own next unlock does.
-    for _ in 0..<5 where (try? phone.cloudKey(forUpload: false)) == nil {
+    for _ in 0..<5 where (try? CloudAccount(phone).cloudKey(forUpload: false)) == nil {
         try phone.lock()
         _ = try? phone.unlock(passcode: "4711")
     }
@@ -35,7 +35,7 @@ func phoneWithOneObject(on cloud: any CloudStorage, saying text: String = "mine"
     phone: Device, storeObject: String, service: PrivateSecretService
 ) {
     let (phone, service) = try phoneWithPin(on: cloud)
-    let session = try #require(try phone.cloudSession())
+    let session = try #require(try CloudAccount(phone).cloudSession())
     let objects = CloudObjects(cloudKey: session.key, kind: CloudObjects.kind("kv-"))
     let name = objects.name("com.example.wallet")
     try session.write(name, objects.seal(Data(text.utf8), name: name))

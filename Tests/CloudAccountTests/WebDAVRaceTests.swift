@@ -50,16 +50,16 @@ struct WebDAVRaceTests {
         let theirs = Data("another writer's \(name)".utf8)
         let (cloud, interferedYet) = interfered(real, before: name, writing: theirs)
         let phone = service.device(directory: setUp.directory, cloud: cloud, tuning: .fast)
-        let keyBefore = try #require(try phone.cloudKey(forUpload: false))
+        let keyBefore = try #require(try CloudAccount(phone).cloudKey(forUpload: false))
 
-        #expect(throws: DeviceError.self) { _ = try phone.replaceRecoveryKey() }
+        #expect(throws: DeviceError.self) { _ = try CloudAccount(phone).replaceRecoveryKey() }
         #expect(interferedYet())
         // What the other writer put there stays; this device keeps the key it had.
         #expect(try real.read(name) == theirs)
         // (Where the other writer replaced the account record itself, this device's key no
         // longer matches it: it follows or joins at its next sync.)
         if target != AccountObjects.account {
-            #expect(try phone.cloudKey(forUpload: false) == keyBefore)
+            #expect(try CloudAccount(phone).cloudKey(forUpload: false) == keyBefore)
         }
     }
 
@@ -76,16 +76,19 @@ struct WebDAVRaceTests {
         let laptop = laptopService.device(
             directory: Throwaway.directory("laptop"), cloud: try server.cloud(), tuning: .fast)
         try laptop.setLockScreen(.pin, passcode: "2468", currentPasscode: nil)
-        let ticket = try laptop.requestJoin()
-        let shown = try #require(try laptop.awaitCode(of: ticket, timeout: .seconds(5)))
-        try phone.approveJoin(code: shown)
+        let ticket = try CloudAccount(laptop).requestJoin()
+        let shown = try #require(
+            try CloudAccount(laptop).awaitCode(of: ticket, timeout: .seconds(5)))
+        try CloudAccount(phone).approveJoin(code: shown)
         let first = try #require(try real.read(AccountObjects.joinApproval(ticket.id)))
         // A second approval (here the same device again): made only where there is none, it
         // leaves the first — one answer a request.
-        #expect(code { try phone.approveJoin(code: shown) } == .authFailed)
+        #expect(code { try CloudAccount(phone).approveJoin(code: shown) } == .authFailed)
         #expect(try real.read(AccountObjects.joinApproval(ticket.id)) == first)
-        #expect(try laptop.awaitApproval(of: ticket, timeout: .seconds(5)))
-        #expect(try laptop.cloudKey(forUpload: false) == phone.cloudKey(forUpload: false))
+        #expect(try CloudAccount(laptop).awaitApproval(of: ticket, timeout: .seconds(5)))
+        #expect(
+            try CloudAccount(laptop).cloudKey(forUpload: false)
+                == CloudAccount(phone).cloudKey(forUpload: false))
     }
 
     @Test(
@@ -125,7 +128,9 @@ struct WebDAVRaceTests {
             directory: Throwaway.directory("tablet"), cloud: try server.cloud(),
             escrow: escrow.configuration, tuning: .fast)
         try tablet.setLockScreen(.pin, passcode: "2468", currentPasscode: nil)
-        try tablet.join(passcode: "4711")
-        #expect(try tablet.cloudKey(forUpload: false) == phone.cloudKey(forUpload: false))
+        try CloudAccount(tablet).join(passcode: "4711")
+        #expect(
+            try CloudAccount(tablet).cloudKey(forUpload: false)
+                == CloudAccount(phone).cloudKey(forUpload: false))
     }
 }

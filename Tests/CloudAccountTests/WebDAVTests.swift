@@ -80,7 +80,7 @@ struct WebDAVTests {
         let finished = Date() + 60
         while done.withLock({ $0 }) == nil && Date() < finished { usleep(10_000) }
         #expect((try? done.withLock { $0 }?.get()) != nil, "the clouded unlock unlocked")
-        #expect(clouded.lastCloudAccountProblem != nil)
+        #expect(CloudAccount(clouded).lastProblem != nil)
     }
 
     @Test("an object larger than its kind's cap is refused before it is read whole")
@@ -129,7 +129,7 @@ struct WebDAVTests {
             directory: Throwaway.directory("phone"), cloud: cloud, tuning: .fast)
         let recovery = try #require(
             try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil).recoveryKey)
-        let session = try #require(try phone.cloudSession())
+        let session = try #require(try CloudAccount(phone).cloudSession())
         let objects = CloudObjects(cloudKey: session.key, kind: CloudObjects.kind("kv-"))
         let name = objects.name("com.example.wallet")
         try session.write(name, objects.seal(Data("welcome back".utf8), name: name))
@@ -139,10 +139,10 @@ struct WebDAVTests {
         let tabletService = try PrivateSecretService.start()
         let tablet = tabletService.device(
             directory: Throwaway.directory("tablet"), cloud: cloud, tuning: .fast)
-        try tablet.join(recoveryKey: recovery)
+        try CloudAccount(tablet).join(recoveryKey: recovery)
         do {
             // A session holds the account's lock until it commits or goes: keep it short.
-            let read = try #require(try tablet.cloudSession(forUpload: false))
+            let read = try #require(try CloudAccount(tablet).cloudSession(forUpload: false))
             let bytes = try #require(try read.read(name))
             let opened = try CloudObjects(cloudKey: read.key, kind: CloudObjects.kind("kv-")).open(
                 bytes, name: name
@@ -150,12 +150,14 @@ struct WebDAVTests {
             #expect(opened == "welcome back")
         }
         // The phone writes again; the server puts the older manifest back: refused.
-        let again = try #require(try phone.cloudSession())
+        let again = try #require(try CloudAccount(phone).cloudSession())
         try again.write(name, objects.seal(Data("v2".utf8), name: name))
         try again.commit()
-        _ = try tablet.cloudSession(forUpload: false)  // sees v2's manifest
+        _ = try CloudAccount(tablet).cloudSession(forUpload: false)  // sees v2's manifest
         try cloud.write("account-manifest", manifestV1)
-        #expect(throws: DeviceError.self) { try tablet.cloudSession(forUpload: false) }
+        #expect(throws: DeviceError.self) {
+            try CloudAccount(tablet).cloudSession(forUpload: false)
+        }
     }
 }
 
@@ -219,7 +221,7 @@ struct WebDAVFaultTests {
             directory: Throwaway.directory("phone"), cloud: cloud, tuning: .fast)
         let made = try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
         #expect(made.cloudAccountProblem == nil, "\(made.cloudAccountProblem ?? "")")
-        let session = try #require(try phone.cloudSession())
+        let session = try #require(try CloudAccount(phone).cloudSession())
         let objects = CloudObjects(cloudKey: session.key, kind: CloudObjects.kind("kv-"))
         // Another writer (whose lock had expired) adds an object and a new manifest meanwhile.
         let theirs = objects.name("com.example.other")
@@ -234,7 +236,7 @@ struct WebDAVFaultTests {
         let mine = objects.name("com.example.wallet")
         try session.write(mine, objects.seal(Data("mine".utf8), name: mine))
         try session.commit()
-        let reader = try #require(try phone.cloudSession(forUpload: false))
+        let reader = try #require(try CloudAccount(phone).cloudSession(forUpload: false))
         #expect(Set(reader.list()) == [theirs, mine])
         #expect(reader.manifest.version > behind.version)
         #expect(try reader.read(theirs) == theirBytes)
@@ -270,9 +272,9 @@ struct WebDAVFaultTests {
         let (maker, recoveryKey) = try #require(made.first)
         let other = devices[1 - maker]
         // The other device holds no key of the account the maker made, so it takes nothing.
-        #expect(try other.cloudSession() == nil)
-        try other.join(recoveryKey: recoveryKey)
-        let session = try #require(try other.cloudSession())
+        #expect(try CloudAccount(other).cloudSession() == nil)
+        try CloudAccount(other).join(recoveryKey: recoveryKey)
+        let session = try #require(try CloudAccount(other).cloudSession())
         #expect(session.manifest.devices.count == 2)
     }
 
@@ -489,7 +491,7 @@ struct WebDAVFaultTests {
 
         server.kill()
         do {
-            _ = try phone.cloudSession()
+            _ = try CloudAccount(phone).cloudSession()
             Issue.record("a session opened on a stopped server")
         } catch {
             #expect(error.code == .notAvailable)
@@ -498,7 +500,7 @@ struct WebDAVFaultTests {
         #expect(try phone.state() == .unlocked)
 
         try server.relaunch()
-        let reader = try #require(try phone.cloudSession(forUpload: false))
+        let reader = try #require(try CloudAccount(phone).cloudSession(forUpload: false))
         let bytes = try #require(try reader.read(name))
         let objects = CloudObjects(cloudKey: reader.key, kind: CloudObjects.kind("kv-"))
         #expect(
@@ -515,7 +517,8 @@ struct WebDAVFaultTests {
         let (phone, name, service) = try phoneWithOneObject(on: cloud, saying: "kept")
         defer { withExtendedLifetime(service) {} }
         do {
-            let session = try #require(try phone.cloudSession())  // holds the account's lock
+            // Holds the account's lock.
+            let session = try #require(try CloudAccount(phone).cloudSession())
             server.kill()
             withExtendedLifetime(session) {}  // goes here: its UNLOCK finds no server
         }
@@ -529,7 +532,7 @@ struct WebDAVFaultTests {
             #expect(retaken != nil)
             withExtendedLifetime(retaken) {}
         }
-        let reader = try #require(try phone.cloudSession(forUpload: false))
+        let reader = try #require(try CloudAccount(phone).cloudSession(forUpload: false))
         #expect(try reader.read(name) != nil)
     }
 }

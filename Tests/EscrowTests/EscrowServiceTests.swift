@@ -28,7 +28,7 @@ private struct Account {
         let bytes = try #require(try CloudDirectory(cloud).read("account-escrow"))
         let record = try #require(EscrowRecord.parse(bytes))
         slot = record.slot
-        accountKey = try #require(try phone.cloudKey(forUpload: false))
+        accountKey = try #require(try CloudAccount(phone).cloudKey(forUpload: false))
     }
 
     /// A new device of its own, signed in to the same account.
@@ -102,7 +102,7 @@ struct EscrowServiceTests {
         #expect(status == 410)
         let (otherService, newcomer) = try account.newcomer()
         defer { withExtendedLifetime(otherService) {} }
-        #expect(throws: DeviceError.self) { try newcomer.join(passcode: "4711") }
+        #expect(throws: DeviceError.self) { try CloudAccount(newcomer).join(passcode: "4711") }
         #expect(try CloudDirectory(account.cloud).read("account-escrow") == nil)
     }
 
@@ -191,8 +191,8 @@ struct EscrowServiceTests {
         // The slot stands: the right passcode still joins.
         let (otherService, newcomer) = try account.newcomer()
         defer { withExtendedLifetime(otherService) {} }
-        try newcomer.join(passcode: "4711")
-        #expect(try newcomer.cloudKey(forUpload: false) == account.accountKey)
+        try CloudAccount(newcomer).join(passcode: "4711")
+        #expect(try CloudAccount(newcomer).cloudKey(forUpload: false) == account.accountKey)
         // The owner removes it.
         try account.escrow.configuration.client().remove(account.slot, secret: account.accountKey)
         #expect(throws: EscrowError.self) { try account.failures }
@@ -300,14 +300,16 @@ struct EscrowServiceTests {
         // Pins of 20 digits: the capture holds none of their 8-byte windows by chance
         // (docs/testing.md, "Checks that could pass or fail by chance").
         try phone.setLockScreen(.pin, passcode: "27182818284590452353", currentPasscode: nil)
-        let accountKey = try #require(try phone.cloudKey(forUpload: false))
+        let accountKey = try #require(try CloudAccount(phone).cloudKey(forUpload: false))
         let other = try PrivateSecretService.start()
         let laptop = other.device(
             "laptop", cloud: CloudDirectory(cloud), escrow: through, tuning: .fast)
         defer { try? laptop.reboot() }
-        #expect(throws: DeviceError.self) { try laptop.join(passcode: "31415926535897932384") }
-        try laptop.join(passcode: "27182818284590452353")
-        #expect(try laptop.cloudKey(forUpload: false) == accountKey)
+        #expect(throws: DeviceError.self) {
+            try CloudAccount(laptop).join(passcode: "31415926535897932384")
+        }
+        try CloudAccount(laptop).join(passcode: "27182818284590452353")
+        #expect(try CloudAccount(laptop).cloudKey(forUpload: false) == accountKey)
         let capture = relay.capture
         #expect(capture.count > 1000)
         let bytes = try #require(try CloudDirectory(cloud).read("account-escrow"))

@@ -225,13 +225,13 @@ struct EscrowTPMTests {
             "phone", cloud: CloudDirectory(cloud), escrow: escrow.configuration, tuning: .fast)
         defer { try? phone.reboot() }
         try phone.setLockScreen(.pin, passcode: "271828", currentPasscode: nil)
-        let accountKey = try #require(try phone.cloudKey(forUpload: false))
+        let accountKey = try #require(try CloudAccount(phone).cloudKey(forUpload: false))
         let other = try PrivateSecretService.start()
         let laptop = other.device(
             "laptop", cloud: CloudDirectory(cloud), escrow: escrow.configuration, tuning: .fast)
         defer { try? laptop.reboot() }
-        #expect(throws: DeviceError.self) { try laptop.join(passcode: "314159") }
-        try laptop.join(passcode: "271828")
+        #expect(throws: DeviceError.self) { try CloudAccount(laptop).join(passcode: "314159") }
+        try CloudAccount(laptop).join(passcode: "271828")
         escrow.stop()
         let capture = relay.capture
         #expect(capture.count > 1000)
@@ -302,14 +302,14 @@ extension EscrowTPMTests {
             "phone", cloud: CloudDirectory(cloud), escrow: configuration, tuning: .fast)
         defer { try? phone.reboot() }
         try phone.setLockScreen(.pin, passcode: "161803", currentPasscode: nil)
-        let accountKey = try #require(try phone.cloudKey(forUpload: false))
+        let accountKey = try #require(try CloudAccount(phone).cloudKey(forUpload: false))
         let other = try PrivateSecretService.start()
         let laptop = other.device(
             "laptop", cloud: CloudDirectory(cloud), escrow: configuration, tuning: .fast)
         defer { try? laptop.reboot() }
-        #expect(throws: DeviceError.self) { try laptop.join(passcode: "141421") }
-        try laptop.join(passcode: "161803")
-        #expect(try laptop.cloudKey(forUpload: false) == accountKey)
+        #expect(throws: DeviceError.self) { try CloudAccount(laptop).join(passcode: "141421") }
+        try CloudAccount(laptop).join(passcode: "161803")
+        #expect(try CloudAccount(laptop).cloudKey(forUpload: false) == accountKey)
     }
 }
 

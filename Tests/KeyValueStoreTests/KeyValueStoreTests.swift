@@ -49,7 +49,7 @@ struct KeyValueStoreTests {
         let two = try Mac(cloud: cloud)
         try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         try two.device.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
-        try two.device.join(passcode: "1234")
+        try CloudAccount(two.device).join(passcode: "1234")
         let failures = Mutex(0)
         DispatchQueue.concurrentPerform(iterations: 2) { index in
             let mac = index == 0 ? one : two
@@ -132,7 +132,7 @@ struct KeyValueStoreTests {
         try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let two = try Mac(cloud: cloud)
         try two.device.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
-        try two.device.join(passcode: "1234")
+        try CloudAccount(two.device).join(passcode: "1234")
         one.store().set("first", forKey: "hint")
         #expect(one.store().synchronize())
         let storeTwo = two.store()
@@ -158,7 +158,7 @@ struct KeyValueStoreTests {
         try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let two = try Mac(cloud: cloud)
         try two.device.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
-        try two.device.join(passcode: "1234")
+        try CloudAccount(two.device).join(passcode: "1234")
         let local = two.store()
         local.set("pending local", forKey: "a")  // older
         waitForTheNextMillisecond()
@@ -189,7 +189,7 @@ struct KeyValueStoreTests {
         two.store().set("written signed out", forKey: "local")
         let signedIn = two.service.device(cloud: cloud)
         try signedIn.setLockScreen(.pin, passcode: "9999", currentPasscode: nil)
-        try signedIn.join(passcode: "1234")
+        try CloudAccount(signedIn).join(passcode: "1234")
         let store = UbiquitousKeyValueStore(app: two.app, device: signedIn)
         #expect(store.synchronize())
         #expect(store.string(forKey: "remote") == "from the account")
@@ -215,7 +215,7 @@ struct KeyValueStoreTests {
 
         let mac = try Mac(cloud: accountA)
         try mac.device.setLockScreen(.pin, passcode: "9999", currentPasscode: nil)
-        try mac.device.join(passcode: "1111")
+        try CloudAccount(mac.device).join(passcode: "1111")
         #expect(mac.store().synchronize())
         waitForTheNextMillisecond()
         writerA.store().set("from A again", forKey: "k")
@@ -223,7 +223,7 @@ struct KeyValueStoreTests {
         #expect(mac.store().synchronize())
         // The same device signs in to account B (joining with a device of B's passcode).
         let moved = mac.service.device(cloud: accountB)
-        try moved.join(passcode: "2222")
+        try CloudAccount(moved).join(passcode: "2222")
         #expect(mac.store(on: moved).synchronize())
         #expect(mac.store(on: moved).string(forKey: "b") == "from B")
         #expect(

@@ -84,8 +84,8 @@ struct KeychainSyncTests {
         let new = try SyncPhone(cloud: cloud)
         try new.device.setLockScreen(.pin, passcode: "5555", currentPasscode: nil)
         #expect(try new.sync().skipped != nil)  // not joined yet
-        #expect(throws: DeviceError.self) { try new.device.join(passcode: "0000") }
-        try new.device.join(passcode: "1234")
+        #expect(throws: DeviceError.self) { try CloudAccount(new.device).join(passcode: "0000") }
+        try CloudAccount(new.device).join(passcode: "1234")
         #expect(try new.sync().downloaded == 1)
         #expect(new.read("synced") == "travels")
         #expect(
@@ -105,7 +105,7 @@ struct KeychainSyncTests {
         try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let two = try SyncPhone(cloud: cloud)
         try two.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-        try two.device.join(passcode: "1234")
+        try CloudAccount(two.device).join(passcode: "1234")
         try one.add("a", "v1")
         _ = try one.sync()
         _ = try two.sync()
@@ -142,7 +142,7 @@ struct KeychainSyncTests {
         try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let two = try SyncPhone(cloud: cloud)
         try two.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-        try two.device.join(passcode: "1234")
+        try CloudAccount(two.device).join(passcode: "1234")
         let query = { (account: String) in
             GenericPasswordQuery(service: "s", account: account, synchronizable: .yes)
         }
@@ -178,7 +178,7 @@ struct KeychainSyncTests {
         try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let two = try SyncPhone(cloud: cloud)
         try two.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-        try two.device.join(passcode: "1234")
+        try CloudAccount(two.device).join(passcode: "1234")
         try one.add("a", "first")
         _ = try one.sync()
         try one.keychain.delete(

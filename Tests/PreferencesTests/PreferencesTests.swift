@@ -184,7 +184,7 @@ struct AutoBackupTests {
         }
         // A new device that joined restores the app's backup from the cloud at install.
         let other = try Android(cloud: cloud)
-        try other.device.join(passcode: "1234")
+        try CloudAccount(other.device).join(passcode: "1234")
         #expect(try other.backup().restoreIfNeeded() == ["shared_prefs/recovery_hint.xml"])
         #expect(
             try SharedPreferences(app: other.app, name: "recovery_hint").string(forKey: "hint")

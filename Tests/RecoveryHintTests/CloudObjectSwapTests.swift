@@ -224,13 +224,13 @@ struct CloudObjectSwapTests {
 
         let reader = try Member(cloud: cloudA)
         try reader.device.setLockScreen(.pin, passcode: "5555", currentPasscode: nil)
-        try reader.device.join(passcode: "1234")
+        try CloudAccount(reader.device).join(passcode: "1234")
         var refused = 0
         for trial in trials {
             try put(original.merging(trial.changes) { $1 }, into: cloudA)
             // The manifest alone would refuse every trial; vouched for, each store's own sealing
             // must refuse it too.
-            try reader.device.vouchForCloudAsIs()
+            try CloudAccount(reader.device).vouchForCloudAsIs()
             if try reader.readAndCheck(trial.kind, account: "A").refused {
                 refused += 1
             } else {
@@ -238,7 +238,7 @@ struct CloudObjectSwapTests {
             }
         }
         try put(original, into: cloudA)
-        try reader.device.vouchForCloudAsIs()
+        try CloudAccount(reader.device).vouchForCloudAsIs()
         // Untouched, every store reads back every value in full.
         let held = try kinds.map { try reader.readAndCheck($0, account: "A") }
         #expect(held.map(\.refused) == [false, false, false, false])
@@ -268,7 +268,7 @@ struct CloudManifestTests {
         #expect(kv.synchronize())
         let reader = try Member(cloud: cloud)
         try reader.device.setLockScreen(.pin, passcode: "5555", currentPasscode: nil)
-        try reader.device.join(passcode: "1234")
+        try CloudAccount(reader.device).join(passcode: "1234")
         #expect(try reader.readAndCheck(prefix, account: "A").refused == false)
         var current = try snapshot(cloud)  // as the reader left it (a sync may write)
         let victim = try #require(current.keys.sorted().first { $0.hasPrefix(prefix) })

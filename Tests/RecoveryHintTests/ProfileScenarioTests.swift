@@ -67,7 +67,7 @@ struct ProfileScenarioTests {
                 service: try RecoveryHintService.make(
                     profile: profile, app: tablet.app, device: tablet.device)
             ).get() == .empty)
-        try tablet.device.join(passcode: pin(phonePin))
+        try CloudAccount(tablet.device).join(passcode: pin(phonePin))
         try restoreEverything(tablet.device)
         #expect(
             RecoveryHints(

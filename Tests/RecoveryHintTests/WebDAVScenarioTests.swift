@@ -63,10 +63,10 @@ struct WebDAVScenarioTests {
             try tablet.device.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
             #expect(try tablet.hints.get() == .empty)
             switch path {
-            case "passcode": try tablet.device.join(passcode: "4711")
+            case "passcode": try CloudAccount(tablet.device).join(passcode: "4711")
             case "approval":
-                try phone.device.approve(tablet.device, timeout: .seconds(20))
-            default: try tablet.device.join(recoveryKey: recoveryKey)
+                try CloudAccount(phone.device).approve(tablet.device, timeout: .seconds(20))
+            default: try CloudAccount(tablet.device).join(recoveryKey: recoveryKey)
             }
             _ = try BlockStoreSync(device: tablet.device).restore()
             _ = try KeychainSync(device: tablet.device).sync()
@@ -97,7 +97,7 @@ struct WebDAVScenarioTests {
                 .recoveryKey)
         let tablet = try WebDAVPhone(cloud: try server.cloud(), escrow: escrow)
         try tablet.device.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
-        try tablet.device.join(recoveryKey: recoveryKey)
+        try CloudAccount(tablet.device).join(recoveryKey: recoveryKey)
 
         let failures = Mutex<[String]>([])
         let rounds = 6

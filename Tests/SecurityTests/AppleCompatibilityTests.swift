@@ -345,22 +345,13 @@ struct AppleCompatibilityTests {
         }
     }
 
-    @Test(
-        "SecRandomCopyBytes fills with random bytes; LAContext reports no biometry and no system dialog"
-    )
-    func randomAndLocalAuthentication() {
+    @Test("SecRandomCopyBytes fills with random bytes (LAContext: LocalAuthenticationTests)")
+    func random() {
         var a = [UInt8](repeating: 0, count: 32)
         var b = [UInt8](repeating: 0, count: 32)
         #expect(SecRandomCopyBytes(kSecRandomDefault, a.count, &a) == errSecSuccess)
         #expect(SecRandomCopyBytes(kSecRandomDefault, b.count, &b) == errSecSuccess)
         #expect(a != b && a != [UInt8](repeating: 0, count: 32))
-        let context = LAContext()
-        var error: NSError?
-        #expect(!context.canEvaluatePolicy(.deviceOwnerAuthenticationWithBiometrics, error: &error))
-        #expect(error?.code == LAError.Code.biometryNotAvailable.rawValue)
-        #expect(context.biometryType == .none)
-        #expect(context.setCredential(Data("app password".utf8), type: .applicationPassword))
-        #expect(context.isCredentialSet(.applicationPassword))
     }
 
     /// The `kSecReturn…` combinations that ask for data, and whether iOS answers with a

@@ -5,12 +5,14 @@ import Sealing
 
 /// `async` forms of the joins, as `Device+Async.swift` has them for the lock screen: each runs
 /// the blocking join on a thread of its own.
-extension Device {
+extension CloudAccount {
+    /// The async form of `join(passcode:)`: runs the blocking join off the caller's thread.
     @discardableResult
     public func join(passcode: SecureBytes) async throws(DeviceError) -> String? {
         try await offThePool { () throws(DeviceError) in try self.join(passcode: passcode) }
     }
 
+    /// The async form of `join(recoveryKey:)`: runs the blocking join off the caller's thread.
     @discardableResult
     public func join(recoveryKey: SecureBytes) async throws(DeviceError) -> String? {
         try await offThePool { () throws(DeviceError) in try self.join(recoveryKey: recoveryKey) }
