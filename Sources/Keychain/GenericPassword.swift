@@ -119,6 +119,7 @@ package struct DataValuedAttributes: OptionSet, Sendable, Hashable {
 /// Primary key: access group + service + account + synchronizable for a generic password; access
 /// group + account + `internet` + synchronizable for an internet password (which has no service
 /// and no `generic`).
+@dynamicMemberLookup
 public struct GenericPasswordAttributes: Sendable, Hashable {
     /// The service (`kSecAttrService`), part of a generic password's primary key; empty for an
     /// internet password.
@@ -131,14 +132,10 @@ public struct GenericPasswordAttributes: Sendable, Hashable {
     public var synchronizable: Bool
     /// `kSecAttrAccessible`: the data-protection class whose key seals the item.
     public var accessible: Accessibility
-    /// The user-visible label (`kSecAttrLabel`), also the item's label in the Secret Service.
-    public var label: String?
-    /// The comment (`kSecAttrComment`).
-    public var comment: String?
-    /// The user-visible kind of item (`kSecAttrDescription`).
-    public var itemDescription: String?
-    /// The app's own bytes (`kSecAttrGeneric`), a generic password's only.
-    public var generic: Data?
+    /// The descriptive fields the item has (`label`, `comment`, `itemDescription`, `generic`, …:
+    /// those `ItemAttribute` stores in the record), read and written by name (`attributes.label`);
+    /// every other field here is nil.
+    package var described = ItemFields()
     /// Set for an internet password.
     public var internet: InternetLocation?
     /// Constraints on each use of the secret (`kSecAttrAccessControl`); empty for none.
@@ -165,10 +162,10 @@ public struct GenericPasswordAttributes: Sendable, Hashable {
         self.accessGroup = accessGroup
         self.synchronizable = synchronizable
         self.accessible = accessible
-        self.label = label
-        self.comment = comment
-        self.itemDescription = itemDescription
-        self.generic = generic
+        described.label = label
+        described.comment = comment
+        described.itemDescription = itemDescription
+        described.generic = generic
         self.internet = internet
         self.accessControl = accessControl
     }

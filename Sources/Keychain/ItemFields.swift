@@ -1,4 +1,5 @@
 import Foundation
+import Sealing
 
 /// The attributes of a password item that a query matches and a change sets, each held once:
 /// nil is "any" in a query (``GenericPasswordQuery``) and "unchanged" in a change
@@ -38,13 +39,6 @@ public struct ItemFields: Sendable, Hashable {
     /// key.
     public var securityDomain: String?
 
-    /// The string fields and how an error names each (`ItemAttribute.all`'s strings).
-    static let strings: [(field: WritableKeyPath<ItemFields, String?> & Sendable, name: String)] =
-        ItemAttribute.all.compactMap { attribute in
-            guard case .string(let field) = attribute.value else { return nil }
-            return (field, attribute.name)
-        }
-
     /// The fields of an internet password's location (`InternetLocation`).
     var location: ItemFields {
         ItemFields(
@@ -72,16 +66,20 @@ public struct ItemFields: Sendable, Hashable {
 }
 
 /// One field of ``ItemFields``, described once: how errors and the command line name it, Apple's
-/// `kSecAttr…` key for it, and whether the Secret Service's clear index holds it (a query with a
-/// condition on a field the index does not hold reads secrets to decide). Matching, changing,
-/// the limits, the dictionary API's queries and changes, the command line's JSON and the index
-/// read this table; a new field is a line here (and its storage in `StoredRecord`).
+/// `kSecAttr…` key for it, whether the Secret Service's clear index holds it (a query with a
+/// condition on a field the index does not hold reads secrets to decide), which class of item has
+/// it, and — for a descriptive field (neither the primary key nor the index) — its tag in the
+/// stored record (`StoredRecord`). Matching, changing, the limits, the item's own descriptive
+/// fields and their storage, the dictionary API's keys, queries, changes and returned
+/// attributes, the command line's JSON and the index read this table: a new descriptive field is
+/// its property in ``ItemFields`` and a line here.
 package struct ItemAttribute: Sendable {
     /// Where the field is, and what kind of value it holds.
     package enum Value: Sendable {
         case string(WritableKeyPath<ItemFields, String?> & Sendable)
         case data(WritableKeyPath<ItemFields, Data?> & Sendable)
-        case port(WritableKeyPath<ItemFields, Int?> & Sendable)
+        /// A whole number in `range` (Apple's `CFNumber` attributes: the port, …).
+        case number(WritableKeyPath<ItemFields, Int?> & Sendable, ClosedRange<Int>)
     }
 
     /// As an error names it: "access group".
@@ -93,33 +91,100 @@ package struct ItemAttribute: Sendable {
     package let value: Value
     /// Held in the clear index (`SecretServiceSchema`): a condition on it needs no secret read.
     package let indexed: Bool
+    /// Part of an internet password's location (``InternetLocation``): an internet password's
+    /// only.
+    package let location: Bool
+    /// A descriptive field's tag in the stored record (`StoredRecord`, whose own fields use the
+    /// other tags); nil for the primary key and the location, which the record stores itself.
+    let recordTag: UInt8?
 
     package static let all: [ItemAttribute] = [
         ItemAttribute("service", "service", "svce", .string(\.service), indexed: true),
         ItemAttribute("account", "account", "acct", .string(\.account), indexed: true),
         ItemAttribute("access group", "accessGroup", "agrp", .string(\.accessGroup), indexed: true),
-        ItemAttribute("label", "label", "labl", .string(\.label), indexed: false),
-        ItemAttribute("comment", "comment", "icmt", .string(\.comment), indexed: false),
+        ItemAttribute("label", "label", "labl", .string(\.label), recordTag: 7),
+        ItemAttribute("comment", "comment", "icmt", .string(\.comment), recordTag: 8),
         ItemAttribute(
-            "description", "description", "desc", .string(\.itemDescription), indexed: false),
-        ItemAttribute("generic", "generic", "gena", .data(\.generic), indexed: false),
-        ItemAttribute("server", "server", "srvr", .string(\.server), indexed: true),
-        ItemAttribute("port", "port", "port", .port(\.port), indexed: true),
-        ItemAttribute("path", "path", "path", .string(\.path), indexed: true),
-        ItemAttribute("protocol", "protocol", "ptcl", .string(\.internetProtocol), indexed: true),
+            "description", "description", "desc", .string(\.itemDescription), recordTag: 9),
+        ItemAttribute("generic", "generic", "gena", .data(\.generic), recordTag: 10),
+        ItemAttribute("server", "server", "srvr", .string(\.server), location: true),
+        ItemAttribute("port", "port", "port", .number(\.port, 0...65535), location: true),
+        ItemAttribute("path", "path", "path", .string(\.path), location: true),
+        ItemAttribute("protocol", "protocol", "ptcl", .string(\.internetProtocol), location: true),
         ItemAttribute(
             "authentication type", "authenticationType", "atyp", .string(\.authenticationType),
-            indexed: true),
+            location: true),
         ItemAttribute(
-            "security domain", "securityDomain", "sdmn", .string(\.securityDomain), indexed: true),
+            "security domain", "securityDomain", "sdmn", .string(\.securityDomain), location: true),
     ]
 
+    /// Whether this is a descriptive field (neither the primary key nor the location), kept in
+    /// the stored record under its own tag.
+    package var recordKept: Bool { recordTag != nil }
+
+    /// The descriptive fields: an item keeps them in ``GenericPasswordAttributes``'s
+    /// `described`, and the stored record under their `recordTag`s.
+    static let descriptive = all.filter { $0.recordTag != nil }
+
+    /// A primary-key field (indexed, every item has it).
     private init(_ name: String, _ json: String, _ secKey: String, _ value: Value, indexed: Bool) {
+        self.init(name, json, secKey, value, indexed: indexed, location: false, recordTag: nil)
+    }
+
+    /// A field of an internet password's location (indexed).
+    private init(_ name: String, _ json: String, _ secKey: String, _ value: Value, location: Bool) {
+        self.init(name, json, secKey, value, indexed: true, location: location, recordTag: nil)
+    }
+
+    /// A descriptive field, stored in the record under `recordTag` (not indexed).
+    private init(_ name: String, _ json: String, _ secKey: String, _ value: Value, recordTag: UInt8)
+    {
+        self.init(name, json, secKey, value, indexed: false, location: false, recordTag: recordTag)
+    }
+
+    private init(
+        _ name: String, _ json: String, _ secKey: String, _ value: Value, indexed: Bool,
+        location: Bool, recordTag: UInt8?
+    ) {
         self.name = name
         self.json = json
         self.secKey = secKey
         self.value = value
         self.indexed = indexed
+        self.location = location
+        self.recordTag = recordTag
+    }
+
+    /// Whether `keyPath` is this field's.
+    func isField(_ keyPath: AnyKeyPath) -> Bool {
+        switch value {
+        case .string(let field): field == keyPath
+        case .data(let field): field == keyPath
+        case .number(let field, _): field == keyPath
+        }
+    }
+
+    /// Writes this descriptive field of `fields`, when it has one, into a stored record.
+    func encode(_ fields: ItemFields, into record: inout TLV) {
+        guard let tag = recordTag else { return }
+        switch value {
+        case .string(let field): if let text = fields[keyPath: field] { record.append(tag, text) }
+        case .data(let field): if let bytes = fields[keyPath: field] { record.append(tag, bytes) }
+        case .number(let field, _):
+            if let number = fields[keyPath: field] { record.append(tag, Int64(number)) }
+        }
+    }
+
+    /// Reads this descriptive field from a stored record's fields into `fields` (absent: nil).
+    /// - Throws: why the value is not one of this field (the record is malformed then).
+    func decode(_ record: TLV.Fields, into fields: inout ItemFields) throws(SealingError) {
+        guard let tag = recordTag else { return }
+        switch value {
+        case .string(let field): fields[keyPath: field] = try record.string(tag)
+        case .data(let field): fields[keyPath: field] = record[tag].map { Data($0) }
+        case .number(let field, _):
+            fields[keyPath: field] = try record.int64(tag).flatMap { Int(exactly: $0) }
+        }
     }
 
     /// Whether `fields` gives this field (a condition in a query, a change in a change).
@@ -127,7 +192,7 @@ package struct ItemAttribute: Sendable {
         switch value {
         case .string(let field): fields[keyPath: field] != nil
         case .data(let field): fields[keyPath: field] != nil
-        case .port(let field): fields[keyPath: field] != nil
+        case .number(let field, _): fields[keyPath: field] != nil
         }
     }
 
@@ -136,7 +201,7 @@ package struct ItemAttribute: Sendable {
         switch value {
         case .string(let field): fields[keyPath: field]
         case .data(let field): fields[keyPath: field]
-        case .port(let field): fields[keyPath: field]
+        case .number(let field, _): fields[keyPath: field]
         }
     }
 
@@ -145,7 +210,16 @@ package struct ItemAttribute: Sendable {
         switch value {
         case .string(let field): given[keyPath: field].map { $0 == item[keyPath: field] } ?? true
         case .data(let field): given[keyPath: field].map { $0 == item[keyPath: field] } ?? true
-        case .port(let field): given[keyPath: field].map { $0 == item[keyPath: field] } ?? true
+        case .number(let field, _): given[keyPath: field].map { $0 == item[keyPath: field] } ?? true
+        }
+    }
+
+    /// `fields`' value (nil included) written over `item`'s.
+    func set(from fields: ItemFields, into item: inout ItemFields) {
+        switch value {
+        case .string(let field): item[keyPath: field] = fields[keyPath: field]
+        case .data(let field): item[keyPath: field] = fields[keyPath: field]
+        case .number(let field, _): item[keyPath: field] = fields[keyPath: field]
         }
     }
 
@@ -156,7 +230,7 @@ package struct ItemAttribute: Sendable {
             if let new = changes[keyPath: field] { item[keyPath: field] = new }
         case .data(let field):
             if let new = changes[keyPath: field] { item[keyPath: field] = new }
-        case .port(let field):
+        case .number(let field, _):
             if let new = changes[keyPath: field] { item[keyPath: field] = new }
         }
     }
@@ -168,24 +242,39 @@ extension GenericPasswordAttributes {
     /// given; an internet password's location only when the item is one.
     package var fields: ItemFields {
         get {
-            ItemFields(
-                service: internet != nil && service.isEmpty ? nil : service, account: account,
-                accessGroup: accessGroup, label: label,
-                comment: comment, itemDescription: itemDescription, generic: generic,
-                server: internet?.server, port: internet?.port, path: internet?.path,
-                internetProtocol: internet?.internetProtocol,
-                authenticationType: internet?.authenticationType,
-                securityDomain: internet?.securityDomain)
+            var fields = internet?.fields ?? ItemFields()
+            fields.service = internet != nil && service.isEmpty ? nil : service
+            fields.account = account
+            fields.accessGroup = accessGroup
+            for attribute in ItemAttribute.descriptive {
+                attribute.set(from: described, into: &fields)
+            }
+            return fields
         }
         set {
             service = newValue.service ?? service
             account = newValue.account ?? account
             accessGroup = newValue.accessGroup ?? accessGroup
-            label = newValue.label ?? label
-            comment = newValue.comment ?? comment
-            itemDescription = newValue.itemDescription ?? itemDescription
-            generic = newValue.generic ?? generic
+            for attribute in ItemAttribute.descriptive {
+                attribute.copy(from: newValue, into: &described)
+            }
             internet = internet.map { InternetLocation(newValue, over: $0) }
+        }
+    }
+
+    /// A descriptive field by name (`attributes.label`, `attributes.comment`, …): the item's own,
+    /// nil when it has none; set to nil, it is removed. Any other field reads as the item has it
+    /// (``fields``) and, set, replaces it when given.
+    public subscript<Value>(dynamicMember field: WritableKeyPath<ItemFields, Value?>) -> Value? {
+        get { fields[keyPath: field] }
+        set {
+            if ItemAttribute.descriptive.contains(where: { $0.isField(field) }) {
+                described[keyPath: field] = newValue
+            } else {
+                var changed = fields
+                changed[keyPath: field] = newValue
+                fields = changed
+            }
         }
     }
 }

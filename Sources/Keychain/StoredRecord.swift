@@ -142,13 +142,22 @@ struct StoredRecord: Sendable, Equatable {
 
     /// Fields 14 and later are written only when set: a generic password without access control
     /// (or the other optional flags) encodes as fields 1–13 alone, and such a record decodes.
+    /// The record's own fields; 7–10 (and any tag after `dataAbsent`) are the descriptive
+    /// fields', by `ItemAttribute.recordTag`.
     private enum Tag: UInt8 {
         case id = 1
-        case service, account, accessGroup, synchronizable, accessible, label, comment
-        case itemDescription, generic, creationDate, modificationDate, data
+        case service, account, accessGroup, synchronizable, accessible
+        case creationDate = 11
+        case modificationDate, data
         case server, port, path, internetProtocol, authenticationType, securityDomain
         case accessControl, givenAsData, dataAbsent
     }
+
+    /// Every tag a record of this version may hold.
+    private static let knownTags =
+        Tag.id
+        .rawValue...max(
+            Tag.dataAbsent.rawValue, ItemAttribute.descriptive.compactMap(\.recordTag).max() ?? 0)
 
     func encoded() -> Data {
         var out = TLV(magic: Self.magic)
@@ -164,12 +173,7 @@ struct StoredRecord: Sendable, Equatable {
         out.append(Tag.accessGroup.rawValue, (a.accessGroup ?? "").utf8)
         out.append(Tag.synchronizable.rawValue, [a.synchronizable ? 1 : 0])
         out.append(Tag.accessible.rawValue, a.accessible.rawValue.utf8)
-        if let label = a.label { out.append(Tag.label.rawValue, label.utf8) }
-        if let comment = a.comment { out.append(Tag.comment.rawValue, comment.utf8) }
-        if let description = a.itemDescription {
-            out.append(Tag.itemDescription.rawValue, description.utf8)
-        }
-        if let generic = a.generic { out.append(Tag.generic.rawValue, generic) }
+        for attribute in ItemAttribute.descriptive { attribute.encode(a.described, into: &out) }
         put(.creationDate, a.creationDate)
         put(.modificationDate, a.modificationDate)
         out.append(Tag.data.rawValue, data)
@@ -191,8 +195,7 @@ struct StoredRecord: Sendable, Equatable {
 
     /// - Throws: `errSecDecode` for anything that is not a well-formed record of this version.
     static func decode(_ bytes: Data) throws(KeychainError) -> StoredRecord {
-        let raw = try KeychainTLV.fields(
-            bytes, magic: magic, knownTags: Tag.id.rawValue...Tag.dataAbsent.rawValue)
+        let raw = try KeychainTLV.fields(bytes, magic: magic, knownTags: knownTags)
         struct ByTag {
             let raw: TLV.Fields
             subscript(tag: Tag) -> Data? { raw[tag.rawValue] }
@@ -223,9 +226,12 @@ struct StoredRecord: Sendable, Equatable {
         var attributes = GenericPasswordAttributes(
             service: try required(.service), account: try required(.account),
             accessGroup: try required(.accessGroup), synchronizable: synchronizable,
-            accessible: accessible, label: try string(.label), comment: try string(.comment),
-            itemDescription: try string(.itemDescription),
-            generic: fields[.generic].map { Data($0) })
+            accessible: accessible)
+        for attribute in ItemAttribute.descriptive {
+            do { try attribute.decode(raw, into: &attributes.described) } catch {
+                throw malformed("\(attribute.name): \(error.message)")
+            }
+        }
         if fields[.server] != nil {
             guard let port = try integer(.port), (0...65535).contains(port) else {
                 throw malformed("bad port")

@@ -81,25 +81,32 @@ enum Validation {
 }
 
 extension ItemFields {
-    /// Apple's limits: strings and `generic` up to `Keychain.maximumAttributeSize` bytes, no
-    /// NUL in a string, a port in 0…65535 (`errSecParam`).
+    /// Apple's limits (`errSecParam`), for every field of `ItemAttribute`: strings and bytes up
+    /// to `Keychain.maximumAttributeSize` bytes, no NUL in a string, a number in its range (a
+    /// port 0…65535).
     func check() throws(KeychainError) {
-        for (field, name) in Self.strings {
-            guard let string = self[keyPath: field] else { continue }
-            if string.utf8.count > Keychain.maximumAttributeSize {
-                throw KeychainError(
-                    .param, "\(name) is longer than \(Keychain.maximumAttributeSize) UTF-8 bytes")
+        let limit = Keychain.maximumAttributeSize
+        for attribute in ItemAttribute.all {
+            let name = attribute.name
+            switch attribute.value {
+            case .string(let field):
+                guard let string = self[keyPath: field] else { continue }
+                if string.utf8.count > limit {
+                    throw KeychainError(.param, "\(name) is longer than \(limit) UTF-8 bytes")
+                }
+                if string.utf8.contains(0) {
+                    throw KeychainError(.param, "\(name) contains a NUL character")
+                }
+            case .data(let field):
+                if let bytes = self[keyPath: field], bytes.count > limit {
+                    throw KeychainError(.param, "\(name) is larger than \(limit) bytes")
+                }
+            case .number(let field, let range):
+                if let number = self[keyPath: field], !range.contains(number) {
+                    throw KeychainError(
+                        .param, "a \(name) is \(range.lowerBound)…\(range.upperBound)")
+                }
             }
-            if string.utf8.contains(0) {
-                throw KeychainError(.param, "\(name) contains a NUL character")
-            }
-        }
-        if let generic, generic.count > Keychain.maximumAttributeSize {
-            throw KeychainError(
-                .param, "generic is larger than \(Keychain.maximumAttributeSize) bytes")
-        }
-        if let port, !(0...65535).contains(port) {
-            throw KeychainError(.param, "a port is 0…65535")
         }
     }
 }

@@ -37,21 +37,21 @@ struct QueryDictionary {
 
     enum Purpose { case add, query, update, delete, changes }
 
-    private static let attributeKeys: Set<String> = [
-        kSecAttrService, kSecAttrAccount, kSecAttrAccessGroup, kSecAttrSynchronizable,
-        kSecAttrAccessible, kSecAttrLabel, kSecAttrComment, kSecAttrDescription, kSecAttrGeneric,
-    ].map { $0 as String }.reduce(into: []) { $0.insert($1) }
+    private static let attributeKeys = Set(
+        [kSecAttrSynchronizable, kSecAttrAccessible].map { $0 as String }
+            + ItemAttribute.all.filter { !$0.location }.map(\.secKey))
     /// Internet passwords' own attributes.
-    private static let internetKeys: Set<String> = [
-        kSecAttrServer, kSecAttrProtocol, kSecAttrAuthenticationType, kSecAttrPort, kSecAttrPath,
-        kSecAttrSecurityDomain,
-    ].map { $0 as String }.reduce(into: []) { $0.insert($1) }
-    private static let unimplementedKeys: Set<String> = [
-        kSecAttrCreator, kSecAttrType, kSecAttrIsInvisible, kSecAttrIsNegative, kSecValueRef,
-        kSecMatchCaseInsensitive, kSecMatchItemList, kSecMatchSearchList,
-        kSecAttrKeyClass, kSecAttrApplicationLabel, kSecAttrApplicationTag,
-        kSecAttrKeySizeInBits, kSecAttrTokenID,
-    ].map { $0 as String }.reduce(into: []) { $0.insert($1) }
+    private static let internetKeys = Set(ItemAttribute.all.filter(\.location).map(\.secKey))
+    /// Apple's keys Keepsake refuses with `errSecUnimplemented`: those of this list the
+    /// attribute table (`ItemAttribute`) does not hold.
+    private static let unimplementedKeys = Set(
+        [
+            kSecAttrCreator, kSecAttrType, kSecAttrIsInvisible, kSecAttrIsNegative, kSecValueRef,
+            kSecMatchCaseInsensitive, kSecMatchItemList, kSecMatchSearchList,
+            kSecAttrKeyClass, kSecAttrApplicationLabel, kSecAttrApplicationTag,
+            kSecAttrKeySizeInBits, kSecAttrTokenID,
+        ].map { $0 as String }
+    ).subtracting(ItemAttribute.all.map(\.secKey))
     /// Accepted everywhere: the authentication context and user-interface choice are read where
     /// an item's access constraints need them (`authentication()`); there is no user interface
     /// to show a prompt in, and the keychain is always the data-protection one.
@@ -145,12 +145,19 @@ struct QueryDictionary {
     }
 
     /// `kSecAttrPort`: a number 0…65535.
-    func port() throws(KeychainError) -> Int? {
-        guard let value = entries[kSecAttrPort as String] else { return nil }
-        guard let number = value as? NSNumber, !(value is Bool) || value is NSNumber,
-            let port = Int(exactly: number.doubleValue), (0...65535).contains(port)
-        else { throw KeychainError(KeychainStatus.param, "kSecAttrPort must be a number 0…65535") }
-        return port
+    func port() throws(KeychainError) -> Int? { try number(kSecAttrPort, in: 0...65535) }
+
+    /// A number attribute: a whole `NSNumber` in `range`; anything else is `errSecParam`.
+    func number(_ key: CFString, in range: ClosedRange<Int>) throws(KeychainError) -> Int? {
+        guard let value = entries[key as String] else { return nil }
+        guard let number = value as? NSNumber, let whole = Int(exactly: number.doubleValue),
+            range.contains(whole)
+        else {
+            throw KeychainError(
+                KeychainStatus.param,
+                "\(key) must be a number \(range.lowerBound)…\(range.upperBound)")
+        }
+        return whole
     }
 
     // MARK: - Typed values
@@ -286,7 +293,8 @@ struct QueryDictionary {
             switch attribute.value {
             case .string(let field): fields[keyPath: field] = try string(key)
             case .data(let field): fields[keyPath: field] = try data(key)
-            case .port(let field): fields[keyPath: field] = try port()
+            case .number(let field, let range):
+                fields[keyPath: field] = try number(key, in: range)
             }
         }
         return fields
@@ -363,13 +371,13 @@ struct QueryDictionary {
         case .no, nil: synchronizable = false
         }
         try checkClassAttributes()
+        let fields = try fields()
         var attributes = GenericPasswordAttributes(
-            service: try string(kSecAttrService) ?? "", account: try string(kSecAttrAccount) ?? "",
-            accessGroup: try string(kSecAttrAccessGroup), synchronizable: synchronizable,
-            accessible: try accessible() ?? .whenUnlocked, label: try string(kSecAttrLabel),
-            comment: try string(kSecAttrComment), itemDescription: try string(kSecAttrDescription),
-            generic: try data(kSecAttrGeneric), internet: try internet(),
+            service: fields.service ?? "", account: fields.account ?? "",
+            accessGroup: fields.accessGroup, synchronizable: synchronizable,
+            accessible: try accessible() ?? .whenUnlocked, internet: try internet(),
             accessControl: try constraints())
+        attributes.fields = fields  // the descriptive ones (`ItemAttribute`) given
         attributes.givenAsData = givenAsData
         return attributes
     }
@@ -426,10 +434,10 @@ struct QueryDictionary {
                 accessible: a.accessible,
                 flags: SecAccessControlCreateFlags(a.accessControl))
         }
+        for attribute in ItemAttribute.all where attribute.recordKept {
+            result[attribute.secKey] = attribute.foundationValue(in: a.described)
+        }
         result[kSecAttrLabel as String] = a.label.map { value($0, .label) }
-        result[kSecAttrComment as String] = a.comment
-        result[kSecAttrDescription as String] = a.itemDescription
-        result[kSecAttrGeneric as String] = a.generic
         result[kSecAttrCreationDate as String] = a.creationDate
         result[kSecAttrModificationDate as String] = a.modificationDate
         // An item added without data has no kSecValueData, as on iOS (not an empty one).
