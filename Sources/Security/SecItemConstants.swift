@@ -58,7 +58,7 @@ nonisolated(unsafe) public let kSecAttrCreationDate: CFString = "cdat"
 /// When the item last changed: set by the Keychain and returned with the attributes; given in a
 /// dictionary, `errSecParam`.
 nonisolated(unsafe) public let kSecAttrModificationDate: CFString = "mdat"
-/// Apple: the item's creator, a four-character code. Not implemented: `errSecUnimplemented`.
+/// Apple: the item's creator, a four-character code as a number (`'aCrt'` is 0x61437274).
 nonisolated(unsafe) public let kSecAttrCreator: CFString = "crtr"
 /// Apple: the item's type, a four-character code. Not implemented: `errSecUnimplemented`.
 nonisolated(unsafe) public let kSecAttrType: CFString = "type"

@@ -121,7 +121,7 @@ struct SecItemTests {
             errSecParam
         ),
         (
-            "an attribute Keepsake does not store", [kSecAttrCreator as String: 1],
+            "an attribute Keepsake does not store", [kSecAttrIsNegative as String: true],
             errSecUnimplemented
         ),
         (
