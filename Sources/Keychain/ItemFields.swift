@@ -25,6 +25,9 @@ public struct ItemFields: Sendable, Hashable {
     public var itemDescription: String?
     /// The app's own bytes (`kSecAttrGeneric`), a generic password's only.
     public var generic: Data?
+    /// The item's creator (`kSecAttrCreator`): a four-character code as a number, 0…2³²−1
+    /// (`'aCrt'` is 0x61437274).
+    public var creator: Int?
     /// The server (`kSecAttrServer`), part of an internet password's primary key.
     public var server: String?
     /// The port (`kSecAttrPort`, 0…65535), part of an internet password's primary key.
@@ -107,6 +110,8 @@ package struct ItemAttribute: Sendable {
         ItemAttribute(
             "description", "description", "desc", .string(\.itemDescription), recordTag: 9),
         ItemAttribute("generic", "generic", "gena", .data(\.generic), recordTag: 10),
+        ItemAttribute(
+            "creator", "creator", "crtr", .number(\.creator, 0...0xFFFF_FFFF), recordTag: 23),
         ItemAttribute("server", "server", "srvr", .string(\.server), location: true),
         ItemAttribute("port", "port", "port", .number(\.port, 0...65535), location: true),
         ItemAttribute("path", "path", "path", .string(\.path), location: true),
