@@ -32,7 +32,8 @@ public struct BlockStoreSync: Sendable {
     public func sync() throws(BlockStoreError) -> Report {
         guard CloudAccount(device).cloud != nil else { return Report(skipped: "signed out") }
         guard let session = try network({ try CloudAccount(device).cloudSession() }) else {
-            return Report(skipped: try network { try CloudAccount(device).whyNoCloudSession() })
+            return Report(
+                skipped: try network { try CloudAccount(device).keys.whyNoCloudSession() })
         }
         let keys = CloudEntries(session.key)
         var report = Report()
@@ -58,7 +59,7 @@ public struct BlockStoreSync: Sendable {
                 )
             }
         }
-        CloudAccount(device).noteSynced(Self.storeName)
+        CloudAccount(device).syncTimes.note(Self.storeName)
         return report
     }
 
@@ -90,7 +91,7 @@ public struct BlockStoreSync: Sendable {
         let keys = listing.key.map(CloudEntries.init)
         return StoreStatus(
             local: local, cloud: keys.flatMap { keys in listing.count(keys.objects.owns) },
-            pending: pending, lastSync: CloudAccount(device).lastSync(of: Self.storeName),
+            pending: pending, lastSync: CloudAccount(device).syncTimes.last(of: Self.storeName),
             notSyncing: listing.status.notSyncing)
     }
 

@@ -137,7 +137,7 @@ enum AccountWitness {
     }
 }
 
-extension CloudAccount {
+extension AccountKeyKeeper {
     /// The witness seed of the account `accountKey` is in: the copy the cloud holds under this
     /// epoch's key (a recovery key replaced on another device brings a new one), else the one
     /// this device keeps in its record (a cloud that withholds the object changes nothing).
@@ -262,7 +262,7 @@ extension CloudAccount {
             }
         }
         // From here on the device refuses anything older than what it was shown and checked.
-        try seenManifest.raise(
+        try self.account.seenManifest.raise(
             account: SeenManifest.account(accountKey), epoch: manifest.epoch,
             version: manifest.version)
         if manifest.epoch > witnessed.epoch {

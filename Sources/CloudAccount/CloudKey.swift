@@ -11,7 +11,29 @@ import Synchronization
 /// and in the cloud never under anything a guess can be tested against (`AccountObjects`). A new
 /// device joins by approval of an existing unlocked device, with the recovery key, or with an
 /// existing device's passcode through the account's escrow service.
+///
+/// `AccountKeyKeeper` is that key's keeper on this device: reading the account record, making
+/// the account, adopting a key, the escrow registration, the upkeep after an unlock, and the
+/// witness seed kept beside the key. The account (`CloudAccount.keys`) asks it; it asks the
+/// account back only for what the account does with the key (rotation, the manifest, joins).
+package struct AccountKeyKeeper {
+    /// The account whose key this is.
+    let account: CloudAccount
+
+    /// The device that holds the key.
+    var device: Device { account.device }
+    /// The account's storage; nil when signed out.
+    var cloud: (any CloudStorage)? { account.cloud }
+    /// The account's escrow service, when it uses one.
+    var escrow: EscrowConfiguration? { account.escrow }
+}
+
 extension CloudAccount {
+    /// The keeper of the account key on this device.
+    package var keys: AccountKeyKeeper { AccountKeyKeeper(account: self) }
+}
+
+extension AccountKeyKeeper {
     /// The account key as this device holds it, with the device record it came from, without
     /// asking the cloud whether it is still the account's (`cloudKey` follows rotations): nil
     /// when signed out, not in an account, or (for uploads) without E2EE.
@@ -36,7 +58,10 @@ extension CloudAccount {
         // (a rollback), never a removal: nothing to join again.
         try SeenManifest.refuseOlderEpoch(account.epoch ?? 0, than: record.cloudEpoch ?? 0)
         // Rotated since this device last looked: follow the new keys sealed to it, keep the last.
-        guard let current = try followRotations(from: key, record: record, to: account) else {
+        guard
+            let current = try self.account.rotation.followRotations(
+                from: key, record: record, to: account)
+        else {
             return nil
         }
         try adopt(current)
@@ -166,11 +191,11 @@ extension CloudAccount {
                 key, to: recoveryPublicKey, cloud: cloud, ifVersion: recoveryVersion)
             var manifest = AccountManifest(
                 version: 1, epoch: 0, objects: [:], devices: [:], layout: AccountManifest.layout)
-            manifest.devices[record.deviceID] = Self.boxKeyPair(record).publicKey
+            manifest.devices[record.deviceID] = CloudAccount.boxKeyPair(record).publicKey
             try swap(
                 AccountManifest.name, manifest.sealed(under: key), ifVersion: manifestVersion,
                 on: cloud, conflict: otherCreator)
-            try seenManifest
+            try self.account.seenManifest
                 .write(
                     account: SeenManifest.account(key), epoch: 0, version: 1)
             let seed = AccountWitness.seed(recoveryKey: recovery.key)
@@ -200,7 +225,8 @@ extension CloudAccount {
             !constantTimeEquals(account.check, AccountRecord.check(held))
         {
             // Rotated elsewhere since this device last looked.
-            accountKey = try followRotations(from: held, record: record, to: account)
+            accountKey = try self.account.rotation.followRotations(
+                from: held, record: record, to: account)
             if let followed = accountKey {
                 record.wrappedCloudKey = try sealCloudKey(followed)
                 record.cloudEpoch = account.epoch ?? 0
@@ -214,7 +240,8 @@ extension CloudAccount {
         var notRotated: DeviceError?
         if (passcodeChanged || record.rotationPending == true) && recoveryKey == nil {
             do {
-                _ = try rotateAccountKey(&record, from: accountKey, passcode: passcode)
+                _ = try self.account.rotation.rotateAccountKey(
+                    &record, from: accountKey, passcode: passcode)
                 return (true, nil)
             } catch {
                 // Not rotated (the cloud unreachable, another writer, an account record naming a
@@ -320,8 +347,9 @@ extension CloudAccount {
         let epoch: Int
         if let cloud {
             epoch =
-                try readManifest(
-                    key: accountKey, epoch: account.epoch ?? 0, cloud: cloud, seen: seenManifest
+                try self.account.readManifest(
+                    key: accountKey, epoch: account.epoch ?? 0, cloud: cloud,
+                    seen: self.account.seenManifest
                 ).manifest.epoch
         } else {
             epoch = account.epoch ?? 0
@@ -337,7 +365,7 @@ extension CloudAccount {
         }
         // In the manifest's device list, so that rotations seal the next key to it too (the
         // cloud reached once the guess lock is released).
-        try enterManifest(record, key: accountKey)
+        try self.account.enterManifest(record, key: accountKey)
         try? cloud?.delete(AccountObjects.removed(record.deviceID))  // back in: no longer true
     }
 
@@ -412,7 +440,7 @@ extension CloudAccount {
     }
 }
 
-extension CloudAccount {
+extension AccountKeyKeeper {
     /// Stores what the cloud account's upkeep changed in the record (the account key, its epoch,
     /// the escrow registration) onto the record as it is now, under the guess lock again: another
     /// process may have unlocked (counted a guess) or set a lock screen meanwhile. Under another

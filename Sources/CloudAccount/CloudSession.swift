@@ -478,20 +478,22 @@ extension CloudAccount {
     /// - Throws: `.corrupt` for a manifest that is older than one this device saw, gone after
     ///   this device saw one, or does not open; `.notAvailable` when the cloud is unreachable.
     package func cloudSession(forUpload: Bool = true) throws(DeviceError) -> CloudSession? {
-        guard let cloud, var key = try heldCloudKey(forUpload: forUpload)?.key else { return nil }
+        guard let cloud, var key = try self.keys.heldCloudKey(forUpload: forUpload)?.key else {
+            return nil
+        }
         // Usually the key this device holds is the account's: one read of the account record,
         // under the account's lock.
         var lock: AnyObject? = try cloudCall { try cloud.lock() }
-        var account = try readAccount()
+        var account = try self.keys.readAccount()
         if !(account.map { constantTimeEquals($0.check, AccountRecord.check(key)) } ?? false) {
             // Rotated since this device last looked (or gone): following takes the lock-screen
             // lock, which every process takes before the account's, so the account's is let go
             // meanwhile.
             lock = nil
-            guard let followed = try cloudKey(forUpload: forUpload) else { return nil }
+            guard let followed = try self.keys.cloudKey(forUpload: forUpload) else { return nil }
             key = followed
             lock = try cloudCall { try cloud.lock() }
-            account = try readAccount()
+            account = try self.keys.readAccount()
         }
         // A rotation by another device in between: its key is picked up at the next try.
         guard let account, let lock, constantTimeEquals(account.check, AccountRecord.check(key))
@@ -532,7 +534,7 @@ extension CloudAccount {
         if forUpload { try session.moveToCurrentLayout() }
         if escrow != nil {
             session.afterCommit = { epoch, version in
-                self.witness(key, epoch: epoch, version: version)
+                self.keys.witness(key, epoch: epoch, version: version)
             }
         }
         return session
@@ -571,7 +573,7 @@ extension CloudAccount {
 
     /// Lists this device in the manifest's devices (under the account's lock), when it is not.
     func enterManifest(_ record: DeviceRecord, key: SecureBytes) throws(DeviceError) {
-        guard let cloud, let account = try readAccount() else { return }
+        guard let cloud, let account = try self.keys.readAccount() else { return }
         let lock = try cloudCall { try cloud.lock() }
         defer { withExtendedLifetime(lock) {} }
         let seen = seenManifest
@@ -611,7 +613,7 @@ extension CloudAccount {
         /// holds now, as only a holder of the account key could — so a test reaches each store's
         /// own checks (sealing bound to name, kind and account) behind the manifest.
         package func vouchForCloudAsIs() throws(DeviceError) {
-            guard let cloud, let key = try cloudKey(forUpload: false) else { return }
+            guard let cloud, let key = try self.keys.cloudKey(forUpload: false) else { return }
             let account = SeenManifest.account(key)
             let seen = seenManifest
             let current = try cloudCall { try cloud.read(AccountManifest.name) }.flatMap {

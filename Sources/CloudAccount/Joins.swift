@@ -22,7 +22,7 @@ extension CloudAccount {
     ///   latest state (nil when the escrow's witness did).
     @discardableResult
     public func join(passcode: SecureBytes) throws(DeviceError) -> String? {
-        let cloud = try signedIn()
+        let cloud = try self.keys.signedIn()
         guard let escrow else {
             throw DeviceError(
                 .notAvailable,
@@ -49,9 +49,9 @@ extension CloudAccount {
             }
             throw error
         }
-        let account = try checkAccount(released.key)
-        let note = try checkWitness(released.key, seed: released.seed, account: account)
-        try adopt(released.key, witnessSeed: released.seed)
+        let account = try self.keys.checkAccount(released.key)
+        let note = try self.keys.checkWitness(released.key, seed: released.seed, account: account)
+        try self.keys.adopt(released.key, witnessSeed: released.seed)
         return note
     }
 
@@ -64,7 +64,7 @@ extension CloudAccount {
     ///   latest state (nil when the escrow's witness did).
     @discardableResult
     public func join(recoveryKey text: SecureBytes) throws(DeviceError) -> String? {
-        let cloud = try signedIn()
+        let cloud = try self.keys.signedIn()
         guard let key = RecoveryKey.parse(text) else {
             throw DeviceError(.invalidPasscode, "a recovery key is 32 base32 characters")
         }
@@ -82,46 +82,24 @@ extension CloudAccount {
         guard AccountKey.isValid(accountKey) else {
             throw DeviceError(.corrupt, "the recovery record does not hold an account key")
         }
-        let account = try checkAccount(accountKey)
+        let account = try self.keys.checkAccount(accountKey)
         let seed = AccountWitness.seed(recoveryKey: key)
-        let note = try checkWitness(accountKey, seed: seed, account: account)
-        try adopt(accountKey, witnessSeed: seed)
+        let note = try self.keys.checkWitness(accountKey, seed: seed, account: account)
+        try self.keys.adopt(accountKey, witnessSeed: seed)
         return note
-    }
-
-    /// A join request this device posted: the code it shows, and its side of the
-    /// password-authenticated exchange keyed by that code (what opens the approval).
-    public final class JoinTicket: Sendable {
-        /// The request's random id (16 hex digits): it names the request's cloud objects
-        /// (`join-<id>`), never the code.
-        public let id: String
-        /// The six digits to show; never sent anywhere.
-        let code: String
-        let secret: SecureBytes
-        let share: Data
-        /// Set when `awaitApproval` first runs: a ticket waits for one approval, once, so that a
-        /// request is one guess of its code however its caller retries.
-        let used = Mutex(false)
-
-        init(id: String, code: String, secret: SecureBytes, share: Data) {
-            self.id = id
-            self.code = code
-            self.secret = secret
-            self.share = share
-        }
     }
 
     /// Posts a join request: a new random six-digit code to show (`awaitCode`) and this device's
     /// share of an exchange keyed by it. The code stays on this device; the user types it on an
     /// existing device (`approveJoin`).
     public func requestJoin() throws(DeviceError) -> JoinTicket {
-        let cloud = try signedIn()
+        let cloud = try self.keys.signedIn()
         let id = KeyDerivation.randomBytes(8).hexString
         let code = JoinCode.random()
         let (secret, share) = PasswordKeyExchange.share(
             password: SecureBytes(copying: Data(code.utf8)), session: JoinCode.session(id))
         // A new name (64 random bits), made only where there is none.
-        try swap(
+        try keys.swap(
             AccountObjects.joinRequest(id), JoinRequestRecord(share: share).encoded(),
             ifVersion: nil, on: cloud, conflict: "post the join request again")
         return JoinTicket(id: id, code: code, secret: secret, share: share)
@@ -131,7 +109,7 @@ extension CloudAccount {
     /// account (`approveJoin` there). Known as soon as the request is posted, so it returns at once
     /// (never nil); `timeout` is kept for callers written when the code waited for an answer.
     public func awaitCode(of ticket: JoinTicket, timeout: Duration) throws(DeviceError) -> String? {
-        _ = try signedIn()
+        _ = try self.keys.signedIn()
         return ticket.code
     }
 
@@ -147,7 +125,7 @@ extension CloudAccount {
     ///   withdrawn; nothing joined either way.
     public func awaitApproval(of ticket: JoinTicket, timeout: Duration) throws(DeviceError) -> Bool
     {
-        let cloud = try signedIn()
+        let cloud = try self.keys.signedIn()
         guard
             ticket.used.withLock({ used in
                 defer { used = true }; return !used
@@ -159,85 +137,20 @@ extension CloudAccount {
         // Whatever ends the wait ends the request, a join included: a request is answered once.
         defer { for name in AccountObjects.joinObjects(ticket.id) { try? cloud.delete(name) } }
         guard
-            let approval = try approval(
-                of: ticket, on: cloud, until: ContinuousClock.now + timeout)
+            let approval = try ticket.approval(on: cloud, until: ContinuousClock.now + timeout)
         else { return false }
         // The state the approving device vouched for: an older one is refused from now on.
         try seenManifest.raise(
             account: SeenManifest.account(approval.accountKey), epoch: approval.epoch,
             version: approval.manifestVersion)
-        try adopt(approval.accountKey)
+        try self.keys.adopt(approval.accountKey)
         return true
-    }
-
-    /// The first whole approval of `ticket` before `deadline`, opened; nil when none came.
-    private func approval(
-        of ticket: JoinTicket, on cloud: any CloudStorage, until deadline: ContinuousClock.Instant
-    ) throws(DeviceError) -> JoinApproval? {
-        while true {
-            // An approval that is not whole yet (a server still writing it, or bytes that are no
-            // approval) is read again at the next poll; a whole one is this request's one answer.
-            if let bytes = try cloudCall({ try cloud.read(AccountObjects.joinApproval(ticket.id)) }
-            ),
-                let record = JoinApprovalRecord.parse(bytes)
-            {
-                guard let approval = Self.open(record, ticket) else {
-                    throw DeviceError(
-                        .authFailed,
-                        "the approval does not open under this device's code: the code typed on the approving device was another (a typo, or a device in the middle); nothing joined — start again"
-                    )
-                }
-                return approval
-            }
-            if try cloudCall({ try cloud.read(AccountObjects.joinRequest(ticket.id)) }) == nil {
-                throw DeviceError(
-                    .authFailed,
-                    "this join request was withdrawn (by the approving device, which saw more than one waiting, or by the cloud); nothing joined — start again"
-                )
-            }
-            if ContinuousClock.now >= deadline { return nil }
-            Thread.sleep(forTimeInterval: 0.2)
-        }
-    }
-
-    /// The approval in `bytes`, when it opens under the key of `ticket`'s exchange.
-    static func open(_ bytes: Data, _ ticket: JoinTicket) -> JoinApproval? {
-        JoinApprovalRecord.parse(bytes).flatMap { open($0, ticket) }
-    }
-
-    /// The approval `record` holds, when it opens under the key of `ticket`'s exchange.
-    static func open(_ record: JoinApprovalRecord, _ ticket: JoinTicket) -> JoinApproval? {
-        guard
-            let key = try? PasswordKeyExchange.key(
-                secret: ticket.secret, peerShare: record.share, initiatorShare: ticket.share,
-                responderShare: record.share, session: JoinCode.session(ticket.id)),
-            let opened = try? Envelope.open(
-                record.sealed, key: key,
-                associatedData: JoinCode.approvalAssociatedData(
-                    ticket.id, request: ticket.share, approver: record.share))
-        else { return nil }
-        return JoinApproval.parse(opened)
-    }
-
-    /// A pending join request, as an approving device lists it.
-    public struct JoinRequest: Sendable, Hashable {
-        /// The request's id (16 hex digits), as the requesting device's `JoinTicket` has it.
-        public let id: String
     }
 
     /// The join requests waiting in the cloud (their IDs: a request carries no code — the user
     /// reads it off the new device's screen).
     public func joinRequests() throws(DeviceError) -> [JoinRequest] {
-        try pendingJoins(on: try signedIn()).map { JoinRequest(id: $0) }
-    }
-
-    /// The IDs of the join requests in the cloud's listing.
-    private func pendingJoins(on cloud: any CloudStorage) throws(DeviceError) -> [String] {
-        try cloudCall({ try cloud.list() }).compactMap { name -> String? in
-            let id = String(name.dropFirst(5))
-            return name.hasPrefix("join-") && id.count == 16 && id.allSatisfy(\.isHexDigit)
-                ? id : nil
-        }.sorted()
+        try JoinRequest.pending(on: try self.keys.signedIn()).map { JoinRequest(id: $0) }
     }
 
     /// Approves the join request whose device shows `code`, typed by the user: the one waiting
@@ -251,16 +164,16 @@ extension CloudAccount {
     /// - Throws: `.interactionNotAllowed` when locked; `.invalidPasscode` without a six-digit
     ///   code, or with no request waiting; `.authFailed` with more than one (all withdrawn).
     public func approveJoin(code: String?) throws(DeviceError) {
-        let cloud = try signedIn()
+        let cloud = try self.keys.signedIn()
         guard let code, JoinCode.isWellFormed(code) else {
             throw DeviceError(
                 .invalidPasscode, "type the six-digit code the new device shows (--code C)")
         }
-        guard try device.state() == .unlocked, let accountKey = try cloudKey() else {
+        guard try device.state() == .unlocked, let accountKey = try self.keys.cloudKey() else {
             throw DeviceError(
                 .interactionNotAllowed, "approving needs this device unlocked and in the account")
         }
-        let pending = try pendingJoins(on: cloud)
+        let pending = try JoinRequest.pending(on: cloud)
         guard pending.count <= 1 else {
             for id in pending {
                 for name in AccountObjects.joinObjects(id) { try? cloud.delete(name) }
@@ -333,7 +246,7 @@ extension CloudAccount {
     /// sealed to a new recovery key (returned, to show once), so the old recovery key opens
     /// nothing written after. Needs this device unlocked and holding the account key.
     public func replaceRecoveryKey() throws(DeviceError) -> SecureBytes {
-        try rotateAccountKey(removing: nil, replacingRecoveryKey: true)!
+        try rotation.rotateAccountKey(removing: nil, replacingRecoveryKey: true)!
     }
 }
 
@@ -379,5 +292,92 @@ struct AnsweredCodes {
             throw DeviceError(
                 .notAvailable, "the approved codes could not be kept: \(error)", underlying: error)
         }
+    }
+}
+
+/// A join request this device posted: the code it shows, and its side of the
+/// password-authenticated exchange keyed by that code (what opens the approval).
+public final class JoinTicket: Sendable {
+    /// The request's random id (16 hex digits): it names the request's cloud objects
+    /// (`join-<id>`), never the code.
+    public let id: String
+    /// The six digits to show; never sent anywhere.
+    let code: String
+    let secret: SecureBytes
+    let share: Data
+    /// Set when `awaitApproval` first runs: a ticket waits for one approval, once, so that a
+    /// request is one guess of its code however its caller retries.
+    let used = Mutex(false)
+
+    init(id: String, code: String, secret: SecureBytes, share: Data) {
+        self.id = id
+        self.code = code
+        self.secret = secret
+        self.share = share
+    }
+
+    /// The first whole approval of this ticket before `deadline`, opened; nil when none came.
+    func approval(on cloud: any CloudStorage, until deadline: ContinuousClock.Instant)
+        throws(DeviceError) -> JoinApproval?
+    {
+        let ticket = self
+        while true {
+            // An approval that is not whole yet (a server still writing it, or bytes that are no
+            // approval) is read again at the next poll; a whole one is this request's one answer.
+            if let bytes = try cloudCall({ try cloud.read(AccountObjects.joinApproval(ticket.id)) }
+            ),
+                let record = JoinApprovalRecord.parse(bytes)
+            {
+                guard let approval = Self.open(record, ticket) else {
+                    throw DeviceError(
+                        .authFailed,
+                        "the approval does not open under this device's code: the code typed on the approving device was another (a typo, or a device in the middle); nothing joined — start again"
+                    )
+                }
+                return approval
+            }
+            if try cloudCall({ try cloud.read(AccountObjects.joinRequest(ticket.id)) }) == nil {
+                throw DeviceError(
+                    .authFailed,
+                    "this join request was withdrawn (by the approving device, which saw more than one waiting, or by the cloud); nothing joined — start again"
+                )
+            }
+            if ContinuousClock.now >= deadline { return nil }
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+    }
+
+    /// The approval in `bytes`, when it opens under the key of `ticket`'s exchange.
+    static func open(_ bytes: Data, _ ticket: JoinTicket) -> JoinApproval? {
+        JoinApprovalRecord.parse(bytes).flatMap { open($0, ticket) }
+    }
+
+    /// The approval `record` holds, when it opens under the key of `ticket`'s exchange.
+    static func open(_ record: JoinApprovalRecord, _ ticket: JoinTicket) -> JoinApproval? {
+        guard
+            let key = try? PasswordKeyExchange.key(
+                secret: ticket.secret, peerShare: record.share, initiatorShare: ticket.share,
+                responderShare: record.share, session: JoinCode.session(ticket.id)),
+            let opened = try? Envelope.open(
+                record.sealed, key: key,
+                associatedData: JoinCode.approvalAssociatedData(
+                    ticket.id, request: ticket.share, approver: record.share))
+        else { return nil }
+        return JoinApproval.parse(opened)
+    }
+}
+
+/// A pending join request, as an approving device lists it.
+public struct JoinRequest: Sendable, Hashable {
+    /// The request's id (16 hex digits), as the requesting device's `JoinTicket` has it.
+    public let id: String
+
+    /// The IDs of the join requests in the cloud's listing.
+    static func pending(on cloud: any CloudStorage) throws(DeviceError) -> [String] {
+        try cloudCall({ try cloud.list() }).compactMap { name -> String? in
+            let id = String(name.dropFirst(5))
+            return name.hasPrefix("join-") && id.count == 16 && id.allSatisfy(\.isHexDigit)
+                ? id : nil
+        }.sorted()
     }
 }

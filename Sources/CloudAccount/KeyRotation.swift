@@ -14,13 +14,6 @@ import TPM
 /// Old wrapped copies of the account key (an old recovery record, an old escrow slot, a removed
 /// device's key) open nothing written after.
 extension CloudAccount {
-    /// A device of the cloud account, as its manifest lists it.
-    public struct AccountDevice: Sendable, Hashable {
-        /// The device's id in the manifest (its stable device id), as `removeDevice(_:)` takes it.
-        public let id: String
-        /// Whether this is the device that asked.
-        public let isThisDevice: Bool
-    }
 
     /// The account's devices (this one included once it has synced or joined).
     public func accountDevices() throws(DeviceError) -> [AccountDevice] {
@@ -50,16 +43,36 @@ extension CloudAccount {
             throw DeviceError(
                 .invalidPasscode, "the account lists no other device \(id) (see `device devices`)")
         }
-        _ = try rotateAccountKey(removing: id, replacingRecoveryKey: false)
+        _ = try rotation.rotateAccountKey(removing: id, replacingRecoveryKey: false)
     }
+}
 
+/// The rotation of the account key (above): one account's, on this device.
+struct AccountRotation {
+    /// The account whose key rotates.
+    let account: CloudAccount
+
+    /// The device that rotates it.
+    var device: Device { account.device }
+    /// The account's storage; nil when signed out.
+    var cloud: (any CloudStorage)? { account.cloud }
+    /// The account's escrow service, when it uses one.
+    var escrow: EscrowConfiguration? { account.escrow }
+}
+
+extension CloudAccount {
+    /// The rotation of this account's key.
+    var rotation: AccountRotation { AccountRotation(account: self) }
+}
+
+extension AccountRotation {
     /// Rotates the account key from a device that is unlocked and holds it; the escrow is
     /// emptied until the next unlock (no passcode at hand). Returns the new recovery key when
     /// `replacingRecoveryKey`.
     func rotateAccountKey(removing: String?, replacingRecoveryKey: Bool) throws(DeviceError)
         -> SecureBytes?
     {
-        guard try device.state() == .unlocked, let key = try cloudKey() else {
+        guard try device.state() == .unlocked, let key = try self.account.keys.cloudKey() else {
             throw DeviceError(
                 .interactionNotAllowed, "this needs the device unlocked and in the cloud account")
         }
@@ -70,7 +83,7 @@ extension CloudAccount {
         let recovery = try rotateAccountKey(
             &record, from: key, passcode: nil, removing: removing,
             replacingRecoveryKey: replacingRecoveryKey)
-        try storeAfterCloud(record, read: read)
+        try self.account.keys.storeAfterCloud(record, read: read)
         return recovery
     }
 
@@ -79,26 +92,27 @@ extension CloudAccount {
         _ record: inout DeviceRecord, from oldKey: SecureBytes, passcode: SecureBytes?,
         removing: String? = nil, replacingRecoveryKey: Bool = false
     ) throws(DeviceError) -> SecureBytes? {
-        let cloud = try signedIn()
+        let cloud = try self.account.keys.signedIn()
         let lock = try cloudCall { try cloud.lock() }
         defer { withExtendedLifetime(lock) {} }
-        guard let (account, accountVersion) = try readAccountVersioned(),
+        guard let (account, accountVersion) = try self.account.keys.readAccountVersioned(),
             constantTimeEquals(account.check, AccountRecord.check(oldKey))
         else { throw DeviceError(.notAvailable, "the account key changed meanwhile: try again") }
-        let seen = seenManifest
-        var (manifest, _, manifestVersion) = try readManifest(
+        let seen = self.account.seenManifest
+        var (manifest, _, manifestVersion) = try self.account.readManifest(
             key: oldKey, epoch: account.epoch ?? 0, cloud: cloud, seen: seen)
         // Every object the switch replaces is written only over the copy read here: a writer
         // whose lock expired (or that ignored it) and changed the account meanwhile stops the
         // rotation at the first of them, never written over.
-        let recoveryVersion = try currentVersion(of: AccountObjects.recovery, on: cloud)
+        let recoveryVersion = try self.account.keys.currentVersion(
+            of: AccountObjects.recovery, on: cloud)
         let conflict = "another device changed the account during the rotation: try again"
         let newKey = AccountKey.rotated(oldKey)
         let epoch = (account.epoch ?? 0) + 1
 
         var recoveryText: SecureBytes?
         let recoveryPublicKey: Data
-        var seed = witnessSeed(oldKey, record: record)
+        var seed = self.account.keys.witnessSeed(oldKey, record: record)
         if replacingRecoveryKey {
             let recovery = RecoveryKey.make()
             recoveryPublicKey = RecoveryKey.keyPair(recovery.key).publicKey
@@ -157,7 +171,7 @@ extension CloudAccount {
             manifest.objects[Data(name.utf8)] = mac
         }
         if let removing { manifest.devices[removing] = nil }
-        manifest.devices[record.deviceID] = Self.boxKeyPair(record).publicKey
+        manifest.devices[record.deviceID] = CloudAccount.boxKeyPair(record).publicKey
         for (id, publicKey) in manifest.devices where id != record.deviceID {
             let sealed: Data
             do { sealed = try SealedBox.seal(newKey, to: publicKey) } catch {
@@ -166,23 +180,23 @@ extension CloudAccount {
             let wrapped = Envelope.seal(
                 sealed, key: AccountObjects.rekeyWrappingKey(oldKey),
                 associatedData: AccountObjects.rekeyAssociatedData(id, epoch: epoch))
-            try swap(
+            try self.account.keys.swap(
                 AccountObjects.rekey(id, epoch: epoch), wrapped, ifVersion: nil, on: cloud,
                 conflict: conflict)
         }
         if let seed {
-            try writeWitnessSeed(seed, under: newKey, cloud: cloud)
-            record.wrappedWitnessSeed = try sealWitnessSeed(seed)
+            try self.account.keys.writeWitnessSeed(seed, under: newKey, cloud: cloud)
+            record.wrappedWitnessSeed = try self.account.keys.sealWitnessSeed(seed)
         }
-        try writeRecovery(
+        try self.account.keys.writeRecovery(
             newKey, to: recoveryPublicKey, cloud: cloud, ifVersion: recoveryVersion)
         manifest.epoch = epoch
         manifest.version += 1
-        try swap(
+        try self.account.keys.swap(
             AccountManifest.name, manifest.sealed(under: newKey), ifVersion: manifestVersion,
             on: cloud, conflict: conflict)
         // The switch: from here every device of the account looks for its new key.
-        try swap(
+        try self.account.keys.swap(
             AccountObjects.account,
             AccountRecord(accountKey: newKey, epoch: epoch, recoveryPublicKey: recoveryPublicKey)
                 .encoded(), ifVersion: accountVersion, on: cloud, conflict: conflict)
@@ -191,7 +205,7 @@ extension CloudAccount {
         for stored in replaced.subtracting(manifest.storedNames).sorted() {
             try? cloud.delete(stored)
         }
-        witness(newKey, epoch: epoch, version: manifest.version, seed: seed)
+        self.account.keys.witness(newKey, epoch: epoch, version: manifest.version, seed: seed)
         if let removing {
             // Told to the removed device, once the switch is made, in the only words it can
             // still read: its old key's.
@@ -199,13 +213,13 @@ extension CloudAccount {
                 AccountObjects.removed(removing),
                 AccountObjects.removalNotice(removing, at: Date(), heldKey: oldKey))
         }
-        record.wrappedCloudKey = try sealCloudKey(newKey)
+        record.wrappedCloudKey = try self.account.keys.sealCloudKey(newKey)
         record.cloudEpoch = epoch
         record.rotationPending = nil
         // The escrow: the new key under the new passcode, or nothing until the next unlock.
         if let escrow {
             if let passcode {
-                _ = registerOrRetry(
+                _ = self.account.keys.registerOrRetry(
                     newKey, passcode: passcode, escrow: escrow, cloud: cloud, previousKey: oldKey,
                     &record)
             } else {
@@ -230,11 +244,11 @@ extension CloudAccount {
     func followRotations(from held: SecureBytes, record: DeviceRecord, to account: AccountRecord)
         throws(DeviceError) -> SecureBytes?
     {
-        let cloud = try signedIn()
+        let cloud = try self.account.keys.signedIn()
         let target = account.epoch ?? 0
         let start = record.cloudEpoch ?? 0
         guard target > start, target - start <= 1000 else { return nil }
-        let pair = Self.boxKeyPair(record)
+        let pair = CloudAccount.boxKeyPair(record)
         var key = held
         for epoch in (start + 1)...target {
             let name = AccountObjects.rekey(record.deviceID, epoch: epoch)
@@ -255,4 +269,12 @@ extension CloudAccount {
         guard constantTimeEquals(account.check, AccountRecord.check(key)) else { return nil }
         return key
     }
+}
+
+/// A device of the cloud account, as its manifest lists it.
+public struct AccountDevice: Sendable, Hashable {
+    /// The device's id in the manifest (its stable device id), as `removeDevice(_:)` takes it.
+    public let id: String
+    /// Whether this is the device that asked.
+    public let isThisDevice: Bool
 }

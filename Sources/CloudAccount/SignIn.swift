@@ -31,20 +31,20 @@ final class CloudSignIn: SignedInAccount {
         var kept = record
         let upkeep: (changed: Bool, recoveryKey: SecureBytes?)
         do {
-            upkeep = try CloudAccount(device).maintainCloudKey(
+            upkeep = try CloudAccount(device).keys.maintainCloudKey(
                 &kept, passcode: passcode, passcodeChanged: passcodeChanged)
         } catch {
             // What was done before the failure (an escrow registered under a new passcode while
             // the rotation could not go through) is kept.
             if kept.escrowGeneration != record.escrowGeneration {
-                try? CloudAccount(device).storeAfterCloud(kept, read: record)
+                try? CloudAccount(device).keys.storeAfterCloud(kept, read: record)
             }
             return (nil, error.message)
         }
         // The account exists once a recovery key is made: the key is shown even when the
         // record's write fails (the next unlock stores the account key again).
         do {
-            if upkeep.changed { try CloudAccount(device).storeAfterCloud(kept, read: record) }
+            if upkeep.changed { try CloudAccount(device).keys.storeAfterCloud(kept, read: record) }
         } catch {
             return (upkeep.recoveryKey, error.message)
         }

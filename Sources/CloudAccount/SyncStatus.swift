@@ -78,11 +78,11 @@ extension CloudAccount {
             return CloudListing(status: status)
         }
         do throws(any Error) {
-            guard let (key, record) = try heldCloudKey(forUpload: false) else {
-                status.notSyncing = try whyNoCloudSession()
+            guard let (key, record) = try self.keys.heldCloudKey(forUpload: false) else {
+                status.notSyncing = try self.keys.whyNoCloudSession()
                 return CloudListing(status: status)
             }
-            guard let account = try readAccount() else {
+            guard let account = try self.keys.readAccount() else {
                 status.notSyncing =
                     "the cloud account has no account record (never made there, or deleted)"
                 return CloudListing(status: status)
@@ -93,11 +93,11 @@ extension CloudAccount {
                 status.notSyncing =
                     try cloudCall({ try cloud.read(next) }) != nil
                     ? "the account key was rotated on another device since this one last synced: its next sync follows it"
-                    : try whyNoCloudSession()
+                    : try self.keys.whyNoCloudSession()
                 return CloudListing(status: status)
             }
             status.joined = true
-            if !status.endToEndEncryption { status.notSyncing = try whyNoCloudSession() }
+            if !status.endToEndEncryption { status.notSyncing = try self.keys.whyNoCloudSession() }
             guard let found = try cloudCall({ try cloud.read(AccountManifest.name) }) else {
                 status.problem = "the cloud account has no manifest: nothing in it is vouched for"
                 return CloudListing(status: status, names: [], key: key)
@@ -122,24 +122,34 @@ extension CloudAccount {
         }
     }
 
-    /// Notes that a sync of `store` reached the cloud account now (`lastSync(of:)`).
-    package func noteSynced(_ store: String) {
-        var times = syncTimes()
+    /// When each store last reached the account from this device.
+    package var syncTimes: SyncTimes {
+        SyncTimes(file: device.directory.appendingPathComponent("cloud-synced"))
+    }
+}
+
+/// When each store's sync last reached the cloud account from this device (`StoreStatus`'s
+/// `lastSync`), kept in the device directory's `cloud-synced`.
+package struct SyncTimes {
+    /// The file that keeps them.
+    let file: URL
+
+    /// Notes that a sync of `store` reached the cloud account now (`last(of:)`).
+    package func note(_ store: String) {
+        var times = read()
         times[store] = Int64(Date().timeIntervalSince1970 * 1000)
         guard let data = try? JSONSerialization.data(withJSONObject: times, options: .sortedKeys)
         else { return }
-        try? Files.writeAtomically(data, to: syncTimesFile)
+        try? Files.writeAtomically(data, to: file)
     }
 
     /// When a sync of `store` last reached the cloud account from this device.
-    package func lastSync(of store: String) -> Date? {
-        syncTimes()[store].map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) }
+    package func last(of store: String) -> Date? {
+        read()[store].map { Date(timeIntervalSince1970: TimeInterval($0) / 1000) }
     }
 
-    private var syncTimesFile: URL { device.directory.appendingPathComponent("cloud-synced") }
-
-    private func syncTimes() -> [String: Int64] {
-        guard let bytes = (try? Files.read(syncTimesFile, limit: 64 * 1024)) ?? nil,
+    private func read() -> [String: Int64] {
+        guard let bytes = (try? Files.read(file, limit: 64 * 1024)) ?? nil,
             let object = try? JSONSerialization.jsonObject(with: bytes) as? [String: Any]
         else { return [:] }
         return object.compactMapValues { ($0 as? NSNumber)?.int64Value }

@@ -38,11 +38,11 @@ extension WebDAVCloud {
 
     /// The account locks this process holds now, so that an interrupted command lets go of them
     /// before it exits (`releaseHeldLocks`).
-    private static let held = Mutex<[ObjectIdentifier: WeakLock]>([:])
-    private final class WeakLock: @unchecked Sendable {
+    fileprivate static let held = Mutex<[ObjectIdentifier: WeakLock]>([:])
+    fileprivate final class WeakLock: @unchecked Sendable {
         // @unchecked Sendable: read and written only under `held`'s lock.
-        weak var lock: Lock?
-        init(_ lock: Lock) { self.lock = lock }
+        weak var lock: WebDAVLock?
+        init(_ lock: WebDAVLock) { self.lock = lock }
     }
 
     /// Releases (UNLOCK, one try each) every account lock this process holds, at once: for a
@@ -70,7 +70,8 @@ extension WebDAVCloud {
             if response.status == 423, requests.value - sentBefore > 1,
                 let token = try ownLock(at: lockURL, owner: owner)
             {
-                return Lock(cloud: self, url: lockURL, token: token, lifetime: Self.lockLifetime)
+                return WebDAVLock(
+                    cloud: self, url: lockURL, token: token, lifetime: Self.lockLifetime)
             }
             if [404, 409].contains(response.status) || (response.status == 500 && !madeCollection) {
                 // The account's collection does not exist yet (Apache answers 409, now and then
@@ -91,7 +92,7 @@ extension WebDAVCloud {
             }
             if (200..<300).contains(response.status), let token = response.lockToken {
                 let granted = Self.grantedSeconds(response.body).map(TimeInterval.init)
-                return Lock(
+                return WebDAVLock(
                     cloud: self, url: lockURL, token: token,
                     lifetime: min(granted ?? Self.lockLifetime, Self.lockLifetime))
             }
@@ -169,91 +170,92 @@ extension WebDAVCloud {
         return Int(digits).flatMap { $0 > 0 ? $0 : nil }
     }
 
-    /// A held account lock: refreshed (RFC 4918 §9.10.2: `LOCK` with `If: (<token>)`) at half
-    /// the lifetime the server granted, for as long as it is held — a sync longer than the
-    /// server's lock timeout keeps it (nginx grants the zone's timeout, 60 s by default, whatever
-    /// is asked); released with `UNLOCK` when it goes. A refresh that fails marks the lock lost:
-    /// a compare-and-swap that relies on it then fails instead of writing unguarded.
-    private final class Lock {
-        let cloud: WebDAVCloud
-        let url: URL
-        let token: String
-        private let stop = DispatchSemaphore(value: 0)
-        /// Set once released; a refresh is sent only while it is false, under this lock, so no
-        /// refresh ever reaches the server after the UNLOCK.
-        private let released = Released()
+}
 
-        private final class Released: Sendable {
-            private let flag = Mutex(false)
-            func withLock<R>(_ body: (inout Bool) -> R) -> R { flag.withLock { body(&$0) } }
+/// A held account lock: refreshed (RFC 4918 §9.10.2: `LOCK` with `If: (<token>)`) at half
+/// the lifetime the server granted, for as long as it is held — a sync longer than the
+/// server's lock timeout keeps it (nginx grants the zone's timeout, 60 s by default, whatever
+/// is asked); released with `UNLOCK` when it goes. A refresh that fails marks the lock lost:
+/// a compare-and-swap that relies on it then fails instead of writing unguarded.
+fileprivate final class WebDAVLock {
+    let cloud: WebDAVCloud
+    let url: URL
+    let token: String
+    private let stop = DispatchSemaphore(value: 0)
+    /// Set once released; a refresh is sent only while it is false, under this lock, so no
+    /// refresh ever reaches the server after the UNLOCK.
+    private let released = Released()
+
+    private final class Released: Sendable {
+        private let flag = Mutex(false)
+        func withLock<R>(_ body: (inout Bool) -> R) -> R { flag.withLock { body(&$0) } }
+    }
+
+    /// Set once released (`finish`): by its owner letting it go, or by an interruption.
+    private let finished = Mutex(false)
+
+    init(cloud: WebDAVCloud, url: URL, token: String, lifetime: TimeInterval) {
+        self.cloud = cloud
+        self.url = url
+        self.token = token
+        defer {
+            let weak = WebDAVCloud.WeakLock(self)
+            WebDAVCloud.held.withLock { $0[ObjectIdentifier(self)] = weak }
         }
-
-        /// Set once released (`finish`): by its owner letting it go, or by an interruption.
-        private let finished = Mutex(false)
-
-        init(cloud: WebDAVCloud, url: URL, token: String, lifetime: TimeInterval) {
-            self.cloud = cloud
-            self.url = url
-            self.token = token
-            defer {
-                let weak = WeakLock(self)
-                WebDAVCloud.held.withLock { $0[ObjectIdentifier(self)] = weak }
-            }
-            let generation = cloud.state.acquired()
-            cloud.state.noteToken(token, for: url)
-            let stop = self.stop
-            let released = self.released
-            // Refreshed only while the whole hold stays within what a stray waits before it is
-            // removed (`StrayObjects.age`, less a margin): a session never outlives that rule.
-            let holdUntil = Date().addingTimeInterval(
-                StrayObjects.age - WebDAVCloud.lockLifetime / 4 - lifetime)
-            // A client of its own: a refresh never waits behind the session's requests.
-            let refreshing = cloud.withLaneConnection()
-            let condition = token.hasPrefix("<") ? "(\(token))" : "(<\(token)>)"
-            let state = cloud.state
-            Thread {
-                while stop.wait(timeout: .now() + max(0.5, lifetime / 2)) == .timedOut {
-                    guard Date() < holdUntil else { return }
-                    let refreshed = released.withLock { released -> Bool? in
-                        guard !released else { return nil }
-                        let answer = try? refreshing.send(
-                            "LOCK", url,
-                            headers: ["If": condition, "Timeout": WebDAVCloud.lockTimeout])
-                        return answer.map { (200..<300).contains($0.status) } ?? false
-                    }
-                    guard let refreshed else { return }
-                    guard refreshed else {
-                        state.lost(generation)
-                        return
-                    }
+        let generation = cloud.state.acquired()
+        cloud.state.noteToken(token, for: url)
+        let stop = self.stop
+        let released = self.released
+        // Refreshed only while the whole hold stays within what a stray waits before it is
+        // removed (`StrayObjects.age`, less a margin): a session never outlives that rule.
+        let holdUntil = Date().addingTimeInterval(
+            StrayObjects.age - WebDAVCloud.lockLifetime / 4 - lifetime)
+        // A client of its own: a refresh never waits behind the session's requests.
+        let refreshing = cloud.withLaneConnection()
+        let condition = token.hasPrefix("<") ? "(\(token))" : "(<\(token)>)"
+        let state = cloud.state
+        Thread {
+            while stop.wait(timeout: .now() + max(0.5, lifetime / 2)) == .timedOut {
+                guard Date() < holdUntil else { return }
+                let refreshed = released.withLock { released -> Bool? in
+                    guard !released else { return nil }
+                    let answer = try? refreshing.send(
+                        "LOCK", url,
+                        headers: ["If": condition, "Timeout": WebDAVCloud.lockTimeout])
+                    return answer.map { (200..<300).contains($0.status) } ?? false
                 }
-            }.start()
-        }
-
-        // Only this holder's token unlocks it; a repeated UNLOCK of a released lock is refused.
-        deinit {
-            WebDAVCloud.held.withLock { $0[ObjectIdentifier(self)] = nil }
-            finish()
-        }
-
-        /// Stops the refreshes, marks the lock released and sends UNLOCK, once.
-        func finish(attempts: Int? = nil) {
-            guard
-                finished.withLock({ done in
-                    defer { done = true }; return !done
-                })
-            else { return }
-            released.withLock { $0 = true }
-            stop.signal()
-            cloud.state.released()
-            if (try? cloud.unlock(url, token: token, attempts: attempts)) != nil {
-                cloud.state.forgetToken(token)
-            } else {
-                // No answer (the server down, the network gone): the lock may outlive this
-                // process's hold, so its token stays noted as no live process's, and the next
-                // try at the lock on this device releases it at once instead of waiting it out.
-                cloud.state.orphanToken(token)
+                guard let refreshed else { return }
+                guard refreshed else {
+                    state.lost(generation)
+                    return
+                }
             }
+        }.start()
+    }
+
+    // Only this holder's token unlocks it; a repeated UNLOCK of a released lock is refused.
+    deinit {
+        WebDAVCloud.held.withLock { $0[ObjectIdentifier(self)] = nil }
+        finish()
+    }
+
+    /// Stops the refreshes, marks the lock released and sends UNLOCK, once.
+    func finish(attempts: Int? = nil) {
+        guard
+            finished.withLock({ done in
+                defer { done = true }; return !done
+            })
+        else { return }
+        released.withLock { $0 = true }
+        stop.signal()
+        cloud.state.released()
+        if (try? cloud.unlock(url, token: token, attempts: attempts)) != nil {
+            cloud.state.forgetToken(token)
+        } else {
+            // No answer (the server down, the network gone): the lock may outlive this
+            // process's hold, so its token stays noted as no live process's, and the next
+            // try at the lock on this device releases it at once instead of waiting it out.
+            cloud.state.orphanToken(token)
         }
     }
 }

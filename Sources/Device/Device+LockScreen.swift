@@ -8,7 +8,7 @@ import SecretService
 /// Key hierarchy: one random 32-byte key per protection class, sealed in the device record under a
 /// key-encryption key (`PasscodeKeys`): with a knowledge factor it needs the passcode and the
 /// device secret (software path) or the passcode, the device secret and a secret that the guess
-/// counter service (counted path) or an earlier version's TPM slot releases only to the right
+/// counter service (counted path) or a direct TPM slot (TPM path) releases only to the right
 /// passcode, under its count; without one, the device secret alone. Unwrapped class keys live only
 /// in runtime state (`RuntimeKeys`, the kernel keyring), so a reboot forgets them; `WhenUnlocked…`
 /// keys are dropped at lock. Changing the passcode rewraps the class keys; no item is re-encrypted.
@@ -88,7 +88,7 @@ extension Device {
     /// Atomic: it fails with nothing changed, or succeeds whole. The class keys do not change, so
     /// they are put in runtime state before the one record write that makes the change; a
     /// counter slot of the new passcode is made before that write and the old slot (a counter's,
-    /// or an earlier version's direct TPM slot) removed after it.
+    /// or a direct TPM slot) removed after it.
     @discardableResult
     public func setLockScreen(
         _ kind: LockScreenKind, passcode: SecureBytes?, currentPasscode: SecureBytes?
@@ -207,17 +207,18 @@ extension Device {
             let checks = PasscodeKeys.checks(
                 keys, deviceSecret: SecureBytes(copying: record.deviceSecret))
             if record.keyChecks != checks {
-                // Written before checks existed (or the keys changed since): kept from now on.
+                // A record without the runtime keys' checks (or whose keys changed): the checks
+                // are written now.
                 record.keyChecks = checks
                 path = try records.store(record, replacing: path)
             }
-            // A direct TPM slot (an earlier version's) moves off the TPM while the passcode is at
+            // A direct TPM slot (records may hold one) moves off the TPM while the passcode is at
             // hand (`GuessLimit.movesOffTPM`). Otherwise it stays as it is, its Argon2id cost
             // too: raising the cost would take a new direct slot, or a move nobody asked for.
             let movesOffTPM = guessLimit.movesOffTPM(record.passcode)
             let raisesCost =
                 record.version < 2 || (record.cost.map { $0.isBelow(passcodeCost) } ?? true)
-            // A counter slot registered before pins is registered again, pinned.
+            // An unpinned counter slot (no `counterPin`) is registered again, pinned.
             let pins = guessLimit.needsPin(record.passcode)
             if movesOffTPM || pins || (record.tpm == nil && raisesCost) {
                 var upgraded = record
@@ -229,7 +230,7 @@ extension Device {
                     slotSecrets: (new: newCounterSecret, old: proof.counterSecret))
                 record = upgraded
             } else if presence == nil {
-                // A passcode set before presence keys existed: made at this unlock.
+                // A passcode record without a presence key: the key is made at this unlock.
                 record.setPresence(SecureBytes(randomCount: 32), kek: proof.kek)
                 path = try records.store(record, replacing: path)
             }
@@ -251,7 +252,7 @@ extension Device {
     /// `.userPresence`) are sealed to: adding one needs no passcode.
     ///
     /// - Throws: `.authFailed` on a device without a passcode; `.interactionNotAllowed` when the
-    ///   passcode predates presence keys and the device has not been unlocked since.
+    ///   record holds a passcode but no presence key yet (the next unlock makes one).
     package func presencePublicKey() throws(DeviceError) -> Data {
         let record = try records.load().record
         guard record.kind.hasKnowledgeFactor else {

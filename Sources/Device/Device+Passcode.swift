@@ -4,7 +4,7 @@ import SecretService
 
 /// Proving the passcode and sealing the class keys under it (inside the guess lock): the key
 /// encryption key from the passcode and the device secret, with the guess counter service's
-/// secret (or an earlier version's direct TPM slot's) when the device has one.
+/// secret (or a direct TPM slot's) when the device has one.
 extension Device {
     struct Proof {
         var path: ItemPath

@@ -28,8 +28,8 @@ public final class Device: Sendable {
     public let directory: URL
     /// The real device's cost and delays; only the test support target passes others.
     package let tuning: DeviceTuning
-    /// The TPM that holds a passcode slot made before the direct TPM path was retired, when the
-    /// device has one (`TPMConfiguration`); new slots go to `counter` or the software path.
+    /// The TPM that holds the device's direct TPM slot (a passcode slot held by the TPM itself),
+    /// when it has one (`TPMConfiguration`); new slots go to `counter` or the software path.
     package let tpm: TPMConfiguration?
     /// The guess counter that holds this device's passcode slot, when the device uses one: a
     /// `keepsake-escrow` service that owns its state (run as a user of its own), so no process of
@@ -44,8 +44,9 @@ public final class Device: Sendable {
     package let account: (any SignedInAccount)?
 
     /// A device at the real cost and delays (Argon2id `moderate`, delays from one second) on the
-    /// software guess limit, signed out; a passcode slot an earlier version made on the machine's
-    /// TPM (`/dev/tpmrm0`) still unlocks. `Device(cloud:)` (the `CloudAccount` module) signs in.
+    /// software guess limit, signed out; a direct TPM slot on the machine's TPM (`/dev/tpmrm0`;
+    /// records may hold one, new lock screens never make one) unlocks. `Device(cloud:)` (the
+    /// `CloudAccount` module) signs in.
     public convenience init(
         secretService: SecretServiceConnection = .shared(), directory: URL? = nil
     ) {
@@ -57,8 +58,8 @@ public final class Device: Sendable {
     /// A device with the guess counter that holds its passcode slot (`counter`, a
     /// `keepsake-escrow` service of its own user, which counts every guess where no process of
     /// the device's user reaches it) or none (the software guess limit, delays only), signed
-    /// out. `tpm` (a TCTI such as `device:/dev/tpmrm0`) names the TPM of a passcode slot made
-    /// before the direct TPM path was retired; without `counter`, a new lock screen on a device
+    /// out. `tpm` (a TCTI such as `device:/dev/tpmrm0`) names the TPM of a direct TPM slot (a
+    /// passcode slot held by the TPM itself); without `counter`, a new lock screen on a device
     /// that names one is refused, since a TPM that the user's processes reach cannot count their
     /// guesses (`TPMConfiguration`).
     public convenience init(

@@ -34,8 +34,8 @@ package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
     package var retiredCounterSlots: [Data]?
     package var wrappedKeys: [String: Data]
     /// Each class key's check value (`PasscodeKeys.check`), by class: a key in the kernel keyring
-    /// that does not match is not the device's and is never used. nil in records written before
-    /// checks existed (then runtime keys are taken unchecked until the next unlock writes them).
+    /// that does not match is not the device's and is never used. nil in a record without checks
+    /// (runtime keys are then taken unchecked until the next unlock writes them).
     package var keyChecks: [String: Data]?
     /// Wrong passcodes in a row, and the time before which no attempt is taken (ms since epoch).
     package var failures: Int
@@ -130,8 +130,9 @@ package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
             let names = try? JSONDecoder().decode(
                 [String: AccountValue].self, from: bytes.dropFirst(4)),
             (1...2).contains(record.version), record.deviceSecret.count == 32,
-            // Version 1 had neither a TPM slot nor a counter slot: one claiming it with a slot
-            // was rewritten, to have an unlock move the slot off as an upgrade would.
+            // A version 1 record holds neither a TPM slot nor a counter slot: one claiming
+            // version 1 with a slot was rewritten, to have an unlock move the slot off as raising
+            // a version 1 record to version 2 does.
             record.version == 2 || (record.tpm == nil && record.counterSlot == nil),
             record.cost?.isWithinBounds ?? true
         else {

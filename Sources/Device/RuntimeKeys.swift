@@ -26,7 +26,7 @@ package final class RuntimeKeys: Sendable {
     /// each time. Only ever returned after the kernel gave the same bytes.
     private let recent = Mutex<[ProtectionClass: SecureBytes]>([:])
 
-    /// The check values a key read from the kernel must match (nil: a record from before checks,
+    /// The check values a key read from the kernel must match (nil: a record without checks,
     /// whose keys are taken unchecked), and the device secret they are keyed by.
     private let checks: Mutex<[ProtectionClass: Data]?>
     private let deviceSecret: SecureBytes?

@@ -17,7 +17,7 @@ package struct Context {
     package let cloudCA: String?
     package let dataHome: URL
     package let homeDirectory: URL
-    /// The TPM of a direct passcode slot an earlier version made (`--tpm`, else the machine's);
+    /// The TPM of a direct passcode slot a device record holds (`--tpm`, else the machine's);
     /// new lock screens never make one (`TPMConfiguration`).
     package let tpm: TPMConfiguration?
     /// The cloud account's escrow service, or nil.

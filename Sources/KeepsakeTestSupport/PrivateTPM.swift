@@ -22,8 +22,8 @@ package final class PrivateTPM: Sendable {
     package var tcti: String {
         socket.map { "swtpm:path=\($0.path)" } ?? "swtpm:host=127.0.0.1,port=\(port)"
     }
-    /// This TPM as a device's that makes direct passcode slots on it, as devices set up before
-    /// the direct TPM path was retired did: for tests of those devices.
+    /// This TPM as a device's that makes direct passcode slots on it: for tests of devices whose
+    /// record holds one.
     package var directSlots: TPMConfiguration { .makingDirectSlots(tcti: tcti) }
 
     /// Starts swtpm. Its dictionary-attack protection is set to `maxTries` failures (swtpm's own

@@ -218,7 +218,7 @@ public final class UbiquitousKeyValueStore: Sendable {
             snapshot.unsynced = unsynced.filter { snapshot.entries[$0] != uploaded[$0] }
             return true
         }
-        CloudAccount(device).noteSynced(storeName)
+        CloudAccount(device).syncTimes.note(storeName)
         if let change { onExternalChange(change) }
     }
 
@@ -238,7 +238,7 @@ public final class UbiquitousKeyValueStore: Sendable {
                 listing.count { $0 == CloudNames(cloudKey: key, appID: app.id).name }
             },
             pending: snapshot.map { $0.unsynced?.count ?? 0 },
-            lastSync: CloudAccount(device).lastSync(of: storeName),
+            lastSync: CloudAccount(device).syncTimes.last(of: storeName),
             notSyncing: listing.status.notSyncing)
     }
 

@@ -43,7 +43,7 @@ public struct KeychainSync: Sendable {
         let cloud: CloudSession
         do {
             guard let session = try CloudAccount(device).cloudSession() else {
-                return Report(skipped: try CloudAccount(device).whyNoCloudSession())
+                return Report(skipped: try CloudAccount(device).keys.whyNoCloudSession())
             }
             cloud = session
         } catch {
@@ -158,7 +158,7 @@ public struct KeychainSync: Sendable {
                 "synced, but this device's record of it could not be written: the next sync compares again"
             )
         }
-        CloudAccount(device).noteSynced(Self.storeName)
+        CloudAccount(device).syncTimes.note(Self.storeName)
         return report
     }
 
@@ -215,7 +215,7 @@ public struct KeychainSync: Sendable {
                     SecretServiceSchema.synchronizable: "true",
                 ]))?.unlocked.count ?? 0
         }
-        let lastSync = CloudAccount(device).lastSync(of: Self.storeName)
+        let lastSync = CloudAccount(device).syncTimes.last(of: Self.storeName)
         var pending: Int?
         var cloud: Int?
         if let key = listing.key, let remote = listing.names {

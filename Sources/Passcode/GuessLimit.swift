@@ -27,8 +27,9 @@ package protocol CountedRecord {
 ///   key-encryption key needs only after a proof of the passcode, and counts every claim where no
 ///   process of the user reaches it — a hard limit of ``GuessLimit/hardLimit`` wrong passcodes in
 ///   a row. The delays here come on top.
-/// - **TPM** (a slot made before the direct path was retired, `TPMConfiguration`): the TPM
-///   releases the secret only to the right authorization, while its counter allows it.
+/// - **TPM** (a direct slot, held by the TPM itself: records may hold one, new lock screens never
+///   make one, `TPMConfiguration`): the TPM releases the secret only to the right authorization,
+///   while its counter allows it.
 /// - **Software**: the count and the delays live in the device record in the Secret Service: they
 ///   slow down guessing through Keepsake, but whoever can edit the login keyring can reset them,
 ///   and whoever can read it can guess offline at the Argon2id cost (SECURITY.md).
@@ -41,7 +42,8 @@ package struct GuessLimit: Sendable {
     let clock: GuessClock
     /// The Argon2id cost of a newly set passcode.
     let cost: Argon2Cost
-    /// The TPM of a slot made before the direct TPM path was retired, when the device has one.
+    /// The TPM of a direct TPM slot (a passcode slot held by the TPM itself), when the device has
+    /// one.
     package let tpm: TPMConfiguration?
     /// The guess counter service that holds the device's passcode slot, when it uses one.
     package let counter: EscrowConfiguration?

@@ -53,7 +53,7 @@ package enum PasscodeKeys {
     }
 
     /// The KEK on the counted path: the passcode key, the secret the guess counter released, the
-    /// device secret (the derivation an earlier version's direct TPM slot used, `tpmKEK`).
+    /// device secret (the derivation a direct TPM slot uses, `tpmKEK`).
     package static func counterKEK(
         passcodeKey: SecureBytes, counterSecret: SecureBytes, deviceSecret: SecureBytes
     ) -> SecureBytes {

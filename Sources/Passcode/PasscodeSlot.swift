@@ -5,7 +5,8 @@ import TPM
 
 /// What checking a device's passcode takes, as the device record keeps it: the derivation's salt
 /// and cost, and where the passcode is checked — a verifier (software path), a slot at the guess
-/// counter service (counted path) or an earlier version's slot on a TPM (TPM path).
+/// counter service (counted path) or a direct slot on a TPM (TPM path: records may hold one, new
+/// lock screens never make one).
 package struct PasscodeSlot: Sendable, Equatable {
     /// 1: verifier from Argon2id(passcode) alone (read, then rewritten as 2 at the next unlock);
     /// 2: verifier and KEK bound to the device secret.
@@ -19,8 +20,8 @@ package struct PasscodeSlot: Sendable, Equatable {
     /// Counted path: the slot at the guess counter service, which releases the secret the KEK
     /// needs only to a proof of the passcode and counts every claim before it answers.
     package var counterSlot: Data?
-    /// Counted path: who answered and the slot's key at registration (nil in a slot registered
-    /// before pins, which is registered again, pinned, at its next unlock).
+    /// Counted path: who answered and the slot's key at registration (nil in an unpinned slot,
+    /// which is registered again, pinned, at its next unlock).
     package var counterPin: CounterPin?
     /// Counter slots a passcode change replaced whose removal is not yet confirmed: removed (as
     /// their reader) before the next claim, so a change cut short never leaves the old
@@ -163,15 +164,15 @@ extension GuessLimit {
     /// One claim at the device's guess counter. Pinned (the record's pin checked first): the
     /// passcode key from the record's salt and cost, the socket's answer only from the pinned
     /// user, each evaluation proven under the pinned key — the service is asked nothing else.
-    /// A slot from before pins: the salt, cost and key as the service names them (it is
-    /// registered again, pinned, while the passcode is at hand: `needsPin`).
+    /// An unpinned slot (no `counterPin`): the salt, cost and key as the service names them (it
+    /// is registered again, pinned, while the passcode is at hand: `needsPin`).
     private func claim(
         _ counterSlot: Data, passcode: SecureBytes, slot: PasscodeSlot,
         at counter: EscrowConfiguration, deviceSecret: SecureBytes
     ) throws(DeviceError) -> (passcodeKey: SecureBytes, released: EscrowClient.Released) {
         guard let pin = slot.counterPin else {
-            // A slot from before pins: claimed once more as the service answers, and only on its
-            // socket (another user can take a TCP port and answer with a key of its own).
+            // An unpinned slot: claimed as the service answers until it is pinned, and only on
+            // its socket (another user can take a TCP port and answer with a key of its own).
             guard counter.socket != nil else {
                 throw DeviceError(
                     .notAvailable,
@@ -212,8 +213,8 @@ extension GuessLimit {
         if slot.retiredCounterSlots?.isEmpty == true { slot.retiredCounterSlots = nil }
     }
 
-    /// Whether `slot` is a counter slot registered before pins, at a counter on a socket: it is
-    /// registered again, pinned, at the next unlock.
+    /// Whether `slot` is an unpinned counter slot (no `counterPin`), at a counter on a socket: it
+    /// is registered again, pinned, at the next unlock.
     package func needsPin(_ slot: PasscodeSlot) -> Bool {
         slot.counterSlot != nil && slot.counterPin == nil && counter?.socket != nil
     }

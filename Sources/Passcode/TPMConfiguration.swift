@@ -1,8 +1,8 @@
 import Foundation
 import TPM
 
-/// A TPM the device reaches through a TCTI: where passcode slots made before the direct TPM path
-/// was retired are kept.
+/// A TPM the device reaches through a TCTI: where a device's direct TPM slot (a passcode slot held
+/// by the TPM itself) is kept. Records may hold one; outside tests, no new lock screen makes one.
 ///
 /// No new lock-screen slot goes to a TPM that the device's own processes reach: any other process
 /// of the same user reaches it too, and with the owner authorization empty (most Linux machines)
@@ -22,17 +22,18 @@ public struct TPMConfiguration: Sendable, Hashable {
         /// Refused, naming the guess counter service: the TPM was named explicitly, so the user
         /// asked for a TPM's count and would otherwise get the software path unawares.
         case refused
-        /// The software path (the machine's TPM, taken by default: it holds older slots only).
+        /// The software path (the machine's TPM, taken by default: it keeps only the direct
+        /// slots records hold, never a new one).
         case software
-        /// A slot on the TPM, as before the direct path was retired: only the test support target
-        /// makes one, to test the devices that still have one.
+        /// A direct slot on the TPM: only the test support target makes one, to test devices
+        /// whose record holds one.
         case made
     }
 
     let newSlots: NewSlots
 
-    /// The TPM at `tcti`, named explicitly: slots an earlier version made on it still unlock; a
-    /// new passcode on a device that names no guess counter service is refused, naming one.
+    /// The TPM at `tcti`, named explicitly: direct slots on it unlock; a new passcode on a device
+    /// that names no guess counter service is refused, naming one.
     public init(tcti: String) {
         self.init(tcti: tcti, newSlots: .refused)
     }
@@ -43,16 +44,15 @@ public struct TPMConfiguration: Sendable, Hashable {
     }
 
     /// The machine's TPM (`/dev/tpmrm0`, the kernel's resource manager) when it has one: a
-    /// passcode slot made on it by an earlier version still unlocks; a new lock screen uses the
-    /// software path (or the guess counter service, when the device names one).
+    /// direct passcode slot on it unlocks; a new lock screen uses the software path (or the guess
+    /// counter service, when the device names one).
     public static var machine: TPMConfiguration? {
         FileManager.default.fileExists(atPath: "/dev/tpmrm0")
             ? TPMConfiguration(tcti: "device:/dev/tpmrm0", newSlots: .software) : nil
     }
 
-    /// A TPM that new lock screens make a direct slot on, as devices set up before the direct
-    /// path was retired have: for tests of those devices only, never reachable from an app or the
-    /// shipped command line.
+    /// A TPM that new lock screens make a direct slot on: only for tests of devices whose record
+    /// holds one, never reachable from an app or the shipped command line.
     package static func makingDirectSlots(tcti: String) -> TPMConfiguration {
         TPMConfiguration(tcti: tcti, newSlots: .made)
     }

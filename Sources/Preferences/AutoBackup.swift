@@ -113,7 +113,7 @@ public struct AutoBackup: Sendable {
                     .notAvailable, "the cloud account could not be reached: \(error)",
                     underlying: error)
             }
-            CloudAccount(device).noteSynced(storeName)
+            CloudAccount(device).syncTimes.note(storeName)
         }
         return Report(files: files.keys.sorted(), cloud: cloudWritten)
     }
@@ -143,7 +143,7 @@ public struct AutoBackup: Sendable {
         }
         return StoreStatus(
             local: local, cloud: cloud, pending: pending,
-            lastSync: CloudAccount(device).lastSync(of: storeName),
+            lastSync: CloudAccount(device).syncTimes.last(of: storeName),
             notSyncing: listing.status.notSyncing)
     }
 

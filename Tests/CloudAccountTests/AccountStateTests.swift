@@ -88,7 +88,7 @@ struct AccountStateTests {
         var kept = read
         kept.cloudEpoch = (read.cloudEpoch ?? 0) + 1
         try device.setLockScreen(.swipe, passcode: nil, currentPasscode: "1234")
-        try CloudAccount(device).storeAfterCloud(kept, read: read)
+        try CloudAccount(device).keys.storeAfterCloud(kept, read: read)
         let now = try device.records.load().record
         #expect(now.kind == .swipe)
         #expect(now.accountState.isEmpty)

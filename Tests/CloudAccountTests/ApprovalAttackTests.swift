@@ -44,8 +44,8 @@ private func another(_ code: String) -> String { code == "000000" ? "000001" : "
 private func openApproval(
     _ id: String, secret: SecureBytes, share: Data, in cloud: URL
 ) throws -> JoinApproval? {
-    let ticket = CloudAccount.JoinTicket(id: id, code: "", secret: secret, share: share)
-    return CloudAccount.open(try object(AccountObjects.joinApproval(id), in: cloud), ticket)
+    let ticket = JoinTicket(id: id, code: "", secret: secret, share: share)
+    return JoinTicket.open(try object(AccountObjects.joinApproval(id), in: cloud), ticket)
 }
 
 @Suite(
@@ -83,7 +83,7 @@ struct ApprovalAttackTests {
         #expect(
             code { _ = try CloudAccount(tablet).awaitApproval(of: ticket, timeout: .seconds(30)) }
                 == .authFailed)
-        #expect(try CloudAccount(tablet).cloudKey(forUpload: false) == nil)
+        #expect(try CloudAccount(tablet).keys.cloudKey(forUpload: false) == nil)
         // The request is gone: a second guess written after it is never tried.
         #expect(
             try CloudDirectory(cloud).list().filter { $0.hasPrefix("join-\(ticket.id)") }.isEmpty)
@@ -93,7 +93,7 @@ struct ApprovalAttackTests {
         #expect(
             code { _ = try CloudAccount(tablet).awaitApproval(of: ticket, timeout: .seconds(5)) }
                 == .authFailed)
-        #expect(try CloudAccount(tablet).cloudKey(forUpload: false) == nil)
+        #expect(try CloudAccount(tablet).keys.cloudKey(forUpload: false) == nil)
     }
 
     @Test(
@@ -127,7 +127,7 @@ struct ApprovalAttackTests {
             let opened = try openApproval(
                 id, secret: mallory.secret, share: mallory.share, in: cloud)
             if guessesRight {
-                #expect(opened?.accountKey == (try CloudAccount(phone).cloudKey()))
+                #expect(opened?.accountKey == (try CloudAccount(phone).keys.cloudKey()))
             } else {
                 #expect(opened == nil)
             }
@@ -152,8 +152,8 @@ struct ApprovalAttackTests {
         #expect(try CloudAccount(phone).joinRequests().isEmpty)
         try CloudAccount(phone).approve(tablet)
         #expect(
-            try CloudAccount(tablet).cloudKey(forUpload: false)
-                == (try CloudAccount(phone).cloudKey()))
+            try CloudAccount(tablet).keys.cloudKey(forUpload: false)
+                == (try CloudAccount(phone).keys.cloudKey()))
     }
 
     @Test(
@@ -176,8 +176,8 @@ struct ApprovalAttackTests {
         #expect(try CloudAccount(tablet).awaitApproval(of: ticket, timeout: .seconds(10)))
         finished.wait()
         #expect(
-            try CloudAccount(tablet).cloudKey(forUpload: false)
-                == (try CloudAccount(phone).cloudKey()))
+            try CloudAccount(tablet).keys.cloudKey(forUpload: false)
+                == (try CloudAccount(phone).keys.cloudKey()))
     }
 
     @Test(
@@ -204,7 +204,7 @@ struct ApprovalAttackTests {
         #expect(
             code { _ = try CloudAccount(tablet).awaitApproval(of: ticket, timeout: .seconds(5)) }
                 == .authFailed)
-        #expect(try CloudAccount(tablet).cloudKey(forUpload: false) == nil)
+        #expect(try CloudAccount(tablet).keys.cloudKey(forUpload: false) == nil)
     }
 
     @Test(
@@ -214,7 +214,7 @@ struct ApprovalAttackTests {
         let (cloud, phone, tablet, keep) = try phoneAndTablet()
         defer { withExtendedLifetime(keep) {} }
         _ = try CloudAccount(phone).replaceRecoveryKey()  // a rotation: epoch 1
-        let key = try #require(try CloudAccount(phone).cloudKey())
+        let key = try #require(try CloudAccount(phone).keys.cloudKey())
         let seen = try #require(
             CloudAccount(phone).seenManifest.read(account: SeenManifest.account(key)))
         #expect(seen.epoch == 1)

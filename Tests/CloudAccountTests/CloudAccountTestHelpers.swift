@@ -23,7 +23,7 @@ func phoneWithPin(on cloud: any CloudStorage) throws -> (
     try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
     // The account is made by the pin's cloud work, which a busy machine can cut short (the pin
     // is set all the same): each unlock takes it up again, as the device's own next unlock does.
-    for _ in 0..<5 where (try? CloudAccount(phone).cloudKey(forUpload: false)) == nil {
+    for _ in 0..<5 where (try? CloudAccount(phone).keys.cloudKey(forUpload: false)) == nil {
         try phone.lock()
         _ = try? phone.unlock(passcode: "4711")
     }

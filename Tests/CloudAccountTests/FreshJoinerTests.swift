@@ -76,13 +76,13 @@ struct FreshJoinerTests {
         let error = try #require(
             refusal { try CloudAccount(laptop).join(recoveryKey: recoveryKey) })
         #expect(error.code == .corrupt && error.message.contains("rolled back"), "\(error)")
-        #expect(try CloudAccount(laptop).cloudKey(forUpload: false) == nil)
+        #expect(try CloudAccount(laptop).keys.cloudKey(forUpload: false) == nil)
         // Shown the real state, the same device joins, vouched for.
         try restore(current, to: cloud)
         #expect(try CloudAccount(laptop).join(recoveryKey: recoveryKey) == nil)
         #expect(
-            try CloudAccount(laptop).cloudKey(forUpload: false)
-                == (try CloudAccount(phone).cloudKey()))
+            try CloudAccount(laptop).keys.cloudKey(forUpload: false)
+                == (try CloudAccount(phone).keys.cloudKey()))
 
         // A rotation (a new passcode) moves the account to epoch 1; the whole epoch-0 account
         // put back (its record, manifest, recovery record and witness seed) is refused.
@@ -97,7 +97,7 @@ struct FreshJoinerTests {
             refusal { try CloudAccount(desktop).join(recoveryKey: recoveryKey) })
         #expect(
             behind.code == .corrupt && behind.message.contains("epoch 0, witnessed 1"), "\(behind)")
-        #expect(try CloudAccount(desktop).cloudKey(forUpload: false) == nil)
+        #expect(try CloudAccount(desktop).keys.cloudKey(forUpload: false) == nil)
     }
 
     @Test(
@@ -130,7 +130,7 @@ struct FreshJoinerTests {
         let error = try #require(
             refusal { try CloudAccount(laptop).join(recoveryKey: recoveryKey) })
         #expect(error.code == .corrupt && error.message.contains("planted"), "\(error)")
-        #expect(try CloudAccount(laptop).cloudKey(forUpload: false) == nil)
+        #expect(try CloudAccount(laptop).keys.cloudKey(forUpload: false) == nil)
         // The same account claiming a later epoch than the witness keeps (record and manifest
         // alike): its key's lineage is not the account's, at any epoch.
         for epoch in [1, 7] {
@@ -143,7 +143,7 @@ struct FreshJoinerTests {
             let later = try #require(
                 refusal { try CloudAccount(laptop).join(recoveryKey: recoveryKey) })
             #expect(later.code == .corrupt && later.message.contains("planted"), "\(later)")
-            #expect(try CloudAccount(laptop).cloudKey(forUpload: false) == nil)
+            #expect(try CloudAccount(laptop).keys.cloudKey(forUpload: false) == nil)
         }
     }
 
@@ -167,7 +167,7 @@ struct FreshJoinerTests {
         defer { withExtendedLifetime(tabletService) {} }
         let error = try #require(refusal { try CloudAccount(tablet).join(passcode: "4711") })
         #expect(error.code == .corrupt && error.message.contains("rolled back"), "\(error)")
-        #expect(try CloudAccount(tablet).cloudKey(forUpload: false) == nil)
+        #expect(try CloudAccount(tablet).keys.cloudKey(forUpload: false) == nil)
         // The account record's epoch raised over the old manifest (the record is the cloud's to
         // write; the manifest's epoch is sealed): refused, nothing joined.
         let bytes = try #require(try CloudDirectory(cloud).read("account"))
@@ -176,7 +176,7 @@ struct FreshJoinerTests {
         try record.encoded().write(to: cloud.appendingPathComponent("account"))
         let raised = try #require(refusal { try CloudAccount(tablet).join(passcode: "4711") })
         #expect(raised.code == .corrupt, "\(raised)")
-        #expect(try CloudAccount(tablet).cloudKey(forUpload: false) == nil)
+        #expect(try CloudAccount(tablet).keys.cloudKey(forUpload: false) == nil)
         try restore(current, to: cloud)
         #expect(try CloudAccount(tablet).join(passcode: "4711") == nil)
         // What the witness kept is what the tablet saw: an older manifest is refused from now on.
@@ -202,8 +202,8 @@ struct FreshJoinerTests {
         let note = try #require(try CloudAccount(laptop).join(recoveryKey: recoveryKey))
         #expect(note.contains("nothing vouched") && note.contains("--escrow"), "\(note)")
         #expect(
-            try CloudAccount(laptop).cloudKey(forUpload: false)
-                == (try CloudAccount(phone).cloudKey()))
+            try CloudAccount(laptop).keys.cloudKey(forUpload: false)
+                == (try CloudAccount(phone).keys.cloudKey()))
     }
 
     @Test(

@@ -96,8 +96,8 @@ struct JoinTests {
         let shownAgain = try #require(try CloudAccount(tablet).awaitCode(of: again, timeout: .zero))
         try CloudAccount(phone).approveJoin(code: shownAgain)
         #expect(try CloudAccount(tablet).awaitApproval(of: again, timeout: .seconds(5)))
-        let phoneKey = try #require(try CloudAccount(phone).cloudKey())
-        let tabletKey = try #require(try CloudAccount(tablet).cloudKey())
+        let phoneKey = try #require(try CloudAccount(phone).keys.cloudKey())
+        let tabletKey = try #require(try CloudAccount(tablet).keys.cloudKey())
         #expect(phoneKey == tabletKey)
         // The request and its approval are gone from the cloud.
         #expect(try CloudDirectory(cloud).list().filter { $0.hasPrefix("join-") }.isEmpty)
@@ -123,8 +123,8 @@ struct JoinTests {
         defer { withExtendedLifetime(laptopService) {} }
         try CloudAccount(laptop).join(recoveryKey: first)
         #expect(
-            try CloudAccount(laptop).cloudKey(forUpload: false)
-                == (try CloudAccount(phone).cloudKey()))
+            try CloudAccount(laptop).keys.cloudKey(forUpload: false)
+                == (try CloudAccount(phone).keys.cloudKey()))
         let second = try CloudAccount(phone).replaceRecoveryKey()
         #expect(text(second) != text(first))
         let (desktopService, desktop) = try member(cloud)
@@ -132,8 +132,8 @@ struct JoinTests {
         #expect(code { try CloudAccount(desktop).join(recoveryKey: first) } == .authFailed)
         try CloudAccount(desktop).join(recoveryKey: second)
         #expect(
-            try CloudAccount(desktop).cloudKey(forUpload: false)
-                == (try CloudAccount(phone).cloudKey()))
+            try CloudAccount(desktop).keys.cloudKey(forUpload: false)
+                == (try CloudAccount(phone).keys.cloudKey()))
     }
 
     @Test("with the escrow: the right passcode joins; a changed passcode is registered again")
@@ -147,8 +147,8 @@ struct JoinTests {
         #expect(code { try CloudAccount(tablet).join(passcode: "0000") } == .authFailed)
         try CloudAccount(tablet).join(passcode: "4711")
         #expect(
-            try CloudAccount(tablet).cloudKey(forUpload: false)
-                == (try CloudAccount(phone).cloudKey()))
+            try CloudAccount(tablet).keys.cloudKey(forUpload: false)
+                == (try CloudAccount(phone).keys.cloudKey()))
         try phone.setLockScreen(.pin, passcode: "8642", currentPasscode: "4711")
         let (laptopService, laptop) = try member(cloud)
         defer { withExtendedLifetime(laptopService) {} }
@@ -265,7 +265,7 @@ struct EscrowRecordTests {
                 == (kind == "garbage" ? .corrupt : .notAvailable))
         // The real slot's count is untouched.
         let client = try PrivateEscrow.of(cloud).configuration.client()
-        let accountKey = try #require(try CloudAccount(owner).cloudKey(forUpload: false))
+        let accountKey = try #require(try CloudAccount(owner).keys.cloudKey(forUpload: false))
         let status = try client.count(
             of: real.slot, reader: EscrowProtocol.reader(secret: accountKey))
         #expect(status.count?.spent == 0)

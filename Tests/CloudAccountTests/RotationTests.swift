@@ -59,11 +59,11 @@ struct RotationTests {
         let (tabletService, tablet) = try member(cloud)
         defer { withExtendedLifetime(tabletService) {} }
         try CloudAccount(tablet).join(passcode: "4711")
-        let old = try #require(try CloudAccount(phone).cloudKey())
+        let old = try #require(try CloudAccount(phone).keys.cloudKey())
         let namesBefore = try objectNames(cloud, "kv-")
 
         try phone.setLockScreen(.pin, passcode: "8642", currentPasscode: "4711")
-        let new = try #require(try CloudAccount(phone).cloudKey())
+        let new = try #require(try CloudAccount(phone).keys.cloudKey())
         #expect(old != new)
         #expect(try objectNames(cloud, "kv-") == namesBefore)
         #expect(try CloudDirectory(cloud).list().filter { $0.hasPrefix("kv-") }.count == 1)
@@ -74,11 +74,12 @@ struct RotationTests {
         try writeObject(phone, app: "com.example.wallet", "after")
         #expect(open(cloud, app: "com.example.wallet", with: old) == nil)
         // The tablet finds the new key sealed to it and reads what was written after.
-        #expect(try CloudAccount(tablet).cloudKey(forUpload: false) == new)
+        #expect(try CloudAccount(tablet).keys.cloudKey(forUpload: false) == new)
         #expect(
             open(
                 cloud, app: "com.example.wallet",
-                with: try #require(try CloudAccount(tablet).cloudKey(forUpload: false))) == "after")
+                with: try #require(try CloudAccount(tablet).keys.cloudKey(forUpload: false)))
+                == "after")
         // Its rekey objects are consumed.
         #expect(try CloudDirectory(cloud).list().filter { $0.hasPrefix("rekey-") }.isEmpty)
         // The escrow holds the new key under the new passcode only.
@@ -86,7 +87,7 @@ struct RotationTests {
         defer { withExtendedLifetime(laptopService) {} }
         #expect(code { try CloudAccount(laptop).join(passcode: "4711") } == .authFailed)
         try CloudAccount(laptop).join(passcode: "8642")
-        #expect(try CloudAccount(laptop).cloudKey(forUpload: false) == new)
+        #expect(try CloudAccount(laptop).keys.cloudKey(forUpload: false) == new)
         print("rotation: passcode change re-sealed the account's objects; the old key opens none")
     }
 
@@ -110,7 +111,7 @@ struct RotationTests {
         #expect(devices.filter(\.isThisDevice).count == 1)
         let tabletID = try #require(
             try CloudAccount(tablet).accountDevices().first { $0.isThisDevice }?.id)
-        let tabletKey = try #require(try CloudAccount(tablet).cloudKey())
+        let tabletKey = try #require(try CloudAccount(tablet).keys.cloudKey())
 
         // Its own id, or an unknown one, is refused.
         let phoneID = try #require(devices.first { $0.isThisDevice }?.id)
@@ -130,13 +131,13 @@ struct RotationTests {
         try writeObject(phone, app: "com.example.wallet", "after removal")
         #expect(open(cloud, app: "com.example.wallet", with: tabletKey) == nil)
         // The tablet finds no key sealed to it: it holds none of the account's any more.
-        #expect(try CloudAccount(tablet).cloudKey() == nil)
+        #expect(try CloudAccount(tablet).keys.cloudKey() == nil)
         #expect(try CloudAccount(tablet).cloudSession() == nil)
         // The laptop, still a member, follows.
         #expect(
             open(
                 cloud, app: "com.example.wallet",
-                with: try #require(try CloudAccount(laptop).cloudKey(forUpload: false)))
+                with: try #require(try CloudAccount(laptop).keys.cloudKey(forUpload: false)))
                 == "after removal")
         // The escrow went with the old key; the phone's next unlock registers the new one.
         #expect(try CloudDirectory(cloud).read("account-escrow") == nil)
@@ -144,7 +145,8 @@ struct RotationTests {
         try phone.unlock(passcode: "4711")
         #expect(try CloudDirectory(cloud).read("account-escrow") != nil)
         try CloudAccount(tablet).join(passcode: "4711")
-        #expect(try CloudAccount(tablet).cloudKey() == (try CloudAccount(phone).cloudKey()))
+        #expect(
+            try CloudAccount(tablet).keys.cloudKey() == (try CloudAccount(phone).keys.cloudKey()))
     }
 
     @Test(
@@ -157,7 +159,7 @@ struct RotationTests {
         let first = try #require(
             try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil).recoveryKey)
         let oldRecord = try #require(try CloudDirectory(cloud).read("account-recovery"))
-        let old = try #require(try CloudAccount(phone).cloudKey())
+        let old = try #require(try CloudAccount(phone).keys.cloudKey())
         _ = try CloudAccount(phone).replaceRecoveryKey()
         try writeObject(phone, app: "com.example.wallet", "after")
         // The old record, kept by whoever held the cloud, opened with the old recovery key:
@@ -169,7 +171,7 @@ struct RotationTests {
         #expect(
             open(
                 cloud, app: "com.example.wallet",
-                with: try #require(try CloudAccount(phone).cloudKey()))
+                with: try #require(try CloudAccount(phone).keys.cloudKey()))
                 == "after")
     }
 
@@ -185,7 +187,7 @@ struct RotationTests {
         let directory = CloudDirectory(cloud)
         let genuine = try #require(try directory.read(AccountObjects.account))
         let recoveryBefore = try #require(try directory.read(AccountObjects.recovery))
-        let key = try #require(try CloudAccount(phone).cloudKey())
+        let key = try #require(try CloudAccount(phone).keys.cloudKey())
         let mallory = SealedBox.keyPair()
         let account = try #require(AccountRecord.parse(genuine))
         for tag in [account.recoveryTag, Data(repeating: 7, count: 32), nil] {
@@ -195,17 +197,18 @@ struct RotationTests {
             try directory.write(AccountObjects.account, planted.encoded())
             #expect(
                 code {
-                    _ = try CloudAccount(phone).rotateAccountKey(
+                    _ = try CloudAccount(phone).rotation.rotateAccountKey(
                         removing: nil, replacingRecoveryKey: false)
                 }
                     == .corrupt)
             #expect(try directory.read(AccountObjects.recovery) == recoveryBefore)
-            #expect(try CloudAccount(phone).cloudKey() == key)
+            #expect(try CloudAccount(phone).keys.cloudKey() == key)
         }
         // The account's own record: the rotation goes on, sealed to the recovery key shown first.
         try directory.write(AccountObjects.account, genuine)
-        _ = try CloudAccount(phone).rotateAccountKey(removing: nil, replacingRecoveryKey: false)
-        let rotated = try #require(try CloudAccount(phone).cloudKey())
+        _ = try CloudAccount(phone).rotation.rotateAccountKey(
+            removing: nil, replacingRecoveryKey: false)
+        let rotated = try #require(try CloudAccount(phone).keys.cloudKey())
         #expect(rotated != key)
         let pair = RecoveryKey.keyPair(try #require(RecoveryKey.parse(first)))
         let resealed = try #require(try directory.read(AccountObjects.recovery))
@@ -222,8 +225,9 @@ struct RotationTests {
         let replacedRecord = try #require(try directory.read(AccountObjects.recovery))
         let opened = try SealedBox.open(
             replacedRecord, publicKey: newPair.publicKey, secretKey: newPair.secretKey)
-        #expect(opened == (try CloudAccount(phone).cloudKey()))
-        _ = try CloudAccount(phone).rotateAccountKey(removing: nil, replacingRecoveryKey: false)
+        #expect(opened == (try CloudAccount(phone).keys.cloudKey()))
+        _ = try CloudAccount(phone).rotation.rotateAccountKey(
+            removing: nil, replacingRecoveryKey: false)
     }
 
     @Test(
@@ -239,15 +243,15 @@ struct RotationTests {
         var untagged = try #require(AccountRecord.parse(genuine))
         untagged.recoveryTag = nil  // as an account made before the tag, or a cloud dropping it
         try directory.write(AccountObjects.account, untagged.encoded())
-        let key = try #require(try CloudAccount(phone).cloudKey())
+        let key = try #require(try CloudAccount(phone).keys.cloudKey())
         let change = try phone.setLockScreen(.pin, passcode: "8642", currentPasscode: "4711")
         #expect(change.cloudAccountProblem?.contains("recovery key") == true)
-        #expect(try CloudAccount(phone).cloudKey() == key)  // not rotated
+        #expect(try CloudAccount(phone).keys.cloudKey() == key)  // not rotated
         let (laptopService, laptop) = try member(cloud)
         defer { withExtendedLifetime(laptopService) {} }
         #expect(code { try CloudAccount(laptop).join(passcode: "4711") } == .authFailed)
         try CloudAccount(laptop).join(passcode: "8642")
-        #expect(try CloudAccount(laptop).cloudKey(forUpload: false) == key)
+        #expect(try CloudAccount(laptop).keys.cloudKey(forUpload: false) == key)
     }
 
     @Test(
@@ -390,7 +394,7 @@ struct RotationTests {
         let sync = refusal { _ = try CloudAccount(phone).cloudSession() }
         #expect(sync.contains("older account state than this device has seen"), "\(sync)")
         #expect(!sync.contains("join it again ("), "\(sync)")
-        let status = try CloudAccount(phone).whyNoCloudSession()
+        let status = try CloudAccount(phone).keys.whyNoCloudSession()
         #expect(status.contains("older account state"), "\(status)")
         let joined = refusal { _ = try CloudAccount(phone).join(recoveryKey: recoveryKey) }
         #expect(joined.contains("older account state than this device has seen"), "\(joined)")
@@ -407,7 +411,7 @@ struct RotationTests {
         try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
         try writeObject(phone, app: "kept", "kept")
         try writeObject(phone, app: "wedged", "before")
-        let key = try #require(try CloudAccount(phone).cloudKey())
+        let key = try #require(try CloudAccount(phone).keys.cloudKey())
         let objects = CloudObjects(cloudKey: key, kind: keyValue)
         let directory = CloudDirectory(cloud)
         // The account as the earlier layout wrote it: every object under its name alone.

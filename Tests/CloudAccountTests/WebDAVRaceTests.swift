@@ -50,7 +50,7 @@ struct WebDAVRaceTests {
         let theirs = Data("another writer's \(name)".utf8)
         let (cloud, interferedYet) = interfered(real, before: name, writing: theirs)
         let phone = service.device(directory: setUp.directory, cloud: cloud, tuning: .fast)
-        let keyBefore = try #require(try CloudAccount(phone).cloudKey(forUpload: false))
+        let keyBefore = try #require(try CloudAccount(phone).keys.cloudKey(forUpload: false))
 
         #expect(throws: DeviceError.self) { _ = try CloudAccount(phone).replaceRecoveryKey() }
         #expect(interferedYet())
@@ -59,7 +59,7 @@ struct WebDAVRaceTests {
         // (Where the other writer replaced the account record itself, this device's key no
         // longer matches it: it follows or joins at its next sync.)
         if target != AccountObjects.account {
-            #expect(try CloudAccount(phone).cloudKey(forUpload: false) == keyBefore)
+            #expect(try CloudAccount(phone).keys.cloudKey(forUpload: false) == keyBefore)
         }
     }
 
@@ -87,8 +87,8 @@ struct WebDAVRaceTests {
         #expect(try real.read(AccountObjects.joinApproval(ticket.id)) == first)
         #expect(try CloudAccount(laptop).awaitApproval(of: ticket, timeout: .seconds(5)))
         #expect(
-            try CloudAccount(laptop).cloudKey(forUpload: false)
-                == CloudAccount(phone).cloudKey(forUpload: false))
+            try CloudAccount(laptop).keys.cloudKey(forUpload: false)
+                == CloudAccount(phone).keys.cloudKey(forUpload: false))
     }
 
     @Test(
@@ -130,7 +130,7 @@ struct WebDAVRaceTests {
         try tablet.setLockScreen(.pin, passcode: "2468", currentPasscode: nil)
         try CloudAccount(tablet).join(passcode: "4711")
         #expect(
-            try CloudAccount(tablet).cloudKey(forUpload: false)
-                == CloudAccount(phone).cloudKey(forUpload: false))
+            try CloudAccount(tablet).keys.cloudKey(forUpload: false)
+                == CloudAccount(phone).keys.cloudKey(forUpload: false))
     }
 }

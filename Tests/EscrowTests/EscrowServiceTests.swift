@@ -28,7 +28,7 @@ private struct Account {
         let bytes = try #require(try CloudDirectory(cloud).read("account-escrow"))
         let record = try #require(EscrowRecord.parse(bytes))
         slot = record.slot
-        accountKey = try #require(try CloudAccount(phone).cloudKey(forUpload: false))
+        accountKey = try #require(try CloudAccount(phone).keys.cloudKey(forUpload: false))
     }
 
     /// A new device of its own, signed in to the same account.
@@ -192,7 +192,7 @@ struct EscrowServiceTests {
         let (otherService, newcomer) = try account.newcomer()
         defer { withExtendedLifetime(otherService) {} }
         try CloudAccount(newcomer).join(passcode: "4711")
-        #expect(try CloudAccount(newcomer).cloudKey(forUpload: false) == account.accountKey)
+        #expect(try CloudAccount(newcomer).keys.cloudKey(forUpload: false) == account.accountKey)
         // The owner removes it.
         try account.escrow.configuration.client().remove(account.slot, secret: account.accountKey)
         #expect(throws: EscrowError.self) { try account.failures }
@@ -300,7 +300,7 @@ struct EscrowServiceTests {
         // Pins of 20 digits: the capture holds none of their 8-byte windows by chance
         // (docs/testing.md, "Checks that could pass or fail by chance").
         try phone.setLockScreen(.pin, passcode: "27182818284590452353", currentPasscode: nil)
-        let accountKey = try #require(try CloudAccount(phone).cloudKey(forUpload: false))
+        let accountKey = try #require(try CloudAccount(phone).keys.cloudKey(forUpload: false))
         let other = try PrivateSecretService.start()
         let laptop = other.device(
             "laptop", cloud: CloudDirectory(cloud), escrow: through, tuning: .fast)
@@ -309,7 +309,7 @@ struct EscrowServiceTests {
             try CloudAccount(laptop).join(passcode: "31415926535897932384")
         }
         try CloudAccount(laptop).join(passcode: "27182818284590452353")
-        #expect(try CloudAccount(laptop).cloudKey(forUpload: false) == accountKey)
+        #expect(try CloudAccount(laptop).keys.cloudKey(forUpload: false) == accountKey)
         let capture = relay.capture
         #expect(capture.count > 1000)
         let bytes = try #require(try CloudDirectory(cloud).read("account-escrow"))

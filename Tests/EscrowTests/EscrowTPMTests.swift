@@ -225,7 +225,7 @@ struct EscrowTPMTests {
             "phone", cloud: CloudDirectory(cloud), escrow: escrow.configuration, tuning: .fast)
         defer { try? phone.reboot() }
         try phone.setLockScreen(.pin, passcode: "271828", currentPasscode: nil)
-        let accountKey = try #require(try CloudAccount(phone).cloudKey(forUpload: false))
+        let accountKey = try #require(try CloudAccount(phone).keys.cloudKey(forUpload: false))
         let other = try PrivateSecretService.start()
         let laptop = other.device(
             "laptop", cloud: CloudDirectory(cloud), escrow: escrow.configuration, tuning: .fast)
@@ -302,14 +302,14 @@ extension EscrowTPMTests {
             "phone", cloud: CloudDirectory(cloud), escrow: configuration, tuning: .fast)
         defer { try? phone.reboot() }
         try phone.setLockScreen(.pin, passcode: "161803", currentPasscode: nil)
-        let accountKey = try #require(try CloudAccount(phone).cloudKey(forUpload: false))
+        let accountKey = try #require(try CloudAccount(phone).keys.cloudKey(forUpload: false))
         let other = try PrivateSecretService.start()
         let laptop = other.device(
             "laptop", cloud: CloudDirectory(cloud), escrow: configuration, tuning: .fast)
         defer { try? laptop.reboot() }
         #expect(throws: DeviceError.self) { try CloudAccount(laptop).join(passcode: "141421") }
         try CloudAccount(laptop).join(passcode: "161803")
-        #expect(try CloudAccount(laptop).cloudKey(forUpload: false) == accountKey)
+        #expect(try CloudAccount(laptop).keys.cloudKey(forUpload: false) == accountKey)
     }
 }
 
