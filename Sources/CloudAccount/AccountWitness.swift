@@ -155,9 +155,8 @@ extension AccountKeyKeeper {
     func writeWitnessSeed(
         _ seed: SecureBytes, under accountKey: SecureBytes, cloud: any CloudStorage
     ) throws(DeviceError) {
-        try cloudCall {
-            try cloud.write(AccountWitness.object, AccountWitness.sealed(seed, under: accountKey))
-        }
+        try cloud.checked.write(
+            AccountWitness.object, AccountWitness.sealed(seed, under: accountKey))
     }
 
     func sealWitnessSeed(_ seed: SecureBytes) throws(DeviceError) -> Data {
@@ -207,10 +206,11 @@ extension AccountKeyKeeper {
             return "\(unvouched) (the account's escrow slot holds no witness seed)"
         }
         let cloud = try signedIn()
-        let kept = try escrowCall { () throws(EscrowError) in
-            try escrow.client().witnessed(
+        let kept: Data?
+        do {
+            kept = try escrow.client().witnessed(
                 AccountWitness.id(seed), publicKey: AccountWitness.keyPair(seed).publicKey)
-        }
+        } catch { throw DeviceError(escrow: error) }
         guard let kept else {
             return "\(unvouched) (the escrow keeps no state of this account yet)"
         }
@@ -231,7 +231,7 @@ extension AccountKeyKeeper {
         }
         // The epoch and version as the manifest says them, sealed under the key (the account
         // record's epoch is the cloud's to write).
-        guard let bytes = try cloudCall({ try cloud.read(AccountManifest.name) }),
+        guard let bytes = try cloud.checked.read(AccountManifest.name),
             let manifest = try? AccountManifest.open(bytes, under: accountKey)
         else {
             throw DeviceError(.corrupt, "the cloud account's manifest is gone or does not open")

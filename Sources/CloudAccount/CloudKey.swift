@@ -127,8 +127,8 @@ extension AccountKeyKeeper {
         let mine = AccountObjects.creating(deviceID)
         for attempt in 0..<40 {
             let now = Int64(Date().timeIntervalSince1970 * 1000)
-            try cloudCall { try cloud.write(mine, Data(String(now).utf8)) }
-            let others = try cloudCall { try cloud.list() }.filter {
+            try cloud.checked.write(mine, Data(String(now).utf8))
+            let others = try cloud.checked.list().filter {
                 $0.hasPrefix("creating-") && $0 != mine
             }
             let live = others.filter { name in
@@ -167,7 +167,7 @@ extension AccountKeyKeeper {
         if accountKey == nil && account == nil {
             // Made under the account's lock, and only if no device made it meanwhile: two new
             // devices signing in at once make one account, never one over the other.
-            let lock = try cloudCall { try cloud.lock() }
+            let lock = try cloud.checked.lock()
             defer { withExtendedLifetime(lock) {} }
             // The lock is not always exclusive (Apache's mod_dav_fs grants overlapping ones),
             // nor a conditional PUT atomic there: one creator at a time by intents of their own.
@@ -204,12 +204,10 @@ extension AccountKeyKeeper {
             witness(key, epoch: 0, version: 1, seed: seed)
             // Written last, and only where there is none: until it is there, no device takes the
             // account for made.
-            let made = try cloudCall {
-                try cloud.write(
-                    AccountObjects.account,
-                    AccountRecord(accountKey: key, epoch: 0, recoveryPublicKey: recoveryPublicKey)
-                        .encoded(), ifVersion: nil)
-            }
+            let made = try cloud.checked.write(
+                AccountObjects.account,
+                AccountRecord(accountKey: key, epoch: 0, recoveryPublicKey: recoveryPublicKey)
+                    .encoded(), ifVersion: nil)
             guard made else {
                 throw DeviceError(
                     .notAvailable,
@@ -284,27 +282,26 @@ extension AccountKeyKeeper {
         _ accountKey: SecureBytes, passcode: SecureBytes, escrow: EscrowConfiguration,
         cloud: any CloudStorage, previousKey: SecureBytes? = nil, seed: SecureBytes?
     ) throws(DeviceError) {
-        let found = try cloudCall { try cloud.readVersioned(AccountObjects.escrow) }
+        let found = try cloud.checked.readVersioned(AccountObjects.escrow)
         let old = found.flatMap { EscrowRecord.parse($0.data) }
         let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
         let passcodeKey = try PasscodeKeys.passcodeKey(
             passcode, salt: salt, cost: device.passcodeCost)
         let client = escrow.client()
         let secret = AccountWitness.escrowSecret(accountKey, seed: seed)
-        let slot = try escrowCall { () throws(EscrowError) in
-            try client.register(
+        let slot: Data
+        do {
+            slot = try client.register(
                 secret, owner: accountKey, passcodeKey: passcodeKey, salt: salt,
                 cost: device.passcodeCost, limit: Int(GuessLimit.hardLimit),
                 reader: EscrowProtocol.reader(secret: accountKey).publicKey
             ).slot
-        }
+        } catch { throw DeviceError(escrow: error) }
         // Compare-and-swap: when another device registered meanwhile, its record stands and
         // this one's slot goes; this device registers again at its next unlock.
-        let swapped = try cloudCall {
-            try cloud.write(
-                AccountObjects.escrow, EscrowRecord(slot: slot).encoded(),
-                ifVersion: found?.version)
-        }
+        let swapped = try cloud.checked.write(
+            AccountObjects.escrow, EscrowRecord(slot: slot).encoded(),
+            ifVersion: found?.version)
         guard swapped else {
             try? client.remove(slot, secret: accountKey)
             throw DeviceError(
@@ -378,7 +375,7 @@ extension AccountKeyKeeper {
         account: AccountRecord, version: CloudObjectVersion
     )? {
         guard let cloud else { return nil }
-        guard let found = try cloudCall({ try cloud.readVersioned(AccountObjects.account) }) else {
+        guard let found = try cloud.checked.readVersioned(AccountObjects.account) else {
             return nil
         }
         guard let account = AccountRecord.parse(found.data) else {
@@ -427,7 +424,7 @@ extension AccountKeyKeeper {
         _ name: String, _ data: Data, ifVersion version: CloudObjectVersion?,
         on cloud: any CloudStorage, conflict: String
     ) throws(DeviceError) {
-        guard try cloudCall({ try cloud.write(name, data, ifVersion: version) }) else {
+        guard try cloud.checked.write(name, data, ifVersion: version) else {
             throw DeviceError(.notAvailable, "\(name) changed meanwhile: \(conflict)")
         }
     }
@@ -436,7 +433,7 @@ extension AccountKeyKeeper {
     func currentVersion(of name: String, on cloud: any CloudStorage) throws(DeviceError)
         -> CloudObjectVersion?
     {
-        try cloudCall { try cloud.readVersioned(name) }?.version
+        try cloud.checked.readVersioned(name)?.version
     }
 }
 

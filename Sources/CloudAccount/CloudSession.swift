@@ -238,7 +238,7 @@ package final class CloudSession {
     /// names the manifest does not list are left out.
     package func read(_ names: [String]) throws(DeviceError) -> [String: Data] {
         let listed = names.compactMap { name in manifest.storedName(of: name).map { (name, $0) } }
-        let found = try cloudCall { try storage.read(listed.map(\.1)) }
+        let found = try storage.checked.read(listed.map(\.1))
         var checked: [String: Data] = [:]
         for (name, stored) in listed { checked[name] = try check(name, found[stored]) }
         return checked
@@ -276,7 +276,7 @@ package final class CloudSession {
                 data: object.data
             )
         }
-        try cloudCall { try storage.write(copies) }
+        try storage.checked.write(copies)
         for (object, mac) in zip(objects, macs) { enter(object.name, mac: mac) }
     }
 
@@ -309,7 +309,7 @@ package final class CloudSession {
     func moveToCurrentLayout() throws(DeviceError) -> Int {
         guard (manifest.layout ?? 1) < AccountManifest.layout else { return 0 }
         let names = manifest.names.sorted()
-        let found = try cloudCall { try storage.read(names) }
+        let found = try storage.checked.read(names)
         var copies: [(name: String, data: Data)] = []
         var dropped = 0
         for name in names {
@@ -329,7 +329,7 @@ package final class CloudSession {
             }
             superseded.insert(name)
         }
-        try cloudCall { try storage.write(copies) }
+        try storage.checked.write(copies)
         manifest.layout = AccountManifest.layout
         dirty = true
         return dropped
@@ -393,7 +393,7 @@ package final class CloudSession {
 
     /// Reads the manifest another writer put in place, and enters this session's changes in it.
     private func mergeNewerManifest() throws(DeviceError) {
-        guard let found = try cloudCall({ try storage.readVersioned(AccountManifest.name) })
+        guard let found = try storage.checked.readVersioned(AccountManifest.name)
         else {
             throw DeviceError(
                 .corrupt, "the cloud account's manifest vanished during this sync")
@@ -483,7 +483,7 @@ extension CloudAccount {
         }
         // Usually the key this device holds is the account's: one read of the account record,
         // under the account's lock.
-        var lock: AnyObject? = try cloudCall { try cloud.lock() }
+        var lock: AnyObject? = try cloud.checked.lock()
         var account = try self.keys.readAccount()
         if !(account.map { constantTimeEquals($0.check, AccountRecord.check(key)) } ?? false) {
             // Rotated since this device last looked (or gone): following takes the lock-screen
@@ -492,7 +492,7 @@ extension CloudAccount {
             lock = nil
             guard let followed = try self.keys.cloudKey(forUpload: forUpload) else { return nil }
             key = followed
-            lock = try cloudCall { try cloud.lock() }
+            lock = try cloud.checked.lock()
             account = try self.keys.readAccount()
         }
         // A rotation by another device in between: its key is picked up at the next try.
@@ -503,7 +503,7 @@ extension CloudAccount {
         let seen = seenManifest
         var (manifest, dirty, version) = try readManifest(
             key: key, epoch: account.epoch ?? 0, cloud: cloud, seen: seen)
-        let listed = Set(try cloudCall { try cloud.list() }).filter {
+        let listed = Set(try cloud.checked.list()).filter {
             CloudObjects.kind(ofObjectNamed: $0) != nil
         }
         // Copies the manifest does not list (planted, put back, or left by a writer that died
@@ -550,7 +550,7 @@ extension CloudAccount {
     {
         let account = SeenManifest.account(key)
         let highest = seen.read(account: account)
-        guard let found = try cloudCall({ try cloud.readVersioned(AccountManifest.name) }) else {
+        guard let found = try cloud.checked.readVersioned(AccountManifest.name) else {
             if let highest {
                 throw DeviceError(
                     .corrupt,
@@ -574,7 +574,7 @@ extension CloudAccount {
     /// Lists this device in the manifest's devices (under the account's lock), when it is not.
     func enterManifest(_ record: DeviceRecord, key: SecureBytes) throws(DeviceError) {
         guard let cloud, let account = try self.keys.readAccount() else { return }
-        let lock = try cloudCall { try cloud.lock() }
+        let lock = try cloud.checked.lock()
         defer { withExtendedLifetime(lock) {} }
         let seen = seenManifest
         var (manifest, _, version) = try readManifest(
@@ -583,9 +583,8 @@ extension CloudAccount {
         guard manifest.devices[record.deviceID] != publicKey else { return }
         manifest.devices[record.deviceID] = publicKey
         manifest.version += 1
-        let swapped = try cloudCall {
-            try cloud.write(AccountManifest.name, manifest.sealed(under: key), ifVersion: version)
-        }
+        let swapped = try cloud.checked.write(
+            AccountManifest.name, manifest.sealed(under: key), ifVersion: version)
         // Another writer got there first: this device is entered at its next sync.
         guard swapped else { return }
         try seen.write(
@@ -616,7 +615,7 @@ extension CloudAccount {
             guard let cloud, let key = try self.keys.cloudKey(forUpload: false) else { return }
             let account = SeenManifest.account(key)
             let seen = seenManifest
-            let current = try cloudCall { try cloud.read(AccountManifest.name) }.flatMap {
+            let current = try cloud.checked.read(AccountManifest.name).flatMap {
                 try? AccountManifest.open($0, under: key)
             }
             var manifest =
@@ -626,19 +625,19 @@ extension CloudAccount {
             manifest.layout = AccountManifest.layout
             // Each copy is vouched for under its object's name, and moved to the stored name
             // that its MAC gives (a test puts bytes under either).
-            for stored in try cloudCall({ try cloud.list() })
+            for stored in try cloud.checked.list()
             where CloudObjects.kind(ofObjectNamed: stored) != nil {
-                guard let bytes = try cloudCall({ try cloud.read(stored) }) else { continue }
+                guard let bytes = try cloud.checked.read(stored) else { continue }
                 let name = AccountManifest.objectName(ofStored: stored)
                 let mac = AccountManifest.mac(bytes, name: name, under: key)
                 manifest.objects[Data(name.utf8)] = mac
                 let target = AccountManifest.storedName(name, mac: mac, layout: manifest.layout)
                 if target != stored {
-                    try cloudCall { try cloud.write(target, bytes) }
-                    try cloudCall { try cloud.delete(stored) }
+                    try cloud.checked.write(target, bytes)
+                    try cloud.checked.delete(stored)
                 }
             }
-            try cloudCall { try cloud.write(AccountManifest.name, manifest.sealed(under: key)) }
+            try cloud.checked.write(AccountManifest.name, manifest.sealed(under: key))
             try seen.write(account: account, epoch: manifest.epoch, version: manifest.version)
         }
     }

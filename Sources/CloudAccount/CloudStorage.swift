@@ -190,12 +190,68 @@ package enum CloudObjectLimits {
     package static let maximumCount = 20_000
 }
 
-/// Runs a `CloudStorage` call: its failures are `.notAvailable` ("cloud account unreachable"),
-/// a `DeviceError` passes as it is. One mapping for the device's and its sessions' cloud calls.
-func cloudCall<R>(_ body: () throws -> R) throws(DeviceError) -> R {
-    do { return try body() } catch let error as DeviceError { throw error } catch {
-        throw DeviceError(.notAvailable, "cloud account unreachable: \(error)", underlying: error)
+/// A `CloudStorage` as the account calls it: every failure of a call is `.notAvailable`
+/// ("cloud account unreachable: …"), a `DeviceError` passes as it is. The one place the
+/// storage's errors become the account's (`storage.checked.read(…)`).
+struct CheckedStorage {
+    /// The storage called.
+    let storage: any CloudStorage
+
+    func read(_ name: String) throws(DeviceError) -> Data? {
+        try checked { try storage.read(name) }
     }
+
+    func read(_ names: [String]) throws(DeviceError) -> [String: Data] {
+        try checked { try storage.read(names) }
+    }
+
+    func readVersioned(_ name: String) throws(DeviceError) -> VersionedObject? {
+        try checked { try storage.readVersioned(name) }
+    }
+
+    func write(_ name: String, _ data: Data) throws(DeviceError) {
+        try checked { try storage.write(name, data) }
+    }
+
+    func write(_ objects: [(name: String, data: Data)]) throws(DeviceError) {
+        try checked { try storage.write(objects) }
+    }
+
+    func write(_ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?)
+        throws(DeviceError) -> Bool
+    {
+        try checked { try storage.write(name, data, ifVersion: expected) }
+    }
+
+    func write(
+        _ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?, unless skipped: Bool
+    ) throws(DeviceError) -> Bool {
+        try checked { try storage.write(name, data, ifVersion: expected, unless: skipped) }
+    }
+
+    func delete(_ name: String) throws(DeviceError) {
+        try checked { try storage.delete(name) }
+    }
+
+    func list() throws(DeviceError) -> [String] {
+        try checked { try storage.list() }
+    }
+
+    func lock() throws(DeviceError) -> AnyObject {
+        try checked { try storage.lock() }
+    }
+
+    private func checked<R>(_ call: () throws -> R) throws(DeviceError) -> R {
+        do { return try call() } catch let error as DeviceError { throw error } catch {
+            throw DeviceError(
+                .notAvailable, "cloud account unreachable: \(error)", underlying: error)
+        }
+    }
+}
+
+extension CloudStorage {
+    /// This storage as the account calls it (`CheckedStorage`).
+    var checked: CheckedStorage { CheckedStorage(storage: self) }
 }
 
 /// `error.localizedDescription` is the same sentence `description` and the command line give

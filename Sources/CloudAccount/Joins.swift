@@ -30,7 +30,7 @@ extension CloudAccount {
             )
         }
         try LockScreenKind.checkGuess(passcode)  // never a claim: refused before the escrow
-        guard let found = try cloudCall({ try cloud.read(AccountObjects.escrow) }) else {
+        guard let found = try cloud.checked.read(AccountObjects.escrow) else {
             throw DeviceError(
                 .notAvailable,
                 "the cloud account has no escrow record (none registered, or destroyed after 10 wrong passcodes): join by approval or with the recovery key"
@@ -68,7 +68,7 @@ extension CloudAccount {
         guard let key = RecoveryKey.parse(text) else {
             throw DeviceError(.invalidPasscode, "a recovery key is 32 base32 characters")
         }
-        guard let sealed = try cloudCall({ try cloud.read(AccountObjects.recovery) }) else {
+        guard let sealed = try cloud.checked.read(AccountObjects.recovery) else {
             throw DeviceError(.notAvailable, "the cloud account has no recovery record")
         }
         let pair = RecoveryKey.keyPair(key)
@@ -184,7 +184,7 @@ extension CloudAccount {
             )
         }
         guard let id = pending.first,
-            let bytes = try cloudCall({ try cloud.read(AccountObjects.joinRequest(id)) }),
+            let bytes = try cloud.checked.read(AccountObjects.joinRequest(id)),
             let request = JoinRequestRecord.parse(bytes)
         else {
             throw DeviceError(
@@ -224,11 +224,9 @@ extension CloudAccount {
         }
         // One answer a request (made only where there is none): each request is one guess of the
         // code, however often it is typed.
-        let written = try cloudCall {
-            try cloud.write(
-                AccountObjects.joinApproval(id),
-                JoinApprovalRecord(share: mine.share, sealed: sealed).encoded(), ifVersion: nil)
-        }
+        let written = try cloud.checked.write(
+            AccountObjects.joinApproval(id),
+            JoinApprovalRecord(share: mine.share, sealed: sealed).encoded(), ifVersion: nil)
         guard written else {
             throw DeviceError(
                 .invalidPasscode,
@@ -324,8 +322,7 @@ public final class JoinTicket: Sendable {
         while true {
             // An approval that is not whole yet (a server still writing it, or bytes that are no
             // approval) is read again at the next poll; a whole one is this request's one answer.
-            if let bytes = try cloudCall({ try cloud.read(AccountObjects.joinApproval(ticket.id)) }
-            ),
+            if let bytes = try cloud.checked.read(AccountObjects.joinApproval(ticket.id)),
                 let record = JoinApprovalRecord.parse(bytes)
             {
                 guard let approval = Self.open(record, ticket) else {
@@ -336,7 +333,7 @@ public final class JoinTicket: Sendable {
                 }
                 return approval
             }
-            if try cloudCall({ try cloud.read(AccountObjects.joinRequest(ticket.id)) }) == nil {
+            if try cloud.checked.read(AccountObjects.joinRequest(ticket.id)) == nil {
                 throw DeviceError(
                     .authFailed,
                     "this join request was withdrawn (by the approving device, which saw more than one waiting, or by the cloud); nothing joined — start again"
@@ -374,7 +371,7 @@ public struct JoinRequest: Sendable, Hashable {
 
     /// The IDs of the join requests in the cloud's listing.
     static func pending(on cloud: any CloudStorage) throws(DeviceError) -> [String] {
-        try cloudCall({ try cloud.list() }).compactMap { name -> String? in
+        try cloud.checked.list().compactMap { name -> String? in
             let id = String(name.dropFirst(5))
             return name.hasPrefix("join-") && id.count == 16 && id.allSatisfy(\.isHexDigit)
                 ? id : nil

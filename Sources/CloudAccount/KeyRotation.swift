@@ -93,7 +93,7 @@ extension AccountRotation {
         removing: String? = nil, replacingRecoveryKey: Bool = false
     ) throws(DeviceError) -> SecureBytes? {
         let cloud = try self.account.keys.signedIn()
-        let lock = try cloudCall { try cloud.lock() }
+        let lock = try cloud.checked.lock()
         defer { withExtendedLifetime(lock) {} }
         guard let (account, accountVersion) = try self.account.keys.readAccountVersioned(),
             constantTimeEquals(account.check, AccountRecord.check(oldKey))
@@ -139,7 +139,7 @@ extension AccountRotation {
             guard let kind = CloudObjects.kind(ofObjectNamed: name),
                 let stored = manifest.storedName(of: name)
             else { continue }
-            guard let found = try cloudCall({ try cloud.readVersioned(stored) }),
+            guard let found = try cloud.checked.readVersioned(stored),
                 case let bytes = found.data,
                 constantTimeEquals(
                     AccountManifest.mac(bytes, name: name, under: oldKey),
@@ -164,10 +164,8 @@ extension AccountRotation {
         manifest.layout = AccountManifest.layout
         for (name, bytes) in resealed {
             let mac = AccountManifest.mac(bytes, name: name, under: newKey)
-            try cloudCall {
-                try cloud.write(
-                    AccountManifest.storedName(name, mac: mac, layout: manifest.layout), bytes)
-            }
+            try cloud.checked.write(
+                AccountManifest.storedName(name, mac: mac, layout: manifest.layout), bytes)
             manifest.objects[Data(name.utf8)] = mac
         }
         if let removing { manifest.devices[removing] = nil }
@@ -252,7 +250,7 @@ extension AccountRotation {
         var key = held
         for epoch in (start + 1)...target {
             let name = AccountObjects.rekey(record.deviceID, epoch: epoch)
-            guard let wrapped = try cloudCall({ try cloud.read(name) }) else { return nil }
+            guard let wrapped = try cloud.checked.read(name) else { return nil }
             do {
                 let sealed = try Envelope.open(
                     wrapped, key: AccountObjects.rekeyWrappingKey(key),

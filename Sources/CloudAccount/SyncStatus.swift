@@ -91,21 +91,21 @@ extension CloudAccount {
                 let next = AccountObjects.rekey(
                     record.deviceID, epoch: (record.cloudEpoch ?? 0) + 1)
                 status.notSyncing =
-                    try cloudCall({ try cloud.read(next) }) != nil
+                    try cloud.checked.read(next) != nil
                     ? "the account key was rotated on another device since this one last synced: its next sync follows it"
                     : try self.keys.whyNoCloudSession()
                 return CloudListing(status: status)
             }
             status.joined = true
             if !status.endToEndEncryption { status.notSyncing = try self.keys.whyNoCloudSession() }
-            guard let found = try cloudCall({ try cloud.read(AccountManifest.name) }) else {
+            guard let found = try cloud.checked.read(AccountManifest.name) else {
                 status.problem = "the cloud account has no manifest: nothing in it is vouched for"
                 return CloudListing(status: status, names: [], key: key)
             }
             let manifest = try AccountManifest.open(found, under: key)
             _ = try seenManifest.refuseOlder(manifest, account: SeenManifest.account(key))
             status.manifestVersion = manifest.version
-            let listed = Set(try cloudCall { try cloud.list() })
+            let listed = Set(try cloud.checked.list())
             let present = manifest.names.filter {
                 manifest.storedName(of: $0).map(listed.contains) ?? false
             }

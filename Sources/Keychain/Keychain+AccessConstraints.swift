@@ -20,8 +20,8 @@ extension Keychain {
         var credentials = ProtectedData.Credentials(
             applicationPassword: authentication.applicationPassword)
         if constraints.needsPasscode {
-            credentials.presencePublicKey = try deviceCall { () throws(DeviceError) in
-                try device.presencePublicKey()
+            do { credentials.presencePublicKey = try device.presencePublicKey() } catch {
+                throw KeychainError(error)
             }
         }
         return try ProtectedData.seal(
@@ -89,12 +89,12 @@ extension Keychain {
             if needsPasscode, let passcode = authentication.passcode {
                 if presence == nil {
                     let device = keychain.device
-                    presence = try keychain.deviceCall { () throws(DeviceError) in
-                        (
+                    do {
+                        presence = (
                             try device.presencePublicKey(),
                             try device.presenceSecretKey(passcode: passcode)
                         )
-                    }
+                    } catch { throw KeychainError(error) }
                 }
                 credentials.presencePublicKey = presence?.publicKey
                 credentials.presenceSecretKey = presence?.secretKey

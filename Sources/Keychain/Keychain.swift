@@ -220,8 +220,9 @@ public final class Keychain: Sendable {
             planned.contains(where: { $0.1.key != $0.0.record.key }) ? try primaryKeyLock() : nil
         defer { withExtendedLifetime(lock) {} }
         for (old, new) in planned where new.key != old.record.key {
-            let existing = try secretServiceCall { () throws(SecretServiceError) in
-                try secretService.search(new.key.searchAttributes)
+            let existing: SearchResult
+            do { existing = try secretService.search(new.key.searchAttributes) } catch {
+                throw KeychainError(error)
             }
             if existing.collectionLocked { throw Self.locked }
             if existing.unlocked.contains(where: { !matchedPaths.contains($0) }) {
@@ -238,16 +239,16 @@ public final class Keychain: Sendable {
             if new.secretServiceAttributes == old.record.secretServiceAttributes {
                 // Same index: rewritten in place.
                 let secret = SealedItem.seal(new, key: classKey)
-                try secretServiceCall { () throws(SecretServiceError) in
+                do {
                     try secretService.rewrite(
                         at: old.path, from: old.record, to: new, secret: secret)
-                }
+                } catch { throw KeychainError(error) }
             } else {
                 var moved = new
                 moved.id = UUID().uuidString
                 _ = try create(moved, sealedWith: classKey)
-                try secretServiceCall { () throws(SecretServiceError) in
-                    try secretService.deleteItem(at: old.path)
+                do { try secretService.deleteItem(at: old.path) } catch {
+                    throw KeychainError(error)
                 }
             }
         }
@@ -321,9 +322,8 @@ public final class Keychain: Sendable {
     /// whether the provider lists its items as locked or hides them (KeePassXC): headless, nobody
     /// can unlock it.
     private func unlockedItems(_ attributes: [String: String]) throws(KeychainError) -> [ItemPath] {
-        let found = try secretServiceCall { () throws(SecretServiceError) in
-            try secretService.search(attributes)
-        }
+        let found: SearchResult
+        do { found = try secretService.search(attributes) } catch { throw KeychainError(error) }
         if found.collectionLocked { throw Self.locked }
         return found.unlocked
     }
@@ -334,7 +334,8 @@ public final class Keychain: Sendable {
         let (groups, attributes) = try index(query)
         let found = try unlockedItems(attributes)
         // The class keys the items need are read as they come up (one each, usually one).
-        var read = try deviceCall { () throws(DeviceError) in try device.read(found, classes: []) }
+        var read: Device.KeyedRead
+        do { read = try device.read(found, classes: []) } catch { throw KeychainError(error) }
         var sealed: [(path: ItemPath, item: SealedItem)] = []
         for path in found {
             // Absent: deleted (or locked) between the search and the read.
@@ -401,8 +402,9 @@ public final class Keychain: Sendable {
             return nil
         }
         try Validation.check(query)
-        var read = try deviceCall { () throws(DeviceError) in
-            try device.read([path], classes: [protection])
+        var read: Device.KeyedRead
+        do { read = try device.read([path], classes: [protection]) } catch {
+            throw KeychainError(error)
         }
         guard let bytes = read.secrets[path],
             let record = try? open(bytes, keys: &read.classKeys),
@@ -420,11 +422,11 @@ public final class Keychain: Sendable {
         throws(KeychainError) -> ItemPath
     {
         let secret = SealedItem.seal(record, key: classKey)
-        return try secretServiceCall { () throws(SecretServiceError) in
-            try secretService.createItem(
+        do {
+            return try secretService.createItem(
                 label: record.secretServiceLabel, attributes: record.secretServiceAttributes,
                 secret: secret, replacing: replacing)
-        }
+        } catch { throw KeychainError(error) }
     }
 
     /// Opens a stored secret with its class key, asking the Device for keys `keys` lacks.
@@ -444,19 +446,15 @@ public final class Keychain: Sendable {
         throws(KeychainError)
     {
         guard keys[protection] == nil else { return }
-        keys[protection] = try deviceCall { () throws(DeviceError) in
-            try device.classKey(protection)
+        do { keys[protection] = try device.classKey(protection) } catch {
+            throw KeychainError(error)
         }
     }
 
     private func classKey(_ accessible: Accessibility) throws(KeychainError) -> SecureBytes {
-        try deviceCall { () throws(DeviceError) in
-            try device.classKey(accessible.protectionClass)
+        do { return try device.classKey(accessible.protectionClass) } catch {
+            throw KeychainError(error)
         }
-    }
-
-    func deviceCall<R>(_ body: () throws(DeviceError) -> R) throws(KeychainError) -> R {
-        do { return try body() } catch { throw KeychainError(error) }
     }
 
     private func checkEntitlement(_ group: String) throws(KeychainError) {
@@ -467,9 +465,4 @@ public final class Keychain: Sendable {
         }
     }
 
-    private func secretServiceCall<R>(_ body: () throws(SecretServiceError) -> R)
-        throws(KeychainError) -> R
-    {
-        do { return try body() } catch { throw KeychainError(error) }
-    }
 }

@@ -1,6 +1,8 @@
+import Escrow
 import Foundation
 import Platform
 import Sealing
+import TPM
 
 /// Whose codes `DeviceError`'s are.
 public enum DeviceErrorDomain {}
@@ -22,7 +24,7 @@ extension ErrorCode<DeviceErrorDomain> {
     public static var interactionNotAllowed: Self { Self("not available in this lock state") }
     /// The Secret Service, the TPM, the guess counter or escrow, or the device directory failed
     /// underneath (see `underlying`).
-    public static var notAvailable: Self { Self("Secret Service unavailable") }
+    public static var notAvailable: Self { Self("not available") }
     /// The device's stored state does not decode or authenticate.
     public static var corrupt: Self { Self("device state corrupt") }
     /// Too many wrong passcodes in a row on a device whose guesses a guess counter service or a
@@ -58,5 +60,37 @@ extension DeviceError {
                 .notAvailable, "the device directory: \(error.localizedDescription)",
                 underlying: error)
         }
+    }
+}
+
+extension DeviceError {
+    /// An escrow's or guess counter's failure as the device says it (the one place it is
+    /// translated): a wrong passcode `.authFailed` ("wrong passcode for the cloud account"), a
+    /// claim refused until a delay passes `.authFailed` with the service's words, a destroyed or
+    /// missing record and an unreachable service `.notAvailable`.
+    package init(escrow error: EscrowError) {
+        switch error.code {
+        case .authFailed:
+            self.init(.authFailed, "wrong passcode for the cloud account", underlying: error)
+        case .wait:
+            self.init(.authFailed, error.message, underlying: error)
+        case .destroyed:
+            self.init(
+                .notAvailable,
+                "\(EscrowProtocol.maximumLimit) wrong passcodes: the escrow record is destroyed; join by approval or with the recovery key",
+                underlying: error)
+        case .notFound:
+            self.init(
+                .notAvailable,
+                "the escrow holds no record for this account (none registered, or removed): join by approval or with the recovery key",
+                underlying: error)
+        default:
+            self.init(.notAvailable, error.message, underlying: error)
+        }
+    }
+
+    /// A TPM failure as the device says it: `.notAvailable`, "the TPM: …".
+    package init(tpm error: TPMError) {
+        self.init(.notAvailable, "the TPM: \(error)", underlying: error)
     }
 }

@@ -111,38 +111,14 @@ extension EscrowConfiguration {
         throws(DeviceError) -> (passcodeKey: SecureBytes, released: EscrowClient.Released)
     {
         let client = client()
-        let status = try escrowCall { () throws(EscrowError) in try client.status(of: slot) }
+        let status: EscrowClient.SlotStatus
+        do { status = try client.status(of: slot) } catch { throw DeviceError(escrow: error) }
         let passcodeKey = try PasscodeKeys.passcodeKey(
             passcode, salt: status.salt, cost: status.cost)
-        let released = try escrowCall { () throws(EscrowError) in
-            try client.claim(slot, passcodeKey: passcodeKey, publicKey: status.publicKey)
-        }
-        return (passcodeKey, released)
-    }
-}
-
-/// Runs an escrow call: its failures become the device's errors (a wrong passcode
-/// `.authFailed`; a destroyed slot or an unreachable escrow `.notAvailable`).
-package func escrowCall<R>(_ body: () throws(EscrowError) -> R) throws(DeviceError) -> R {
-    do { return try body() } catch {
-        switch error.code {
-        case .authFailed:
-            throw DeviceError(
-                .authFailed, "wrong passcode for the cloud account", underlying: error)
-        case .wait:
-            throw DeviceError(.authFailed, error.message, underlying: error)
-        case .destroyed:
-            throw DeviceError(
-                .notAvailable,
-                "\(EscrowProtocol.maximumLimit) wrong passcodes: the escrow record is destroyed; join by approval or with the recovery key",
-                underlying: error)
-        case .notFound:
-            throw DeviceError(
-                .notAvailable,
-                "the escrow holds no record for this account (none registered, or removed): join by approval or with the recovery key",
-                underlying: error)
-        default:
-            throw DeviceError(.notAvailable, "\(error.message)", underlying: error)
-        }
+        do {
+            let released = try client.claim(
+                slot, passcodeKey: passcodeKey, publicKey: status.publicKey)
+            return (passcodeKey, released)
+        } catch { throw DeviceError(escrow: error) }
     }
 }

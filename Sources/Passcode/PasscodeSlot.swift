@@ -70,54 +70,15 @@ extension GuessLimit {
                 )
             }
             retire(&slot, at: counter, deviceSecret: deviceSecret)
-            do throws(DeviceError) {
-                let (passcodeKey, released) = try claim(
-                    counterSlot, passcode: passcode, slot: slot, at: counter,
-                    deviceSecret: deviceSecret)
-                return (
-                    PasscodeKeys.counterKEK(
-                        passcodeKey: passcodeKey, counterSecret: released.secret,
-                        deviceSecret: deviceSecret),
-                    released
-                )
-            } catch {
-                let code = (error.underlying as? EscrowError)?.code
-                if code == .destroyed {
-                    throw DeviceError(
-                        .disabled,
-                        "\(Self.hardLimit) wrong passcodes: the guess counter destroyed this device's slot; the device is disabled (erase it: `Device.wipe`, `keepsake device wipe`)",
-                        underlying: error.underlying)
-                }
-                if code == .wait {
-                    // The counter tells when only to this device's reader key.
-                    let reader = EscrowProtocol.reader(secret: deviceSecret)
-                    let client = counter.client(
-                        peer: slot.counterPin.map { .user($0.peer) } ?? .anyOtherUser)
-                    let when = (try? client.count(of: counterSlot, reader: reader))?.count?
-                        .notBefore
-                    throw DeviceError(
-                        .authFailed,
-                        "too many wrong passcodes lately: the guess counter takes the next one "
-                            + (when.map { "after \(WrongPasscodes.time($0))" } ?? "later"),
-                        underlying: error.underlying)
-                }
-                if error.code == .authFailed {
-                    throw DeviceError(.authFailed, "wrong passcode", underlying: error.underlying)
-                }
-                if code == .notFound {
-                    throw DeviceError(
-                        .notAvailable,
-                        "the guess counter at \(counter.url.absoluteString) holds no slot for this device (another counter, or its state was lost): the passcode cannot be checked",
-                        underlying: error.underlying)
-                }
-                if code == .notTheService {
-                    throw DeviceError(
-                        .notAvailable,
-                        "the guess counter at \(counter.url.absoluteString) is not the service this device registered with (\(error.message)): nothing derived from the passcode was sent; start the real one (`scripts/install-guess-counter`)",
-                        underlying: error.underlying)
-                }
-                throw error
-            }
+            let (passcodeKey, released) = try claim(
+                counterSlot, passcode: passcode, slot: slot, at: counter,
+                deviceSecret: deviceSecret)
+            return (
+                PasscodeKeys.counterKEK(
+                    passcodeKey: passcodeKey, counterSecret: released.secret,
+                    deviceSecret: deviceSecret),
+                released
+            )
         }
         guard let salt = slot.salt, let cost = slot.cost else {
             throw DeviceError(.corrupt, "no passcode parameters")
@@ -176,10 +137,23 @@ extension GuessLimit {
             guard counter.socket != nil else {
                 throw DeviceError(
                     .notAvailable,
-                    "this device's guess counter slot predates the counter's socket, and a counter on a TCP port cannot be told from another user's process: install the counter (`scripts/install-guess-counter`), name it with --counter unix:/run/keepsake/counter.sock, and set the passcode again",
+                    "this device's guess counter slot is unpinned and its counter is on a TCP port, where it cannot be told from another user's process: install the counter (`scripts/install-guess-counter`), name it with --counter unix:/run/keepsake/counter.sock, and set the passcode again",
                     underlying: EscrowError(.notTheService, "a TCP guess counter"))
             }
-            return try counter.claim(counterSlot, passcode: passcode)
+            let client = counter.client()
+            let status: EscrowClient.SlotStatus
+            do { status = try client.status(of: counterSlot) } catch {
+                throw counterFailure(error, counterSlot, slot: slot, at: counter, deviceSecret)
+            }
+            let passcodeKey = try PasscodeKeys.passcodeKey(
+                passcode, salt: status.salt, cost: status.cost)
+            do {
+                let released = try client.claim(
+                    counterSlot, passcodeKey: passcodeKey, publicKey: status.publicKey)
+                return (passcodeKey, released)
+            } catch {
+                throw counterFailure(error, counterSlot, slot: slot, at: counter, deviceSecret)
+            }
         }
         guard let salt = slot.salt, let cost = slot.cost else {
             throw DeviceError(.corrupt, "no passcode parameters")
@@ -187,10 +161,60 @@ extension GuessLimit {
         try pin.check(slot: counterSlot, salt: salt, cost: cost, deviceSecret: deviceSecret)
         let client = counter.client(peer: .user(pin.peer))
         let passcodeKey = try PasscodeKeys.passcodeKey(passcode, salt: salt, cost: cost)
-        let released = try escrowCall { () throws(EscrowError) in
-            try client.claim(counterSlot, passcodeKey: passcodeKey, publicKey: pin.publicKey)
+        do {
+            let released = try client.claim(
+                counterSlot, passcodeKey: passcodeKey, publicKey: pin.publicKey)
+            return (passcodeKey, released)
+        } catch {
+            throw counterFailure(error, counterSlot, slot: slot, at: counter, deviceSecret)
         }
-        return (passcodeKey, released)
+    }
+
+    /// A guess counter's refusal of a claim, as the device says it (the one place it is
+    /// translated): a destroyed slot disables the device; a claim refused until a delay passes
+    /// says when (the count is told only to this device's reader key); a wrong passcode; a
+    /// counter without this slot, or not the service registered with; anything else as an
+    /// unreachable counter.
+    private func counterFailure(
+        _ error: EscrowError, _ counterSlot: Data, slot: PasscodeSlot,
+        at counter: EscrowConfiguration, _ deviceSecret: SecureBytes
+    ) -> DeviceError {
+        let code = error.code
+        if code == .destroyed {
+            return DeviceError(
+                .disabled,
+                "\(Self.hardLimit) wrong passcodes: the guess counter destroyed this device's slot; the device is disabled (erase it: `Device.wipe`, `keepsake device wipe`)",
+                underlying: error)
+        }
+        if code == .wait {
+            // The counter tells when only to this device's reader key.
+            let reader = EscrowProtocol.reader(secret: deviceSecret)
+            let client = counter.client(
+                peer: slot.counterPin.map { .user($0.peer) } ?? .anyOtherUser)
+            let when = (try? client.count(of: counterSlot, reader: reader))?.count?
+                .notBefore
+            return DeviceError(
+                .authFailed,
+                "too many wrong passcodes lately: the guess counter takes the next one "
+                    + (when.map { "after \(WrongPasscodes.time($0))" } ?? "later"),
+                underlying: error)
+        }
+        if code == .authFailed {
+            return DeviceError(.authFailed, "wrong passcode", underlying: error)
+        }
+        if code == .notFound {
+            return DeviceError(
+                .notAvailable,
+                "the guess counter at \(counter.url.absoluteString) holds no slot for this device (another counter, or its state was lost): the passcode cannot be checked",
+                underlying: error)
+        }
+        if code == .notTheService {
+            return DeviceError(
+                .notAvailable,
+                "the guess counter at \(counter.url.absoluteString) is not the service this device registered with (\(error.message)): nothing derived from the passcode was sent; start the real one (`scripts/install-guess-counter`)",
+                underlying: error)
+        }
+        return DeviceError(escrow: error)
     }
 
     /// Removes the slots a passcode change left behind (as their reader: no passcode needed),
@@ -249,11 +273,12 @@ extension GuessLimit {
             let seen = PeerSeen()
             let client = EscrowClient(transport: counter.transport(peer: .anyOtherUser, seen: seen))
             let reader = EscrowProtocol.reader(secret: deviceSecret).publicKey
-            let registered = try escrowCall { () throws(EscrowError) in
-                try client.register(
+            let registered: EscrowClient.Registered
+            do {
+                registered = try client.register(
                     secret, passcodeKey: passcodeKey, salt: salt, cost: cost,
                     limit: Int(Self.hardLimit), reader: reader)
-            }
+            } catch { throw DeviceError(escrow: error) }
             guard let peer = seen.uid else {
                 throw DeviceError(.notAvailable, "the guess counter's user is unknown")
             }
@@ -269,12 +294,12 @@ extension GuessLimit {
         }
         if directSlot, let tpm, tpm.newSlots == .made {
             let tpmSecret = SecureBytes(randomCount: 32)
-            slot.tpm = try tpmCall { () throws(TPMError) in
-                try TPMPasscodeSlot.create(
+            do {
+                slot.tpm = try TPMPasscodeSlot.create(
                     try tpm.context(), counter: previousTPMSlot?.counterIndex,
                     authorization: PasscodeKeys.tpmAuthorization(passcodeKey: passcodeKey),
                     secret: tpmSecret, limit: Self.hardLimit)
-            }
+            } catch { throw DeviceError(tpm: error) }
             return (
                 PasscodeKeys.tpmKEK(
                     passcodeKey: passcodeKey, tpmSecret: tpmSecret, deviceSecret: deviceSecret),
@@ -295,17 +320,17 @@ extension GuessLimit {
             let client = counter.client(
                 peer: slot.counterPin.map { .user($0.peer) } ?? .anyOtherUser)
             let reader = EscrowProtocol.reader(secret: deviceSecret)
-            let status = try escrowCall { () throws(EscrowError) in
-                try client.count(of: counterSlot, reader: reader)
-            }
-            return (status.count?.spent ?? 0, status.counter)
+            do {
+                let status = try client.count(of: counterSlot, reader: reader)
+                return (status.count?.spent ?? 0, status.counter)
+            } catch { throw DeviceError(escrow: error) }
         }
         if let tpmSlot = slot.tpm, let tpm {
-            let context = try tpmCall { () throws(TPMError) in try tpm.context() }
-            let failures = try tpmCall { () throws(TPMError) in
-                try TPMPasscodeSlot.failures(context, slot: tpmSlot)
-            }
-            return (Int(failures), context.kind(tcti: tpm.tcti))
+            do {
+                let context = try tpm.context()
+                let failures = try TPMPasscodeSlot.failures(context, slot: tpmSlot)
+                return (Int(failures), context.kind(tcti: tpm.tcti))
+            } catch { throw DeviceError(tpm: error) }
         }
         return (recorded, nil)
     }
@@ -346,12 +371,6 @@ extension GuessLimit {
         {
             try? counter.client(peer: old.counterPin.map { .user($0.peer) } ?? .anyOtherUser)
                 .remove(counterSlot, secret: secret)
-        }
-    }
-
-    private func tpmCall<R>(_ body: () throws(TPMError) -> R) throws(DeviceError) -> R {
-        do { return try body() } catch {
-            throw DeviceError(.notAvailable, "the TPM: \(error)", underlying: error)
         }
     }
 }
