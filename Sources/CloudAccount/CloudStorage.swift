@@ -161,17 +161,41 @@ enum CloudObjectName {
 }
 
 /// A cloud storage failure: what went wrong, and whether trying again later can help.
-public struct CloudError: Error, CustomStringConvertible, Sendable {
+public struct CloudError: KeepsakeError {
+    /// Whether trying again later can help: `unreachable` (unreachable, a timeout, a 5xx) or
+    /// `refused` (what the server will keep refusing: the credentials, a capability it lacks).
+    public typealias Code = ErrorCode<CloudErrorDomain>
+
+    /// What went wrong, as the caller tells failures apart.
+    public let code: Code
     /// What went wrong, as the command line shows it (never a secret).
-    public let description: String
-    /// Whether trying again later can help (unreachable, a timeout, a 5xx); false when the server
-    /// refused what it will keep refusing (the credentials, a capability it lacks).
-    public let isTemporary: Bool
+    public let message: String
+    /// The failure underneath, when there was one.
+    public let underlying: (any Error & Sendable)?
+
     /// An error saying `description`; temporary unless said otherwise.
-    public init(_ description: String, isTemporary: Bool = true) {
-        self.description = description
-        self.isTemporary = isTemporary
+    public init(
+        _ description: String, isTemporary: Bool = true, underlying: (any Error & Sendable)? = nil
+    ) {
+        code = isTemporary ? .unreachable : .refused
+        message = description
+        self.underlying = underlying
     }
+
+    /// The message alone (the command line's words).
+    public var description: String { message }
+    /// Whether trying again later can help (`code == .unreachable`).
+    public var isTemporary: Bool { code == .unreachable }
+}
+
+/// Whose codes `CloudError`'s are.
+public enum CloudErrorDomain {}
+
+extension ErrorCode<CloudErrorDomain> {
+    /// The storage could not be reached, timed out or failed on its side: trying later can help.
+    public static var unreachable: Self { Self("cloud storage unreachable") }
+    /// The storage refused what it will keep refusing: the credentials, a capability it lacks.
+    public static var refused: Self { Self("cloud storage refused") }
 }
 
 /// How large a cloud object of each kind may be: its store's own limit, sealed, with room to
@@ -252,11 +276,4 @@ struct CheckedStorage {
 extension CloudStorage {
     /// This storage as the account calls it (`CheckedStorage`).
     var checked: CheckedStorage { CheckedStorage(storage: self) }
-}
-
-/// `error.localizedDescription` is the same sentence `description` and the command line give
-/// (never a secret), not Foundation's "The operation could not be completed".
-extension CloudError: LocalizedError {
-    /// The error's `description`.
-    public var errorDescription: String? { description }
 }

@@ -58,7 +58,10 @@ struct KVEntry: Codable, Sendable, Equatable {
     /// would be.
     static func decode(_ json: Data) throws -> [String: KVEntry] {
         let entries = try KVJSON.decoder.decode([String: KVEntry].self, from: json)
-        guard entries.keys.allSatisfy(KVQuota.allows(key:)) else { throw KVDecodingError() }
+        guard entries.keys.allSatisfy(KVQuota.allows(key:)) else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: [], debugDescription: "a key outside Apple's limits"))
+        }
         return entries
     }
 }
@@ -77,13 +80,12 @@ struct KVSnapshot: Codable, Sendable {
     static func decode(_ json: Data) throws -> KVSnapshot {
         let snapshot = try KVJSON.decoder.decode(KVSnapshot.self, from: json)
         guard snapshot.entries.keys.allSatisfy(KVQuota.allows(key:)) else {
-            throw KVDecodingError()
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: [], debugDescription: "a key outside Apple's limits"))
         }
         return snapshot
     }
 }
-
-struct KVDecodingError: Error {}
 
 /// JSON with sorted keys (one content, one encoding) and the non-finite doubles a property list
 /// can hold spelled as strings, so that every `KVValue` encodes.

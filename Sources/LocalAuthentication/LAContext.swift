@@ -32,12 +32,13 @@ public enum LABiometryType: Int, Sendable {
     case opticID = 4
 }
 
-/// Mirrors `LAError`, Apple's codes (`LAErrorDomain`).
-public struct LAError: Error, Sendable, Hashable, CustomStringConvertible {
+/// Mirrors `LAError`, Apple's codes (`LAErrorDomain`), in the shape every Keepsake error has
+/// (`KeepsakeError`: a code, a message, what failed underneath; compares by code).
+public struct LAError: KeepsakeError {
     /// Apple's `LAError.Code` values (`LAErrorDomain`). Keepsake's `LAContext` fails with
     /// `biometryNotAvailable` and `notInteractive` only; the others are here so that Apple code
     /// naming them builds.
-    public enum Code: Int, Sendable {
+    public enum Code: Int, Sendable, CustomStringConvertible {
         /// The user did not give valid credentials.
         case authenticationFailed = -1
         /// The user canceled the authentication dialog.
@@ -61,6 +62,25 @@ public struct LAError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The authentication dialog would have to be shown and cannot be:
         /// `deviceOwnerAuthentication` on Linux, which has no system dialog.
         case notInteractive = -1004
+
+        /// Apple's name and number: `notInteractive (-1004)`.
+        public var description: String {
+            let name =
+                switch self {
+                case .authenticationFailed: "authenticationFailed"
+                case .userCancel: "userCancel"
+                case .userFallback: "userFallback"
+                case .systemCancel: "systemCancel"
+                case .passcodeNotSet: "passcodeNotSet"
+                case .biometryNotAvailable: "biometryNotAvailable"
+                case .biometryNotEnrolled: "biometryNotEnrolled"
+                case .biometryLockout: "biometryLockout"
+                case .appCancel: "appCancel"
+                case .invalidContext: "invalidContext"
+                case .notInteractive: "notInteractive"
+                }
+            return "\(name) (\(rawValue))"
+        }
     }
     /// `LAErrorDomain`: the domain of the `NSError`s `canEvaluatePolicy(_:error:)` fills in.
     public static let errorDomain = "com.apple.LocalAuthentication"
@@ -69,6 +89,8 @@ public struct LAError: Error, Sendable, Hashable, CustomStringConvertible {
     public let code: Code
     /// Why, in words (`no biometric hardware`); never a secret.
     public let message: String
+    /// The failure underneath: none (`LAContext` decides its answers itself).
+    public var underlying: (any Error & Sendable)? { nil }
     /// An error of `code`, with what happened in words.
     public init(_ code: Code, _ message: String = "") {
         self.code = code
@@ -207,11 +229,4 @@ extension LAContext: Hashable {
     public static func == (a: LAContext, b: LAContext) -> Bool { a === b }
     /// Hashes the context's identity, as `==` compares it.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
-}
-
-/// `error.localizedDescription` is the same sentence `description` and the command line give
-/// (never a secret), not Foundation's "The operation could not be completed".
-extension LAError: LocalizedError {
-    /// The same sentence as `description`.
-    public var errorDescription: String? { description }
 }
