@@ -35,7 +35,7 @@ package enum PasscodeKeys {
     }
 
     /// Version 1 records' verifier (Argon2id alone): read once, then replaced.
-    package static func legacyVerifier(passcodeKey: SecureBytes) -> Data {
+    package static func version1Verifier(passcodeKey: SecureBytes) -> Data {
         KeyDerivation.keyedHash(key: passcodeKey, context: "keepsake.passcode.verifier.v1")
             .unsafeData()
     }
@@ -53,19 +53,22 @@ package enum PasscodeKeys {
     }
 
     /// The KEK on the counted path: the passcode key, the secret the guess counter released, the
-    /// device secret (the derivation a direct TPM slot uses, `tpmKEK`).
+    /// device secret (`releasedSecretKEK`, as a direct TPM slot's).
     package static func counterKEK(
         passcodeKey: SecureBytes, counterSecret: SecureBytes, deviceSecret: SecureBytes
     ) -> SecureBytes {
-        tpmKEK(passcodeKey: passcodeKey, tpmSecret: counterSecret, deviceSecret: deviceSecret)
+        releasedSecretKEK(
+            passcodeKey: passcodeKey, releasedSecret: counterSecret, deviceSecret: deviceSecret)
     }
 
-    package static func tpmKEK(
-        passcodeKey: SecureBytes, tpmSecret: SecureBytes, deviceSecret: SecureBytes
+    /// The KEK from the passcode key and a secret released only to the right passcode (by the
+    /// guess counter, or a direct TPM slot), keyed by the device secret.
+    package static func releasedSecretKEK(
+        passcodeKey: SecureBytes, releasedSecret secret: SecureBytes, deviceSecret: SecureBytes
     ) -> SecureBytes {
-        let joined = SecureBytes(count: passcodeKey.count + tpmSecret.count) { out in
+        let joined = SecureBytes(count: passcodeKey.count + secret.count) { out in
             passcodeKey.withUnsafeBytes { out.copyMemory(from: $0) }
-            tpmSecret.withUnsafeBytes {
+            secret.withUnsafeBytes {
                 UnsafeMutableRawBufferPointer(rebasing: out[passcodeKey.count...]).copyMemory(
                     from: $0)
             }

@@ -107,14 +107,14 @@ extension GuessLimit {
                 throw DeviceError(.notAvailable, "the TPM: \(error)", underlying: error)
             }
             return (
-                PasscodeKeys.tpmKEK(
-                    passcodeKey: passcodeKey, tpmSecret: tpmSecret, deviceSecret: deviceSecret),
+                PasscodeKeys.releasedSecretKEK(
+                    passcodeKey: passcodeKey, releasedSecret: tpmSecret, deviceSecret: deviceSecret),
                 nil
             )
         }
         let expected =
             slot.version < 2
-            ? PasscodeKeys.legacyVerifier(passcodeKey: passcodeKey)
+            ? PasscodeKeys.version1Verifier(passcodeKey: passcodeKey)
             : PasscodeKeys.verifier(passcodeKey: passcodeKey, deviceSecret: deviceSecret)
         guard let verifier = slot.verifier, constantTimeEquals(expected, verifier) else {
             throw DeviceError(.authFailed, "wrong passcode")
@@ -301,8 +301,8 @@ extension GuessLimit {
                     secret: tpmSecret, limit: Self.hardLimit)
             } catch { throw DeviceError(tpm: error) }
             return (
-                PasscodeKeys.tpmKEK(
-                    passcodeKey: passcodeKey, tpmSecret: tpmSecret, deviceSecret: deviceSecret),
+                PasscodeKeys.releasedSecretKEK(
+                    passcodeKey: passcodeKey, releasedSecret: tpmSecret, deviceSecret: deviceSecret),
                 nil
             )
         }

@@ -31,7 +31,7 @@ struct GuessLimitTests {
         let passcodeKey = try PasscodeKeys.passcodeKey(
             "8642", salt: try #require(record.salt), cost: try #require(record.cost))
         // Argon2id of the right passcode alone checks nothing and opens nothing.
-        #expect(PasscodeKeys.legacyVerifier(passcodeKey: passcodeKey) != record.verifier)
+        #expect(PasscodeKeys.version1Verifier(passcodeKey: passcodeKey) != record.verifier)
         #expect(throws: DeviceError.self) {
             try PasscodeKeys.unwrap(record.wrappedKeys, kek: passcodeKey)
         }
