@@ -106,19 +106,21 @@ extension EscrowConfiguration {
     /// passcode key derived with the salt and cost the escrow keeps (the cloud cannot swap them;
     /// bounded before Argon2id runs; reading them spends no claim), the evaluation checked
     /// against the key the escrow names, then the claim, counted by the escrow. Returns the
-    /// passcode key and what the escrow released.
-    package func claim(_ slot: Data, passcode: SecureBytes)
-        throws(DeviceError) -> (passcodeKey: SecureBytes, released: EscrowClient.Released)
-    {
+    /// passcode key and what the escrow released. `failure` words the escrow's refusals (the
+    /// account escrow's by default; a guess counter's are its own).
+    package func claim(
+        _ slot: Data, passcode: SecureBytes,
+        failure: (EscrowError) -> DeviceError = DeviceError.init(escrow:)
+    ) throws(DeviceError) -> (passcodeKey: SecureBytes, released: EscrowClient.Released) {
         let client = client()
         let status: EscrowClient.SlotStatus
-        do { status = try client.status(of: slot) } catch { throw DeviceError(escrow: error) }
+        do { status = try client.status(of: slot) } catch { throw failure(error) }
         let passcodeKey = try PasscodeKeys.passcodeKey(
             passcode, salt: status.salt, cost: status.cost)
         do {
             let released = try client.claim(
                 slot, passcodeKey: passcodeKey, publicKey: status.publicKey)
             return (passcodeKey, released)
-        } catch { throw DeviceError(escrow: error) }
+        } catch { throw failure(error) }
     }
 }

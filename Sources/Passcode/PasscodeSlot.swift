@@ -140,19 +140,8 @@ extension GuessLimit {
                     "this device's guess counter slot is unpinned and its counter is on a TCP port, where it cannot be told from another user's process: install the counter (`scripts/install-guess-counter`), name it with --counter unix:/run/keepsake/counter.sock, and set the passcode again",
                     underlying: EscrowError(.notTheService, "a TCP guess counter"))
             }
-            let client = counter.client()
-            let status: EscrowClient.SlotStatus
-            do { status = try client.status(of: counterSlot) } catch {
-                throw counterFailure(error, counterSlot, slot: slot, at: counter, deviceSecret)
-            }
-            let passcodeKey = try PasscodeKeys.passcodeKey(
-                passcode, salt: status.salt, cost: status.cost)
-            do {
-                let released = try client.claim(
-                    counterSlot, passcodeKey: passcodeKey, publicKey: status.publicKey)
-                return (passcodeKey, released)
-            } catch {
-                throw counterFailure(error, counterSlot, slot: slot, at: counter, deviceSecret)
+            return try counter.claim(counterSlot, passcode: passcode) { error in
+                counterFailure(error, counterSlot, slot: slot, at: counter, deviceSecret)
             }
         }
         guard let salt = slot.salt, let cost = slot.cost else {
@@ -179,42 +168,39 @@ extension GuessLimit {
         _ error: EscrowError, _ counterSlot: Data, slot: PasscodeSlot,
         at counter: EscrowConfiguration, _ deviceSecret: SecureBytes
     ) -> DeviceError {
-        let code = error.code
-        if code == .destroyed {
-            return DeviceError(
+        let place = counter.url.absoluteString
+        let (code, message): (DeviceError.Code, String)
+        switch error.code {
+        case .destroyed:
+            (code, message) = (
                 .disabled,
-                "\(Self.hardLimit) wrong passcodes: the guess counter destroyed this device's slot; the device is disabled (erase it: `Device.wipe`, `keepsake device wipe`)",
-                underlying: error)
-        }
-        if code == .wait {
+                "\(Self.hardLimit) wrong passcodes: the guess counter destroyed this device's slot; the device is disabled (erase it: `Device.wipe`, `keepsake device wipe`)"
+            )
+        case .wait:
             // The counter tells when only to this device's reader key.
             let reader = EscrowProtocol.reader(secret: deviceSecret)
             let client = counter.client(
                 peer: slot.counterPin.map { .user($0.peer) } ?? .anyOtherUser)
-            let when = (try? client.count(of: counterSlot, reader: reader))?.count?
-                .notBefore
-            return DeviceError(
+            let when = (try? client.count(of: counterSlot, reader: reader))?.count?.notBefore
+            (code, message) = (
                 .authFailed,
                 "too many wrong passcodes lately: the guess counter takes the next one "
-                    + (when.map { "after \(WrongPasscodes.time($0))" } ?? "later"),
-                underlying: error)
-        }
-        if code == .authFailed {
-            return DeviceError(.authFailed, "wrong passcode", underlying: error)
-        }
-        if code == .notFound {
-            return DeviceError(
+                    + (when.map { "after \(WrongPasscodes.time($0))" } ?? "later")
+            )
+        case .authFailed: (code, message) = (.authFailed, "wrong passcode")
+        case .notFound:
+            (code, message) = (
                 .notAvailable,
-                "the guess counter at \(counter.url.absoluteString) holds no slot for this device (another counter, or its state was lost): the passcode cannot be checked",
-                underlying: error)
-        }
-        if code == .notTheService {
-            return DeviceError(
+                "the guess counter at \(place) holds no slot for this device (another counter, or its state was lost): the passcode cannot be checked"
+            )
+        case .notTheService:
+            (code, message) = (
                 .notAvailable,
-                "the guess counter at \(counter.url.absoluteString) is not the service this device registered with (\(error.message)): nothing derived from the passcode was sent; start the real one (`scripts/install-guess-counter`)",
-                underlying: error)
+                "the guess counter at \(place) is not the service this device registered with (\(error.message)): nothing derived from the passcode was sent; start the real one (`scripts/install-guess-counter`)"
+            )
+        default: return DeviceError(escrow: error)
         }
-        return DeviceError(escrow: error)
+        return DeviceError(code, message, underlying: error)
     }
 
     /// Removes the slots a passcode change left behind (as their reader: no passcode needed),
