@@ -30,3 +30,9 @@ package func codeOrUnavailable(_ body: () throws -> Void) -> DeviceError.Code? {
 /// Retry delays short enough for a test, the same shape as the real ones.
 package let quick = RetryPolicy(
     base: .milliseconds(1), maximum: .milliseconds(4), longestWait: .seconds(5))
+
+/// The device record as stored: read the way another process of the user can, for tests that
+/// check what a lock screen change or an unlock wrote.
+package func storedRecord(_ device: Device) throws -> DeviceRecord {
+    try device.records.load().record
+}

@@ -7,11 +7,6 @@ import Testing
 
 @testable import Device
 
-/// The device record as stored (read the way another process of the user can).
-private func storedRecord(_ device: Device) throws -> DeviceRecord {
-    try device.records.load().record
-}
-
 @Suite(
     "Passcode guesses counted by a guess counter service (keepsake-escrow as a user of its own, on its UNIX socket): no process of the user reaches around it, no impostor learns a thing",
     .enabled(

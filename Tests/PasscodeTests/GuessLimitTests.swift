@@ -11,11 +11,6 @@ import Testing
 /// Tiny delays, so that ten wrong passcodes in a row take milliseconds: these tests are about
 /// what is counted, not about how long the waits are (LockScreenTests pins the delays).
 
-/// The device record as stored (the tests read it the way another process of the user could).
-private func storedRecord(_ device: Device) throws -> DeviceRecord {
-    try device.records.load().record
-}
-
 @Suite(
     "Passcode guesses on the software path: bound to the device secret, cost floor, atomic set, the passcode left nowhere in memory",
     .enabled(

@@ -8,11 +8,6 @@ import Testing
 @testable import Passcode
 @testable import TPM
 
-/// The device record as stored (the tests read it the way another process of the user could).
-private func storedRecord(_ device: Device) throws -> DeviceRecord {
-    try device.records.load().record
-}
-
 /// Passcode slots in the TPM (a private swtpm): what the TPM counts, and how a direct slot moves
 /// to the guess counter. Tiny delays, so that ten wrong passcodes in a row take milliseconds.
 @Suite(
