@@ -269,7 +269,7 @@ extension GenericPasswordAttributes {
 
     /// A descriptive field by name (`attributes.label`, `attributes.comment`, …): the item's own,
     /// nil when it has none; set to nil, it is removed. Any other field reads as the item has it
-    /// (``fields``) and, set, replaces it when given.
+    /// (the item's `fields`) and, set, replaces it when given.
     public subscript<Value>(dynamicMember field: WritableKeyPath<ItemFields, Value?>) -> Value? {
         get { fields[keyPath: field] }
         set {
