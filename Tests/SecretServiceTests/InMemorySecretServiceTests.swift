@@ -56,8 +56,14 @@ struct InMemorySecretServiceTests {
             name(try connection.items().filter { names[$0] != nil })
         }
         note("schemas") {
-            try [a, b, c].map { "\(names[$0]!)=\(try connection.schema(of: $0))" }
-                .joined(separator: " ")
+            // An item made with no schema: gnome-keyring answers it now with none, now with the
+            // generic one (org.freedesktop.Secret.Generic, seen once in a fresh-clone run);
+            // either way not a Keepsake schema, which is all a wipe asks of it.
+            try [a, b, c].map { item in
+                let schema = try connection.schema(of: item)
+                let read = schema == "org.freedesktop.Secret.Generic" ? "" : schema
+                return "\(names[item]!)=\(read)"
+            }.joined(separator: " ")
         }
         note("delete c") {
             try connection.deleteItem(at: c)
