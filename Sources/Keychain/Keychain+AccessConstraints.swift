@@ -28,82 +28,6 @@ extension Keychain {
             data, constraints: constraints, credentials: credentials, cost: device.passcodeCost)
     }
 
-    /// Turns records into items for one call: opens protected secrets with the call's
-    /// credentials, proving the passcode at most once.
-    struct Opener {
-        let keychain: Keychain
-        let authentication: ItemAuthentication
-        var presence: (publicKey: Data, secretKey: SecureBytes)?
-
-        init(keychain: Keychain, authentication: ItemAuthentication) {
-            self.keychain = keychain
-            self.authentication = authentication
-        }
-
-        /// The item, its secret opened when asked for; nil when it needs a credential not given
-        /// and the caller said to skip such items.
-        mutating func item(_ record: StoredRecord, returnData: Bool) throws(KeychainError)
-            -> GenericPasswordItem?
-        {
-            var data: Data?
-            if returnData {
-                do {
-                    // Opened even without data: its access constraints are checked all the same.
-                    let opened = try open(record)
-                    data = record.dataAbsent ? nil : opened
-                } catch {
-                    if error.status == KeychainStatus.interactionNotAllowed,
-                        authentication.skipItemsNeedingAuthentication
-                    {
-                        return nil
-                    }
-                    throw error
-                }
-            }
-            return GenericPasswordItem(
-                attributes: record.attributes, data: data, persistentID: record.id)
-        }
-
-        /// The record's secret in clear.
-        mutating func open(_ record: StoredRecord) throws(KeychainError) -> Data {
-            let constraints = record.attributes.accessControl
-            guard !constraints.uses.isEmpty else { return record.data }
-            let needsPasscode = constraints.needsPasscode
-            let needsPassword = constraints.needsApplicationPassword
-            let given =
-                (needsPasscode && authentication.passcode != nil)
-                || (needsPassword && authentication.applicationPassword != nil)
-            let enough =
-                constraints.contains(.or)
-                ? given
-                : (!needsPasscode || authentication.passcode != nil)
-                    && (!needsPassword || authentication.applicationPassword != nil)
-            if !enough && (needsPasscode || needsPassword) {
-                throw KeychainError(
-                    KeychainStatus.interactionNotAllowed,
-                    "this item needs \(needsPasscode ? "the device passcode" : "the app's password") at each use (LAContext), and no one can be asked"
-                )
-            }
-            var credentials = ProtectedData.Credentials(
-                applicationPassword: authentication.applicationPassword)
-            if needsPasscode, let passcode = authentication.passcode {
-                if presence == nil {
-                    let device = keychain.device
-                    do {
-                        presence = (
-                            try device.presencePublicKey(),
-                            try device.presenceSecretKey(passcode: passcode)
-                        )
-                    } catch { throw KeychainError(error) }
-                }
-                credentials.presencePublicKey = presence?.publicKey
-                credentials.presenceSecretKey = presence?.secretKey
-            }
-            return try ProtectedData.open(
-                record.data, constraints: constraints, credentials: credentials)
-        }
-    }
-
     /// Now, at the millisecond precision items are stored with, and after every time this
     /// process gave before: two adds within one millisecond keep their order (creation order is
     /// the creation date, then a random id), on a provider fast enough to answer within one.
@@ -165,5 +89,81 @@ extension SecretServiceConnection {
             at: path, secret: secret, label: new.secretServiceLabel,
             attributes: new.secretServiceLabel != old.secretServiceLabel
                 ? new.secretServiceAttributes : nil)
+    }
+}
+
+/// Turns records into items for one call: opens protected secrets with the call's
+/// credentials, proving the passcode at most once.
+struct ItemOpener {
+    let keychain: Keychain
+    let authentication: ItemAuthentication
+    var presence: (publicKey: Data, secretKey: SecureBytes)?
+
+    init(keychain: Keychain, authentication: ItemAuthentication) {
+        self.keychain = keychain
+        self.authentication = authentication
+    }
+
+    /// The item, its secret opened when asked for; nil when it needs a credential not given
+    /// and the caller said to skip such items.
+    mutating func item(_ record: StoredRecord, returnData: Bool) throws(KeychainError)
+        -> GenericPasswordItem?
+    {
+        var data: Data?
+        if returnData {
+            do {
+                // Opened even without data: its access constraints are checked all the same.
+                let opened = try open(record)
+                data = record.dataAbsent ? nil : opened
+            } catch {
+                if error.status == KeychainStatus.interactionNotAllowed,
+                    authentication.skipItemsNeedingAuthentication
+                {
+                    return nil
+                }
+                throw error
+            }
+        }
+        return GenericPasswordItem(
+            attributes: record.attributes, data: data, persistentID: record.id)
+    }
+
+    /// The record's secret in clear.
+    mutating func open(_ record: StoredRecord) throws(KeychainError) -> Data {
+        let constraints = record.attributes.accessControl
+        guard !constraints.uses.isEmpty else { return record.data }
+        let needsPasscode = constraints.needsPasscode
+        let needsPassword = constraints.needsApplicationPassword
+        let given =
+            (needsPasscode && authentication.passcode != nil)
+            || (needsPassword && authentication.applicationPassword != nil)
+        let enough =
+            constraints.contains(.or)
+            ? given
+            : (!needsPasscode || authentication.passcode != nil)
+                && (!needsPassword || authentication.applicationPassword != nil)
+        if !enough && (needsPasscode || needsPassword) {
+            throw KeychainError(
+                KeychainStatus.interactionNotAllowed,
+                "this item needs \(needsPasscode ? "the device passcode" : "the app's password") at each use (LAContext), and no one can be asked"
+            )
+        }
+        var credentials = ProtectedData.Credentials(
+            applicationPassword: authentication.applicationPassword)
+        if needsPasscode, let passcode = authentication.passcode {
+            if presence == nil {
+                let device = keychain.device
+                do {
+                    presence = (
+                        try device.presencePublicKey(),
+                        try device.presenceSecretKey(passcode: passcode)
+                    )
+                } catch { throw KeychainError(error) }
+            }
+            credentials.presencePublicKey = presence?.publicKey
+            credentials.presenceSecretKey = presence?.secretKey
+        }
+        return try ProtectedData.open(
+            record.data, constraints: constraints, credentials: credentials)
     }
 }

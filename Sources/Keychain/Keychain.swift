@@ -122,7 +122,7 @@ public final class Keychain: Sendable {
         matching query: GenericPasswordQuery, limit: MatchLimit = .one, returnData: Bool = true,
         authentication: ItemAuthentication = .none
     ) throws(KeychainError) -> [GenericPasswordItem] {
-        var opener = Opener(keychain: self, authentication: authentication)
+        var opener = ItemOpener(keychain: self, authentication: authentication)
         if limit == .one, let hot = try hotRead(query) {
             if let item = try opener.item(hot, returnData: returnData) { return [item] }
             throw Self.notFound
@@ -192,7 +192,7 @@ public final class Keychain: Sendable {
         let now = Self.now()
         var planned: [(old: Match, new: StoredRecord)] = []
         var newKeys = Set<PrimaryKey>()
-        var opener = Opener(keychain: self, authentication: authentication)
+        var opener = ItemOpener(keychain: self, authentication: authentication)
         for match in matches {
             try Validation.check(changes, for: match.record.attributes)
             var attributes = changes.applied(to: match.record.attributes)
