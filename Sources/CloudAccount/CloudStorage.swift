@@ -247,12 +247,6 @@ struct CheckedStorage {
         try checked { try storage.write(name, data, ifVersion: expected) }
     }
 
-    func write(
-        _ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?, unless skipped: Bool
-    ) throws(DeviceError) -> Bool {
-        try checked { try storage.write(name, data, ifVersion: expected, unless: skipped) }
-    }
-
     func delete(_ name: String) throws(DeviceError) {
         try checked { try storage.delete(name) }
     }

@@ -318,14 +318,13 @@ public final class JoinTicket: Sendable {
     func approval(on cloud: any CloudStorage, until deadline: ContinuousClock.Instant)
         throws(DeviceError) -> JoinApproval?
     {
-        let ticket = self
         while true {
             // An approval that is not whole yet (a server still writing it, or bytes that are no
             // approval) is read again at the next poll; a whole one is this request's one answer.
-            if let bytes = try cloud.checked.read(AccountObjects.joinApproval(ticket.id)),
+            if let bytes = try cloud.checked.read(AccountObjects.joinApproval(id)),
                 let record = JoinApprovalRecord.parse(bytes)
             {
-                guard let approval = Self.open(record, ticket) else {
+                guard let approval = Self.open(record, self) else {
                     throw DeviceError(
                         .authFailed,
                         "the approval does not open under this device's code: the code typed on the approving device was another (a typo, or a device in the middle); nothing joined — start again"
@@ -333,7 +332,7 @@ public final class JoinTicket: Sendable {
                 }
                 return approval
             }
-            if try cloud.checked.read(AccountObjects.joinRequest(ticket.id)) == nil {
+            if try cloud.checked.read(AccountObjects.joinRequest(id)) == nil {
                 throw DeviceError(
                     .authFailed,
                     "this join request was withdrawn (by the approving device, which saw more than one waiting, or by the cloud); nothing joined — start again"

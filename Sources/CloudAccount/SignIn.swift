@@ -29,22 +29,23 @@ final class CloudSignIn: SignedInAccount {
         _ device: Device, record: DeviceRecord, passcode: SecureBytes, passcodeChanged: Bool
     ) -> (recoveryKey: SecureBytes?, problem: String?) {
         var kept = record
+        let keys = CloudAccount(device).keys
         let upkeep: (changed: Bool, recoveryKey: SecureBytes?)
         do {
-            upkeep = try CloudAccount(device).keys.maintainCloudKey(
+            upkeep = try keys.maintainCloudKey(
                 &kept, passcode: passcode, passcodeChanged: passcodeChanged)
         } catch {
             // What was done before the failure (an escrow registered under a new passcode while
             // the rotation could not go through) is kept.
             if kept.escrowGeneration != record.escrowGeneration {
-                try? CloudAccount(device).keys.storeAfterCloud(kept, read: record)
+                try? keys.storeAfterCloud(kept, read: record)
             }
             return (nil, error.message)
         }
         // The account exists once a recovery key is made: the key is shown even when the
         // record's write fails (the next unlock stores the account key again).
         do {
-            if upkeep.changed { try CloudAccount(device).keys.storeAfterCloud(kept, read: record) }
+            if upkeep.changed { try keys.storeAfterCloud(kept, read: record) }
         } catch {
             return (upkeep.recoveryKey, error.message)
         }

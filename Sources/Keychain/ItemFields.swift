@@ -99,7 +99,7 @@ package struct ItemAttribute: Sendable {
     package let location: Bool
     /// A descriptive field's tag in the stored record (`StoredRecord`, whose own fields use the
     /// other tags); nil for the primary key and the location, which the record stores itself.
-    let recordTag: UInt8?
+    package let recordTag: UInt8?
 
     package static let all: [ItemAttribute] = [
         ItemAttribute("service", "service", "svce", .string(\.service), indexed: true),
@@ -123,13 +123,9 @@ package struct ItemAttribute: Sendable {
             "security domain", "securityDomain", "sdmn", .string(\.securityDomain), location: true),
     ]
 
-    /// Whether this is a descriptive field (neither the primary key nor the location), kept in
-    /// the stored record under its own tag.
-    package var recordKept: Bool { recordTag != nil }
-
     /// The descriptive fields: an item keeps them in ``GenericPasswordAttributes``'s
     /// `described`, and the stored record under their `recordTag`s.
-    static let descriptive = all.filter { $0.recordTag != nil }
+    package static let descriptive = all.filter { $0.recordTag != nil }
 
     /// A primary-key field (indexed, every item has it).
     private init(_ name: String, _ json: String, _ secKey: String, _ value: Value, indexed: Bool) {

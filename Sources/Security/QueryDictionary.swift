@@ -434,7 +434,7 @@ struct QueryDictionary {
                 accessible: a.accessible,
                 flags: SecAccessControlCreateFlags(a.accessControl))
         }
-        for attribute in ItemAttribute.all where attribute.recordKept {
+        for attribute in ItemAttribute.descriptive {
             result[attribute.secKey] = attribute.foundationValue(in: a.described)
         }
         result[kSecAttrLabel as String] = a.label.map { value($0, .label) }

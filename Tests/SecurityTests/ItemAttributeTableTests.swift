@@ -41,7 +41,7 @@ struct ItemAttributeTableTests {
         #expect(Set(tags).count == tags.count)
         #expect(tags.allSatisfy { (7...10).contains($0) || (23...31).contains($0) })
         for attribute in ItemAttribute.all {
-            #expect(attribute.recordKept == !(attribute.indexed), "\(attribute.name)")
+            #expect((attribute.recordTag != nil) == !attribute.indexed, "\(attribute.name)")
         }
     }
 
