@@ -209,8 +209,8 @@ package final class PrivateSecretService: @unchecked Sendable {
     /// Starts gnome-keyring; with `fileSizeLimit` (blocks, `ulimit -f`) its writes beyond it fail
     /// with EFBIG, as on a full disk.
     private func startKeyring(fileSizeLimit: Int? = nil) throws {
-        if provider == .keepassxc { return try startKeePassXC() }
-        if provider == .kwallet { return try startKWallet() }
+        if provider == .keepassxc { return try KeePassXCLaunch(service: self).start() }
+        if provider == .kwallet { return try KWalletLaunch(service: self).start() }
         var env = environment
         env["KEEPSAKE_MASTER_PASSWORD"] = masterPassword
         let limit = fileSizeLimit.map { "trap '' XFSZ; ulimit -f \($0); " } ?? ""
@@ -225,180 +225,8 @@ package final class PrivateSecretService: @unchecked Sendable {
         }
     }
 
-    /// KeePassXC headless (PROVIDERS.md): a database whose one exposed group is the Secret
-    /// Service's collection, made once with `keepassxc-cli import` from KeePass XML (the only way
-    /// to set `FDO_SECRETS_EXPOSED_GROUP`), integration on, its confirmations as asked.
-    private func startKeePassXC() throws {
-        let database = root.appendingPathComponent("keepsake.kdbx")
-        let config = root.appendingPathComponent("keepassxc.ini")
-        if !FileManager.default.fileExists(atPath: database.path) {
-            let group = UUID()
-            let rootGroup = UUID()
-            func base64(_ uuid: UUID) -> String {
-                withUnsafeBytes(of: uuid.uuid) { Data($0).base64EncodedString() }
-            }
-            let xml = root.appendingPathComponent("keepsake.xml")
-            try """
-            <?xml version="1.0" encoding="utf-8" standalone="yes"?>
-            <KeePassFile><Meta><Generator>keepsake</Generator><DatabaseName>keepsake</DatabaseName>
-            <CustomData><Item><Key>FDO_SECRETS_EXPOSED_GROUP</Key><Value>{\(group.uuidString.lowercased())}</Value></Item></CustomData>
-            </Meta><Root><Group><UUID>\(base64(rootGroup))</UUID><Name>Root</Name>
-            <Group><UUID>\(base64(group))</UUID><Name>Secrets</Name></Group></Group></Root></KeePassFile>
-            """.write(to: xml, atomically: true, encoding: .utf8)
-            try """
-            [General]
-            SingleInstance=false
-            ConfigVersion=2
-            AutoSaveAfterEveryChange=\(savesAfterEveryChange)
-            AutoSaveOnExit=true
-            [GUI]
-            ShowTrayIcon=false
-            CheckForUpdates=false
-            [Browser]
-            Enabled=false
-            [FdoSecrets]
-            Enabled=true
-            \(keepassxcConfirmations.settings)
-            [Security]
-            LockDatabaseIdle=false
-            LockDatabaseScreenLock=false
-            """.write(to: config, atomically: true, encoding: .utf8)
-            let imported = try Spawn.capture(
-                try Self.tool("keepassxc-cli").path,
-                ["import", "-q", "-p", xml.path, database.path], environment: environment,
-                input: Data("\(masterPassword)\n\(masterPassword)\n".utf8))
-            guard imported.status == 0 else {
-                throw HarnessError("keepassxc-cli import failed (apt-get install keepassxc)")
-            }
-        }
-        var env = environment
-        env["KEEPSAKE_MASTER_PASSWORD"] = masterPassword
-        env["QT_QPA_PLATFORM"] = "offscreen"
-        env["XDG_CONFIG_HOME"] = home.appendingPathComponent(".config").path
-        let keepass = try Daemon(
-            "printf '%s\\n' \"$KEEPSAKE_MASTER_PASSWORD\" | env -u KEEPSAKE_MASTER_PASSWORD "
-                + "\(try Self.tool("keepassxc").path) --config \(config.path) --localconfig \(config.path) "
-                + "--pw-stdin \(database.path)",
-            environment: env)
-        state.withLock { $0.keyring = keepass }
-        let probe = connection(timeout: .seconds(2))
-        try Self.wait("KeePassXC to own org.freedesktop.secrets, its database open", seconds: 30) {
-            (try? probe.isLocked(.default)) == false
-        }
-    }
-
-    /// KWallet headless (PROVIDERS.md): kwalletrc with the Secret Service API on and every
-    /// dialog off; the wallet made and opened the way pam_kwallet does (`pamOpen` with a
-    /// pre-hashed password); kwalletd5 lists over the Secret Service only wallets that existed
-    /// when it started, so a new wallet means one restart; then one client `Unlock` (secret-tool's)
-    /// completes without a dialog.
-    private func startKWallet() throws {
-        let config = home.appendingPathComponent(".config")
-        try FileManager.default.createDirectory(at: config, withIntermediateDirectories: true)
-        try """
-        [Wallet]
-        First Use=false
-        Enabled=true
-        Close When Idle=false
-        Leave Open=true
-        Prompt on Open=false
-        Launch Manager=false
-        Default Wallet=kdewallet
-
-        [org.freedesktop.secrets]
-        apiEnabled=true
-        """.write(to: config.appendingPathComponent("kwalletrc"), atomically: true, encoding: .utf8)
-        let wallet = dataHome.appendingPathComponent("kwalletd/kdewallet.kwl")
-        let isNew = !FileManager.default.fileExists(atPath: wallet.path)
-        try runKWalletRetrying()
-        if isNew {
-            stopProvider()
-            try runKWalletRetrying()
-        }
-        // One client unlock (Unlock, then its prompt, which KWallet completes on its own).
-        let probe = connection(timeout: .seconds(2))
-        try Self.wait("KWallet to open its wallet over the Secret Service", seconds: 30) {
-            if let reply = try? run(
-                "gdbus",
-                [
-                    "call", "--session", "--timeout", "5", "--dest", "org.freedesktop.secrets",
-                    "--object-path",
-                    "/org/freedesktop/secrets", "--method", "org.freedesktop.Secret.Service.Unlock",
-                    "['/org/freedesktop/secrets/aliases/default']",
-                ]),
-                let prompt = String(decoding: reply, as: UTF8.self).split(separator: "'").first(
-                    where: { $0.hasPrefix("/org/freedesktop/secrets/prompt/") })
-            {
-                _ = try? run(
-                    "gdbus",
-                    [
-                        "call", "--session", "--timeout", "5", "--dest", "org.freedesktop.secrets",
-                        "--object-path",
-                        String(prompt), "--method", "org.freedesktop.Secret.Prompt.Prompt", "",
-                    ])
-            }
-            return (try? probe.isLocked(.default)) == false
-        }
-        // Settled: an item created now is found at the path its creation answered. Right after
-        // the wallet opens, kwalletd can still register its entries under paths of its own, and a
-        // search then answers another path for an item a test just made (seen under load).
-        try Self.wait("KWallet to answer a search with the path it created", seconds: 30) {
-            let marker = UUID().uuidString
-            guard
-                let made = try? probe.createItem(
-                    label: "keepsake-settle-\(marker)", attributes: ["keepsake-settle": marker],
-                    secret: Data())
-            else { return false }
-            let found = try? probe.search(["keepsake-settle": marker]).unlocked
-            for path in Set((found ?? []) + [made]) { try? probe.deleteItem(at: path) }
-            return found == [made]
-        }
-    }
-
-    /// kwalletd5 now and then never takes `pamOpen` on a busy machine: started again, it does.
-    private func runKWalletRetrying() throws {
-        try HarnessError.retrying(runKWallet, afterFailure: stopProvider)
-    }
-
-    /// Starts kwalletd5 and opens (or makes) the wallet with `pamOpen`.
-    private func runKWallet() throws {
-        let daemon = try Daemon(
-            "exec \(try Self.tool("kwalletd5").path)", environment: kwalletEnvironment)
-        state.withLock { $0.keyring = daemon }
-        // The 56-byte hash pam_kwallet would derive from the login password; any stable bytes do
-        // for a throwaway wallet.
-        let fixed = SecureBytes(copying: Data(repeating: 0x4B, count: 32))
-        let hash = Array(
-            (["kwallet-1", "kwallet-2"].map {
-                KeyDerivation.keyedHash(key: fixed, context: $0, Data(masterPassword.utf8))
-                    .unsafeData()
-            }.reduce(Data(), +)).prefix(56))
-        let bytes =
-            "[" + hash.map { String(format: "byte 0x%02x", $0) }.joined(separator: ",") + "]"
-        try Self.wait("kwalletd5 to take pamOpen", seconds: 12) {
-            (try? run(
-                "gdbus",
-                [
-                    "call", "--session", "--timeout", "5", "--dest", "org.kde.kwalletd5",
-                    "--object-path",
-                    "/modules/kwalletd5", "--method", "org.kde.KWallet.pamOpen", "kdewallet",
-                    bytes, "0",
-                ])) != nil
-        }
-        // The Service answering (its collections): a new wallet is no collection yet.
-        try Self.wait("KWallet to own org.freedesktop.secrets", seconds: 30) {
-            (try? run(
-                "gdbus",
-                [
-                    "call", "--session", "--timeout", "2", "--dest", "org.freedesktop.secrets",
-                    "--object-path", "/org/freedesktop/secrets", "--method",
-                    "org.freedesktop.DBus.Properties.Get", "org.freedesktop.Secret.Service",
-                    "Collections",
-                ])) != nil
-        }
-    }
-
-    private var kwalletEnvironment: [String: String] {
+    /// The environment KWallet's tools run in (its daemon, gdbus).
+    var kwalletEnvironment: [String: String] {
         var env = environment
         env["QT_QPA_PLATFORM"] = "offscreen"
         env["XDG_CONFIG_HOME"] = home.appendingPathComponent(".config").path
@@ -407,7 +235,7 @@ package final class PrivateSecretService: @unchecked Sendable {
 
     /// Runs a tool on this service's bus; throws unless it exits 0.
     @discardableResult
-    private func run(_ tool: String, _ arguments: [String]) throws -> Data {
+    func run(_ tool: String, _ arguments: [String]) throws -> Data {
         let (status, data, _) = try Spawn.capture(
             try Self.tool(tool).path, arguments, environment: kwalletEnvironment)
         guard status == 0 else { throw HarnessError("\(tool) failed") }
@@ -437,7 +265,7 @@ package final class PrivateSecretService: @unchecked Sendable {
             stopProvider()
             try startKeyring()
         case .kwallet:
-            try startKWallet()
+            try KWalletLaunch(service: self).start()
         }
     }
 
@@ -453,7 +281,10 @@ package final class PrivateSecretService: @unchecked Sendable {
         while Date() < deadline, nameIsOwned { usleep(20_000) }
     }
 
-    private func stopProvider() {
+    /// Takes `daemon` as the provider's process (a launch's).
+    func adopt(_ daemon: Daemon) { state.withLock { $0.keyring = daemon } }
+
+    func stopProvider() {
         let keyring = state.withLock { state -> Daemon? in
             defer { state.keyring = nil }
             return state.keyring
