@@ -84,7 +84,8 @@ let package = Package(
         // The "operating system" the apps run on: app identity, container, directories, the
         // device record, the lock screen, class keys, runtime keys (kernel keyring).
         .target(
-            name: "Device", dependencies: ["Passcode", "SecretService", "Sealing", "Platform", "TPM"]),
+            name: "Device",
+            dependencies: ["Passcode", "SecretService", "Sealing", "Platform", "TPM"]),
         // The cloud account a device signs in to: its storage (a directory, WebDAV), its objects
         // and their names, the manifest, joins, the escrow client, key rotation, sync status.
         // Told of the device's unlocks; the device never calls it.
@@ -160,7 +161,8 @@ let package = Package(
         .target(
             name: "KeepsakeC",
             dependencies: [
-                "KeepsakeCLI", "Device", "Keychain", "BlockStore", "RecoveryHint", "Sealing",
+                "KeepsakeCLI", "CloudAccount", "Device", "Keychain", "BlockStore", "RecoveryHint",
+                "Sealing",
             ]),
         .testTarget(name: "SealingTests", dependencies: ["Sealing", "KeepsakeTestSupport"]),
         .testTarget(
@@ -202,7 +204,8 @@ let package = Package(
         .testTarget(
             name: "DeviceTests",
             dependencies: [
-                "Device", "Passcode", "CloudAccount", "Platform", "KeepsakeTestSupport", "SecretService",
+                "Device", "Passcode", "CloudAccount", "Platform", "KeepsakeTestSupport",
+                "SecretService",
                 "Sealing", "TPM",
                 "Escrow",
             ]),

@@ -10,11 +10,13 @@ import Sealing
 /// for entries stored with `shouldBackupToCloud` while end-to-end encryption is available; storing a
 /// key with `shouldBackupToCloud` false, or deleting it, removes its cloud copy at the next sync.
 public struct BlockStoreSync: Sendable {
-    /// The device whose apps' entries are synced, restored or transferred.
-    public let device: Device
+    /// The cloud account the entries are synced with and restored from.
+    public let account: CloudAccount
+    /// The account's device, whose apps' entries are synced, restored or transferred.
+    public var device: Device { account.device }
 
-    /// Block Store's cloud and transfer paths for every app on `device`.
-    public init(device: Device) { self.device = device }
+    /// Block Store's cloud and transfer paths for every app on `account`'s device.
+    public init(account: CloudAccount) { self.account = account }
 
     /// What one sync did.
     public struct Report: Sendable, Equatable {
@@ -30,10 +32,10 @@ public struct BlockStoreSync: Sendable {
     /// entries that are no longer backed up. Without E2EE (or signed out, or not joined) nothing
     /// is written to the cloud.
     public func sync() throws(BlockStoreError) -> Report {
-        guard CloudAccount(device).cloud != nil else { return Report(skipped: "signed out") }
-        guard let session = try network({ try CloudAccount(device).cloudSession() }) else {
+        guard account.cloud != nil else { return Report(skipped: "signed out") }
+        guard let session = try network({ try account.cloudSession() }) else {
             return Report(
-                skipped: try network { try CloudAccount(device).keys.whyNoCloudSession() })
+                skipped: try network { try account.keys.whyNoCloudSession() })
         }
         let keys = CloudEntries(session.key)
         var report = Report()
@@ -59,7 +61,7 @@ public struct BlockStoreSync: Sendable {
                 )
             }
         }
-        CloudAccount(device).syncTimes.note(Self.storeName)
+        account.syncTimes.note(Self.storeName)
         return report
     }
 
@@ -69,7 +71,7 @@ public struct BlockStoreSync: Sendable {
     /// Where Block Store stands (every app's entries on this device; `keepsake status`): local
     /// entries, the cloud's entries as `listing` vouches for them, and what the next sync would
     /// upload or remove.
-    public func status() -> StoreStatus { status(CloudAccount(device).cloudListing()) }
+    public func status() -> StoreStatus { status(account.cloudListing()) }
 
     package func status(_ listing: CloudListing) -> StoreStatus {
         var local = 0
@@ -91,7 +93,7 @@ public struct BlockStoreSync: Sendable {
         let keys = listing.key.map(CloudEntries.init)
         return StoreStatus(
             local: local, cloud: keys.flatMap { keys in listing.count(keys.objects.owns) },
-            pending: pending, lastSync: CloudAccount(device).syncTimes.last(of: Self.storeName),
+            pending: pending, lastSync: account.syncTimes.last(of: Self.storeName),
             notSyncing: listing.status.notSyncing)
     }
 
@@ -150,7 +152,7 @@ public struct BlockStoreSync: Sendable {
     /// every backed-up entry into the local copy. A wrong passcode restores nothing.
     @discardableResult
     public func join(passcode: SecureBytes) throws(BlockStoreError) -> Int {
-        do { try CloudAccount(device).join(passcode: passcode) } catch {
+        do { try account.join(passcode: passcode) } catch {
             // A wrong passcode, and an account refused (rolled back, planted), are no network
             // trouble: trying again does not help.
             let code: BlockStoreError.Code =
@@ -163,7 +165,7 @@ public struct BlockStoreSync: Sendable {
 
     /// Restores the cloud's backed-up entries into the local copy (existing local entries win).
     public func restore() throws(BlockStoreError) -> Int {
-        guard let cloud = try network({ try CloudAccount(device).cloudSession(forUpload: false) })
+        guard let cloud = try network({ try account.cloudSession(forUpload: false) })
         else {
             return 0
         }

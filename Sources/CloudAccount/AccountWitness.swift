@@ -148,7 +148,7 @@ extension AccountKeyKeeper {
             return seed
         }
         let kept = record ?? (try? device.records.load().record)
-        return kept?.wrappedWitnessSeed.flatMap { try? openWitnessSeed($0) }
+        return kept?.account.wrappedWitnessSeed.flatMap { try? openWitnessSeed($0) }
     }
 
     /// Puts the seed in the cloud for the account's devices, sealed under `accountKey`'s epoch.

@@ -43,7 +43,7 @@ extension AccountKeyKeeper {
         guard cloud != nil else { return nil }
         let record = try device.records.load().record
         if forUpload && !record.kind.hasKnowledgeFactor { return nil }
-        guard let wrapped = record.wrappedCloudKey else { return nil }
+        guard let wrapped = record.account.wrappedCloudKey else { return nil }
         return (try openCloudKey(wrapped), record)
     }
 
@@ -56,7 +56,7 @@ extension AccountKeyKeeper {
         if constantTimeEquals(account.check, AccountRecord.check(key)) { return key }
         // An account record of an epoch before the one this device holds is the cloud put back
         // (a rollback), never a removal: nothing to join again.
-        try SeenManifest.refuseOlderEpoch(account.epoch ?? 0, than: record.cloudEpoch ?? 0)
+        try SeenManifest.refuseOlderEpoch(account.epoch ?? 0, than: record.account.cloudEpoch ?? 0)
         // Rotated since this device last looked: follow the new keys sealed to it, keep the last.
         guard
             let current = try self.account.rotation.followRotations(
@@ -65,7 +65,7 @@ extension AccountKeyKeeper {
             return nil
         }
         try adopt(current)
-        for epoch in ((record.cloudEpoch ?? 0) + 1)...(account.epoch ?? 0) {
+        for epoch in ((record.account.cloudEpoch ?? 0) + 1)...(account.epoch ?? 0) {
             try? cloud?.delete(AccountObjects.rekey(record.deviceID, epoch: epoch))
         }
         return current
@@ -89,7 +89,8 @@ extension AccountKeyKeeper {
         }
         guard constantTimeEquals(account.check, AccountRecord.check(key)) else {
             do {
-                try SeenManifest.refuseOlderEpoch(account.epoch ?? 0, than: record.cloudEpoch ?? 0)
+                try SeenManifest.refuseOlderEpoch(
+                    account.epoch ?? 0, than: record.account.cloudEpoch ?? 0)
             } catch {
                 return error.message
             }
@@ -161,7 +162,7 @@ extension AccountKeyKeeper {
         var changed = false
         var recoveryKey: SecureBytes?
         let account = try readAccount()
-        var accountKey = try record.wrappedCloudKey.map { wrapped throws(DeviceError) in
+        var accountKey = try record.account.wrappedCloudKey.map { wrapped throws(DeviceError) in
             try openCloudKey(wrapped)
         }
         if accountKey == nil && account == nil {
@@ -200,7 +201,7 @@ extension AccountKeyKeeper {
                     account: SeenManifest.account(key), epoch: 0, version: 1)
             let seed = AccountWitness.seed(recoveryKey: recovery.key)
             try writeWitnessSeed(seed, under: key, cloud: cloud)
-            record.wrappedWitnessSeed = try sealWitnessSeed(seed)
+            record.account.wrappedWitnessSeed = try sealWitnessSeed(seed)
             witness(key, epoch: 0, version: 1, seed: seed)
             // Written last, and only where there is none: until it is there, no device takes the
             // account for made.
@@ -215,8 +216,7 @@ extension AccountKeyKeeper {
                 )
             }
             recoveryKey = recovery.text
-            record.wrappedCloudKey = try sealCloudKey(key)
-            record.cloudEpoch = 0
+            record.holdAccountKey(try sealCloudKey(key), epoch: 0)
             accountKey = key
             changed = true
         } else if let held = accountKey, let account,
@@ -226,8 +226,7 @@ extension AccountKeyKeeper {
             accountKey = try self.account.rotation.followRotations(
                 from: held, record: record, to: account)
             if let followed = accountKey {
-                record.wrappedCloudKey = try sealCloudKey(followed)
-                record.cloudEpoch = account.epoch ?? 0
+                record.holdAccountKey(try sealCloudKey(followed), epoch: account.epoch ?? 0)
                 changed = true
             }
         }
@@ -236,7 +235,10 @@ extension AccountKeyKeeper {
             return (changed, nil)  // another account's key: join first
         }
         var notRotated: DeviceError?
-        if (passcodeChanged || record.rotationPending == true) && recoveryKey == nil {
+        if (passcodeChanged
+            || record.account.passcodeChangedSinceKey(generation: record.generation))
+            && recoveryKey == nil
+        {
             do {
                 _ = try self.account.rotation.rotateAccountKey(
                     &record, from: accountKey, passcode: passcode)
@@ -245,11 +247,18 @@ extension AccountKeyKeeper {
                 // Not rotated (the cloud unreachable, another writer, an account record naming a
                 // recovery key the account did not): the escrow takes the new passcode all the
                 // same, below, its old slot removed, so the old passcode opens nothing there from
-                // now on. The rotation is tried again at the next unlock.
+                // now on. The rotation is tried again at the next unlock (noted, for a key whose
+                // generation is not).
                 notRotated = error
+                if record.account.keyGeneration == nil { record.account.rotationPending = true }
             }
+        } else if record.account.keyGeneration == nil {
+            // A key held without its generation noted: noted now, so a passcode change from
+            // here on has the next unlock rotate it.
+            record.account.keyGeneration = record.generation
+            changed = true
         }
-        if let escrow, record.escrowGeneration != record.generation,
+        if let escrow, record.account.escrowGeneration != record.generation,
             registerOrRetry(accountKey, passcode: passcode, escrow: escrow, cloud: cloud, &record)
         {
             changed = true
@@ -270,7 +279,7 @@ extension AccountKeyKeeper {
                 accountKey, passcode: passcode, escrow: escrow, cloud: cloud,
                 previousKey: previousKey, seed: witnessSeed(accountKey, record: record))) != nil
         else { return false }
-        record.escrowGeneration = record.generation
+        record.account.escrowGeneration = record.generation
         return true
     }
 
@@ -354,9 +363,10 @@ extension AccountKeyKeeper {
         let record = try device.guessLimit.exclusively { () throws(DeviceError) in
             let loaded = try device.records.load()
             var record = loaded.record
-            record.wrappedCloudKey = try sealCloudKey(accountKey)
-            record.cloudEpoch = epoch
-            if let witnessSeed { record.wrappedWitnessSeed = try sealWitnessSeed(witnessSeed) }
+            record.holdAccountKey(try sealCloudKey(accountKey), epoch: epoch)
+            if let witnessSeed {
+                record.account.wrappedWitnessSeed = try sealWitnessSeed(witnessSeed)
+            }
             try device.records.store(record, replacing: loaded.path)
             return record
         }
@@ -452,18 +462,24 @@ extension AccountKeyKeeper {
             guard current.kind.hasKnowledgeFactor else { return }
             var merged = current
             // The witness seed is the account's, whatever the passcode: kept once known.
-            if record.wrappedWitnessSeed != nil {
-                merged.wrappedWitnessSeed = record.wrappedWitnessSeed
-            }
+            let (kept, now) = (record.account, current.account)
+            var state = now
+            if kept.wrappedWitnessSeed != nil { state.wrappedWitnessSeed = kept.wrappedWitnessSeed }
             if current.generation == read.generation {
-                merged.wrappedCloudKey = record.wrappedCloudKey
-                merged.cloudEpoch = record.cloudEpoch
-                merged.escrowGeneration = record.escrowGeneration
-                merged.rotationPending = record.rotationPending
-            } else if current.wrappedCloudKey == nil, record.wrappedCloudKey != nil {
-                merged.wrappedCloudKey = record.wrappedCloudKey
-                merged.cloudEpoch = record.cloudEpoch
+                (state.wrappedCloudKey, state.cloudEpoch, state.keyGeneration) = (
+                    kept.wrappedCloudKey, kept.cloudEpoch, kept.keyGeneration
+                )
+                (state.escrowGeneration, state.rotationPending) = (
+                    kept.escrowGeneration, kept.rotationPending
+                )
+            } else if now.wrappedCloudKey == nil, kept.wrappedCloudKey != nil {
+                // The passcode changed meanwhile: the key's generation, older, has the next
+                // unlock rotate it.
+                (state.wrappedCloudKey, state.cloudEpoch, state.keyGeneration) = (
+                    kept.wrappedCloudKey, kept.cloudEpoch, kept.keyGeneration ?? read.generation
+                )
             }
+            merged.account = state
             if merged != current { try device.records.store(merged, replacing: path) }
         }
     }

@@ -197,7 +197,7 @@ extension CloudAccount {
         // cloud's account record, whose epoch the cloud could lower to void the vouching.
         let seen = seenManifest.read(account: SeenManifest.account(accountKey))
         let approval = JoinApproval(
-            accountKey: accountKey, epoch: seen?.epoch ?? record.cloudEpoch ?? 0,
+            accountKey: accountKey, epoch: seen?.epoch ?? record.account.cloudEpoch ?? 0,
             manifestVersion: seen?.version ?? 0
         ).encoded()
         // A code is answered once, whatever the cloud lists: a cloud that hid the new device's

@@ -184,7 +184,7 @@ extension AccountRotation {
         }
         if let seed {
             try self.account.keys.writeWitnessSeed(seed, under: newKey, cloud: cloud)
-            record.wrappedWitnessSeed = try self.account.keys.sealWitnessSeed(seed)
+            record.account.wrappedWitnessSeed = try self.account.keys.sealWitnessSeed(seed)
         }
         try self.account.keys.writeRecovery(
             newKey, to: recoveryPublicKey, cloud: cloud, ifVersion: recoveryVersion)
@@ -211,9 +211,7 @@ extension AccountRotation {
                 AccountObjects.removed(removing),
                 AccountObjects.removalNotice(removing, at: Date(), heldKey: oldKey))
         }
-        record.wrappedCloudKey = try self.account.keys.sealCloudKey(newKey)
-        record.cloudEpoch = epoch
-        record.rotationPending = nil
+        record.holdAccountKey(try self.account.keys.sealCloudKey(newKey), epoch: epoch)
         // The escrow: the new key under the new passcode, or nothing until the next unlock.
         if let escrow {
             if let passcode {
@@ -225,7 +223,7 @@ extension AccountRotation {
                     try? escrow.client().remove(old.slot, secret: oldKey)
                 }
                 try? cloud.delete(AccountObjects.escrow)
-                record.escrowGeneration = nil
+                record.account.escrowGeneration = nil
             }
         }
         if let removing {
@@ -244,7 +242,7 @@ extension AccountRotation {
     {
         let cloud = try self.account.keys.signedIn()
         let target = account.epoch ?? 0
-        let start = record.cloudEpoch ?? 0
+        let start = record.account.cloudEpoch ?? 0
         guard target > start, target - start <= 1000 else { return nil }
         let pair = CloudAccount.boxKeyPair(record)
         var key = held

@@ -2,56 +2,6 @@ import Device
 import Foundation
 import Sealing
 import SecretService
-import Synchronization
-
-/// A device's sign-in to a cloud account: the storage, the account's escrow service, and what
-/// went wrong at the last unlock. The device holds it as the account it is signed in to
-/// (`SignedInAccount`) and tells it of each new passcode and unlock; everything the account does
-/// then (make, join, re-register, rotate its key) is this module's.
-final class CloudSignIn: SignedInAccount {
-    let storage: any CloudStorage
-    /// The cloud account's escrow service, when the account uses one: it holds the account key
-    /// for joining with a passcode, and counts the claims.
-    let escrow: EscrowConfiguration?
-    private let problem = Mutex<String?>(nil)
-
-    init(storage: any CloudStorage, escrow: EscrowConfiguration?) {
-        self.storage = storage
-        self.escrow = escrow
-    }
-
-    var lastProblem: String? {
-        get { problem.withLock { $0 } }
-        set { problem.withLock { $0 = newValue } }
-    }
-
-    func passcodeDidUnlock(
-        _ device: Device, record: DeviceRecord, passcode: SecureBytes, passcodeChanged: Bool
-    ) -> (recoveryKey: SecureBytes?, problem: String?) {
-        var kept = record
-        let keys = CloudAccount(device).keys
-        let upkeep: (changed: Bool, recoveryKey: SecureBytes?)
-        do {
-            upkeep = try keys.maintainCloudKey(
-                &kept, passcode: passcode, passcodeChanged: passcodeChanged)
-        } catch {
-            // What was done before the failure (an escrow registered under a new passcode while
-            // the rotation could not go through) is kept.
-            if kept.escrowGeneration != record.escrowGeneration {
-                try? keys.storeAfterCloud(kept, read: record)
-            }
-            return (nil, error.message)
-        }
-        // The account exists once a recovery key is made: the key is shown even when the
-        // record's write fails (the next unlock stores the account key again).
-        do {
-            if upkeep.changed { try keys.storeAfterCloud(kept, read: record) }
-        } catch {
-            return (upkeep.recoveryKey, error.message)
-        }
-        return (upkeep.recoveryKey, nil)
-    }
-}
 
 extension CloudAccount {
     /// A device at the real cost and delays, signed in to `cloud` (nil: signed out); see
@@ -87,13 +37,109 @@ extension CloudAccount {
         escrow: EscrowConfiguration? = nil, counter: EscrowConfiguration? = nil,
         tuning: DeviceTuning
     ) {
-        let device = Device(
-            secretService: secretService, directory: directory, tpm: tpm, counter: counter,
-            tuning: tuning, account: cloud.map { CloudSignIn(storage: $0, escrow: escrow) })
-        // A lock left on the server by a process of this device that died is released by the
-        // next one, not waited out (WebDAV locks last two minutes).
-        (cloud?.underlying as? WebDAVCloud)?.keepLockTokens(
-            in: device.directory.appendingPathComponent("cloud-locks"))
-        self.init(device)
+        self.init(
+            Device(
+                secretService: secretService, directory: directory, tpm: tpm, counter: counter,
+                tuning: tuning),
+            cloud: cloud, escrow: escrow)
+    }
+}
+
+// MARK: - Unlocking and the lock screen, through the account
+
+extension CloudAccount {
+    /// What an unlock did and has to tell the owner.
+    public struct UnlockReport: Sendable {
+        /// Wrong passcodes since the last unlock (`Device.UnlockReport`): tell the owner.
+        public var wrongPasscodes: WrongPasscodes?
+        /// The account's recovery key when this unlock created the account: show it once.
+        public var recoveryKey: SecureBytes?
+        /// Why the account could not be kept up to date (the device unlocked all the same; it is
+        /// tried again at the next unlock); nil when it could or had nothing to do.
+        public var problem: String?
+    }
+
+    /// What changing the lock screen did.
+    public struct LockScreenChange: Sendable {
+        /// The knowledge factor was removed (`Device.LockScreenChange`): the account's key went
+        /// with it, and `WhenPasscodeSetThisDeviceOnly` items are to be deleted.
+        public var knowledgeFactorRemoved: Bool
+        /// This change created the account: its recovery key, to show the user once.
+        public var recoveryKey: SecureBytes?
+        /// Signed in, but the account could not be made, joined or kept up to date (the server
+        /// unreachable, or refusing what it needs): why. The lock screen is changed all the same;
+        /// the account is tried again at the next unlock.
+        public var problem: String?
+    }
+
+    /// Unlocks the device (`Device.unlock(passcode:)`), then keeps the account up to date with
+    /// the passcode at hand. Returns the recovery key when this unlock created the account
+    /// (signed in since the lock screen was set), to show the user once.
+    @discardableResult
+    public func unlock(passcode: SecureBytes) throws(DeviceError) -> SecureBytes? {
+        try unlockReporting(passcode: passcode).recoveryKey
+    }
+
+    /// `unlock`, with what the owner is to be told.
+    public func unlockReporting(passcode: SecureBytes) throws(DeviceError) -> UnlockReport {
+        let unlocked = try device.unlockReporting(passcode: passcode)
+        guard let record = unlocked.record else {
+            return UnlockReport(wrongPasscodes: unlocked.wrongPasscodes)
+        }
+        let upkeep = keepUp(after: record, passcode: passcode, passcodeChanged: false)
+        return UnlockReport(
+            wrongPasscodes: unlocked.wrongPasscodes, recoveryKey: upkeep.recoveryKey,
+            problem: upkeep.problem)
+    }
+
+    /// Sets, changes or removes the device's lock screen (`Device.setLockScreen`), then keeps
+    /// the account up to date with the new passcode: a first passcode makes or joins the
+    /// account's key, a new one rotates it. What goes wrong at the account does not undo the
+    /// change.
+    @discardableResult
+    public func setLockScreen(
+        _ kind: LockScreenKind, passcode: SecureBytes?, currentPasscode: SecureBytes?
+    ) throws(DeviceError) -> LockScreenChange {
+        let changed = try device.setLockScreen(
+            kind, passcode: passcode, currentPasscode: currentPasscode)
+        var change = LockScreenChange(knowledgeFactorRemoved: changed.knowledgeFactorRemoved)
+        if let passcode, kind.hasKnowledgeFactor {
+            let upkeep = keepUp(
+                after: changed.record, passcode: passcode,
+                passcodeChanged: changed.passcodeChanged)
+            (change.recoveryKey, change.problem) = (upkeep.recoveryKey, upkeep.problem)
+        }
+        return change
+    }
+
+    /// After a new passcode was set (`passcodeChanged`: it replaced another) or the device
+    /// unlocked with it (`record`: the device record as that change or unlock stored it), after
+    /// the device's guess lock was released (a slow or hostile cloud never holds up another
+    /// process's unlock): the account makes, joins, re-registers or rotates its key. Returns the
+    /// recovery key it made, if it made the account (even when something failed after), and what
+    /// stopped it, for the caller to say.
+    private func keepUp(after record: DeviceRecord, passcode: SecureBytes, passcodeChanged: Bool)
+        -> (recoveryKey: SecureBytes?, problem: String?)
+    {
+        guard cloud != nil else { return (nil, nil) }
+        var kept = record
+        let upkeep: (changed: Bool, recoveryKey: SecureBytes?)
+        do {
+            upkeep = try keys.maintainCloudKey(
+                &kept, passcode: passcode, passcodeChanged: passcodeChanged)
+        } catch {
+            // What was done before the failure (an escrow registered under a new passcode while
+            // the rotation could not go through; the rotation noted as pending) is kept.
+            if kept.account != record.account { try? keys.storeAfterCloud(kept, read: record) }
+            return (nil, error.message)
+        }
+        // The account exists once a recovery key is made: the key is shown even when the
+        // record's write fails (the next unlock stores the account key again).
+        do {
+            if upkeep.changed { try keys.storeAfterCloud(kept, read: record) }
+        } catch {
+            return (upkeep.recoveryKey, error.message)
+        }
+        return (upkeep.recoveryKey, nil)
     }
 }

@@ -89,7 +89,7 @@ extension CloudAccount {
             }
             guard constantTimeEquals(account.check, AccountRecord.check(key)) else {
                 let next = AccountObjects.rekey(
-                    record.deviceID, epoch: (record.cloudEpoch ?? 0) + 1)
+                    record.deviceID, epoch: (record.account.cloudEpoch ?? 0) + 1)
                 status.notSyncing =
                     try cloud.checked.read(next) != nil
                     ? "the account key was rotated on another device since this one last synced: its next sync follows it"

@@ -7,8 +7,7 @@ import Sealing
 /// request handler, `try await device.unlock(passcode: p)`.
 extension Device {
     /// The async form of `unlock(passcode:)`: runs the blocking unlock off the caller's thread.
-    @discardableResult
-    public func unlock(passcode: SecureBytes) async throws(DeviceError) -> SecureBytes? {
+    public func unlock(passcode: SecureBytes) async throws(DeviceError) {
         try await offThePool { () throws(DeviceError) in try self.unlock(passcode: passcode) }
     }
 

@@ -73,12 +73,10 @@ extension Device {
         /// The knowledge factor was removed: `WhenPasscodeSetThisDeviceOnly` key is destroyed, so
         /// the caller deletes those items.
         public var knowledgeFactorRemoved: Bool
-        /// This change created the cloud account: its recovery key, to show the user once.
-        public var recoveryKey: SecureBytes?
-        /// Signed in, but the cloud account could not be made, joined or kept up to date (the
-        /// server unreachable, or refusing what it needs): why. The lock screen is changed all
-        /// the same; the account is tried again at the next unlock.
-        public var cloudAccountProblem: String?
+        /// A passcode replaced another (what a cloud account rotates its key on).
+        package var passcodeChanged: Bool
+        /// The device record as the change stored it.
+        package var record: DeviceRecord
     }
 
     /// Sets, changes or removes the lock screen. With a knowledge factor set, `currentPasscode`
@@ -138,15 +136,8 @@ extension Device {
                 keys, presence: newPasscode == nil ? nil : presence, passcode: newPasscode,
                 into: &updated)
             // Without a knowledge factor there is no end-to-end encryption: the signed-in
-            // account's state (its key sealed under a class key, …) goes with the passcode. A new
-            // passcode while it holds state has it look after itself (the cloud account rotates
-            // its key) at the next unlock, or below when it is signed in here.
-            if newPasscode == nil {
-                updated.accountState = [:]
-                updated.accountUpkeepPending = nil
-            } else if hadKnowledgeFactor && !updated.accountState.isEmpty {
-                updated.accountUpkeepPending = true
-            }
+            // account's state (its key sealed under a class key, …) goes with the passcode.
+            if newPasscode == nil { updated.accountState = [:] }
             let runtime = try runtime(updated)
             try runtime.store(keys)
             path = try store(
@@ -155,38 +146,27 @@ extension Device {
             if newPasscode == nil { runtime.forget([.whenPasscodeSetThisDeviceOnly]) }
             return (updated, hadKnowledgeFactor)
         }
-        // The lock screen is changed by now: the account the device is signed in to is told
-        // after the guess lock is released, and what goes wrong there (a cloud down or hostile)
-        // does not undo the change; it is tried again at the next unlock.
-        var recoveryKey: SecureBytes?
-        var cloudAccountProblem: String?
-        if let newPasscode, let account {
-            (recoveryKey, cloudAccountProblem) = account.passcodeDidUnlock(
-                self, record: changed.record, passcode: newPasscode,
-                passcodeChanged: changed.hadKnowledgeFactor)
-        }
         return LockScreenChange(
             knowledgeFactorRemoved: changed.hadKnowledgeFactor && newPasscode == nil,
-            recoveryKey: recoveryKey, cloudAccountProblem: cloudAccountProblem)
+            passcodeChanged: changed.hadKnowledgeFactor && newPasscode != nil,
+            record: changed.record)
     }
 
     /// Unlocks with the passcode: every class key becomes available. Without a knowledge factor
-    /// there is nothing to unlock. Returns the recovery key when this unlock created the cloud
-    /// account (signed in since the lock screen was set), to show the user once. A stored
-    /// Argon2id cost below this device's floor (or a version 1 record) is raised here, the one
-    /// time the passcode is at hand.
-    @discardableResult
-    public func unlock(passcode: SecureBytes) throws(DeviceError) -> SecureBytes? {
-        try unlockReporting(passcode: passcode).recoveryKey
+    /// there is nothing to unlock. A stored Argon2id cost below this device's floor (or a version
+    /// 1 record) is raised here, the one time the passcode is at hand.
+    public func unlock(passcode: SecureBytes) throws(DeviceError) {
+        _ = try unlockReporting(passcode: passcode)
     }
 
     /// What an unlock did and has to tell the owner.
     public struct UnlockReport: Sendable {
-        /// The cloud account's recovery key when this unlock created it: show it once.
-        public var recoveryKey: SecureBytes?
         /// Wrong passcodes since the last unlock (on a counted device, every claim the guess
         /// counter counted, through Keepsake or around it): tell the owner (`notice`).
         public var wrongPasscodes: WrongPasscodes?
+        /// The device record as the unlock left it; nil when there was nothing to unlock (no
+        /// knowledge factor).
+        package var record: DeviceRecord?
     }
 
     /// `unlock`, with what the owner is to be told: how many wrong passcodes came since the last
@@ -236,16 +216,7 @@ extension Device {
             }
             return record
         }
-        // The account after the guess lock is released: a slow or hostile cloud never holds up
-        // another process's unlock. The device unlocks whatever the account does; what went
-        // wrong there is kept for the caller to say (`SignedInAccount.lastProblem`).
-        guard let account, let unlocked else {
-            return UnlockReport(recoveryKey: nil, wrongPasscodes: wrongPasscodes)
-        }
-        let upkeep = account.passcodeDidUnlock(
-            self, record: unlocked, passcode: passcode, passcodeChanged: false)
-        account.lastProblem = upkeep.problem
-        return UnlockReport(recoveryKey: upkeep.recoveryKey, wrongPasscodes: wrongPasscodes)
+        return UnlockReport(wrongPasscodes: wrongPasscodes, record: unlocked)
     }
 
     /// The public key that items needing the passcode at each use (`.devicePasscode`,

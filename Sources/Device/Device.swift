@@ -6,16 +6,15 @@ import SecretService
 import Synchronization
 
 /// The device the apps run on: its places and settings, its lock screen and the data-protection
-/// class keys. The cloud account it is signed in to is the `CloudAccount` module's
-/// (`Device(cloud:)` there).
+/// class keys. It knows nothing of a cloud account: the `CloudAccount` module's `CloudAccount` is
+/// built from a device, and acts on what the device's unlocks and lock-screen changes return.
 ///
 /// Each concern lives in a file of its own:
 /// - the record and its storage in the Secret Service: `DeviceRecord.swift`;
 /// - the lock screen and lock states: `Device+LockScreen.swift`; proving the passcode and sealing
 ///   the class keys in the record: `Device+Passcode.swift`;
 /// - the class keys: `Device+ClassKeys.swift`; runtime state, the unwrapped class keys in the
-///   kernel keyring: `RuntimeKeys.swift`;
-/// - the account the device is signed in to, as the lock screen tells it: `SignedInAccount.swift`.
+///   kernel keyring: `RuntimeKeys.swift`.
 ///
 /// The passcode itself — its kinds, the key derivations and where its guesses are counted — is
 /// the Passcode module's, which this module re-exports.
@@ -39,14 +38,11 @@ public final class Device: Sendable {
     package let records: DeviceRecordStore
     let runtimeCache = Mutex<RuntimeKeys?>(nil)
     private let dataKeyCache = Mutex<[String: SecureBytes]>([:])
-    /// The account the device is signed in to (the cloud account), told of each new passcode
-    /// and unlock; nil when signed out.
-    package let account: (any SignedInAccount)?
 
     /// A device at the real cost and delays (Argon2id `moderate`, delays from one second) on the
-    /// software guess limit, signed out; a direct TPM slot on the machine's TPM (`/dev/tpmrm0`;
-    /// records may hold one, new lock screens never make one) unlocks. `Device(cloud:)` (the
-    /// `CloudAccount` module) signs in.
+    /// software guess limit; a direct TPM slot on the machine's TPM (`/dev/tpmrm0`; records may
+    /// hold one, new lock screens never make one) unlocks. `CloudAccount` (its own module) signs
+    /// a device in.
     public convenience init(
         secretService: SecretServiceConnection = .shared(), directory: URL? = nil
     ) {
@@ -57,8 +53,7 @@ public final class Device: Sendable {
 
     /// A device with the guess counter that holds its passcode slot (`counter`, a
     /// `keepsake-escrow` service of its own user, which counts every guess where no process of
-    /// the device's user reaches it) or none (the software guess limit, delays only), signed
-    /// out. `tpm` (a TCTI such as `device:/dev/tpmrm0`) names the TPM of a direct TPM slot (a
+    /// the device's user reaches it) or none (the software guess limit, delays only). `tpm` (a TCTI such as `device:/dev/tpmrm0`) names the TPM of a direct TPM slot (a
     /// passcode slot held by the TPM itself); without `counter`, a new lock screen on a device
     /// that names one is refused, since a TPM that the user's processes reach cannot count their
     /// guesses (`TPMConfiguration`).
@@ -72,19 +67,16 @@ public final class Device: Sendable {
     }
 
     /// A device at another cost and delays: for the test support target and the development
-    /// tool only (`package`), never reachable from an app or the shipped command line. `account`
-    /// is the account it is signed in to (made by the `CloudAccount` module).
+    /// tool only (`package`), never reachable from an app or the shipped command line.
     package init(
         secretService: SecretServiceConnection = .shared(), directory: URL? = nil,
-        tpm: TPMConfiguration? = nil, counter: EscrowConfiguration? = nil, tuning: DeviceTuning,
-        account: (any SignedInAccount)? = nil
+        tpm: TPMConfiguration? = nil, counter: EscrowConfiguration? = nil, tuning: DeviceTuning
     ) {
         self.counter = counter
         self.secretService = secretService
         self.directory = directory ?? Self.defaultDirectory
         self.tuning = tuning
         self.tpm = tpm
-        self.account = account
         records = DeviceRecordStore(secretService: secretService, directory: self.directory)
     }
 

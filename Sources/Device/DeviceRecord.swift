@@ -43,16 +43,13 @@ package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
     /// Bumped by every lock-screen change; a write that read an older generation is refused, so a
     /// slow wrong guess never writes an older passcode's record back.
     package var generation: Int?
-    /// The passcode changed while the signed-in account held state (`accountState`): the account
-    /// looks after itself at the next unlock (the cloud account rotates its key) and clears this.
-    package var accountUpkeepPending: Bool?
     /// The public half of the presence key pair (its seed is in `wrappedKeys`, under the KEK):
     /// items that need the passcode at each use are sealed to it. Only while a passcode is set.
     package var presencePublicKey: Data?
-    /// The signed-in account's own state, by name, which only the account reads and writes (the
-    /// cloud account's: its key and witness seed sealed under a class key, its epoch, its escrow
-    /// registration). Stored beside the device's own fields. The device applies one rule to it:
-    /// it goes with the last knowledge factor, as every end-to-end key does.
+    /// A signed-in account's own state, by name, which only the account reads and writes (the
+    /// `CloudAccount` module's `AccountState`), stored beside the device's own fields. The device
+    /// does not read it and applies one rule to it: it goes with the last knowledge factor, as
+    /// every end-to-end key does.
     package var accountState: [String: AccountValue] = [:]
 
     /// The device's own fields, as stored; every other name in a stored record is the account's.
@@ -60,7 +57,6 @@ package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
         case version, deviceSecret, kind, salt, cost, verifier, tpm, counterSlot, counterPin
         case retiredCounterSlots, wrappedKeys
         case keyChecks, failures, notBefore, generation, presencePublicKey
-        case accountUpkeepPending = "rotationPending"
     }
 
     /// The fields that check the passcode, as the guess limit reads and writes them.
@@ -177,25 +173,6 @@ package enum AccountValue: Codable, Sendable, Hashable {
         case .bool(let flag): try value.encode(flag)
         case .other: try value.encodeNil()
         }
-    }
-}
-
-extension [String: AccountValue] {
-    /// The bytes stored under `name`.
-    package func data(_ name: String) -> Data? {
-        if case .string(let text) = self[name] { Data(base64Encoded: text) } else { nil }
-    }
-
-    package func int(_ name: String) -> Int? {
-        if case .int(let number) = self[name] { number } else { nil }
-    }
-
-    package mutating func set(_ name: String, _ bytes: Data?) {
-        self[name] = bytes.map { .string($0.base64EncodedString()) }
-    }
-
-    package mutating func set(_ name: String, _ number: Int?) {
-        self[name] = number.map { .int($0) }
     }
 }
 

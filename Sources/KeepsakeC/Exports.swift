@@ -1,4 +1,5 @@
 import BlockStore
+import CloudAccount
 import Device
 import Foundation
 import Keychain
@@ -258,7 +259,7 @@ public func keepsake_lockscreen_unlock(
                 out.copyMemory(from: UnsafeRawBufferPointer(start: passcode, count: length))
             }
         }
-        let report = try open.device.unlockReporting(passcode: secret)
+        let report = try open.account.unlockReporting(passcode: secret)
         if let wrong = report.wrongPasscodes { notice?.pointee = cString(wrong.notice) }
     }
 }
@@ -321,7 +322,7 @@ public func keepsake_sync(
 ) -> Int32 {
     boundary(error) {
         let open = try Handles.app(app)
-        _ = try KeychainSync(device: open.device).sync()
-        _ = try BlockStoreSync(device: open.device).sync()
+        _ = try KeychainSync(account: open.account).sync()
+        _ = try BlockStoreSync(account: open.account).sync()
     }
 }

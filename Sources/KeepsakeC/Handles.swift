@@ -1,3 +1,4 @@
+import CloudAccount
 import Device
 import Foundation
 import Keychain
@@ -5,21 +6,23 @@ import KeepsakeCLI
 import RecoveryHint
 import Synchronization
 
-/// What one `keepsake_app` handle holds: the app, its device, and the stores over them, built
-/// once at `keepsake_app_open` the way the command line builds them (`Context`).
+/// What one `keepsake_app` handle holds: the app, its device and the cloud account it is signed
+/// in to, and the stores over them, built once at `keepsake_app_open` the way the command line
+/// builds them (`Context`).
 final class OpenApp: Sendable {
     let context: Context
-    let device: Device
+    let account: CloudAccount
+    var device: Device { account.device }
     let keychain: Keychain
     let hints: RecoveryHints
 
     init(_ context: Context) throws {
         self.context = context
-        device = try context.device
-        keychain = Keychain(app: context.app, device: device)
+        account = try context.account
+        keychain = Keychain(app: context.app, device: account.device)
         hints = RecoveryHints(
             service: try? RecoveryHintService.make(
-                profile: .linux, app: context.app, device: device),
+                profile: .linux, app: context.app, account: account),
             log: { _ in })
     }
 }

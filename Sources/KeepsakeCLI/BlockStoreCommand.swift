@@ -32,7 +32,7 @@ enum BlockStoreCommand {
         case "sync":
             try arguments.allowOnly([])
             try PendingSync.report {
-                let report = try BlockStoreSync(device: try context.device).sync()
+                let report = try BlockStoreSync(account: try context.account).sync()
                 var object: [String: Any] = [
                     "uploaded": report.uploaded, "removed": report.removed,
                 ]

@@ -108,18 +108,22 @@ package struct Context {
     /// The Secret Service on `DBUS_SESSION_BUS_ADDRESS`.
     package var secretService: SecretServiceConnection { .shared() }
 
-    /// The device on that Secret Service, at `tuning`'s cost and delays.
+    /// The device on that Secret Service, at `tuning`'s cost and delays, signed in to `--cloud`.
+    package var account: CloudAccount {
+        get throws { try account(secretService: secretService) }
+    }
+
+    /// The account's device.
     package var device: Device {
-        get throws { try device(secretService: secretService) }
+        get throws { try account.device }
     }
 
     /// The device on `secretService`, signed in to `--cloud`.
-    package func device(secretService: SecretServiceConnection) throws -> Device {
+    package func account(secretService: SecretServiceConnection) throws -> CloudAccount {
         CloudAccount(
             secretService: secretService, directory: deviceDirectory,
             cloud: try cloud(secretService: secretService), tpm: tpm, escrow: escrow,
-            counter: counter, tuning: tuning
-        ).device
+            counter: counter, tuning: tuning)
     }
 
     /// The device without a cloud account (for what never touches it).

@@ -11,7 +11,7 @@ enum HintCommand {
             throw CommandError.usage("--profile linux|apple|android")
         }
         let service = try RecoveryHintService.make(
-            profile: profile, app: context.app, device: try context.device)
+            profile: profile, app: context.app, account: try context.account)
         switch verb {
         case "get":
             try arguments.allowOnly(["profile"])

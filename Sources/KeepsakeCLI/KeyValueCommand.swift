@@ -6,7 +6,7 @@ import KeyValueStore
 enum KeyValueCommand {
     static func run(_ verb: String?, _ context: Context) throws {
         try context.arguments.allowOnly(["key"])
-        let store = UbiquitousKeyValueStore(app: context.app, device: try context.device) {
+        let store = UbiquitousKeyValueStore(app: context.app, account: try context.account) {
             change in
             let object: [String: Any] = [
                 "reason": change.reason.rawValue, "changedKeys": change.changedKeys,

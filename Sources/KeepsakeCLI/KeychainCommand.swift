@@ -15,7 +15,7 @@ package enum KeychainCommand {
         if verb == "sync" {
             // Synchronizable items of every app on the device, with --cloud, now.
             return try PendingSync.report {
-                let report = try KeychainSync(device: try context.device).sync()
+                let report = try KeychainSync(account: try context.account).sync()
                 var object: [String: Any] = [
                     "uploaded": report.uploaded, "downloaded": report.downloaded,
                     "deleted": report.deleted,

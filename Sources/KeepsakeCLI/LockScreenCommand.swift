@@ -11,7 +11,8 @@ import Sealing
 /// `keepsake lockscreen set|unlock|lock|status`. Passcodes come from standard input, one per line.
 enum LockScreenCommand {
     static func run(_ verb: String?, _ context: Context) throws {
-        let device = try context.device
+        let account = try context.account
+        let device = account.device
         switch verb {
         case "set":
             try context.arguments.allowOnly(["kind"])
@@ -24,7 +25,7 @@ enum LockScreenCommand {
             var lines = try SecretInput.lines()[...]
             let currentPasscode = current.hasKnowledgeFactor ? lines.popFirst() : nil
             let newPasscode = kind.hasKnowledgeFactor ? lines.popFirst() : nil
-            let change = try device.setLockScreen(
+            let change = try account.setLockScreen(
                 kind, passcode: newPasscode, currentPasscode: currentPasscode)
             if change.knowledgeFactorRemoved {
                 try Keychain.deleteItemsRequiringPasscode(on: device)
@@ -38,7 +39,7 @@ enum LockScreenCommand {
                             + "Install the guess counter (`sudo scripts/install-guess-counter`: a service of its own user that counts every guess where no process of yours reaches), then set the passcode again.\n")
                             .utf8))
             }
-            if let problem = change.cloudAccountProblem {
+            if let problem = change.problem {
                 // The lock screen is set; the account is not: say so, never in silence.
                 FileHandle.standardError.write(
                     Data(
@@ -47,7 +48,7 @@ enum LockScreenCommand {
             }
         case "unlock":
             try context.arguments.allowOnly([])
-            let report = try device.unlockReporting(
+            let report = try account.unlockReporting(
                 passcode: try SecretInput.lines().first ?? SecureBytes(copying: []))
             if let recoveryKey = report.recoveryKey { showRecoveryKey(recoveryKey) }
             if let wrong = report.wrongPasscodes {
@@ -55,7 +56,7 @@ enum LockScreenCommand {
                 // Keepsake or straight at the counter.
                 FileHandle.standardError.write(Data("keepsake: \(wrong.notice)\n".utf8))
             }
-            if let problem = CloudAccount(device).lastProblem {
+            if let problem = report.problem {
                 // Unlocked; the account could not be kept up to date: say so, never in silence.
                 FileHandle.standardError.write(
                     Data(
@@ -85,7 +86,8 @@ enum LockScreenCommand {
 /// transfer | settings`.
 enum DeviceCommand {
     static func run(_ verb: String?, _ context: Context) throws {
-        let device = try context.device
+        let account = try context.account
+        let device = account.device
         switch verb {
         case "reboot":
             try context.arguments.allowOnly([])
@@ -105,11 +107,11 @@ enum DeviceCommand {
             switch ways[0] {
             case "approval":
                 let timeout = try context.arguments.count("timeout", default: 300, in: 1...3600)
-                let ticket = try CloudAccount(device).requestJoin()
+                let ticket = try account.requestJoin()
                 // Posted: the user types the code shown here on an unlocked device of the
                 // account (`device approve --code C` there).
                 guard
-                    let code = try CloudAccount(device).awaitCode(
+                    let code = try account.awaitCode(
                         of: ticket, timeout: .seconds(timeout))
                 else {
                     throw CommandError(
@@ -121,7 +123,7 @@ enum DeviceCommand {
                     "waiting":
                         "run `keepsake device approve --code \(code)` on an unlocked device of the account",
                 ])
-                guard try CloudAccount(device).awaitApproval(of: ticket, timeout: .seconds(timeout))
+                guard try account.awaitApproval(of: ticket, timeout: .seconds(timeout))
                 else {
                     throw CommandError(
                         statusName: "errSecUserCanceled (-128)",
@@ -129,34 +131,34 @@ enum DeviceCommand {
                             "no approval within \(timeout) s (device approve --code \(code) there)")
                 }
             case "recovery-key":
-                note = try CloudAccount(device).join(
+                note = try account.join(
                     recoveryKey: try SecretInput.lines().first ?? SecureBytes(copying: []))
             default:
-                note = try CloudAccount(device).join(
+                note = try account.join(
                     passcode: try SecretInput.lines().first ?? SecureBytes(copying: []))
             }
             // Said where the user sees it: the state restored is the one the cloud showed.
             if let note { Output.error("keepsake: warning: \(note)") }
-            let restored = try BlockStoreSync(device: device).restore()
+            let restored = try BlockStoreSync(account: account).restore()
             var result: [String: Any] = ["restored": restored]
             if let note { result["unvouched"] = note }
             Output.json(result)
         case "requests":
             try context.arguments.allowOnly([])
             // The requests waiting: their codes are on the new devices' screens only.
-            Output.json(try CloudAccount(device).joinRequests().map { ["id": $0.id] })
+            Output.json(try account.joinRequests().map { ["id": $0.id] })
         case "approve":
             try context.arguments.allowOnly(["code"])
-            try CloudAccount(device).approveJoin(code: context.arguments.value("code"))
+            try account.approveJoin(code: context.arguments.value("code"))
             Output.json(["approved": true])
         case "recovery-key":
             try context.arguments.allowOnly([])
-            showRecoveryKey(try CloudAccount(device).replaceRecoveryKey())
+            showRecoveryKey(try account.replaceRecoveryKey())
         case "devices":
             // The account's devices, as its manifest lists them.
             try context.arguments.allowOnly([])
             Output.json(
-                try CloudAccount(device).accountDevices().map {
+                try account.accountDevices().map {
                     ["id": $0.id, "thisDevice": $0.isThisDevice]
                 })
         case "remove":
@@ -168,7 +170,7 @@ enum DeviceCommand {
                 throw CommandError.usage(
                     "device remove --id ID (32 hex digits, see device devices)")
             }
-            try CloudAccount(device).removeDevice(id)
+            try account.removeDevice(id)
             Output.json(["removed": id])
         case "transfer":
             // One file, one one-time key: the device's Block Store entries and the app's

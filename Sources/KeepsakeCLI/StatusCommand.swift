@@ -13,7 +13,8 @@ enum StatusCommand {
         guard let profile = HintProfile(rawValue: profileName) else {
             throw CommandError.usage("--profile linux|apple|android")
         }
-        let status = SyncStatus.read(app: context.app, device: try context.device, profile: profile)
+        let status = SyncStatus.read(
+            app: context.app, account: try context.account, profile: profile)
         let account = status.account
         let accountObject: [String: Any] = [
             "signedIn": account.signedIn, "endToEndEncryption": account.endToEndEncryption,

@@ -58,20 +58,32 @@ public final class UbiquitousKeyValueStore: Sendable {
 
     /// The app whose values these are.
     public let app: App
-    /// The device: its directory holds the local cache, its cloud account the cloud copy.
-    public let device: Device
+    /// The cloud account that holds the cloud copy.
+    public let account: CloudAccount
+    /// The account's device: its directory holds the local cache.
+    public var device: Device { account.device }
     private let onExternalChange: @Sendable (KVExternalChange) -> Void
     private let state = Mutex<KVSnapshot?>(nil)
 
-    /// The store of `app` on `device`. `onExternalChange` is called with each change the cloud or a
-    /// quota violation brings (Apple's `…DidChangeExternallyNotification`).
+    /// The store of `app` on `account`'s device, synced with `account`. `onExternalChange` is
+    /// called with each change the cloud or a quota violation brings (Apple's
+    /// `…DidChangeExternallyNotification`).
     public init(
-        app: App, device: Device,
+        app: App, account: CloudAccount,
         onExternalChange: @escaping @Sendable (KVExternalChange) -> Void = { _ in }
     ) {
         self.app = app
-        self.device = device
+        self.account = account
         self.onExternalChange = onExternalChange
+    }
+
+    /// The store of `app` on `device`, signed out (local only); see `init(app:account:…)`.
+    public convenience init(
+        app: App, device: Device,
+        onExternalChange: @escaping @Sendable (KVExternalChange) -> Void = { _ in }
+    ) {
+        self.init(
+            app: app, account: CloudAccount(device, cloud: nil), onExternalChange: onExternalChange)
     }
 
     // MARK: - Values
@@ -155,7 +167,7 @@ public final class UbiquitousKeyValueStore: Sendable {
     /// error underneath.
     public func checkedSynchronize() throws(KeyValueStoreError) {
         let session: CloudSession?
-        do { session = try CloudAccount(device).cloudSession() } catch {
+        do { session = try account.cloudSession() } catch {
             throw KeyValueStoreError(
                 .notSynchronized, "the cloud account: \(error.message)", underlying: error)
         }
@@ -218,7 +230,7 @@ public final class UbiquitousKeyValueStore: Sendable {
             snapshot.unsynced = unsynced.filter { snapshot.entries[$0] != uploaded[$0] }
             return true
         }
-        CloudAccount(device).syncTimes.note(storeName)
+        account.syncTimes.note(storeName)
         if let change { onExternalChange(change) }
     }
 
@@ -228,7 +240,7 @@ public final class UbiquitousKeyValueStore: Sendable {
     /// Where this app's values stand (`keepsake status`): how many keys this device holds,
     /// whether the cloud holds the app's copy (1) or not (0) as the account's manifest vouches for
     /// it, and how many keys written here have not gone up yet.
-    public func status() -> StoreStatus { status(CloudAccount(device).cloudListing()) }
+    public func status() -> StoreStatus { status(account.cloudListing()) }
 
     package func status(_ listing: CloudListing) -> StoreStatus {
         let snapshot = try? load()
@@ -238,7 +250,7 @@ public final class UbiquitousKeyValueStore: Sendable {
                 listing.count { $0 == CloudNames(cloudKey: key, appID: app.id).name }
             },
             pending: snapshot.map { $0.unsynced?.count ?? 0 },
-            lastSync: CloudAccount(device).syncTimes.last(of: storeName),
+            lastSync: account.syncTimes.last(of: storeName),
             notSyncing: listing.status.notSyncing)
     }
 

@@ -13,11 +13,13 @@ import SecretService
 /// tombstones. `…ThisDeviceOnly` items are never synchronizable, so never leave the device.
 /// Without E2EE nothing is exchanged and items stay local.
 public struct KeychainSync: Sendable {
-    /// The device whose synchronizable items are exchanged with its cloud account.
-    public let device: Device
+    /// The cloud account the synchronizable items are exchanged with.
+    public let account: CloudAccount
+    /// The account's device, whose synchronizable items are exchanged.
+    public var device: Device { account.device }
 
-    /// Keychain sync for every app's synchronizable items on `device`.
-    public init(device: Device) { self.device = device }
+    /// Keychain sync for every app's synchronizable items on `account`'s device.
+    public init(account: CloudAccount) { self.account = account }
 
     /// What one sync did.
     public struct Report: Sendable, Equatable {
@@ -39,11 +41,11 @@ public struct KeychainSync: Sendable {
 
     /// Exchanges now; false-y report (`skipped`) when it cannot.
     public func sync() throws(KeychainError) -> Report {
-        guard CloudAccount(device).cloud != nil else { return Report(skipped: "signed out") }
+        guard account.cloud != nil else { return Report(skipped: "signed out") }
         let cloud: CloudSession
         do {
-            guard let session = try CloudAccount(device).cloudSession() else {
-                return Report(skipped: try CloudAccount(device).keys.whyNoCloudSession())
+            guard let session = try account.cloudSession() else {
+                return Report(skipped: try account.keys.whyNoCloudSession())
             }
             cloud = session
         } catch {
@@ -158,7 +160,7 @@ public struct KeychainSync: Sendable {
                 "synced, but this device's record of it could not be written: the next sync compares again"
             )
         }
-        CloudAccount(device).syncTimes.note(Self.storeName)
+        account.syncTimes.note(Self.storeName)
         return report
     }
 
@@ -204,7 +206,7 @@ public struct KeychainSync: Sendable {
     /// Where synchronizable items stand (`keepsake status`): how many this device holds, how
     /// many the cloud holds as the account's manifest vouches for them, and how many were added
     /// or changed here since they last went up (told only while the device is unlocked).
-    public func status() -> StoreStatus { status(CloudAccount(device).cloudListing()) }
+    public func status() -> StoreStatus { status(account.cloudListing()) }
 
     package func status(_ listing: CloudListing) -> StoreStatus {
         var local = 0
@@ -215,7 +217,7 @@ public struct KeychainSync: Sendable {
                     SecretServiceSchema.synchronizable: "true",
                 ]))?.unlocked.count ?? 0
         }
-        let lastSync = CloudAccount(device).syncTimes.last(of: Self.storeName)
+        let lastSync = account.syncTimes.last(of: Self.storeName)
         var pending: Int?
         var cloud: Int?
         if let key = listing.key, let remote = listing.names {

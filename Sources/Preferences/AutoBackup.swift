@@ -19,16 +19,25 @@ public struct AutoBackup: Sendable {
 
     /// The app whose container is backed up and restored.
     public let app: App
-    /// The device: its directory holds the local backup, its cloud account the cloud copy.
-    public let device: Device
+    /// The cloud account that holds the cloud copy.
+    public let account: CloudAccount
+    /// The account's device: its directory holds the local backup.
+    public var device: Device { account.device }
     /// The app's backup rules: which files a backup or a transfer takes.
     public let configuration: BackupConfiguration
 
-    /// Auto Backup for `app` on `device`, taking the files `configuration` selects.
-    public init(app: App, device: Device, configuration: BackupConfiguration) {
+    /// Auto Backup for `app` on `account`'s device, backed up to `account`, taking the files
+    /// `configuration` selects.
+    public init(app: App, account: CloudAccount, configuration: BackupConfiguration) {
         self.app = app
-        self.device = device
+        self.account = account
         self.configuration = configuration
+    }
+
+    /// Auto Backup for `app` on `device`, signed out (the local backup only).
+    public init(app: App, device: Device, configuration: BackupConfiguration) {
+        self.init(
+            app: app, account: CloudAccount(device, cloud: nil), configuration: configuration)
     }
 
     private var localBackup: URL {
@@ -97,7 +106,7 @@ public struct AutoBackup: Sendable {
                 .notAvailable, "the backup could not be written: \(error)", underlying: error)
         }
         var cloudWritten = false
-        if let cloud = try? CloudAccount(device).cloudSession() {
+        if let cloud = try? account.cloudSession() {
             let objects = CloudObjects(cloudKey: cloud.key, kind: Self.cloudKind)
             let name = objects.name(app.id)
             do {
@@ -113,7 +122,7 @@ public struct AutoBackup: Sendable {
                     .notAvailable, "the cloud account could not be reached: \(error)",
                     underlying: error)
             }
-            CloudAccount(device).syncTimes.note(storeName)
+            account.syncTimes.note(storeName)
         }
         return Report(files: files.keys.sorted(), cloud: cloudWritten)
     }
@@ -125,7 +134,7 @@ public struct AutoBackup: Sendable {
     /// holds, whether the cloud holds the app's backup (1) or not (0) as the account's manifest
     /// vouches for it, and how many files changed in the container since the last backup (all of
     /// them when the cloud, read, lacks a backup the device has).
-    public func status() -> StoreStatus { status(CloudAccount(device).cloudListing()) }
+    public func status() -> StoreStatus { status(account.cloudListing()) }
 
     package func status(_ listing: CloudListing) -> StoreStatus {
         let backedUp = try? localBackupFiles()
@@ -143,7 +152,7 @@ public struct AutoBackup: Sendable {
         }
         return StoreStatus(
             local: local, cloud: cloud, pending: pending,
-            lastSync: CloudAccount(device).syncTimes.last(of: storeName),
+            lastSync: account.syncTimes.last(of: storeName),
             notSyncing: listing.status.notSyncing)
     }
 
@@ -163,7 +172,7 @@ public struct AutoBackup: Sendable {
     /// The cloud account to restore from: nil when it cannot be reached or this device is not
     /// in it (nothing to restore then); an account whose manifest refuses it is an error.
     private func cloudSessionForRestore() throws(PreferencesError) -> CloudSession? {
-        do { return try CloudAccount(device).cloudSession(forUpload: false) } catch {
+        do { return try account.cloudSession(forUpload: false) } catch {
             if error.code == .corrupt {
                 throw PreferencesError(.corrupt, error.message, underlying: error)
             }

@@ -34,7 +34,8 @@ public struct DeviceTransfer: Sendable {
         let key = SecureBytes(randomCount: Envelope.keyLength)
         let preferences = try PreferencesHintStore(app: app, device: device).backup
         var bundle = TLV(magic: Self.magic)
-        bundle.append(1, try BlockStoreSync(device: device).transferOut(key: key))
+        bundle.append(
+            1, try BlockStoreSync(account: CloudAccount(device, cloud: nil)).transferOut(key: key))
         bundle.append(
             2,
             Envelope.seal(
@@ -73,7 +74,8 @@ public struct DeviceTransfer: Sendable {
         let preferences = try PreferencesHintStore(app: app, device: device).backup
         let count =
             try device.settings().blockStoreAvailable
-            ? try BlockStoreSync(device: device).transferIn(try fields.required(1), key: key) : 0
+            ? try BlockStoreSync(account: CloudAccount(device, cloud: nil)).transferIn(
+                try fields.required(1), key: key) : 0
         try preferences.receiveTransfer(payload)
         return count
     }

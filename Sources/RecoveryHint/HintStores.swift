@@ -1,4 +1,5 @@
 import BlockStore
+import CloudAccount
 import Device
 import Foundation
 import KeyValueStore
@@ -176,13 +177,18 @@ public struct PreferencesHintStore: HintStore {
     /// `preferences`.
     public var name: String { "preferences" }
 
-    /// The hint in `app`'s preferences, backed up on `device`; throws only if `rules` does not
+    /// The hint in `app`'s preferences, backed up to `account`; throws only if `rules` does not
     /// parse.
-    public init(app: App, device: Device) throws {
+    public init(app: App, account: CloudAccount) throws {
         self.app = app
         backup = AutoBackup(
-            app: app, device: device,
+            app: app, account: account,
             configuration: try BackupConfiguration.parse(Data(Self.rules.utf8)))
+    }
+
+    /// The hint in `app`'s preferences on `device`, signed out (backed up on the device only).
+    public init(app: App, device: Device) throws {
+        try self.init(app: app, account: CloudAccount(device, cloud: nil))
     }
 
     /// Restores the backup when the container is empty (a reinstall), then reads the preference's

@@ -1,4 +1,5 @@
 import BlockStore
+import CloudAccount
 import Device
 import Foundation
 import KeyValueStore
@@ -52,10 +53,19 @@ public final class RecoveryHintService: Sendable {
         self.profile = profile
     }
 
-    /// The stores of `profile` for `app` on `device`.
+    /// The stores of `profile` for `app` on `device`, signed out (nothing syncs); see
+    /// `make(profile:app:account:)`.
     public static func make(profile: HintProfile, app: App, device: Device) throws(HintError)
         -> RecoveryHintService
     {
+        try make(profile: profile, app: app, account: CloudAccount(device, cloud: nil))
+    }
+
+    /// The stores of `profile` for `app` on `account`'s device, their cloud copies in `account`.
+    public static func make(profile: HintProfile, app: App, account: CloudAccount)
+        throws(HintError) -> RecoveryHintService
+    {
+        let device = account.device
         let lockFile = device.appDataDirectory(app, store: "recovery-hint").appendingPathComponent(
             "lock")
         switch profile {
@@ -67,7 +77,7 @@ public final class RecoveryHintService: Sendable {
         case .apple:
             return RecoveryHintService(
                 primary: KeyValueHintStore(
-                    store: UbiquitousKeyValueStore(app: app, device: device)),
+                    store: UbiquitousKeyValueStore(app: app, account: account)),
                 fallback: KeychainHintStore(
                     keychain: Keychain(app: app, device: device), synchronizable: true),
                 lockFile: lockFile, profile: profile)
@@ -75,7 +85,7 @@ public final class RecoveryHintService: Sendable {
             // A device without Block Store (no Play services) uses the fallback alone.
             let blockStore = (try? device.settings().blockStoreAvailable) ?? true
             let preferences: PreferencesHintStore
-            do { preferences = try PreferencesHintStore(app: app, device: device) } catch {
+            do { preferences = try PreferencesHintStore(app: app, account: account) } catch {
                 throw HintError(
                     .allStoresFailed, "the preferences store could not be set up: \(error)")
             }

@@ -28,12 +28,15 @@ public struct SyncStatus: Sendable {
     /// store for apple) is in the cloud account, 0 when it is not.
     public var hint: StoreStatus
 
-    /// Reads every store's status for `app` on `device`.
-    public static func read(app: App, device: Device, profile: HintProfile = .linux) -> SyncStatus {
-        let listing = CloudAccount(device).cloudListing()
-        let blockStore = BlockStoreSync(device: device)
-        let keyValueStore = UbiquitousKeyValueStore(app: app, device: device)
-        let preferences = try? PreferencesHintStore(app: app, device: device)
+    /// Reads every store's status for `app` on `account`'s device.
+    public static func read(app: App, account: CloudAccount, profile: HintProfile = .linux)
+        -> SyncStatus
+    {
+        let device = account.device
+        let listing = account.cloudListing()
+        let blockStore = BlockStoreSync(account: account)
+        let keyValueStore = UbiquitousKeyValueStore(app: app, account: account)
+        let preferences = try? PreferencesHintStore(app: app, account: account)
         let empty = StoreStatus(
             local: 0, cloud: nil, pending: nil, lastSync: nil,
             notSyncing: listing.status.notSyncing)
@@ -48,7 +51,7 @@ public struct SyncStatus: Sendable {
             }
             : blockStore.hasCloudCopy(appID: app.id, key: BlockStoreHintStore.key, listing)
         return SyncStatus(
-            account: listing.status, keychainSync: KeychainSync(device: device).status(listing),
+            account: listing.status, keychainSync: KeychainSync(account: account).status(listing),
             blockStore: blockStoreStatus, keyValueStore: keyValue,
             autoBackup: preferences.map { $0.backup.status(listing) } ?? empty,
             hint: hintStatus(

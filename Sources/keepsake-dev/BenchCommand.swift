@@ -621,16 +621,16 @@ struct BlockStoreBenchmark {
         }
         // The real cost and delays, a private escrow for the account; never the machine's TPM.
         let escrow = try PrivateEscrow.of(cloud).configuration
-        let device = CloudAccount(
+        let account = CloudAccount(
             secretService: one.connection(), directory: one.root.appendingPathComponent("device"),
             cloud: CloudDirectory(cloud), tpm: nil, escrow: escrow, tuning: .real
-        ).device
-        let recoveryKey = try device.setLockScreen(
+        )
+        let recoveryKey = try account.setLockScreen(
             .pin, passcode: "123456", currentPasscode: nil
         ).recoveryKey
         let client = BlockStoreClient(
             app: try App(id: "com.example.bench", container: Throwaway.directory("app")),
-            device: device)
+            device: account.device)
         let bytes = Data(repeating: 0x42, count: 4096 - 8)
 
         var store = Duration.zero
@@ -688,20 +688,20 @@ struct BlockStoreBenchmark {
             "seal+open 4 KB: keepsake \(us(envelope / batch))  raw libsodium \(us(raw / batch))  ratio \(String(format: "%.3f", r))×  target ≤ 1.2×  \(r <= 1.2 ? "ok" : "MISSED")"
         )
 
-        _ = try BlockStoreSync(device: device).sync()
+        _ = try BlockStoreSync(account: account).sync()
         let newDevice = CloudAccount(
             secretService: two.connection(), directory: two.root.appendingPathComponent("device"),
             cloud: CloudDirectory(cloud), tpm: nil, escrow: escrow, tuning: .real
-        ).device
+        )
         var restored = 0
         let join = try time {
-            restored = try BlockStoreSync(device: newDevice).join(passcode: "123456")
+            restored = try BlockStoreSync(account: newDevice).join(passcode: "123456")
         }
         print(
             "join + restore of \(restored) entries, passcode (Argon2id moderate, escrow service) \(ms(join))"
                 + "  target ≤ 1500 ms  " + (join <= .milliseconds(1500) ? "ok" : "MISSED"))
         // The two joins with nothing to guess against: by approval and with the recovery key.
-        func fresh(_ name: String) throws -> (PrivateSecretService, Device) {
+        func fresh(_ name: String) throws -> (PrivateSecretService, CloudAccount) {
             let service = try PrivateSecretService.start()
             return (
                 service,
@@ -709,14 +709,14 @@ struct BlockStoreBenchmark {
                     secretService: service.connection(),
                     directory: service.root.appendingPathComponent("device"),
                     cloud: CloudDirectory(cloud), tpm: nil, escrow: escrow, tuning: .real
-                ).device
+                )
             )
         }
         let (approvedService, approved) = try fresh("approved")
         defer { approvedService.stop() }
         let approval = try time {
-            try CloudAccount(device).approve(approved)
-            restored = try BlockStoreSync(device: approved).restore()
+            try account.approve(approved)
+            restored = try BlockStoreSync(account: approved).restore()
         }
         print(
             "join + restore of \(restored) entries, approval \(ms(approval))  target ≤ 1000 ms  \(approval <= .seconds(1) ? "ok" : "MISSED")"
@@ -724,8 +724,8 @@ struct BlockStoreBenchmark {
         let (recoveredService, recovered) = try fresh("recovered")
         defer { recoveredService.stop() }
         let recovery = try time {
-            try CloudAccount(recovered).join(recoveryKey: recoveryKey!)
-            restored = try BlockStoreSync(device: recovered).restore()
+            try recovered.join(recoveryKey: recoveryKey!)
+            restored = try BlockStoreSync(account: recovered).restore()
         }
         print(
             "join + restore of \(restored) entries, recovery key \(ms(recovery))  target ≤ 1000 ms  \(recovery <= .seconds(1) ? "ok" : "MISSED")"

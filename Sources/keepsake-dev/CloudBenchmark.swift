@@ -99,17 +99,17 @@ struct CloudBenchmark {
                 one.stop()
                 two.stop()
             }
-            let device = CloudAccount(
+            let account = CloudAccount(
                 secretService: one.connection(), directory: one.deviceDirectory("phone"),
                 cloud: cloud, tuning: .fast
-            ).device
-            let recoveryKey = try device.setLockScreen(
+            )
+            let recoveryKey = try account.setLockScreen(
                 .pin, passcode: "123456", currentPasscode: nil
             )
             .recoveryKey!
             let client = BlockStoreClient(
                 app: try App(id: "com.example.bench", container: Throwaway.directory("app")),
-                device: device)
+                device: account.device)
             for index in 0..<16 {
                 try client.storeBytes(
                     StoreBytesData(
@@ -118,22 +118,22 @@ struct CloudBenchmark {
             }
             var start = clock.now
             var before = counter?.value ?? 0
-            _ = try BlockStoreSync(device: device).sync()
+            _ = try BlockStoreSync(account: account).sync()
             firsts.append(clock.now - start)
             result.requests.first = (counter?.value ?? 0) - before
             start = clock.now
             before = counter?.value ?? 0
-            _ = try BlockStoreSync(device: device).sync()
+            _ = try BlockStoreSync(account: account).sync()
             quiets.append(clock.now - start)
             result.requests.quiet = (counter?.value ?? 0) - before
             let tablet = CloudAccount(
                 secretService: two.connection(), directory: two.deviceDirectory("tablet"),
                 cloud: cloud, tuning: .fast
-            ).device
+            )
             start = clock.now
             before = counter?.value ?? 0
-            try CloudAccount(tablet).join(recoveryKey: recoveryKey)
-            let restored = try BlockStoreSync(device: tablet).restore()
+            try tablet.join(recoveryKey: recoveryKey)
+            let restored = try BlockStoreSync(account: tablet).restore()
             joins.append(clock.now - start)
             result.requests.join = (counter?.value ?? 0) - before
             guard restored == 16 else {

@@ -70,7 +70,7 @@ enum DemoCommand {
 
         say("")
         say("1. On the phone, the user sets a pin and installs com.example.wallet.")
-        let recoveryKey = try phone.device.setLockScreen(
+        let recoveryKey = try phone.account.setLockScreen(
             .pin, passcode: "4711", currentPasscode: nil
         ).recoveryKey
         let lockScreen = try phone.device.status()
@@ -93,7 +93,7 @@ enum DemoCommand {
             lastAuthenticatorId: "passkey-7", lastWallet: demoWallet, lastLoginAt: 1_795_000_000_000
         )
         try show(phone, cloud: cloud, say: say)
-        let report = try BlockStoreSync(device: phone.device).sync()
+        let report = try BlockStoreSync(account: phone.account).sync()
         say(
             "   The phone syncs: \(report.uploaded) Block Store entry sealed to the cloud account (E2EE: pin set)."
         )
@@ -117,7 +117,7 @@ enum DemoCommand {
         say(
             "   before unlock: " + welcome(phone.hints.get())
                 + " (the hint is AfterFirstUnlock; Block Store answers)")
-        try phone.device.unlock(passcode: "4711")
+        try phone.account.unlock(passcode: "4711")
         say("   after unlock:  " + welcome(phone.hints.get()))
 
         say("")
@@ -136,24 +136,24 @@ enum DemoCommand {
         say("   key shown when the phone set its pin), a removal, and a stranger guessing.")
         let tablet = try DemoDevice(provider: provider, name: "tablet", cloud: cloud)
         defer { tablet.service.stop() }
-        try tablet.device.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
+        try tablet.account.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
         say("   before joining: " + welcome(tablet.hints.get()))
         do {
-            try BlockStoreSync(device: tablet.device).join(passcode: "0000")
+            try BlockStoreSync(account: tablet.account).join(passcode: "0000")
         } catch {
             say(
                 "   with a wrong pin: refused (errSecAuthFailed), counted by the escrow, nothing restored."
             )
         }
-        let restored = try BlockStoreSync(device: tablet.device).join(passcode: "4711")
+        let restored = try BlockStoreSync(account: tablet.account).join(passcode: "4711")
         say("   with the phone's pin: \(restored) entry restored. " + welcome(tablet.hints.get()))
         // By approval: the laptop shows a code, the unlocked phone approves that very request.
         let laptop = try DemoDevice(provider: provider, name: "laptop-2", cloud: cloud)
         defer { laptop.service.stop() }
         // The laptop posts a request, the phone answers, the laptop shows a code computed from
         // both (nobody in the middle can pick it), and the user types it on the phone.
-        let joinCode = try CloudAccount(phone.device).approve(laptop.device)
-        let approved = try BlockStoreSync(device: laptop.device).restore()
+        let joinCode = try phone.account.approve(laptop.account)
+        let approved = try BlockStoreSync(account: laptop.account).restore()
         say(
             "   by approval (code \(joinCode) shown by the laptop, typed on the phone): \(approved) entry restored. "
                 + welcome(laptop.hints.get()))
@@ -161,8 +161,8 @@ enum DemoCommand {
         let desktop = try DemoDevice(provider: provider, name: "desktop", cloud: cloud)
         defer { desktop.service.stop() }
         if let recoveryKey {
-            let unvouched = try CloudAccount(desktop.device).join(recoveryKey: recoveryKey)
-            let recovered = try BlockStoreSync(device: desktop.device).restore()
+            let unvouched = try desktop.account.join(recoveryKey: recoveryKey)
+            let recovered = try BlockStoreSync(account: desktop.account).restore()
             say(
                 "   with the recovery key: \(recovered) entry restored, the account's state "
                     + (unvouched == nil
@@ -170,27 +170,27 @@ enum DemoCommand {
                     + welcome(desktop.hints.get()))
         }
         // The phone removes the laptop: the account key rotates away from it.
-        let laptopID = try CloudAccount(laptop.device).accountDevices().first { $0.isThisDevice }!
+        let laptopID = try laptop.account.accountDevices().first { $0.isThisDevice }!
             .id
-        try CloudAccount(phone.device).removeDevice(laptopID)
-        let stillIn = (try? CloudAccount(laptop.device).accountDevices()) != nil
+        try phone.account.removeDevice(laptopID)
+        let stillIn = (try? laptop.account.accountDevices()) != nil
         say(
             "   the phone removes the laptop: the account key rotates; the laptop "
                 + (stillIn ? "is still in (unexpected)." : "holds no key of the account any more."))
         // The escrow got the new key at the phone's next unlock; now someone guesses.
         try phone.device.lock()
-        try phone.device.unlock(passcode: "4711")
+        try phone.account.unlock(passcode: "4711")
         let stranger = try DemoDevice(provider: provider, name: "stranger", cloud: cloud)
         defer { stranger.service.stop() }
         var wrong = 0
         for guess in 0..<10 {
             do {
-                try CloudAccount(stranger.device).join(
+                try stranger.account.join(
                     passcode: SecureBytes(copying: Data(String(format: "9%03d", guess).utf8)))
             } catch { wrong += 1 }
         }
         do {
-            try CloudAccount(stranger.device).join(passcode: "4711")
+            try stranger.account.join(passcode: "4711")
             say("   after \(wrong) wrong guesses the right pin still joined (unexpected).")
         } catch {
             say(
@@ -204,7 +204,7 @@ enum DemoCommand {
         let plain = try DemoDevice(provider: provider, name: "laptop", cloud: otherCloud)
         defer { plain.service.stop() }
         plain.hints.set(lastWallet: "0x51e0A9c3B7d2F4a6C8e1D3b5F7a9C2e4B6d8A1C0")
-        let plainReport = try BlockStoreSync(device: plain.device).sync()
+        let plainReport = try BlockStoreSync(account: plain.account).sync()
         say(
             "   sync: \(plainReport.skipped ?? "done"); its cloud account holds: \(otherCloud.listing())"
         )
@@ -231,7 +231,7 @@ enum DemoCommand {
             provider: provider,
             name: "android", cloud: nil, profile: .android, blockStore: false)
         defer { android.service.stop() }
-        try android.device.setLockScreen(.pin, passcode: "1357", currentPasscode: nil)
+        try android.account.setLockScreen(.pin, passcode: "1357", currentPasscode: nil)
         android.hints.set(lastWallet: "0x3C9a1E3c5B7d9F2a4C6e8B0d2F4a6C8e0B2d4F9D")
         try android.device.uninstall(android.app)
         say(
@@ -245,7 +245,9 @@ enum DemoCommand {
 
     struct DemoDevice {
         let service: PrivateSecretService
-        let device: Device
+        /// The device and the cloud account it is signed in to (signed out: `cloud` nil).
+        let account: CloudAccount
+        var device: Device { account.device }
         let app: App
         let hints: RecoveryHints
         /// The device's guess counter: a private keepsake-escrow of its own, as a user of its own
@@ -261,7 +263,7 @@ enum DemoCommand {
                 masterPassword: "\(name)-login-password", provider: provider,
                 savesAfterEveryChange: true)
             counter = PrivateEscrow.canRunCounter ? try PrivateEscrow.counter() : nil
-            device =
+            account =
                 CloudAccount(
                     secretService: service.connection(),
                     directory: service.root.appendingPathComponent("device"),
@@ -269,13 +271,13 @@ enum DemoCommand {
                     escrow: try cloud.map { try PrivateEscrow.of($0.escrowKey).configuration },
                     counter: counter?.configuration,
                     tuning: DeviceTuning(passcodeCost: .interactive, retryPolicy: RetryPolicy())
-                ).device
-            if !blockStore { try device.updateSettings { $0.blockStoreAvailable = false } }
+                )
+            if !blockStore { try account.device.updateSettings { $0.blockStoreAvailable = false } }
             app = try App(
                 id: "com.example.wallet",
                 container: service.root.appendingPathComponent("containers/com.example.wallet"))
             hints = RecoveryHints(
-                service: try RecoveryHintService.make(profile: profile, app: app, device: device)
+                service: try RecoveryHintService.make(profile: profile, app: app, account: account)
             ) { _ in }
         }
     }
@@ -300,7 +302,7 @@ enum DemoCommand {
 
     /// `keepsake status` in one line: the account, then Block Store's and the hint's copies.
     static func statusLine(_ demo: DemoDevice) -> String {
-        let status = SyncStatus.read(app: demo.app, device: demo.device)
+        let status = SyncStatus.read(app: demo.app, account: demo.account)
         func copies(_ store: StoreStatus) -> String {
             "\(store.local) here, \(store.cloud.map(String.init) ?? "-") in the cloud, "
                 + "\(store.pending.map(String.init) ?? "-") pending"

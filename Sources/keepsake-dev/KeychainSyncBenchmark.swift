@@ -54,14 +54,14 @@ struct KeychainSyncBenchmark {
         let (cloud, counter) = try makeCloud("\(items)")
         let service = try PrivateSecretService.start()
         defer { service.stop() }
-        let device = CloudAccount(
+        let account = CloudAccount(
             secretService: service.connection(), directory: service.deviceDirectory("phone"),
             cloud: cloud, tuning: .fast
-        ).device
-        _ = try device.setLockScreen(.pin, passcode: "123456", currentPasscode: nil)
+        )
+        _ = try account.setLockScreen(.pin, passcode: "123456", currentPasscode: nil)
         let keychain = Keychain(
             app: try App(id: "com.example.bench", container: Throwaway.directory("app")),
-            device: device)
+            device: account.device)
         for index in 0..<items {
             try keychain.add(
                 GenericPasswordAttributes(
@@ -79,7 +79,7 @@ struct KeychainSyncBenchmark {
             }
             let before = counter?.value ?? 0
             let start = clock.now
-            let report = try KeychainSync(device: device).sync()
+            let report = try KeychainSync(account: account).sync()
             results.append((clock.now - start, (counter?.value ?? 0) - before))
             let expected = [items, 0, 1][step]
             guard report.uploaded == expected else {

@@ -19,13 +19,15 @@ enum StressCommand {
         // 5 s bound itself is the fault suites' business. Eight workers beside a whole parallel
         // suite on two starved cores can wait longer than that for gnome-keyring, so the workers
         // wait up to 60 s.
-        let device = try context.device(
+        let account = try context.account(
             secretService: SecretServiceConnection(
                 busAddress: ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"],
                 timeout: .seconds(60)))
+        let device = account.device
         let keychain = Keychain(app: context.app, device: device)
         let blockStore = BlockStoreClient(app: context.app, device: device)
-        let hints = try RecoveryHintService.make(profile: .linux, app: context.app, device: device)
+        let hints = try RecoveryHintService.make(
+            profile: .linux, app: context.app, account: account)
         var outcomes: [String: Int] = [:]
         var generator = SystemRandomNumberGenerator()
         func record(_ body: () throws -> Void) {

@@ -112,7 +112,7 @@ struct BlockStoreFixtureTests {
     func tamperedSampleCloud() throws {
         let (sample, cloud) = try sampleCloudAccount()
         let phone = try Phone(cloud: cloud)
-        try CloudAccount(phone.device).join(
+        try phone.account.join(
             recoveryKey: SecureBytes(copying: Data(sample.recoveryKey.utf8)))
         var refused = 0
         var cases = 0
@@ -143,14 +143,14 @@ struct BlockStoreFixtureTests {
     func sampleCloud() throws {
         let (sample, cloud) = try sampleCloudAccount()
         let phone = try Phone(cloud: cloud)
-        try phone.device.setLockScreen(.pin, passcode: "1111", currentPasscode: nil)
+        try phone.account.setLockScreen(.pin, passcode: "1111", currentPasscode: nil)
         // Another recovery key, a malformed one: refused, nothing restored.
         #expect(throws: DeviceError(.authFailed, "")) {
-            try CloudAccount(phone.device).join(
+            try phone.account.join(
                 recoveryKey: "AAAA-BBBB-CCCC-DDDD-EEEE-FFFF-GGGG-HHHH")
         }
         #expect(throws: DeviceError(.invalidPasscode, "")) {
-            try CloudAccount(phone.device).join(recoveryKey: "not-a-recovery-key")
+            try phone.account.join(recoveryKey: "not-a-recovery-key")
         }
         #expect(
             try phone.client("com.example.wallet").retrieveBytes(
@@ -158,7 +158,7 @@ struct BlockStoreFixtureTests {
             ).isEmpty)
         // Typed back in lower case, without dashes: the same key.
         let typed = sample.recoveryKey.lowercased().replacingOccurrences(of: "-", with: "")
-        try CloudAccount(phone.device).join(recoveryKey: SecureBytes(copying: Data(typed.utf8)))
+        try phone.account.join(recoveryKey: SecureBytes(copying: Data(typed.utf8)))
         #expect(try phone.sync.restore() == 2)
         for (appID, entries) in sample.entries {
             let restored = try phone.client(appID).retrieveBytes(

@@ -13,13 +13,14 @@ import Testing
 /// cloud account directory shared with other phones.
 struct Phone {
     let service: PrivateSecretService
-    let device: Device
+    let account: CloudAccount
+    var device: Device { account.device }
     let directory: URL
 
     init(cloud: URL?) throws {
         service = try PrivateSecretService.start()
-        device = service.device(cloud: cloud, retryPolicy: .fast)
-        directory = device.directory
+        account = service.account(cloud: cloud, retryPolicy: .fast)
+        directory = account.device.directory
     }
 
     func app(_ id: String = "com.example.wallet") throws -> App {
@@ -30,7 +31,7 @@ struct Phone {
         BlockStoreClient(app: try app(id), device: device)
     }
 
-    var sync: BlockStoreSync { BlockStoreSync(device: device) }
+    var sync: BlockStoreSync { BlockStoreSync(account: account) }
 }
 
 /// A phone for the rule tests: a device on a Secret Service of its own in memory (the rule is
@@ -293,7 +294,7 @@ struct BlockStoreProviderTests {
         }
         phone.service.kill()
         let fresh = BlockStoreClient(
-            app: try phone.app(), device: phone.service.device(cloud: nil, retryPolicy: .fast))
+            app: try phone.app(), device: phone.service.device(retryPolicy: .fast))
         #expect(
             code { _ = try fresh.retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) }
                 == .apiNotConnected)
@@ -313,7 +314,7 @@ struct BlockStoreCloudTests {
         let phone = try Phone(cloud: cloud)
         let client = try phone.client()
         for kind in [LockScreenKind.none, .swipe] {
-            try phone.device.setLockScreen(kind, passcode: nil, currentPasscode: nil)
+            try phone.account.setLockScreen(kind, passcode: nil, currentPasscode: nil)
             #expect(try client.isEndToEndEncryptionAvailable() == false)
             try client.storeBytes(
                 StoreBytesData(bytes: Data("hint".utf8), key: "k", shouldBackupToCloud: true))
@@ -331,7 +332,7 @@ struct BlockStoreCloudTests {
     func restoreOnNewDevice() throws {
         let cloud = newCloud()
         let old = try Phone(cloud: cloud)
-        try old.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try old.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let client = try old.client()
         try client.storeBytes(
             StoreBytesData(
@@ -350,7 +351,7 @@ struct BlockStoreCloudTests {
         }
 
         let new = try Phone(cloud: cloud)
-        try new.device.setLockScreen(.pin, passcode: "5555", currentPasscode: nil)
+        try new.account.setLockScreen(.pin, passcode: "5555", currentPasscode: nil)
         #expect(code { try new.sync.join(passcode: "0000") } == .internalError)
         #expect(try new.client().retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == [:])
         // The wrong claim was counted by the cloud's escrow (JoinTests pins its limit of 10).
@@ -367,7 +368,7 @@ struct BlockStoreCloudTests {
     func deletionTrap() throws {
         let cloud = newCloud()
         let phone = try Phone(cloud: cloud)
-        try phone.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try phone.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let client = try phone.client()
         try client.storeBytes(
             StoreBytesData(bytes: Data("v1".utf8), key: "hint", shouldBackupToCloud: true))
@@ -400,25 +401,25 @@ struct BlockStoreCloudTests {
             }
         }
         let service = try PrivateSecretService.start()
-        let device = service.device(
+        let device = service.account(
             cloud: storage, escrow: try PrivateEscrow.of(cloud).configuration, tuning: .fast)
         try device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let client = BlockStoreClient(
             app: try App(
                 id: "com.example.wallet",
                 container: service.root.appendingPathComponent("containers/com.example.wallet")),
-            device: device)
+            device: device.device)
         try client.storeBytes(
             StoreBytesData(bytes: Data("gone".utf8), key: "other", shouldBackupToCloud: true))
-        #expect(try BlockStoreSync(device: device).sync().uploaded == 1)
+        #expect(try BlockStoreSync(account: device).sync().uploaded == 1)
         _ = try client.deleteBytes(DeleteBytesRequest(keys: ["other"]))
         refusing.withLock { $0 = true }
-        #expect(throws: BlockStoreError.self) { try BlockStoreSync(device: device).sync() }
+        #expect(throws: BlockStoreError.self) { try BlockStoreSync(account: device).sync() }
         refusing.withLock { $0 = false }
-        #expect(try BlockStoreSync(device: device).sync().removed == 1)
+        #expect(try BlockStoreSync(account: device).sync().removed == 1)
         #expect(Files.list(cloud).filter { $0.hasPrefix("bs-") }.isEmpty)
         let new = try Phone(cloud: cloud)
-        try new.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try new.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         _ = try new.sync.join(passcode: "1234")
         #expect(try new.client().retrieveBytes(RetrieveBytesRequest(retrieveAll: true)).isEmpty)
     }
@@ -431,12 +432,12 @@ struct BlockStoreCloudTests {
     func cloudBitFlips() throws {
         let cloud = newCloud()
         let old = try Phone(cloud: cloud)
-        try old.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try old.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         try old.client().storeBytes(
             StoreBytesData(bytes: Data("v".utf8), key: "k", shouldBackupToCloud: true))
         _ = try old.sync.sync()
         let new = try Phone(cloud: cloud)
-        try CloudAccount(new.device).join(passcode: "1234")
+        try new.account.join(passcode: "1234")
         let object = cloud.appendingPathComponent(Files.list(cloud).first { $0.hasPrefix("bs-") }!)
         let original = try Data(contentsOf: object)
         var refused = 0

@@ -33,10 +33,10 @@ struct HostileCloudTests {
         }
         let before = peakResidentBytes()
         let phone = try Phone(cloud: cloud)
-        try phone.device.setLockScreen(.pin, passcode: "2468", currentPasscode: nil)
+        try phone.account.setLockScreen(.pin, passcode: "2468", currentPasscode: nil)
         #expect(throws: (any Error).self) { try phone.sync.join(passcode: "2468") }
         #expect(throws: (any Error).self) {
-            try CloudAccount(phone.device).join(
+            try phone.account.join(
                 recoveryKey: "AAAA-BBBB-CCCC-DDDD-EEEE-FFFF-GGGG-HHHH")
         }
         #expect(peakResidentBytes() - before < 200 * 1024 * 1024)

@@ -26,13 +26,13 @@ struct AccountStateTests {
         let earlier = Data("KDS1".utf8) + (try JSONSerialization.data(withJSONObject: object))
 
         var read = try DeviceRecord.decode(earlier)
-        #expect(read.wrappedCloudKey == key)
-        #expect(read.wrappedWitnessSeed == Data(repeating: 9, count: 72))
-        #expect(read.escrowGeneration == 3)
-        #expect(read.cloudEpoch == 2)
-        #expect(read.rotationPending == true)
+        #expect(read.account.wrappedCloudKey == key)
+        #expect(read.account.wrappedWitnessSeed == Data(repeating: 9, count: 72))
+        #expect(read.account.escrowGeneration == 3)
+        #expect(read.account.cloudEpoch == 2)
+        #expect(read.account.rotationPending == true)
         #expect(read.deviceSecret == record.deviceSecret)
-        #expect(read.accountState.count == 4)  // the device's own fields are not the account's
+        #expect(read.accountState.count == 5)  // the device's own fields are not the account's
 
         // Written back: the same names, the same values, and it reads back equal.
         let written =
@@ -43,14 +43,14 @@ struct AccountStateTests {
         #expect(written["rotationPending"] as? Bool == true)
         #expect(try DeviceRecord.decode(read.encoded()) == read)
 
-        read.cloudEpoch = nil
-        #expect(try DeviceRecord.decode(read.encoded()).cloudEpoch == nil)
+        read.account.cloudEpoch = nil
+        #expect(try DeviceRecord.decode(read.encoded()).account.cloudEpoch == nil)
         read.accountState = [:]
-        #expect(try DeviceRecord.decode(read.encoded()).wrappedCloudKey == nil)
+        #expect(try DeviceRecord.decode(read.encoded()).account.wrappedCloudKey == nil)
     }
 
     @Test(
-        "the device's one rule on the account's state: a new passcode while it holds state marks its upkeep pending; removing the knowledge factor drops it whole"
+        "the device's one rule on the account's state: it goes whole with the knowledge factor; a new passcode keeps it, and the account reads from the record's generation that the passcode changed since its key"
     )
     func deviceRule() throws {
         let service = try PrivateSecretService.start()
@@ -58,19 +58,19 @@ struct AccountStateTests {
         let device = service.device(retryPolicy: .fast)
         try device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         var (path, record) = try device.records.load()
-        record.wrappedCloudKey = Data(repeating: 7, count: 72)
-        record.cloudEpoch = 1
+        record.holdAccountKey(Data(repeating: 7, count: 72), epoch: 1)
+        #expect(!record.account.passcodeChangedSinceKey(generation: record.generation))
         _ = try device.records.store(record, replacing: path)
 
         try device.setLockScreen(.pin, passcode: "5678", currentPasscode: "1234")
         record = try device.records.load().record
-        #expect(record.rotationPending == true)
-        #expect(record.wrappedCloudKey == Data(repeating: 7, count: 72))
+        #expect(record.account.passcodeChangedSinceKey(generation: record.generation))
+        #expect(record.account.wrappedCloudKey == Data(repeating: 7, count: 72))
 
         try device.setLockScreen(.swipe, passcode: nil, currentPasscode: "5678")
         record = try device.records.load().record
         #expect(record.accountState.isEmpty)
-        #expect(record.rotationPending == nil)
+        #expect(record.account == AccountState())
     }
 
     @Test(
@@ -79,17 +79,17 @@ struct AccountStateTests {
     func upkeepAfterPasscodeRemoved() throws {
         let service = try PrivateSecretService.start()
         defer { service.stop() }
-        let device = service.device(cloud: Throwaway.untrusted("upkeep-race"))
+        let device = service.account(cloud: Throwaway.untrusted("upkeep-race"))
         let change = try device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         #expect(change.recoveryKey != nil)
-        let read = try device.records.load().record
-        #expect(read.wrappedCloudKey != nil)
+        let read = try device.device.records.load().record
+        #expect(read.account.wrappedCloudKey != nil)
         // What an upkeep that read the record before the passcode went would write back.
         var kept = read
-        kept.cloudEpoch = (read.cloudEpoch ?? 0) + 1
+        kept.account.cloudEpoch = (read.account.cloudEpoch ?? 0) + 1
         try device.setLockScreen(.swipe, passcode: nil, currentPasscode: "1234")
-        try CloudAccount(device).keys.storeAfterCloud(kept, read: read)
-        let now = try device.records.load().record
+        try device.keys.storeAfterCloud(kept, read: read)
+        let now = try device.device.records.load().record
         #expect(now.kind == .swipe)
         #expect(now.accountState.isEmpty)
     }

@@ -11,7 +11,7 @@ import Testing
 /// A phone with a pin that made the account on a directory cloud, and a tablet with a pin of its
 /// own signed in to it (not yet joined).
 private func phoneAndTablet() throws -> (
-    cloud: URL, phone: Device, tablet: Device, keep: [PrivateSecretService]
+    cloud: URL, phone: CloudAccount, tablet: CloudAccount, keep: [PrivateSecretService]
 ) {
     let cloud = Throwaway.untrusted("cloud")
     let (phoneService, phone) = try member(cloud)
@@ -59,9 +59,9 @@ struct ApprovalAttackTests {
     func cloudAnswersTheNewDevice() throws {
         let (cloud, _, tablet, keep) = try phoneAndTablet()
         defer { withExtendedLifetime(keep) {} }
-        let ticket = try CloudAccount(tablet).requestJoin()
+        let ticket = try tablet.requestJoin()
         let shown = try #require(
-            try CloudAccount(tablet).awaitCode(of: ticket, timeout: .seconds(1)))
+            try tablet.awaitCode(of: ticket, timeout: .seconds(1)))
         let request = try #require(
             JoinRequestRecord.parse(try object(AccountObjects.joinRequest(ticket.id), in: cloud)))
         let mallory = cloudShare(another(shown), id: ticket.id)
@@ -81,9 +81,9 @@ struct ApprovalAttackTests {
             JoinApprovalRecord(share: mallory.share, sealed: sealed).encoded(),
             AccountObjects.joinApproval(ticket.id), in: cloud)
         #expect(
-            code { _ = try CloudAccount(tablet).awaitApproval(of: ticket, timeout: .seconds(30)) }
+            code { _ = try tablet.awaitApproval(of: ticket, timeout: .seconds(30)) }
                 == .authFailed)
-        #expect(try CloudAccount(tablet).keys.cloudKey(forUpload: false) == nil)
+        #expect(try tablet.keys.cloudKey(forUpload: false) == nil)
         // The request is gone: a second guess written after it is never tried.
         #expect(
             try CloudDirectory(cloud).list().filter { $0.hasPrefix("join-\(ticket.id)") }.isEmpty)
@@ -91,9 +91,9 @@ struct ApprovalAttackTests {
             JoinApprovalRecord(share: mallory.share, sealed: sealed).encoded(),
             AccountObjects.joinApproval(ticket.id), in: cloud)
         #expect(
-            code { _ = try CloudAccount(tablet).awaitApproval(of: ticket, timeout: .seconds(5)) }
+            code { _ = try tablet.awaitApproval(of: ticket, timeout: .seconds(5)) }
                 == .authFailed)
-        #expect(try CloudAccount(tablet).keys.cloudKey(forUpload: false) == nil)
+        #expect(try tablet.keys.cloudKey(forUpload: false) == nil)
     }
 
     @Test(
@@ -106,28 +106,28 @@ struct ApprovalAttackTests {
         // show the exchange is what decides), each in place of a request of the tablet's that
         // the cloud hides.
         for guessesRight in [false, true] {
-            let ticket = try CloudAccount(tablet).requestJoin()
+            let ticket = try tablet.requestJoin()
             let shown = try #require(
-                try CloudAccount(tablet).awaitCode(of: ticket, timeout: .seconds(1)))
+                try tablet.awaitCode(of: ticket, timeout: .seconds(1)))
             try CloudDirectory(cloud).delete(AccountObjects.joinRequest(ticket.id))
             let id = KeyDerivation.randomBytes(8).hexString
             let mallory = cloudShare(guessesRight ? shown : another(shown), id: id)
             try write(
                 JoinRequestRecord(share: mallory.share).encoded(), AccountObjects.joinRequest(id),
                 in: cloud)
-            try CloudAccount(phone).approveJoin(code: shown)
+            try phone.approveJoin(code: shown)
             let answered = try #require(
                 try CloudDirectory(cloud).read(AccountObjects.joinApproval(id)))
             // The code typed again, the cloud having cleared its approval and posted its request
             // anew: a code is answered once, whatever the cloud lists.
             try CloudDirectory(cloud).delete(AccountObjects.joinApproval(id))
-            #expect(code { try CloudAccount(phone).approveJoin(code: shown) } == .authFailed)
+            #expect(code { try phone.approveJoin(code: shown) } == .authFailed)
             #expect(try CloudDirectory(cloud).read(AccountObjects.joinApproval(id)) == nil)
             try write(answered, AccountObjects.joinApproval(id), in: cloud)
             let opened = try openApproval(
                 id, secret: mallory.secret, share: mallory.share, in: cloud)
             if guessesRight {
-                #expect(opened?.accountKey == (try CloudAccount(phone).keys.cloudKey()))
+                #expect(opened?.accountKey == (try phone.keys.cloudKey()))
             } else {
                 #expect(opened == nil)
             }
@@ -142,18 +142,18 @@ struct ApprovalAttackTests {
     func typedWrong() throws {
         let (_, phone, tablet, keep) = try phoneAndTablet()
         defer { withExtendedLifetime(keep) {} }
-        let ticket = try CloudAccount(tablet).requestJoin()
+        let ticket = try tablet.requestJoin()
         let shown = try #require(
-            try CloudAccount(tablet).awaitCode(of: ticket, timeout: .seconds(1)))
-        try CloudAccount(phone).approveJoin(code: another(shown))
+            try tablet.awaitCode(of: ticket, timeout: .seconds(1)))
+        try phone.approveJoin(code: another(shown))
         #expect(
-            code { _ = try CloudAccount(tablet).awaitApproval(of: ticket, timeout: .seconds(5)) }
+            code { _ = try tablet.awaitApproval(of: ticket, timeout: .seconds(5)) }
                 == .authFailed)
-        #expect(try CloudAccount(phone).joinRequests().isEmpty)
-        try CloudAccount(phone).approve(tablet)
+        #expect(try phone.joinRequests().isEmpty)
+        try phone.approve(tablet)
         #expect(
-            try CloudAccount(tablet).keys.cloudKey(forUpload: false)
-                == (try CloudAccount(phone).keys.cloudKey()))
+            try tablet.keys.cloudKey(forUpload: false)
+                == (try phone.keys.cloudKey()))
     }
 
     @Test(
@@ -162,9 +162,9 @@ struct ApprovalAttackTests {
     func approvalWrittenInPlace() throws {
         let (cloud, phone, tablet, keep) = try phoneAndTablet()
         defer { withExtendedLifetime(keep) {} }
-        let ticket = try CloudAccount(tablet).requestJoin()
-        let shown = try #require(try CloudAccount(tablet).awaitCode(of: ticket, timeout: .zero))
-        try CloudAccount(phone).approveJoin(code: shown)
+        let ticket = try tablet.requestJoin()
+        let shown = try #require(try tablet.awaitCode(of: ticket, timeout: .zero))
+        try phone.approveJoin(code: shown)
         let whole = try object(AccountObjects.joinApproval(ticket.id), in: cloud)
         try write(whole.prefix(whole.count / 2), AccountObjects.joinApproval(ticket.id), in: cloud)
         let finished = DispatchSemaphore(value: 0)
@@ -173,11 +173,11 @@ struct ApprovalAttackTests {
                 to: cloud.appendingPathComponent(AccountObjects.joinApproval(ticket.id)))
             finished.signal()
         }
-        #expect(try CloudAccount(tablet).awaitApproval(of: ticket, timeout: .seconds(10)))
+        #expect(try tablet.awaitApproval(of: ticket, timeout: .seconds(10)))
         finished.wait()
         #expect(
-            try CloudAccount(tablet).keys.cloudKey(forUpload: false)
-                == (try CloudAccount(phone).keys.cloudKey()))
+            try tablet.keys.cloudKey(forUpload: false)
+                == (try phone.keys.cloudKey()))
     }
 
     @Test(
@@ -188,23 +188,23 @@ struct ApprovalAttackTests {
         defer { withExtendedLifetime(keep) {} }
         for bad in [nil, "", "12345", "1234567", "12a456", "１２３４５６"] {
             #expect(
-                code { try CloudAccount(phone).approveJoin(code: bad) } == .invalidPasscode,
+                code { try phone.approveJoin(code: bad) } == .invalidPasscode,
                 "\(bad ?? "nil")")
         }
-        #expect(code { try CloudAccount(phone).approveJoin(code: "123456") } == .invalidPasscode)
-        let ticket = try CloudAccount(tablet).requestJoin()
+        #expect(code { try phone.approveJoin(code: "123456") } == .invalidPasscode)
+        let ticket = try tablet.requestJoin()
         let shown = try #require(
-            try CloudAccount(tablet).awaitCode(of: ticket, timeout: .seconds(1)))
+            try tablet.awaitCode(of: ticket, timeout: .seconds(1)))
         let planted = KeyDerivation.randomBytes(8).hexString
         try write(
             JoinRequestRecord(share: cloudShare(shown, id: planted).share).encoded(),
             AccountObjects.joinRequest(planted), in: cloud)
-        #expect(code { try CloudAccount(phone).approveJoin(code: shown) } == .authFailed)
+        #expect(code { try phone.approveJoin(code: shown) } == .authFailed)
         #expect(try CloudDirectory(cloud).list().filter { $0.hasPrefix("join-") }.isEmpty)
         #expect(
-            code { _ = try CloudAccount(tablet).awaitApproval(of: ticket, timeout: .seconds(5)) }
+            code { _ = try tablet.awaitApproval(of: ticket, timeout: .seconds(5)) }
                 == .authFailed)
-        #expect(try CloudAccount(tablet).keys.cloudKey(forUpload: false) == nil)
+        #expect(try tablet.keys.cloudKey(forUpload: false) == nil)
     }
 
     @Test(
@@ -213,20 +213,20 @@ struct ApprovalAttackTests {
     func vouchesForItsOwnState() throws {
         let (cloud, phone, tablet, keep) = try phoneAndTablet()
         defer { withExtendedLifetime(keep) {} }
-        _ = try CloudAccount(phone).replaceRecoveryKey()  // a rotation: epoch 1
-        let key = try #require(try CloudAccount(phone).keys.cloudKey())
+        _ = try phone.replaceRecoveryKey()  // a rotation: epoch 1
+        let key = try #require(try phone.keys.cloudKey())
         let seen = try #require(
-            CloudAccount(phone).seenManifest.read(account: SeenManifest.account(key)))
+            phone.seenManifest.read(account: SeenManifest.account(key)))
         #expect(seen.epoch == 1)
         // The cloud lowers the record's epoch (its check stays the key's).
         var account = try #require(
             AccountRecord.parse(try object(AccountObjects.account, in: cloud)))
         account.epoch = 0
         try write(account.encoded(), AccountObjects.account, in: cloud)
-        let ticket = try CloudAccount(tablet).requestJoin()
+        let ticket = try tablet.requestJoin()
         let shown = try #require(
-            try CloudAccount(tablet).awaitCode(of: ticket, timeout: .seconds(1)))
-        try CloudAccount(phone).approveJoin(code: shown)
+            try tablet.awaitCode(of: ticket, timeout: .seconds(1)))
+        try phone.approveJoin(code: shown)
         let approval = try #require(
             try openApproval(ticket.id, secret: ticket.secret, share: ticket.share, in: cloud))
         #expect(approval.epoch == seen.epoch && approval.manifestVersion == seen.version)
@@ -240,19 +240,19 @@ struct ApprovalAttackTests {
         let (cloud, phone, tablet, keep) = try phoneAndTablet()
         defer { withExtendedLifetime(keep) {} }
         // Two commits on the phone: keep a copy of the older manifest.
-        let first = try #require(try CloudAccount(phone).cloudSession())
+        let first = try #require(try phone.cloudSession())
         try first.commit()
         let older = try Data(contentsOf: cloud.appendingPathComponent(AccountManifest.name))
-        let second = try #require(try CloudAccount(phone).cloudSession())
+        let second = try #require(try phone.cloudSession())
         let objects = CloudObjects(cloudKey: second.key, kind: CloudObjects.kind("kv-"))
         let name = objects.name("com.example.wallet")
         try second.write(name, objects.seal(Data("newer".utf8), name: name))
         try second.commit()
-        try CloudAccount(phone).approve(tablet)
+        try phone.approve(tablet)
         // The cloud puts the older manifest back for the newcomer.
         try older.write(to: cloud.appendingPathComponent(AccountManifest.name))
         do {
-            _ = try CloudAccount(tablet).cloudSession(forUpload: false)
+            _ = try tablet.cloudSession(forUpload: false)
             Issue.record("the rolled-back manifest was taken")
         } catch {
             #expect(error.code == .corrupt && error.message.contains("rolled back"))

@@ -27,8 +27,8 @@ private func restore(_ objects: [String: Data], to cloud: URL) throws {
 }
 
 /// One more store object in the account, committed (the manifest's version goes up by one).
-private func addObject(_ device: Device, _ text: String) throws {
-    let session = try #require(try CloudAccount(device).cloudSession())
+private func addObject(_ device: CloudAccount, _ text: String) throws {
+    let session = try #require(try device.cloudSession())
     let objects = CloudObjects(cloudKey: session.key, kind: CloudObjects.kind("kv-"))
     let name = objects.name("com.example.\(text)")
     try session.write(name, objects.seal(Data(text.utf8), name: name))
@@ -74,15 +74,15 @@ struct FreshJoinerTests {
         let current = try snapshot(cloud)
         try restore(older, to: cloud)
         let error = try #require(
-            refusal { try CloudAccount(laptop).join(recoveryKey: recoveryKey) })
+            refusal { try laptop.join(recoveryKey: recoveryKey) })
         #expect(error.code == .corrupt && error.message.contains("rolled back"), "\(error)")
-        #expect(try CloudAccount(laptop).keys.cloudKey(forUpload: false) == nil)
+        #expect(try laptop.keys.cloudKey(forUpload: false) == nil)
         // Shown the real state, the same device joins, vouched for.
         try restore(current, to: cloud)
-        #expect(try CloudAccount(laptop).join(recoveryKey: recoveryKey) == nil)
+        #expect(try laptop.join(recoveryKey: recoveryKey) == nil)
         #expect(
-            try CloudAccount(laptop).keys.cloudKey(forUpload: false)
-                == (try CloudAccount(phone).keys.cloudKey()))
+            try laptop.keys.cloudKey(forUpload: false)
+                == (try phone.keys.cloudKey()))
 
         // A rotation (a new passcode) moves the account to epoch 1; the whole epoch-0 account
         // put back (its record, manifest, recovery record and witness seed) is refused.
@@ -94,10 +94,10 @@ struct FreshJoinerTests {
         let (desktopService, desktop) = try member(cloud)
         defer { withExtendedLifetime(desktopService) {} }
         let behind = try #require(
-            refusal { try CloudAccount(desktop).join(recoveryKey: recoveryKey) })
+            refusal { try desktop.join(recoveryKey: recoveryKey) })
         #expect(
             behind.code == .corrupt && behind.message.contains("epoch 0, witnessed 1"), "\(behind)")
-        #expect(try CloudAccount(desktop).keys.cloudKey(forUpload: false) == nil)
+        #expect(try desktop.keys.cloudKey(forUpload: false) == nil)
     }
 
     @Test(
@@ -128,9 +128,9 @@ struct FreshJoinerTests {
         let (laptopService, laptop) = try member(cloud)
         defer { withExtendedLifetime(laptopService) {} }
         let error = try #require(
-            refusal { try CloudAccount(laptop).join(recoveryKey: recoveryKey) })
+            refusal { try laptop.join(recoveryKey: recoveryKey) })
         #expect(error.code == .corrupt && error.message.contains("planted"), "\(error)")
-        #expect(try CloudAccount(laptop).keys.cloudKey(forUpload: false) == nil)
+        #expect(try laptop.keys.cloudKey(forUpload: false) == nil)
         // The same account claiming a later epoch than the witness keeps (record and manifest
         // alike): its key's lineage is not the account's, at any epoch.
         for epoch in [1, 7] {
@@ -141,9 +141,9 @@ struct FreshJoinerTests {
                 .sealed(under: planted)
                 .write(to: cloud.appendingPathComponent(AccountManifest.name))
             let later = try #require(
-                refusal { try CloudAccount(laptop).join(recoveryKey: recoveryKey) })
+                refusal { try laptop.join(recoveryKey: recoveryKey) })
             #expect(later.code == .corrupt && later.message.contains("planted"), "\(later)")
-            #expect(try CloudAccount(laptop).keys.cloudKey(forUpload: false) == nil)
+            #expect(try laptop.keys.cloudKey(forUpload: false) == nil)
         }
     }
 
@@ -165,24 +165,24 @@ struct FreshJoinerTests {
         try restore(withheld, to: cloud)
         let (tabletService, tablet) = try member(cloud)
         defer { withExtendedLifetime(tabletService) {} }
-        let error = try #require(refusal { try CloudAccount(tablet).join(passcode: "4711") })
+        let error = try #require(refusal { try tablet.join(passcode: "4711") })
         #expect(error.code == .corrupt && error.message.contains("rolled back"), "\(error)")
-        #expect(try CloudAccount(tablet).keys.cloudKey(forUpload: false) == nil)
+        #expect(try tablet.keys.cloudKey(forUpload: false) == nil)
         // The account record's epoch raised over the old manifest (the record is the cloud's to
         // write; the manifest's epoch is sealed): refused, nothing joined.
         let bytes = try #require(try CloudDirectory(cloud).read("account"))
         var record = try #require(AccountRecord.parse(bytes))
         record.epoch = 99
         try record.encoded().write(to: cloud.appendingPathComponent("account"))
-        let raised = try #require(refusal { try CloudAccount(tablet).join(passcode: "4711") })
+        let raised = try #require(refusal { try tablet.join(passcode: "4711") })
         #expect(raised.code == .corrupt, "\(raised)")
-        #expect(try CloudAccount(tablet).keys.cloudKey(forUpload: false) == nil)
+        #expect(try tablet.keys.cloudKey(forUpload: false) == nil)
         try restore(current, to: cloud)
-        #expect(try CloudAccount(tablet).join(passcode: "4711") == nil)
+        #expect(try tablet.join(passcode: "4711") == nil)
         // What the witness kept is what the tablet saw: an older manifest is refused from now on.
         try restore(older, to: cloud)
         #expect(
-            refusal { _ = try CloudAccount(tablet).cloudSession(forUpload: false) }?.code
+            refusal { _ = try tablet.cloudSession(forUpload: false) }?.code
                 == .corrupt)
     }
 
@@ -193,17 +193,17 @@ struct FreshJoinerTests {
         let cloud = Throwaway.untrusted("cloud")
         let phoneService = try PrivateSecretService.start()
         defer { withExtendedLifetime(phoneService) {} }
-        let phone = phoneService.device(cloud: CloudDirectory(cloud), tuning: .fast)
+        let phone = phoneService.account(cloud: CloudDirectory(cloud), tuning: .fast)
         let recoveryKey = try #require(
             try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil).recoveryKey)
         let laptopService = try PrivateSecretService.start()
         defer { withExtendedLifetime(laptopService) {} }
-        let laptop = laptopService.device(cloud: CloudDirectory(cloud), tuning: .fast)
-        let note = try #require(try CloudAccount(laptop).join(recoveryKey: recoveryKey))
+        let laptop = laptopService.account(cloud: CloudDirectory(cloud), tuning: .fast)
+        let note = try #require(try laptop.join(recoveryKey: recoveryKey))
         #expect(note.contains("nothing vouched") && note.contains("--escrow"), "\(note)")
         #expect(
-            try CloudAccount(laptop).keys.cloudKey(forUpload: false)
-                == (try CloudAccount(phone).keys.cloudKey()))
+            try laptop.keys.cloudKey(forUpload: false)
+                == (try phone.keys.cloudKey()))
     }
 
     @Test(

@@ -74,30 +74,30 @@ struct JoinTests {
         let (tabletService, tablet) = try member(cloud)
         defer { withExtendedLifetime(tabletService) {} }
         try tablet.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
-        let ticket = try CloudAccount(tablet).requestJoin()
+        let ticket = try tablet.requestJoin()
         // The code is the new device's from the start, and nowhere in the cloud.
         let shown = try #require(
-            try CloudAccount(tablet).awaitCode(of: ticket, timeout: .milliseconds(1)))
+            try tablet.awaitCode(of: ticket, timeout: .milliseconds(1)))
         #expect(shown.count == 6 && shown.allSatisfy(\.isASCII) && shown.allSatisfy(\.isNumber))
-        #expect(try CloudAccount(phone).joinRequests().map(\.id) == [ticket.id])
+        #expect(try phone.joinRequests().map(\.id) == [ticket.id])
         let posted = try CloudDirectory(cloud).read(AccountObjects.joinRequest(ticket.id)) ?? Data()
         #expect(posted.range(of: Data(shown.utf8)) == nil)
         // No code approves nothing; a locked phone approves nothing.
-        #expect(code { try CloudAccount(phone).approveJoin(code: nil) } == .invalidPasscode)
-        try phone.lock()
-        #expect(code { try CloudAccount(phone).approveJoin(code: shown) } == .interactionNotAllowed)
+        #expect(code { try phone.approveJoin(code: nil) } == .invalidPasscode)
+        try phone.device.lock()
+        #expect(code { try phone.approveJoin(code: shown) } == .interactionNotAllowed)
         // No approval in time: the request is withdrawn; the new device starts again.
         #expect(
-            try CloudAccount(tablet).awaitApproval(of: ticket, timeout: .milliseconds(300)) == false
+            try tablet.awaitApproval(of: ticket, timeout: .milliseconds(300)) == false
         )
-        #expect(try CloudAccount(phone).joinRequests().isEmpty)
+        #expect(try phone.joinRequests().isEmpty)
         try phone.unlock(passcode: "4711")
-        let again = try CloudAccount(tablet).requestJoin()
-        let shownAgain = try #require(try CloudAccount(tablet).awaitCode(of: again, timeout: .zero))
-        try CloudAccount(phone).approveJoin(code: shownAgain)
-        #expect(try CloudAccount(tablet).awaitApproval(of: again, timeout: .seconds(5)))
-        let phoneKey = try #require(try CloudAccount(phone).keys.cloudKey())
-        let tabletKey = try #require(try CloudAccount(tablet).keys.cloudKey())
+        let again = try tablet.requestJoin()
+        let shownAgain = try #require(try tablet.awaitCode(of: again, timeout: .zero))
+        try phone.approveJoin(code: shownAgain)
+        #expect(try tablet.awaitApproval(of: again, timeout: .seconds(5)))
+        let phoneKey = try #require(try phone.keys.cloudKey())
+        let tabletKey = try #require(try tablet.keys.cloudKey())
         #expect(phoneKey == tabletKey)
         // The request and its approval are gone from the cloud.
         #expect(try CloudDirectory(cloud).list().filter { $0.hasPrefix("join-") }.isEmpty)
@@ -121,19 +121,19 @@ struct JoinTests {
                 == nil)
         let (laptopService, laptop) = try member(cloud)
         defer { withExtendedLifetime(laptopService) {} }
-        try CloudAccount(laptop).join(recoveryKey: first)
+        try laptop.join(recoveryKey: first)
         #expect(
-            try CloudAccount(laptop).keys.cloudKey(forUpload: false)
-                == (try CloudAccount(phone).keys.cloudKey()))
-        let second = try CloudAccount(phone).replaceRecoveryKey()
+            try laptop.keys.cloudKey(forUpload: false)
+                == (try phone.keys.cloudKey()))
+        let second = try phone.replaceRecoveryKey()
         #expect(text(second) != text(first))
         let (desktopService, desktop) = try member(cloud)
         defer { withExtendedLifetime(desktopService) {} }
-        #expect(code { try CloudAccount(desktop).join(recoveryKey: first) } == .authFailed)
-        try CloudAccount(desktop).join(recoveryKey: second)
+        #expect(code { try desktop.join(recoveryKey: first) } == .authFailed)
+        try desktop.join(recoveryKey: second)
         #expect(
-            try CloudAccount(desktop).keys.cloudKey(forUpload: false)
-                == (try CloudAccount(phone).keys.cloudKey()))
+            try desktop.keys.cloudKey(forUpload: false)
+                == (try phone.keys.cloudKey()))
     }
 
     @Test("with the escrow: the right passcode joins; a changed passcode is registered again")
@@ -144,16 +144,16 @@ struct JoinTests {
         try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
         let (tabletService, tablet) = try member(cloud)
         defer { withExtendedLifetime(tabletService) {} }
-        #expect(code { try CloudAccount(tablet).join(passcode: "0000") } == .authFailed)
-        try CloudAccount(tablet).join(passcode: "4711")
+        #expect(code { try tablet.join(passcode: "0000") } == .authFailed)
+        try tablet.join(passcode: "4711")
         #expect(
-            try CloudAccount(tablet).keys.cloudKey(forUpload: false)
-                == (try CloudAccount(phone).keys.cloudKey()))
+            try tablet.keys.cloudKey(forUpload: false)
+                == (try phone.keys.cloudKey()))
         try phone.setLockScreen(.pin, passcode: "8642", currentPasscode: "4711")
         let (laptopService, laptop) = try member(cloud)
         defer { withExtendedLifetime(laptopService) {} }
-        #expect(code { try CloudAccount(laptop).join(passcode: "4711") } == .authFailed)
-        try CloudAccount(laptop).join(passcode: "8642")
+        #expect(code { try laptop.join(passcode: "4711") } == .authFailed)
+        try laptop.join(passcode: "8642")
     }
 
     @Test(
@@ -173,14 +173,14 @@ struct JoinTests {
             // The 10th wrong claim destroys the slot at once (its key erased): it says so.
             #expect(
                 code {
-                    try CloudAccount(device).join(
+                    try device.join(
                         passcode: SecureBytes(copying: Data("000\(guess)".utf8)))
                 }
                     == (guess < 9 ? .authFailed : .notAvailable))
         }
-        #expect(code { try CloudAccount(one).join(passcode: "4711") } == .notAvailable)
+        #expect(code { try one.join(passcode: "4711") } == .notAvailable)
         #expect(try CloudDirectory(cloud).read("account-escrow") == nil)
-        #expect(code { try CloudAccount(two).join(passcode: "4711") } == .notAvailable)
+        #expect(code { try two.join(passcode: "4711") } == .notAvailable)
         print("escrow: 10 wrong claims from two devices, then the record is destroyed for good")
     }
 
@@ -192,7 +192,7 @@ struct JoinTests {
         let (phoneService, phone) = try member(cloud)
         defer { withExtendedLifetime(phoneService) {} }
         try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
-        try phone.reboot()
+        try phone.device.reboot()
         let (tabletService, tablet) = try member(cloud)
         defer { withExtendedLifetime(tabletService) {} }
         let impossible = [
@@ -202,7 +202,7 @@ struct JoinTests {
         for _ in 0..<3 {
             for bytes in impossible {
                 let guess = SecureBytes(copying: bytes)
-                #expect(code { try CloudAccount(tablet).join(passcode: guess) } == .invalidPasscode)
+                #expect(code { try tablet.join(passcode: guess) } == .invalidPasscode)
                 #expect(code { try phone.unlock(passcode: guess) } == .invalidPasscode)
                 #expect(
                     code {
@@ -210,9 +210,9 @@ struct JoinTests {
                     } == .invalidPasscode)
             }
         }
-        #expect(try phone.status().failedAttempts == 0)
+        #expect(try phone.device.status().failedAttempts == 0)
         #expect(try CloudDirectory(cloud).read("account-escrow") != nil)
-        try CloudAccount(tablet).join(passcode: "4711")
+        try tablet.join(passcode: "4711")
         try phone.unlock(passcode: "4711")
     }
 
@@ -226,9 +226,9 @@ struct JoinTests {
         try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
         let service = try PrivateSecretService.start()
         defer { withExtendedLifetime(service) {} }
-        let plain = service.device("plain", cloud: CloudDirectory(cloud), tuning: .fast)
+        let plain = service.account("plain", cloud: CloudDirectory(cloud), tuning: .fast)
         do {
-            try CloudAccount(plain).join(passcode: "4711")
+            try plain.join(passcode: "4711")
             Issue.record("joined without an escrow")
         } catch {
             #expect(error.code == .notAvailable)
@@ -248,7 +248,7 @@ struct EscrowRecordTests {
     func hostileRecord(_ kind: String) throws {
         let cloud = Throwaway.untrusted("cloud")
         let service = try PrivateSecretService.start()
-        let owner = service.device("owner", cloud: cloud)
+        let owner = service.account("owner", cloud: cloud)
         try owner.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let file = cloud.appendingPathComponent("account-escrow")
         let real = try #require(EscrowRecord.parse(try Data(contentsOf: file)))
@@ -259,13 +259,13 @@ struct EscrowRecordTests {
             : EscrowRecord(slot: Data(repeating: 7, count: 16)).encoded()
         try hostile.write(to: file)
         let other = try PrivateSecretService.start()
-        let newcomer = other.device("newcomer", cloud: cloud)
+        let newcomer = other.account("newcomer", cloud: cloud)
         #expect(
-            codeOrUnavailable { try CloudAccount(newcomer).join(passcode: "1234") }
+            codeOrUnavailable { try newcomer.join(passcode: "1234") }
                 == (kind == "garbage" ? .corrupt : .notAvailable))
         // The real slot's count is untouched.
         let client = try PrivateEscrow.of(cloud).configuration.client()
-        let accountKey = try #require(try CloudAccount(owner).keys.cloudKey(forUpload: false))
+        let accountKey = try #require(try owner.keys.cloudKey(forUpload: false))
         let status = try client.count(
             of: real.slot, reader: EscrowProtocol.reader(secret: accountKey))
         #expect(status.count?.spent == 0)

@@ -37,22 +37,22 @@ struct OverlappingSessionsTests {
         let cloud = OverlappingLockCloud(real: CloudDirectory(directory))
         let (phone, service) = try phoneWithPin(on: cloud)
         defer {
-            try? phone.reboot()  // its runtime keyring goes with the test
+            try? phone.device.reboot()  // its runtime keyring goes with the test
             withExtendedLifetime(service) {}
         }
-        let recovery = try CloudAccount(phone).replaceRecoveryKey()
+        let recovery = try phone.replaceRecoveryKey()
         let tabletService = try PrivateSecretService.start()
-        let tablet = tabletService.device(
+        let tablet = tabletService.account(
             directory: Throwaway.directory("tablet"), cloud: cloud, tuning: .fast)
-        defer { try? tablet.reboot() }
+        defer { try? tablet.device.reboot() }
         try tablet.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
-        try CloudAccount(tablet).join(recoveryKey: recovery)
+        try tablet.join(recoveryKey: recovery)
         // The tablet's sync writes its object; the phone's opens before the tablet commits.
-        let tabletSession = try #require(try CloudAccount(tablet).cloudSession())
+        let tabletSession = try #require(try tablet.cloudSession())
         let objects = CloudObjects(cloudKey: tabletSession.key, kind: CloudObjects.kind("kv-"))
         let theirs = objects.name("com.example.tablet")
         try tabletSession.write(theirs, objects.seal(Data("tablet".utf8), name: theirs))
-        let phoneSession = try #require(try CloudAccount(phone).cloudSession())
+        let phoneSession = try #require(try phone.cloudSession())
         let mine = objects.name("com.example.phone")
         try phoneSession.write(mine, objects.seal(Data("phone".utf8), name: mine))
         try phoneSession.commit()
@@ -62,7 +62,7 @@ struct OverlappingSessionsTests {
         try tabletSession.commit()
         // Both listed, both there: a restore on either device takes the account as it is.
         for device in [phone, tablet] {
-            let session = try #require(try CloudAccount(device).cloudSession(forUpload: false))
+            let session = try #require(try device.cloudSession(forUpload: false))
             #expect(Set(session.list()).isSuperset(of: [mine, theirs]))
             #expect(try session.read(mine) != nil && session.read(theirs) != nil)
         }

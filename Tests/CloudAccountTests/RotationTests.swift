@@ -9,8 +9,8 @@ import Testing
 private let keyValue = CloudObjects.kind("kv-")
 
 /// Writes one key-value object for `app` through a session, as the store does.
-private func writeObject(_ device: Device, app: String, _ value: String) throws {
-    let session = try #require(try CloudAccount(device).cloudSession())
+private func writeObject(_ device: CloudAccount, app: String, _ value: String) throws {
+    let session = try #require(try device.cloudSession())
     let objects = CloudObjects(cloudKey: session.key, kind: keyValue)
     let name = objects.name(app)
     try session.write(name, objects.seal(Data(value.utf8), name: name))
@@ -58,12 +58,12 @@ struct RotationTests {
         try writeObject(phone, app: "com.example.wallet", "before")
         let (tabletService, tablet) = try member(cloud)
         defer { withExtendedLifetime(tabletService) {} }
-        try CloudAccount(tablet).join(passcode: "4711")
-        let old = try #require(try CloudAccount(phone).keys.cloudKey())
+        try tablet.join(passcode: "4711")
+        let old = try #require(try phone.keys.cloudKey())
         let namesBefore = try objectNames(cloud, "kv-")
 
         try phone.setLockScreen(.pin, passcode: "8642", currentPasscode: "4711")
-        let new = try #require(try CloudAccount(phone).keys.cloudKey())
+        let new = try #require(try phone.keys.cloudKey())
         #expect(old != new)
         #expect(try objectNames(cloud, "kv-") == namesBefore)
         #expect(try CloudDirectory(cloud).list().filter { $0.hasPrefix("kv-") }.count == 1)
@@ -74,21 +74,52 @@ struct RotationTests {
         try writeObject(phone, app: "com.example.wallet", "after")
         #expect(open(cloud, app: "com.example.wallet", with: old) == nil)
         // The tablet finds the new key sealed to it and reads what was written after.
-        #expect(try CloudAccount(tablet).keys.cloudKey(forUpload: false) == new)
+        #expect(try tablet.keys.cloudKey(forUpload: false) == new)
         #expect(
             open(
                 cloud, app: "com.example.wallet",
-                with: try #require(try CloudAccount(tablet).keys.cloudKey(forUpload: false)))
+                with: try #require(try tablet.keys.cloudKey(forUpload: false)))
                 == "after")
         // Its rekey objects are consumed.
         #expect(try CloudDirectory(cloud).list().filter { $0.hasPrefix("rekey-") }.isEmpty)
         // The escrow holds the new key under the new passcode only.
         let (laptopService, laptop) = try member(cloud)
         defer { withExtendedLifetime(laptopService) {} }
-        #expect(code { try CloudAccount(laptop).join(passcode: "4711") } == .authFailed)
-        try CloudAccount(laptop).join(passcode: "8642")
-        #expect(try CloudAccount(laptop).keys.cloudKey(forUpload: false) == new)
+        #expect(code { try laptop.join(passcode: "4711") } == .authFailed)
+        try laptop.join(passcode: "8642")
+        #expect(try laptop.keys.cloudKey(forUpload: false) == new)
         print("rotation: passcode change re-sealed the account's objects; the old key opens none")
+    }
+
+    @Test(
+        "a passcode changed through the device alone (the account not told) has the account rotate its key at its next unlock: the record's generation says the key is older than the passcode; the escrow then answers only the new passcode"
+    )
+    func passcodeChangedBehindTheAccount() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        try writeObject(phone, app: "com.example.wallet", "before")
+        let old = try #require(try phone.keys.cloudKey())
+
+        // The device alone: the account's key and escrow stay as they were, for now.
+        try phone.device.setLockScreen(.pin, passcode: "8642", currentPasscode: "4711")
+        #expect(try phone.keys.cloudKey() == old)
+        // The account's next unlock sees the passcode is newer than its key, and rotates.
+        let report = try phone.unlockReporting(passcode: "8642")
+        #expect(report.problem == nil)
+        let new = try #require(try phone.keys.cloudKey())
+        #expect(new != old)
+        #expect(open(cloud, app: "com.example.wallet", with: old) == nil)
+        #expect(open(cloud, app: "com.example.wallet", with: new) == "before")
+        // Noted: the unlock after rotates nothing more.
+        try phone.unlock(passcode: "8642")
+        #expect(try phone.keys.cloudKey() == new)
+        let (laptopService, laptop) = try member(cloud)
+        defer { withExtendedLifetime(laptopService) {} }
+        #expect(code { try laptop.join(passcode: "4711") } == .authFailed)
+        try laptop.join(passcode: "8642")
+        #expect(try laptop.keys.cloudKey(forUpload: false) == new)
     }
 
     @Test(
@@ -102,51 +133,51 @@ struct RotationTests {
         let (tabletService, tablet) = try member(cloud)
         defer { withExtendedLifetime(tabletService) {} }
         try tablet.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
-        try CloudAccount(tablet).join(passcode: "4711")
+        try tablet.join(passcode: "4711")
         let (laptopService, laptop) = try member(cloud)
         defer { withExtendedLifetime(laptopService) {} }
-        try CloudAccount(laptop).join(passcode: "4711")
-        let devices = try CloudAccount(phone).accountDevices()
+        try laptop.join(passcode: "4711")
+        let devices = try phone.accountDevices()
         #expect(devices.count == 3)
         #expect(devices.filter(\.isThisDevice).count == 1)
         let tabletID = try #require(
-            try CloudAccount(tablet).accountDevices().first { $0.isThisDevice }?.id)
-        let tabletKey = try #require(try CloudAccount(tablet).keys.cloudKey())
+            try tablet.accountDevices().first { $0.isThisDevice }?.id)
+        let tabletKey = try #require(try tablet.keys.cloudKey())
 
         // Its own id, or an unknown one, is refused.
         let phoneID = try #require(devices.first { $0.isThisDevice }?.id)
-        #expect(code { try CloudAccount(phone).removeDevice(phoneID) } == .invalidPasscode)
-        do { try CloudAccount(phone).removeDevice(phoneID) } catch {
+        #expect(code { try phone.removeDevice(phoneID) } == .invalidPasscode)
+        do { try phone.removeDevice(phoneID) } catch {
             #expect(error.message.contains("is this device"), "\(error)")  // says what it is
         }
         #expect(
-            code { try CloudAccount(phone).removeDevice("0000000000000000") } == .invalidPasscode)
+            code { try phone.removeDevice("0000000000000000") } == .invalidPasscode)
         // A locked device removes nothing.
-        try phone.lock()
-        #expect(code { try CloudAccount(phone).removeDevice(tabletID) } == .interactionNotAllowed)
+        try phone.device.lock()
+        #expect(code { try phone.removeDevice(tabletID) } == .interactionNotAllowed)
         try phone.unlock(passcode: "4711")
 
-        try CloudAccount(phone).removeDevice(tabletID)
-        #expect(try CloudAccount(phone).accountDevices().map(\.id).contains(tabletID) == false)
+        try phone.removeDevice(tabletID)
+        #expect(try phone.accountDevices().map(\.id).contains(tabletID) == false)
         try writeObject(phone, app: "com.example.wallet", "after removal")
         #expect(open(cloud, app: "com.example.wallet", with: tabletKey) == nil)
         // The tablet finds no key sealed to it: it holds none of the account's any more.
-        #expect(try CloudAccount(tablet).keys.cloudKey() == nil)
-        #expect(try CloudAccount(tablet).cloudSession() == nil)
+        #expect(try tablet.keys.cloudKey() == nil)
+        #expect(try tablet.cloudSession() == nil)
         // The laptop, still a member, follows.
         #expect(
             open(
                 cloud, app: "com.example.wallet",
-                with: try #require(try CloudAccount(laptop).keys.cloudKey(forUpload: false)))
+                with: try #require(try laptop.keys.cloudKey(forUpload: false)))
                 == "after removal")
         // The escrow went with the old key; the phone's next unlock registers the new one.
         #expect(try CloudDirectory(cloud).read("account-escrow") == nil)
-        try phone.lock()
+        try phone.device.lock()
         try phone.unlock(passcode: "4711")
         #expect(try CloudDirectory(cloud).read("account-escrow") != nil)
-        try CloudAccount(tablet).join(passcode: "4711")
+        try tablet.join(passcode: "4711")
         #expect(
-            try CloudAccount(tablet).keys.cloudKey() == (try CloudAccount(phone).keys.cloudKey()))
+            try tablet.keys.cloudKey() == (try phone.keys.cloudKey()))
     }
 
     @Test(
@@ -159,8 +190,8 @@ struct RotationTests {
         let first = try #require(
             try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil).recoveryKey)
         let oldRecord = try #require(try CloudDirectory(cloud).read("account-recovery"))
-        let old = try #require(try CloudAccount(phone).keys.cloudKey())
-        _ = try CloudAccount(phone).replaceRecoveryKey()
+        let old = try #require(try phone.keys.cloudKey())
+        _ = try phone.replaceRecoveryKey()
         try writeObject(phone, app: "com.example.wallet", "after")
         // The old record, kept by whoever held the cloud, opened with the old recovery key:
         let pair = RecoveryKey.keyPair(try #require(RecoveryKey.parse(first)))
@@ -171,7 +202,7 @@ struct RotationTests {
         #expect(
             open(
                 cloud, app: "com.example.wallet",
-                with: try #require(try CloudAccount(phone).keys.cloudKey()))
+                with: try #require(try phone.keys.cloudKey()))
                 == "after")
     }
 
@@ -187,7 +218,7 @@ struct RotationTests {
         let directory = CloudDirectory(cloud)
         let genuine = try #require(try directory.read(AccountObjects.account))
         let recoveryBefore = try #require(try directory.read(AccountObjects.recovery))
-        let key = try #require(try CloudAccount(phone).keys.cloudKey())
+        let key = try #require(try phone.keys.cloudKey())
         let mallory = SealedBox.keyPair()
         let account = try #require(AccountRecord.parse(genuine))
         for tag in [account.recoveryTag, Data(repeating: 7, count: 32), nil] {
@@ -197,18 +228,18 @@ struct RotationTests {
             try directory.write(AccountObjects.account, planted.encoded())
             #expect(
                 code {
-                    _ = try CloudAccount(phone).rotation.rotateAccountKey(
+                    _ = try phone.rotation.rotateAccountKey(
                         removing: nil, replacingRecoveryKey: false)
                 }
                     == .corrupt)
             #expect(try directory.read(AccountObjects.recovery) == recoveryBefore)
-            #expect(try CloudAccount(phone).keys.cloudKey() == key)
+            #expect(try phone.keys.cloudKey() == key)
         }
         // The account's own record: the rotation goes on, sealed to the recovery key shown first.
         try directory.write(AccountObjects.account, genuine)
-        _ = try CloudAccount(phone).rotation.rotateAccountKey(
+        _ = try phone.rotation.rotateAccountKey(
             removing: nil, replacingRecoveryKey: false)
-        let rotated = try #require(try CloudAccount(phone).keys.cloudKey())
+        let rotated = try #require(try phone.keys.cloudKey())
         #expect(rotated != key)
         let pair = RecoveryKey.keyPair(try #require(RecoveryKey.parse(first)))
         let resealed = try #require(try directory.read(AccountObjects.recovery))
@@ -220,13 +251,13 @@ struct RotationTests {
         var planted = try #require(AccountRecord.parse(current))
         planted.recoveryPublicKey = mallory.publicKey
         try directory.write(AccountObjects.account, planted.encoded())
-        let replaced = try CloudAccount(phone).replaceRecoveryKey()
+        let replaced = try phone.replaceRecoveryKey()
         let newPair = RecoveryKey.keyPair(try #require(RecoveryKey.parse(replaced)))
         let replacedRecord = try #require(try directory.read(AccountObjects.recovery))
         let opened = try SealedBox.open(
             replacedRecord, publicKey: newPair.publicKey, secretKey: newPair.secretKey)
-        #expect(opened == (try CloudAccount(phone).keys.cloudKey()))
-        _ = try CloudAccount(phone).rotation.rotateAccountKey(
+        #expect(opened == (try phone.keys.cloudKey()))
+        _ = try phone.rotation.rotateAccountKey(
             removing: nil, replacingRecoveryKey: false)
     }
 
@@ -243,15 +274,15 @@ struct RotationTests {
         var untagged = try #require(AccountRecord.parse(genuine))
         untagged.recoveryTag = nil  // as an account made before the tag, or a cloud dropping it
         try directory.write(AccountObjects.account, untagged.encoded())
-        let key = try #require(try CloudAccount(phone).keys.cloudKey())
+        let key = try #require(try phone.keys.cloudKey())
         let change = try phone.setLockScreen(.pin, passcode: "8642", currentPasscode: "4711")
-        #expect(change.cloudAccountProblem?.contains("recovery key") == true)
-        #expect(try CloudAccount(phone).keys.cloudKey() == key)  // not rotated
+        #expect(change.problem?.contains("recovery key") == true)
+        #expect(try phone.keys.cloudKey() == key)  // not rotated
         let (laptopService, laptop) = try member(cloud)
         defer { withExtendedLifetime(laptopService) {} }
-        #expect(code { try CloudAccount(laptop).join(passcode: "4711") } == .authFailed)
-        try CloudAccount(laptop).join(passcode: "8642")
-        #expect(try CloudAccount(laptop).keys.cloudKey(forUpload: false) == key)
+        #expect(code { try laptop.join(passcode: "4711") } == .authFailed)
+        try laptop.join(passcode: "8642")
+        #expect(try laptop.keys.cloudKey(forUpload: false) == key)
     }
 
     @Test(
@@ -266,7 +297,7 @@ struct RotationTests {
         let (tabletService, tablet) = try member(cloud)
         defer { withExtendedLifetime(tabletService) {} }
         try tablet.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
-        try CloudAccount(tablet).join(passcode: "4711")
+        try tablet.join(passcode: "4711")
         let directory = CloudDirectory(cloud)
         let manifestV1 = try #require(try directory.read("account-manifest"))
         let storedV1 = try #require(try directory.list().first { $0.hasPrefix("kv-") })
@@ -274,7 +305,7 @@ struct RotationTests {
         let objectV1 = try #require(try directory.read(storedV1))
         try writeObject(phone, app: "a", "two")
         // Sees the newer version.
-        #expect(try CloudAccount(tablet).cloudSession(forUpload: false) != nil)
+        #expect(try tablet.cloudSession(forUpload: false) != nil)
 
         func refusal(_ body: () throws -> Void) -> String {
             do {
@@ -295,18 +326,18 @@ struct RotationTests {
         let objectV2 = try #require(try directory.read(stored))
         // An older copy put back under its own name: never read (the manifest names the new).
         try directory.write(storedV1, objectV1)
-        #expect(try CloudAccount(tablet).cloudSession()?.read(name) == objectV2)
+        #expect(try tablet.cloudSession()?.read(name) == objectV2)
         try directory.delete(storedV1)
         // An older copy under the current copy's name.
         try directory.write(stored, objectV1)
-        let changed = refusal { _ = try CloudAccount(tablet).cloudSession()?.read(name) }
+        let changed = refusal { _ = try tablet.cloudSession()?.read(name) }
         #expect(changed.contains("not the copy the account manifest lists"), "\(changed)")
         try directory.write(stored, objectV2)
         // A dropped object.
         try directory.delete(stored)
-        let dropped = refusal { _ = try CloudAccount(tablet).cloudSession(forUpload: false) }
+        let dropped = refusal { _ = try tablet.cloudSession(forUpload: false) }
         #expect(dropped.contains("gone from the cloud"), "\(dropped)")
-        let gone = refusal { _ = try CloudAccount(tablet).cloudSession()?.read(name) }
+        let gone = refusal { _ = try tablet.cloudSession()?.read(name) }
         #expect(gone.contains("deleted behind it"), "\(gone)")
         try directory.write(stored, objectV2)
         // A planted object (a copy under a name the manifest does not list): a restore reads
@@ -316,38 +347,38 @@ struct RotationTests {
         let planted = "kv-" + String(repeating: "ab", count: 32)
         try directory.write(planted, objectV2)
         do {
-            let restore = try #require(try CloudAccount(tablet).cloudSession(forUpload: false))
+            let restore = try #require(try tablet.cloudSession(forUpload: false))
             #expect(restore.list() == [name])
             #expect(try restore.read(planted) == nil)
         }  // its lock let go
-        try #require(try CloudAccount(phone).cloudSession()).commit()
+        try #require(try phone.cloudSession()).commit()
         #expect(try directory.read(planted) != nil)
         // Its first sighting, aged past StrayObjects.age (as if four minutes had passed).
-        let strays = phone.directory.appendingPathComponent("cloud-strays")
+        let strays = phone.device.directory.appendingPathComponent("cloud-strays")
         let aged = String(decoding: try Data(contentsOf: strays), as: UTF8.self)
             .replacingOccurrences(of: #" [0-9]+\n"#, with: " 0\n", options: .regularExpression)
         try Data(aged.utf8).write(to: strays)
-        try #require(try CloudAccount(phone).cloudSession()).commit()
+        try #require(try phone.cloudSession()).commit()
         #expect(try directory.read(planted) == nil)
         #expect(
-            refusal { _ = try CloudAccount(tablet).cloudSession(forUpload: false) } == "accepted")
+            refusal { _ = try tablet.cloudSession(forUpload: false) } == "accepted")
         // The whole older state (manifest and object together): rolled back.
         try directory.write("account-manifest", manifestV1)
         try directory.write(storedV1, objectV1)
-        let rolledBack = refusal { _ = try CloudAccount(tablet).cloudSession(forUpload: false) }
+        let rolledBack = refusal { _ = try tablet.cloudSession(forUpload: false) }
         #expect(
             rolledBack.contains("older account state than this device has seen"), "\(rolledBack)")
-        let rolledBackUpload = refusal { _ = try CloudAccount(tablet).cloudSession() }
+        let rolledBackUpload = refusal { _ = try tablet.cloudSession() }
         #expect(
             rolledBackUpload.contains("older account state than this device has seen"),
             "\(rolledBackUpload)")
         try directory.write("account-manifest", manifestNow)
         try directory.delete(storedV1)
         #expect(
-            refusal { _ = try CloudAccount(tablet).cloudSession(forUpload: false) } == "accepted")
+            refusal { _ = try tablet.cloudSession(forUpload: false) } == "accepted")
         // A deleted manifest.
         try directory.delete("account-manifest")
-        let deleted = refusal { _ = try CloudAccount(tablet).cloudSession(forUpload: false) }
+        let deleted = refusal { _ = try tablet.cloudSession(forUpload: false) }
         #expect(deleted.contains("is gone"), "\(deleted)")
         print(
             "manifest: an older copy, a drop, a rollback and a deleted manifest refused; a plant never read"
@@ -362,8 +393,8 @@ struct RotationTests {
         // No escrow, so no witness: the device's own memory of the account is all that tells.
         let phoneService = try PrivateSecretService.start()
         defer { withExtendedLifetime(phoneService) {} }
-        let phone = phoneService.device(cloud: CloudDirectory(cloud), tuning: .fast)
-        #expect(CloudAccount(phone).escrow == nil)
+        let phone = phoneService.account(cloud: CloudDirectory(cloud), tuning: .fast)
+        #expect(phone.escrow == nil)
         let recoveryKey = try #require(
             try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil).recoveryKey)
         try writeObject(phone, app: "a", "to be deleted")
@@ -372,7 +403,7 @@ struct RotationTests {
         for name in try directory.list() { before[name] = try directory.read(name) }
         // The entry deleted, then the passcode changed (a rotation: epoch 1).
         do {
-            let session = try #require(try CloudAccount(phone).cloudSession())
+            let session = try #require(try phone.cloudSession())
             for name in session.list() { session.delete(name) }
             try session.commit()
         }
@@ -391,12 +422,12 @@ struct RotationTests {
                 return "\(error)"
             }
         }
-        let sync = refusal { _ = try CloudAccount(phone).cloudSession() }
+        let sync = refusal { _ = try phone.cloudSession() }
         #expect(sync.contains("older account state than this device has seen"), "\(sync)")
         #expect(!sync.contains("join it again ("), "\(sync)")
-        let status = try CloudAccount(phone).keys.whyNoCloudSession()
+        let status = try phone.keys.whyNoCloudSession()
         #expect(status.contains("older account state"), "\(status)")
-        let joined = refusal { _ = try CloudAccount(phone).join(recoveryKey: recoveryKey) }
+        let joined = refusal { _ = try phone.join(recoveryKey: recoveryKey) }
         #expect(joined.contains("older account state than this device has seen"), "\(joined)")
         print("rollback: \(sync)")
     }
@@ -411,7 +442,7 @@ struct RotationTests {
         try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
         try writeObject(phone, app: "kept", "kept")
         try writeObject(phone, app: "wedged", "before")
-        let key = try #require(try CloudAccount(phone).keys.cloudKey())
+        let key = try #require(try phone.keys.cloudKey())
         let objects = CloudObjects(cloudKey: key, kind: keyValue)
         let directory = CloudDirectory(cloud)
         // The account as the earlier layout wrote it: every object under its name alone.
@@ -430,12 +461,12 @@ struct RotationTests {
         let wedged = objects.name("wedged")
         try directory.write(wedged, objects.seal(Data("after".utf8), name: wedged))
         #expect(
-            (try? #require(try CloudAccount(phone).cloudSession(forUpload: false)).read(wedged))
+            (try? #require(try phone.cloudSession(forUpload: false)).read(wedged))
                 == nil,
             "the wedge reads as the earlier versions did: refused")
 
         // The next upload moves the account and heals it.
-        try #require(try CloudAccount(phone).cloudSession()).commit()
+        try #require(try phone.cloudSession()).commit()
         let moved = try AccountManifest.open(
             try #require(try directory.read(AccountManifest.name)), under: key)
         #expect(moved.layout == AccountManifest.layout)

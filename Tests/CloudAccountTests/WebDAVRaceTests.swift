@@ -49,17 +49,17 @@ struct WebDAVRaceTests {
         let name = target
         let theirs = Data("another writer's \(name)".utf8)
         let (cloud, interferedYet) = interfered(real, before: name, writing: theirs)
-        let phone = service.device(directory: setUp.directory, cloud: cloud, tuning: .fast)
-        let keyBefore = try #require(try CloudAccount(phone).keys.cloudKey(forUpload: false))
+        let phone = service.account(directory: setUp.device.directory, cloud: cloud, tuning: .fast)
+        let keyBefore = try #require(try phone.keys.cloudKey(forUpload: false))
 
-        #expect(throws: DeviceError.self) { _ = try CloudAccount(phone).replaceRecoveryKey() }
+        #expect(throws: DeviceError.self) { _ = try phone.replaceRecoveryKey() }
         #expect(interferedYet())
         // What the other writer put there stays; this device keeps the key it had.
         #expect(try real.read(name) == theirs)
         // (Where the other writer replaced the account record itself, this device's key no
         // longer matches it: it follows or joins at its next sync.)
         if target != AccountObjects.account {
-            #expect(try CloudAccount(phone).keys.cloudKey(forUpload: false) == keyBefore)
+            #expect(try phone.keys.cloudKey(forUpload: false) == keyBefore)
         }
     }
 
@@ -73,22 +73,22 @@ struct WebDAVRaceTests {
         let (phone, _, service) = try phoneWithOneObject(on: real)
         defer { withExtendedLifetime(service) {} }
         let laptopService = try PrivateSecretService.start()
-        let laptop = laptopService.device(
+        let laptop = laptopService.account(
             directory: Throwaway.directory("laptop"), cloud: try server.cloud(), tuning: .fast)
         try laptop.setLockScreen(.pin, passcode: "2468", currentPasscode: nil)
-        let ticket = try CloudAccount(laptop).requestJoin()
+        let ticket = try laptop.requestJoin()
         let shown = try #require(
-            try CloudAccount(laptop).awaitCode(of: ticket, timeout: .seconds(5)))
-        try CloudAccount(phone).approveJoin(code: shown)
+            try laptop.awaitCode(of: ticket, timeout: .seconds(5)))
+        try phone.approveJoin(code: shown)
         let first = try #require(try real.read(AccountObjects.joinApproval(ticket.id)))
         // A second approval (here the same device again): made only where there is none, it
         // leaves the first — one answer a request.
-        #expect(code { try CloudAccount(phone).approveJoin(code: shown) } == .authFailed)
+        #expect(code { try phone.approveJoin(code: shown) } == .authFailed)
         #expect(try real.read(AccountObjects.joinApproval(ticket.id)) == first)
-        #expect(try CloudAccount(laptop).awaitApproval(of: ticket, timeout: .seconds(5)))
+        #expect(try laptop.awaitApproval(of: ticket, timeout: .seconds(5)))
         #expect(
-            try CloudAccount(laptop).keys.cloudKey(forUpload: false)
-                == CloudAccount(phone).keys.cloudKey(forUpload: false))
+            try laptop.keys.cloudKey(forUpload: false)
+                == phone.keys.cloudKey(forUpload: false))
     }
 
     @Test(
@@ -104,7 +104,7 @@ struct WebDAVRaceTests {
         let (cloud, interferedYet) = interfered(
             real, before: AccountObjects.escrow, writing: theirs)
         let service = try PrivateSecretService.start()
-        let phone = service.device(
+        let phone = service.account(
             directory: Throwaway.directory("phone"), cloud: cloud, escrow: escrow.configuration,
             tuning: .fast)
         // The registration loses: the pin is set all the same, the other record stays. (On a
@@ -112,25 +112,25 @@ struct WebDAVRaceTests {
         // takes it up again, until a registration has met the other writer.)
         _ = try? phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
         for _ in 0..<5 where !interferedYet() {
-            try phone.reboot()
+            try phone.device.reboot()
             _ = try? phone.unlock(passcode: "4711")
         }
         #expect(interferedYet())
         #expect(try real.read(AccountObjects.escrow) == theirs)
-        #expect(try phone.lockScreenKind() == .pin)
+        #expect(try phone.device.lockScreenKind() == .pin)
         // At the next unlock it registers over what it finds (compare-and-swap against it).
-        try phone.reboot()
+        try phone.device.reboot()
         _ = try phone.unlock(passcode: "4711")
         #expect(try real.read(AccountObjects.escrow) != theirs)
         // And the escrow answers the phone's passcode: a new device joins with it.
         let tabletService = try PrivateSecretService.start()
-        let tablet = tabletService.device(
+        let tablet = tabletService.account(
             directory: Throwaway.directory("tablet"), cloud: try server.cloud(),
             escrow: escrow.configuration, tuning: .fast)
         try tablet.setLockScreen(.pin, passcode: "2468", currentPasscode: nil)
-        try CloudAccount(tablet).join(passcode: "4711")
+        try tablet.join(passcode: "4711")
         #expect(
-            try CloudAccount(tablet).keys.cloudKey(forUpload: false)
-                == CloudAccount(phone).keys.cloudKey(forUpload: false))
+            try tablet.keys.cloudKey(forUpload: false)
+                == phone.keys.cloudKey(forUpload: false))
     }
 }

@@ -57,13 +57,13 @@ struct WebDAVTests {
             release.withLock { $0 = true }
             server.stop()
         }
-        let clouded = service.device(
+        let clouded = service.account(
             "shared", cloud: try WebDAVCloud(url: server.url, timeout: 60, attempts: 1),
             tuning: .fast)
-        let done = Mutex<Result<Void, DeviceError>?>(nil)
+        let done = Mutex<Result<CloudAccount.UnlockReport, DeviceError>?>(nil)
         Thread {
             let result = Result { () throws(DeviceError) in
-                _ = try clouded.unlock(passcode: "5917")
+                try clouded.unlockReporting(passcode: "5917")
             }
             done.withLock { $0 = result }
         }.start()
@@ -80,7 +80,7 @@ struct WebDAVTests {
         let finished = Date() + 60
         while done.withLock({ $0 }) == nil && Date() < finished { usleep(10_000) }
         #expect((try? done.withLock { $0 }?.get()) != nil, "the clouded unlock unlocked")
-        #expect(CloudAccount(clouded).lastProblem != nil)
+        #expect((try? done.withLock { $0 }?.get())?.problem != nil)
     }
 
     @Test("an object larger than its kind's cap is refused before it is read whole")
@@ -125,11 +125,11 @@ struct WebDAVTests {
         let cloud = try WebDAVCloud(
             url: server.url, username: server.username, password: server.password)
         let phoneService = try PrivateSecretService.start()
-        let phone = phoneService.device(
+        let phone = phoneService.account(
             directory: Throwaway.directory("phone"), cloud: cloud, tuning: .fast)
         let recovery = try #require(
             try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil).recoveryKey)
-        let session = try #require(try CloudAccount(phone).cloudSession())
+        let session = try #require(try phone.cloudSession())
         let objects = CloudObjects(cloudKey: session.key, kind: CloudObjects.kind("kv-"))
         let name = objects.name("com.example.wallet")
         try session.write(name, objects.seal(Data("welcome back".utf8), name: name))
@@ -137,12 +137,12 @@ struct WebDAVTests {
         let manifestV1 = try #require(try cloud.read("account-manifest"))
 
         let tabletService = try PrivateSecretService.start()
-        let tablet = tabletService.device(
+        let tablet = tabletService.account(
             directory: Throwaway.directory("tablet"), cloud: cloud, tuning: .fast)
-        try CloudAccount(tablet).join(recoveryKey: recovery)
+        try tablet.join(recoveryKey: recovery)
         do {
             // A session holds the account's lock until it commits or goes: keep it short.
-            let read = try #require(try CloudAccount(tablet).cloudSession(forUpload: false))
+            let read = try #require(try tablet.cloudSession(forUpload: false))
             let bytes = try #require(try read.read(name))
             let opened = try CloudObjects(cloudKey: read.key, kind: CloudObjects.kind("kv-")).open(
                 bytes, name: name
@@ -150,13 +150,13 @@ struct WebDAVTests {
             #expect(opened == "welcome back")
         }
         // The phone writes again; the server puts the older manifest back: refused.
-        let again = try #require(try CloudAccount(phone).cloudSession())
+        let again = try #require(try phone.cloudSession())
         try again.write(name, objects.seal(Data("v2".utf8), name: name))
         try again.commit()
-        _ = try CloudAccount(tablet).cloudSession(forUpload: false)  // sees v2's manifest
+        _ = try tablet.cloudSession(forUpload: false)  // sees v2's manifest
         try cloud.write("account-manifest", manifestV1)
         #expect(throws: DeviceError.self) {
-            try CloudAccount(tablet).cloudSession(forUpload: false)
+            try tablet.cloudSession(forUpload: false)
         }
     }
 }
@@ -217,11 +217,11 @@ struct WebDAVFaultTests {
         let cloud = try server.cloud()
         let service = try PrivateSecretService.start()
         defer { withExtendedLifetime(service) {} }
-        let phone = service.device(
+        let phone = service.account(
             directory: Throwaway.directory("phone"), cloud: cloud, tuning: .fast)
         let made = try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
-        #expect(made.cloudAccountProblem == nil, "\(made.cloudAccountProblem ?? "")")
-        let session = try #require(try CloudAccount(phone).cloudSession())
+        #expect(made.problem == nil, "\(made.problem ?? "")")
+        let session = try #require(try phone.cloudSession())
         let objects = CloudObjects(cloudKey: session.key, kind: CloudObjects.kind("kv-"))
         // Another writer (whose lock had expired) adds an object and a new manifest meanwhile.
         let theirs = objects.name("com.example.other")
@@ -236,7 +236,7 @@ struct WebDAVFaultTests {
         let mine = objects.name("com.example.wallet")
         try session.write(mine, objects.seal(Data("mine".utf8), name: mine))
         try session.commit()
-        let reader = try #require(try CloudAccount(phone).cloudSession(forUpload: false))
+        let reader = try #require(try phone.cloudSession(forUpload: false))
         #expect(Set(reader.list()) == [theirs, mine])
         #expect(reader.manifest.version > behind.version)
         #expect(try reader.read(theirs) == theirBytes)
@@ -250,7 +250,7 @@ struct WebDAVFaultTests {
         defer { server.stop() }
         let services = try (0..<2).map { _ in try PrivateSecretService.start() }
         let devices = try services.enumerated().map { index, service in
-            service.device(
+            service.account(
                 "device-\(index)", cloud: try server.cloud(), timeout: .seconds(20),
                 tuning: .fast)
         }
@@ -272,9 +272,9 @@ struct WebDAVFaultTests {
         let (maker, recoveryKey) = try #require(made.first)
         let other = devices[1 - maker]
         // The other device holds no key of the account the maker made, so it takes nothing.
-        #expect(try CloudAccount(other).cloudSession() == nil)
-        try CloudAccount(other).join(recoveryKey: recoveryKey)
-        let session = try #require(try CloudAccount(other).cloudSession())
+        #expect(try other.cloudSession() == nil)
+        try other.join(recoveryKey: recoveryKey)
+        let session = try #require(try other.cloudSession())
         #expect(session.manifest.devices.count == 2)
     }
 
@@ -491,16 +491,16 @@ struct WebDAVFaultTests {
 
         server.kill()
         do {
-            _ = try CloudAccount(phone).cloudSession()
+            _ = try phone.cloudSession()
             Issue.record("a session opened on a stopped server")
         } catch {
             #expect(error.code == .notAvailable)
         }
         // The device itself is untouched by a cloud that went away.
-        #expect(try phone.state() == .unlocked)
+        #expect(try phone.device.state() == .unlocked)
 
         try server.relaunch()
-        let reader = try #require(try CloudAccount(phone).cloudSession(forUpload: false))
+        let reader = try #require(try phone.cloudSession(forUpload: false))
         let bytes = try #require(try reader.read(name))
         let objects = CloudObjects(cloudKey: reader.key, kind: CloudObjects.kind("kv-"))
         #expect(
@@ -518,7 +518,7 @@ struct WebDAVFaultTests {
         defer { withExtendedLifetime(service) {} }
         do {
             // Holds the account's lock.
-            let session = try #require(try CloudAccount(phone).cloudSession())
+            let session = try #require(try phone.cloudSession())
             server.kill()
             withExtendedLifetime(session) {}  // goes here: its UNLOCK finds no server
         }
@@ -532,7 +532,7 @@ struct WebDAVFaultTests {
             #expect(retaken != nil)
             withExtendedLifetime(retaken) {}
         }
-        let reader = try #require(try CloudAccount(phone).cloudSession(forUpload: false))
+        let reader = try #require(try phone.cloudSession(forUpload: false))
         #expect(try reader.read(name) != nil)
     }
 }

@@ -14,7 +14,7 @@ import Testing
 private struct Account {
     let cloud: URL
     let service: PrivateSecretService
-    let phone: Device
+    let phone: CloudAccount
     let escrow: PrivateEscrow
     let slot: Data
     let accountKey: SecureBytes
@@ -22,21 +22,21 @@ private struct Account {
     init(pin: SecureBytes = "4711") throws {
         cloud = Throwaway.untrusted("cloud")
         service = try PrivateSecretService.start()
-        phone = service.device("phone", cloud: cloud)
+        phone = service.account("phone", cloud: cloud)
         try phone.setLockScreen(.pin, passcode: pin, currentPasscode: nil)
         escrow = try PrivateEscrow.of(cloud)
         let bytes = try #require(try CloudDirectory(cloud).read("account-escrow"))
         let record = try #require(EscrowRecord.parse(bytes))
         slot = record.slot
-        accountKey = try #require(try CloudAccount(phone).keys.cloudKey(forUpload: false))
+        accountKey = try #require(try phone.keys.cloudKey(forUpload: false))
     }
 
     /// A new device of its own, signed in to the same account.
     func newcomer(escrow configuration: EscrowConfiguration? = nil) throws -> (
-        PrivateSecretService, Device
+        PrivateSecretService, CloudAccount
     ) {
         let other = try PrivateSecretService.start()
-        let device = other.device(
+        let device = other.account(
             "newcomer", cloud: CloudDirectory(cloud), escrow: configuration ?? escrow.configuration,
             tuning: .fast)
         return (other, device)
@@ -102,7 +102,7 @@ struct EscrowServiceTests {
         #expect(status == 410)
         let (otherService, newcomer) = try account.newcomer()
         defer { withExtendedLifetime(otherService) {} }
-        #expect(throws: DeviceError.self) { try CloudAccount(newcomer).join(passcode: "4711") }
+        #expect(throws: DeviceError.self) { try newcomer.join(passcode: "4711") }
         #expect(try CloudDirectory(account.cloud).read("account-escrow") == nil)
     }
 
@@ -191,8 +191,8 @@ struct EscrowServiceTests {
         // The slot stands: the right passcode still joins.
         let (otherService, newcomer) = try account.newcomer()
         defer { withExtendedLifetime(otherService) {} }
-        try CloudAccount(newcomer).join(passcode: "4711")
-        #expect(try CloudAccount(newcomer).keys.cloudKey(forUpload: false) == account.accountKey)
+        try newcomer.join(passcode: "4711")
+        #expect(try newcomer.keys.cloudKey(forUpload: false) == account.accountKey)
         // The owner removes it.
         try account.escrow.configuration.client().remove(account.slot, secret: account.accountKey)
         #expect(throws: EscrowError.self) { try account.failures }
@@ -294,22 +294,22 @@ struct EscrowServiceTests {
         let through = try #require(
             EscrowConfiguration(url: URL(string: "http://127.0.0.1:\(relay.port)/")!))
         let service = try PrivateSecretService.start()
-        let phone = service.device(
+        let phone = service.account(
             "phone", cloud: CloudDirectory(cloud), escrow: through, tuning: .fast)
-        defer { try? phone.reboot() }  // its runtime keyring goes with the test
+        defer { try? phone.device.reboot() }  // its runtime keyring goes with the test
         // Pins of 20 digits: the capture holds none of their 8-byte windows by chance
         // (docs/testing.md, "Checks that could pass or fail by chance").
         try phone.setLockScreen(.pin, passcode: "27182818284590452353", currentPasscode: nil)
-        let accountKey = try #require(try CloudAccount(phone).keys.cloudKey(forUpload: false))
+        let accountKey = try #require(try phone.keys.cloudKey(forUpload: false))
         let other = try PrivateSecretService.start()
-        let laptop = other.device(
+        let laptop = other.account(
             "laptop", cloud: CloudDirectory(cloud), escrow: through, tuning: .fast)
-        defer { try? laptop.reboot() }
+        defer { try? laptop.device.reboot() }
         #expect(throws: DeviceError.self) {
-            try CloudAccount(laptop).join(passcode: "31415926535897932384")
+            try laptop.join(passcode: "31415926535897932384")
         }
-        try CloudAccount(laptop).join(passcode: "27182818284590452353")
-        #expect(try CloudAccount(laptop).keys.cloudKey(forUpload: false) == accountKey)
+        try laptop.join(passcode: "27182818284590452353")
+        #expect(try laptop.keys.cloudKey(forUpload: false) == accountKey)
         let capture = relay.capture
         #expect(capture.count > 1000)
         let bytes = try #require(try CloudDirectory(cloud).read("account-escrow"))

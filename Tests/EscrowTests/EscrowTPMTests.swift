@@ -221,17 +221,17 @@ struct EscrowTPMTests {
         let escrow = try PrivateEscrow(tpm: tpm, tcti: tcti)
         let cloud = Throwaway.untrusted("cloud")
         let service = try PrivateSecretService.start()
-        let phone = service.device(
+        let phone = service.account(
             "phone", cloud: CloudDirectory(cloud), escrow: escrow.configuration, tuning: .fast)
-        defer { try? phone.reboot() }
+        defer { try? phone.device.reboot() }
         try phone.setLockScreen(.pin, passcode: "271828", currentPasscode: nil)
-        let accountKey = try #require(try CloudAccount(phone).keys.cloudKey(forUpload: false))
+        let accountKey = try #require(try phone.keys.cloudKey(forUpload: false))
         let other = try PrivateSecretService.start()
-        let laptop = other.device(
+        let laptop = other.account(
             "laptop", cloud: CloudDirectory(cloud), escrow: escrow.configuration, tuning: .fast)
-        defer { try? laptop.reboot() }
-        #expect(throws: DeviceError.self) { try CloudAccount(laptop).join(passcode: "314159") }
-        try CloudAccount(laptop).join(passcode: "271828")
+        defer { try? laptop.device.reboot() }
+        #expect(throws: DeviceError.self) { try laptop.join(passcode: "314159") }
+        try laptop.join(passcode: "271828")
         escrow.stop()
         let capture = relay.capture
         #expect(capture.count > 1000)
@@ -298,18 +298,18 @@ extension EscrowTPMTests {
 
         let cloud = Throwaway.untrusted("cloud")
         let service = try PrivateSecretService.start()
-        let phone = service.device(
+        let phone = service.account(
             "phone", cloud: CloudDirectory(cloud), escrow: configuration, tuning: .fast)
-        defer { try? phone.reboot() }
+        defer { try? phone.device.reboot() }
         try phone.setLockScreen(.pin, passcode: "161803", currentPasscode: nil)
-        let accountKey = try #require(try CloudAccount(phone).keys.cloudKey(forUpload: false))
+        let accountKey = try #require(try phone.keys.cloudKey(forUpload: false))
         let other = try PrivateSecretService.start()
-        let laptop = other.device(
+        let laptop = other.account(
             "laptop", cloud: CloudDirectory(cloud), escrow: configuration, tuning: .fast)
-        defer { try? laptop.reboot() }
-        #expect(throws: DeviceError.self) { try CloudAccount(laptop).join(passcode: "141421") }
-        try CloudAccount(laptop).join(passcode: "161803")
-        #expect(try CloudAccount(laptop).keys.cloudKey(forUpload: false) == accountKey)
+        defer { try? laptop.device.reboot() }
+        #expect(throws: DeviceError.self) { try laptop.join(passcode: "141421") }
+        try laptop.join(passcode: "161803")
+        #expect(try laptop.keys.cloudKey(forUpload: false) == accountKey)
     }
 }
 

@@ -14,20 +14,21 @@ private final class Changes: Sendable {
 
 private struct Mac {
     let service: PrivateSecretService
-    let device: Device
+    let account: CloudAccount
+    var device: Device { account.device }
     let app: App
     private let changes = Changes()
 
     init(cloud: URL?) throws {
         service = try PrivateSecretService.start()
-        device = service.device(cloud: cloud)
+        account = service.account(cloud: cloud)
         app = try App(
             id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
     }
 
-    func store(on device: Device? = nil) -> UbiquitousKeyValueStore {
+    func store(on account: CloudAccount? = nil) -> UbiquitousKeyValueStore {
         let changes = self.changes
-        return UbiquitousKeyValueStore(app: app, device: device ?? self.device) { change in
+        return UbiquitousKeyValueStore(app: app, account: account ?? self.account) { change in
             changes.list.withLock { $0.append(change) }
         }
     }
@@ -47,9 +48,9 @@ struct KeyValueStoreTests {
         let cloud = Throwaway.untrusted("cloud")
         let one = try Mac(cloud: cloud)
         let two = try Mac(cloud: cloud)
-        try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-        try two.device.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
-        try CloudAccount(two.device).join(passcode: "1234")
+        try one.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try two.account.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
+        try two.account.join(passcode: "1234")
         let failures = Mutex(0)
         DispatchQueue.concurrentPerform(iterations: 2) { index in
             let mac = index == 0 ? one : two
@@ -129,10 +130,10 @@ struct KeyValueStoreTests {
     func twoDevices() throws {
         let cloud = Throwaway.untrusted("cloud")
         let one = try Mac(cloud: cloud)
-        try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try one.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let two = try Mac(cloud: cloud)
-        try two.device.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
-        try CloudAccount(two.device).join(passcode: "1234")
+        try two.account.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
+        try two.account.join(passcode: "1234")
         one.store().set("first", forKey: "hint")
         #expect(one.store().synchronize())
         let storeTwo = two.store()
@@ -155,10 +156,10 @@ struct KeyValueStoreTests {
     func newerWins() throws {
         let cloud = Throwaway.untrusted("cloud")
         let one = try Mac(cloud: cloud)
-        try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try one.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let two = try Mac(cloud: cloud)
-        try two.device.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
-        try CloudAccount(two.device).join(passcode: "1234")
+        try two.account.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
+        try two.account.join(passcode: "1234")
         let local = two.store()
         local.set("pending local", forKey: "a")  // older
         waitForTheNextMillisecond()
@@ -180,17 +181,17 @@ struct KeyValueStoreTests {
     func reconcileAtSignIn() throws {
         let cloud = Throwaway.untrusted("cloud")
         let one = try Mac(cloud: cloud)
-        try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try one.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         one.store().set("from the account", forKey: "remote")
         #expect(one.store().synchronize())
         // A device that used the store signed out, then signs in (same device directory and
         // Secret Service, now with the cloud).
         let two = try Mac(cloud: nil)
         two.store().set("written signed out", forKey: "local")
-        let signedIn = two.service.device(cloud: cloud)
+        let signedIn = two.service.account(cloud: cloud)
         try signedIn.setLockScreen(.pin, passcode: "9999", currentPasscode: nil)
-        try CloudAccount(signedIn).join(passcode: "1234")
-        let store = UbiquitousKeyValueStore(app: two.app, device: signedIn)
+        try signedIn.join(passcode: "1234")
+        let store = UbiquitousKeyValueStore(app: two.app, account: signedIn)
         #expect(store.synchronize())
         #expect(store.string(forKey: "remote") == "from the account")
         #expect(store.string(forKey: "local") == "written signed out")
@@ -205,25 +206,25 @@ struct KeyValueStoreTests {
         let accountA = Throwaway.untrusted("cloud")
         let accountB = Throwaway.untrusted("cloud")
         let writerA = try Mac(cloud: accountA)
-        try writerA.device.setLockScreen(.pin, passcode: "1111", currentPasscode: nil)
+        try writerA.account.setLockScreen(.pin, passcode: "1111", currentPasscode: nil)
         writerA.store().set("from A", forKey: "k")
         #expect(writerA.store().synchronize())
         let writerB = try Mac(cloud: accountB)
-        try writerB.device.setLockScreen(.pin, passcode: "2222", currentPasscode: nil)
+        try writerB.account.setLockScreen(.pin, passcode: "2222", currentPasscode: nil)
         writerB.store().set("from B", forKey: "b")
         #expect(writerB.store().synchronize())
 
         let mac = try Mac(cloud: accountA)
-        try mac.device.setLockScreen(.pin, passcode: "9999", currentPasscode: nil)
-        try CloudAccount(mac.device).join(passcode: "1111")
+        try mac.account.setLockScreen(.pin, passcode: "9999", currentPasscode: nil)
+        try mac.account.join(passcode: "1111")
         #expect(mac.store().synchronize())
         waitForTheNextMillisecond()
         writerA.store().set("from A again", forKey: "k")
         #expect(writerA.store().synchronize())
         #expect(mac.store().synchronize())
         // The same device signs in to account B (joining with a device of B's passcode).
-        let moved = mac.service.device(cloud: accountB)
-        try CloudAccount(moved).join(passcode: "2222")
+        let moved = mac.service.account(cloud: accountB)
+        try moved.join(passcode: "2222")
         #expect(mac.store(on: moved).synchronize())
         #expect(mac.store(on: moved).string(forKey: "b") == "from B")
         #expect(
@@ -248,7 +249,7 @@ struct KeyValueStoreTests {
             try mac.store().checkedSynchronize()
         }
         #expect(mac.store().pendingKeys == ["k"])
-        try mac.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try mac.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         try mac.store().checkedSynchronize()
         #expect(mac.store().pendingKeys.isEmpty)
         mac.store().set("w", forKey: "k")

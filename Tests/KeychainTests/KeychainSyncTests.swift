@@ -10,16 +10,17 @@ import Testing
 
 private struct SyncPhone {
     let service: PrivateSecretService
-    let device: Device
+    let account: CloudAccount
+    var device: Device { account.device }
     let keychain: Keychain
 
     init(cloud: URL) throws {
         service = try PrivateSecretService.start()
-        device = service.device(cloud: cloud)
+        account = service.account(cloud: cloud)
         keychain = Keychain(
             app: try App(
                 id: "com.example.wallet", container: service.root.appendingPathComponent("c")),
-            device: device)
+            device: account.device)
     }
 
     func add(
@@ -38,7 +39,7 @@ private struct SyncPhone {
             .flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) }
     }
 
-    func sync() throws -> KeychainSync.Report { try KeychainSync(device: device).sync() }
+    func sync() throws -> KeychainSync.Report { try KeychainSync(account: account).sync() }
 }
 
 private func cloudObjects(_ cloud: URL) -> [String] {
@@ -68,7 +69,7 @@ struct KeychainSyncTests {
     func join() throws {
         let cloud = Throwaway.untrusted("cloud")
         let old = try SyncPhone(cloud: cloud)
-        try old.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try old.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         try old.add("synced", "travels")
         try old.add("local", "stays", sync: false)
         try old.add(
@@ -82,10 +83,10 @@ struct KeychainSyncTests {
             }
         }
         let new = try SyncPhone(cloud: cloud)
-        try new.device.setLockScreen(.pin, passcode: "5555", currentPasscode: nil)
+        try new.account.setLockScreen(.pin, passcode: "5555", currentPasscode: nil)
         #expect(try new.sync().skipped != nil)  // not joined yet
-        #expect(throws: DeviceError.self) { try CloudAccount(new.device).join(passcode: "0000") }
-        try CloudAccount(new.device).join(passcode: "1234")
+        #expect(throws: DeviceError.self) { try new.account.join(passcode: "0000") }
+        try new.account.join(passcode: "1234")
         #expect(try new.sync().downloaded == 1)
         #expect(new.read("synced") == "travels")
         #expect(
@@ -102,10 +103,10 @@ struct KeychainSyncTests {
     func updatesAndDeletions() throws {
         let cloud = Throwaway.untrusted("cloud")
         let one = try SyncPhone(cloud: cloud)
-        try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try one.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let two = try SyncPhone(cloud: cloud)
-        try two.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-        try CloudAccount(two.device).join(passcode: "1234")
+        try two.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try two.account.join(passcode: "1234")
         try one.add("a", "v1")
         _ = try one.sync()
         _ = try two.sync()
@@ -139,10 +140,10 @@ struct KeychainSyncTests {
     func deletionDatedAtTheDeletion() throws {
         let cloud = Throwaway.untrusted("cloud")
         let one = try SyncPhone(cloud: cloud)
-        try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try one.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let two = try SyncPhone(cloud: cloud)
-        try two.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-        try CloudAccount(two.device).join(passcode: "1234")
+        try two.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try two.account.join(passcode: "1234")
         let query = { (account: String) in
             GenericPasswordQuery(service: "s", account: account, synchronizable: .yes)
         }
@@ -175,10 +176,10 @@ struct KeychainSyncTests {
     func writtenAgainAfterATombstone() throws {
         let cloud = Throwaway.untrusted("cloud")
         let one = try SyncPhone(cloud: cloud)
-        try one.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try one.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let two = try SyncPhone(cloud: cloud)
-        try two.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-        try CloudAccount(two.device).join(passcode: "1234")
+        try two.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try two.account.join(passcode: "1234")
         try one.add("a", "first")
         _ = try one.sync()
         try one.keychain.delete(

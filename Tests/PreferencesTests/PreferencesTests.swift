@@ -38,12 +38,13 @@ private let sampleFiles = [
 /// An Android phone: a device with its own Secret Service, one app.
 private struct Android {
     let service: PrivateSecretService
-    let device: Device
+    let account: CloudAccount
+    var device: Device { account.device }
     let app: App
 
     init(cloud: URL? = nil) throws {
         service = try PrivateSecretService.start()
-        device = service.device(cloud: cloud)
+        account = service.account(cloud: cloud)
         app = try App(
             id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
     }
@@ -54,7 +55,7 @@ private struct Android {
         let xml = try Data(
             contentsOf: fixturesDirectory.appendingPathComponent("backup-rules/\(rules)"))
         return AutoBackup(
-            app: app, device: device,
+            app: app, account: account,
             configuration: try BackupConfiguration.parse(xml, allowBackup: allowBackup))
     }
 
@@ -174,7 +175,7 @@ struct AutoBackupTests {
         try phone.writePrefs("recovery_hint", ["hint": "the hint"])
         #expect(try phone.backup().backup().files == [])
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: cloud.path)) ?? []).isEmpty)
-        try phone.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try phone.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let report = try phone.backup().backup()
         #expect(report.files == ["shared_prefs/recovery_hint.xml"] && report.cloud)
         for name in try FileManager.default.contentsOfDirectory(atPath: cloud.path) {
@@ -184,7 +185,7 @@ struct AutoBackupTests {
         }
         // A new device that joined restores the app's backup from the cloud at install.
         let other = try Android(cloud: cloud)
-        try CloudAccount(other.device).join(passcode: "1234")
+        try other.account.join(passcode: "1234")
         #expect(try other.backup().restoreIfNeeded() == ["shared_prefs/recovery_hint.xml"])
         #expect(
             try SharedPreferences(app: other.app, name: "recovery_hint").string(forKey: "hint")
@@ -200,7 +201,7 @@ struct AutoBackupTests {
         try Files.writeAtomically(
             Data(count: 6 * 1024 * 1024),
             to: phone.app.container.appendingPathComponent("files/b.bin"))
-        let backup = AutoBackup(app: phone.app, device: phone.device, configuration: .everything)
+        let backup = AutoBackup(app: phone.app, account: phone.account, configuration: .everything)
         #expect(throws: PreferencesError.self) { try backup.backup() }
         try FileManager.default.removeItem(
             at: phone.app.container.appendingPathComponent("files/b.bin"))

@@ -33,7 +33,8 @@ private func backupRules() throws -> BackupConfiguration {
 /// A device of one cloud account with two apps, each using all four stores.
 private struct Member {
     let service: PrivateSecretService
-    let device: Device
+    let account: CloudAccount
+    var device: Device { account.device }
 
     init(cloud: URL) throws {
         // KeePassXC saving at exit only: its save after every change crashed it under these
@@ -41,7 +42,7 @@ private struct Member {
         service = try PrivateSecretService.start()
         // Hundreds of operations beside the whole parallel suite on two cores: a bound of 20 s,
         // not 5 (the bound itself is the fault suites' business).
-        device = service.device(cloud: cloud, timeout: .seconds(20))
+        account = service.account(cloud: cloud, timeout: .seconds(20))
     }
 
     func app(_ id: String) throws -> App {
@@ -59,14 +60,15 @@ private struct Member {
                         bytes: Data(value(account, id, "bs", key).utf8), key: key,
                         shouldBackupToCloud: true))
             }
-            let kv = UbiquitousKeyValueStore(app: app, device: device)
+            let kv = UbiquitousKeyValueStore(app: app, account: self.account)
             kv.set(value(account, id, "kv", "hint"), forKey: "hint")
             #expect(kv.synchronize())
             var prefs = try SharedPreferences(app: app, name: "recovery_hint")
             prefs.putString(value(account, id, "ab", "hint"), forKey: "hint")
             try prefs.commit()
             #expect(
-                try AutoBackup(app: app, device: device, configuration: backupRules()).backup()
+                try AutoBackup(app: app, account: self.account, configuration: backupRules())
+                    .backup()
                     .cloud)
             let keychain = Keychain(app: app, device: device)
             for name in keychainAccounts {
@@ -77,8 +79,8 @@ private struct Member {
                     data: Data(value(account, id, "kc", name).utf8))
             }
         }
-        #expect(try BlockStoreSync(device: device).sync().uploaded == 4)
-        #expect(try KeychainSync(device: device).sync().uploaded == 4)
+        #expect(try BlockStoreSync(account: self.account).sync().uploaded == 4)
+        #expect(try KeychainSync(account: self.account).sync().uploaded == 4)
     }
 
     /// Reads one store's cloud objects as a joined device does, and checks every value it then
@@ -90,7 +92,7 @@ private struct Member {
         var held = 0
         switch prefix {
         case "bs-":
-            do { _ = try BlockStoreSync(device: device).restore() } catch { refused = true }
+            do { _ = try BlockStoreSync(account: self.account).restore() } catch { refused = true }
             for id in appIDs {
                 let all = try BlockStoreClient(app: try app(id), device: device).retrieveBytes(
                     RetrieveBytesRequest(retrieveAll: true))
@@ -101,7 +103,7 @@ private struct Member {
             }
         case "kv-":
             for id in appIDs {
-                let kv = UbiquitousKeyValueStore(app: try app(id), device: device)
+                let kv = UbiquitousKeyValueStore(app: try app(id), account: self.account)
                 if !kv.synchronize() { refused = true }
                 if let read = kv.string(forKey: "hint") {
                     held += 1
@@ -113,7 +115,7 @@ private struct Member {
                 let app = try app(id)
                 try device.uninstall(app)  // a fresh install restores before first launch
                 do {
-                    try AutoBackup(app: app, device: device, configuration: backupRules())
+                    try AutoBackup(app: app, account: self.account, configuration: backupRules())
                         .restoreIfNeeded()
                 } catch { refused = true }
                 if let read = try SharedPreferences(app: app, name: "recovery_hint").string(
@@ -124,7 +126,7 @@ private struct Member {
                 }
             }
         case "kc-":
-            do { _ = try KeychainSync(device: device).sync() } catch { refused = true }
+            do { _ = try KeychainSync(account: self.account).sync() } catch { refused = true }
             for id in appIDs {
                 let keychain = Keychain(app: try app(id), device: device)
                 for name in keychainAccounts {
@@ -174,7 +176,7 @@ struct CloudObjectSwapTests {
         let writerA = try Member(cloud: cloudA)
         let writerB = try Member(cloud: cloudB)
         for (writer, account) in [(writerA, "A"), (writerB, "B")] {
-            try writer.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+            try writer.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
             try writer.writeEverything(account: account)
         }
         let original = try snapshot(cloudA)
@@ -223,14 +225,14 @@ struct CloudObjectSwapTests {
         }
 
         let reader = try Member(cloud: cloudA)
-        try reader.device.setLockScreen(.pin, passcode: "5555", currentPasscode: nil)
-        try CloudAccount(reader.device).join(passcode: "1234")
+        try reader.account.setLockScreen(.pin, passcode: "5555", currentPasscode: nil)
+        try reader.account.join(passcode: "1234")
         var refused = 0
         for trial in trials {
             try put(original.merging(trial.changes) { $1 }, into: cloudA)
             // The manifest alone would refuse every trial; vouched for, each store's own sealing
             // must refuse it too.
-            try CloudAccount(reader.device).vouchForCloudAsIs()
+            try reader.account.vouchForCloudAsIs()
             if try reader.readAndCheck(trial.kind, account: "A").refused {
                 refused += 1
             } else {
@@ -238,7 +240,7 @@ struct CloudObjectSwapTests {
             }
         }
         try put(original, into: cloudA)
-        try CloudAccount(reader.device).vouchForCloudAsIs()
+        try reader.account.vouchForCloudAsIs()
         // Untouched, every store reads back every value in full.
         let held = try kinds.map { try reader.readAndCheck($0, account: "A") }
         #expect(held.map(\.refused) == [false, false, false, false])
@@ -259,16 +261,16 @@ struct CloudManifestTests {
     func refused(_ prefix: String) throws {
         let cloud = Throwaway.untrusted("cloud")
         let writer = try Member(cloud: cloud)
-        try writer.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try writer.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         try writer.writeEverything(account: "A")
         let before = try snapshot(cloud)
         // One more write: the manifest moves on.
-        let kv = UbiquitousKeyValueStore(app: try writer.app(appIDs[0]), device: writer.device)
+        let kv = UbiquitousKeyValueStore(app: try writer.app(appIDs[0]), account: writer.account)
         kv.set(value("A", appIDs[0], "kv", "hint"), forKey: "hint")
         #expect(kv.synchronize())
         let reader = try Member(cloud: cloud)
-        try reader.device.setLockScreen(.pin, passcode: "5555", currentPasscode: nil)
-        try CloudAccount(reader.device).join(passcode: "1234")
+        try reader.account.setLockScreen(.pin, passcode: "5555", currentPasscode: nil)
+        try reader.account.join(passcode: "1234")
         #expect(try reader.readAndCheck(prefix, account: "A").refused == false)
         var current = try snapshot(cloud)  // as the reader left it (a sync may write)
         let victim = try #require(current.keys.sorted().first { $0.hasPrefix(prefix) })

@@ -10,14 +10,14 @@ import Sealing
 import Testing
 
 /// Everything a device exchanges with its cloud account, now.
-private func syncEverything(_ device: Device) throws {
-    _ = try BlockStoreSync(device: device).sync()
-    _ = try KeychainSync(device: device).sync()
+private func syncEverything(_ device: CloudAccount) throws {
+    _ = try BlockStoreSync(account: device).sync()
+    _ = try KeychainSync(account: device).sync()
 }
 
-private func restoreEverything(_ device: Device) throws {
-    _ = try BlockStoreSync(device: device).restore()
-    _ = try KeychainSync(device: device).sync()
+private func restoreEverything(_ device: CloudAccount) throws {
+    _ = try BlockStoreSync(account: device).restore()
+    _ = try KeychainSync(account: device).sync()
 }
 
 /// A cloud account that cannot be reached (fault injection).
@@ -44,35 +44,35 @@ struct ProfileScenarioTests {
         let cloud = Throwaway.untrusted("cloud")
         let phone = try HintPhone(cloud: cloud)
         // Pins of 20 digits, so that the hygiene check below cannot find one by chance.
-        try phone.device.setLockScreen(.pin, passcode: pin(phonePin), currentPasscode: nil)
+        try phone.account.setLockScreen(.pin, passcode: pin(phonePin), currentPasscode: nil)
         let hint = RecoveryHint(
             lastAuthenticatorId: "passkey-7", lastWallet: demoWallet, lastLoginAt: 1_795_000_000_000
         )
         RecoveryHints(
             service: try RecoveryHintService.make(
-                profile: profile, app: phone.app, device: phone.device)
+                profile: profile, app: phone.app, account: phone.account)
         ).set(hint)
-        try syncEverything(phone.device)
+        try syncEverything(phone.account)
         try phone.device.uninstall(phone.app)
         #expect(
             RecoveryHints(
                 service: try RecoveryHintService.make(
-                    profile: profile, app: phone.app, device: phone.device)
+                    profile: profile, app: phone.app, account: phone.account)
             ).get() == hint)
 
         let tablet = try HintPhone(cloud: cloud)
-        try tablet.device.setLockScreen(.pin, passcode: pin(tabletPin), currentPasscode: nil)
+        try tablet.account.setLockScreen(.pin, passcode: pin(tabletPin), currentPasscode: nil)
         #expect(
             RecoveryHints(
                 service: try RecoveryHintService.make(
-                    profile: profile, app: tablet.app, device: tablet.device)
+                    profile: profile, app: tablet.app, account: tablet.account)
             ).get() == .empty)
-        try CloudAccount(tablet.device).join(passcode: pin(phonePin))
-        try restoreEverything(tablet.device)
+        try tablet.account.join(passcode: pin(phonePin))
+        try restoreEverything(tablet.account)
         #expect(
             RecoveryHints(
                 service: try RecoveryHintService.make(
-                    profile: profile, app: tablet.app, device: tablet.device)
+                    profile: profile, app: tablet.app, account: tablet.account)
             ).get() == hint)
 
         // Hygiene: the cloud and both device directories hold no plaintext of the hint, their
@@ -113,9 +113,9 @@ struct ProfileScenarioTests {
         let phone = try HintPhone(cloud: cloud)
         let hints = RecoveryHints(
             service: try RecoveryHintService.make(
-                profile: profile, app: phone.app, device: phone.device))
+                profile: profile, app: phone.app, account: phone.account))
         hints.set(lastWallet: testWallet("local only"))
-        try syncEverything(phone.device)
+        try syncEverything(phone.account)
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: cloud.path)) ?? []).isEmpty)
         #expect(hints.get().lastWallet == testWallet("local only"))
     }
@@ -125,12 +125,12 @@ struct ProfileScenarioTests {
         arguments: HintProfile.allCases)
     func cloudUnreachable(_ profile: HintProfile) throws {
         let service = try PrivateSecretService.start()
-        let device = service.device(
+        let device = service.account(
             directory: service.root.appendingPathComponent("device"), cloud: UnreachableCloud(),
             tuning: .fast)
         let app = try App(
             id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
-        let hints = try RecoveryHintService.make(profile: profile, app: app, device: device)
+        let hints = try RecoveryHintService.make(profile: profile, app: app, account: device)
         let outcomes = try hints.set(RecoveryHint(lastWallet: testWallet("kept")))
         #expect(outcomes.contains { $0.succeeded })
         #expect(try hints.get().hint.lastWallet == testWallet("kept"))

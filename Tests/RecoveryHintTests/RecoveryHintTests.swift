@@ -23,18 +23,19 @@ private func jsonCases() throws -> [HintJSONCase] {
 /// A phone with the linux hint profile for one app.
 struct HintPhone {
     let service: PrivateSecretService
-    let device: Device
+    let account: CloudAccount
+    var device: Device { account.device }
     let app: App
 
     init(cloud: URL? = nil, timeout: Duration = .seconds(5)) throws {
         service = try PrivateSecretService.start()
-        device = service.device(cloud: cloud, timeout: timeout, retryPolicy: .fast)
+        account = service.account(cloud: cloud, timeout: timeout, retryPolicy: .fast)
         app = try App(
             id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
     }
 
     func hints() throws -> RecoveryHintService {
-        try RecoveryHintService.make(profile: .linux, app: app, device: device)
+        try RecoveryHintService.make(profile: .linux, app: app, account: account)
     }
 }
 
@@ -203,12 +204,12 @@ struct RecoveryHintServiceTests {
     func newDevice() throws {
         let cloud = Throwaway.untrusted("cloud")
         let old = try HintPhone(cloud: cloud)
-        try old.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try old.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         try old.hints().set(RecoveryHint(lastWallet: demoWallet))
-        _ = try BlockStoreSync(device: old.device).sync()
+        _ = try BlockStoreSync(account: old.account).sync()
         let new = try HintPhone(cloud: cloud)
         #expect(RecoveryHints(service: try new.hints()).get() == .empty)
-        try BlockStoreSync(device: new.device).join(passcode: "1234")
+        try BlockStoreSync(account: new.account).join(passcode: "1234")
         #expect(RecoveryHints(service: try new.hints()).get().lastWallet == demoWallet)
     }
 
@@ -217,7 +218,7 @@ struct RecoveryHintServiceTests {
         let cloud = Throwaway.untrusted("cloud")
         let phone = try HintPhone(cloud: cloud)
         RecoveryHints(service: try phone.hints()).set(lastWallet: testWallet("local"))
-        _ = try BlockStoreSync(device: phone.device).sync()
+        _ = try BlockStoreSync(account: phone.account).sync()
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: cloud.path)) ?? []).isEmpty)
     }
 }
@@ -228,7 +229,7 @@ struct AppleProfileTests {
     func stores() throws {
         let phone = try HintPhone()
         let hints = try RecoveryHintService.make(
-            profile: .apple, app: phone.app, device: phone.device)
+            profile: .apple, app: phone.app, account: phone.account)
         let outcomes = try hints.set(RecoveryHint(lastWallet: demoWallet))
         #expect(outcomes.map(\.store) == ["kvstore", "keychain (synchronizable)"])
         #expect(try hints.get().source == "kvstore")
@@ -253,11 +254,11 @@ struct AppleProfileTests {
         let phone = try HintPhone(cloud: nil)
         RecoveryHints(
             service: try RecoveryHintService.make(
-                profile: .apple, app: phone.app, device: phone.device)
+                profile: .apple, app: phone.app, account: phone.account)
         ).set(lastWallet: demoWallet)
         try phone.device.uninstall(phone.app)
         let hints = try RecoveryHintService.make(
-            profile: .apple, app: phone.app, device: phone.device)
+            profile: .apple, app: phone.app, account: phone.account)
         #expect(try hints.get().hint.lastWallet == demoWallet)
         #expect(try hints.get().source == "kvstore")
     }
@@ -271,7 +272,7 @@ struct AndroidProfileTests {
     func stores() throws {
         let phone = try HintPhone()
         let hints = try RecoveryHintService.make(
-            profile: .android, app: phone.app, device: phone.device)
+            profile: .android, app: phone.app, account: phone.account)
         let outcomes = try hints.set(RecoveryHint(lastWallet: demoWallet))
         #expect(outcomes.map(\.store) == ["blockstore", "preferences"])
         #expect(try hints.get().source == "blockstore")
@@ -291,13 +292,13 @@ struct AndroidProfileTests {
         let phone = try HintPhone()
         RecoveryHints(
             service: try RecoveryHintService.make(
-                profile: .android, app: phone.app, device: phone.device)
+                profile: .android, app: phone.app, account: phone.account)
         ).set(lastWallet: demoWallet)
         try phone.device.uninstall(phone.app)
         #expect(
             RecoveryHints(
                 service: try RecoveryHintService.make(
-                    profile: .android, app: phone.app, device: phone.device)
+                    profile: .android, app: phone.app, account: phone.account)
             ).get().lastWallet == demoWallet)
     }
 
@@ -307,14 +308,14 @@ struct AndroidProfileTests {
     func withoutBlockStore() throws {
         let phone = try HintPhone()
         try phone.device.updateSettings { $0.blockStoreAvailable = false }
-        try phone.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        try phone.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         let hints = try RecoveryHintService.make(
-            profile: .android, app: phone.app, device: phone.device)
+            profile: .android, app: phone.app, account: phone.account)
         #expect(hints.primary == nil)
         #expect(try hints.set(RecoveryHint(lastWallet: demoWallet)).map(\.store) == ["preferences"])
         try phone.device.uninstall(phone.app)
         let reinstalled = try RecoveryHintService.make(
-            profile: .android, app: phone.app, device: phone.device)
+            profile: .android, app: phone.app, account: phone.account)
         #expect(try reinstalled.get().hint.lastWallet == demoWallet)
         #expect(try reinstalled.get().source == "preferences")
     }
@@ -325,11 +326,11 @@ struct AndroidProfileTests {
     func withoutBlockStoreOrPin() throws {
         let phone = try HintPhone()
         try phone.device.updateSettings { $0.blockStoreAvailable = false }
-        try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device).set(
+        try RecoveryHintService.make(profile: .android, app: phone.app, account: phone.account).set(
             RecoveryHint(lastWallet: testWallet("w")))
         try phone.device.uninstall(phone.app)
         #expect(
-            try RecoveryHintService.make(profile: .android, app: phone.app, device: phone.device)
+            try RecoveryHintService.make(profile: .android, app: phone.app, account: phone.account)
                 .get().hint == .empty)
     }
 }

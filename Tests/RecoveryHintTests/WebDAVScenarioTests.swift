@@ -12,12 +12,13 @@ import Testing
 /// account's escrow service.
 private struct WebDAVPhone {
     let service: PrivateSecretService
-    let device: Device
+    let account: CloudAccount
+    var device: Device { account.device }
     let app: App
 
     init(cloud: WebDAVCloud, escrow: PrivateEscrow) throws {
         service = try PrivateSecretService.start()
-        device = service.device(
+        account = service.account(
             cloud: cloud, escrow: escrow.configuration, timeout: .seconds(20), tuning: .fast)
         app = try App(
             id: "com.example.wallet", container: service.root.appendingPathComponent("container"))
@@ -26,13 +27,13 @@ private struct WebDAVPhone {
     var hints: RecoveryHints {
         get throws {
             RecoveryHints(
-                service: try RecoveryHintService.make(profile: .linux, app: app, device: device))
+                service: try RecoveryHintService.make(profile: .linux, app: app, account: account))
         }
     }
 
     func syncAll() throws {
-        _ = try BlockStoreSync(device: device).sync()
-        _ = try KeychainSync(device: device).sync()
+        _ = try BlockStoreSync(account: account).sync()
+        _ = try KeychainSync(account: account).sync()
     }
 }
 
@@ -50,7 +51,7 @@ struct WebDAVScenarioTests {
         let escrow = try PrivateEscrow()
         let phone = try WebDAVPhone(cloud: try server.cloud(), escrow: escrow)
         let recoveryKey = try #require(
-            try phone.device.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+            try phone.account.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
                 .recoveryKey)
         let hint = RecoveryHint(
             lastAuthenticatorId: "passkey-7", lastWallet: demoWallet, lastLoginAt: 1_795_000_000_000
@@ -60,16 +61,16 @@ struct WebDAVScenarioTests {
 
         for path in ["passcode", "approval", "recovery key"] {
             let tablet = try WebDAVPhone(cloud: try server.cloud(), escrow: escrow)
-            try tablet.device.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
+            try tablet.account.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
             #expect(try tablet.hints.get() == .empty)
             switch path {
-            case "passcode": try CloudAccount(tablet.device).join(passcode: "4711")
+            case "passcode": try tablet.account.join(passcode: "4711")
             case "approval":
-                try CloudAccount(phone.device).approve(tablet.device, timeout: .seconds(20))
-            default: try CloudAccount(tablet.device).join(recoveryKey: recoveryKey)
+                try phone.account.approve(tablet.account, timeout: .seconds(20))
+            default: try tablet.account.join(recoveryKey: recoveryKey)
             }
-            _ = try BlockStoreSync(device: tablet.device).restore()
-            _ = try KeychainSync(device: tablet.device).sync()
+            _ = try BlockStoreSync(account: tablet.account).restore()
+            _ = try KeychainSync(account: tablet.account).sync()
             #expect(try tablet.hints.get() == hint, "joined with \(path)")
         }
         // What the server holds is sealed.
@@ -93,11 +94,11 @@ struct WebDAVScenarioTests {
         let escrow = try PrivateEscrow()
         let phone = try WebDAVPhone(cloud: try server.cloud(), escrow: escrow)
         let recoveryKey = try #require(
-            try phone.device.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+            try phone.account.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
                 .recoveryKey)
         let tablet = try WebDAVPhone(cloud: try server.cloud(), escrow: escrow)
-        try tablet.device.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
-        try CloudAccount(tablet.device).join(recoveryKey: recoveryKey)
+        try tablet.account.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
+        try tablet.account.join(recoveryKey: recoveryKey)
 
         let failures = Mutex<[String]>([])
         let rounds = 6
@@ -113,7 +114,7 @@ struct WebDAVScenarioTests {
                             StoreBytesData(
                                 bytes: Data("\(name) \(round)".utf8), key: "\(name)-\(round)",
                                 shouldBackupToCloud: true))
-                        _ = try BlockStoreSync(device: device.device).sync()
+                        _ = try BlockStoreSync(account: device.account).sync()
                     } catch {
                         failures.withLock { $0.append("\(name) \(round): \(error)") }
                     }
@@ -127,7 +128,7 @@ struct WebDAVScenarioTests {
         // LOCKs, so two syncs may run at once: neither may remove what the other uploaded
         // (StrayObjects), and the manifest's compare-and-swap merges their lists.
         for (name, device) in [("phone", phone), ("tablet", tablet)] {
-            _ = try BlockStoreSync(device: device.device).restore()
+            _ = try BlockStoreSync(account: device.account).restore()
             let entries = try BlockStoreClient(app: device.app, device: device.device).entries()
             #expect(
                 entries.count == 2 * rounds,
