@@ -262,7 +262,7 @@ extension AccountKeyKeeper {
             }
         }
         // From here on the device refuses anything older than what it was shown and checked.
-        try self.account.seenManifest.raise(
+        try self.account.manifests.seen.raise(
             account: SeenManifest.account(accountKey), epoch: manifest.epoch,
             version: manifest.version)
         if manifest.epoch > witnessed.epoch {

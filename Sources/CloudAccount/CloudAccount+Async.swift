@@ -3,24 +3,13 @@ import Foundation
 import Platform
 import Sealing
 
-/// `async` forms of the unlock, the lock screen and the joins, as `Device+Async.swift` has them
-/// for the device: each runs the blocking call on a thread of its own.
+/// `async` forms of the unlock and the joins, as `Device+Async.swift` has them for the device:
+/// each runs the blocking call on a thread of its own.
 extension CloudAccount {
     /// The async form of `unlock(passcode:)`: runs the blocking unlock off the caller's thread.
     @discardableResult
     public func unlock(passcode: SecureBytes) async throws(DeviceError) -> SecureBytes? {
         try await offThePool { () throws(DeviceError) in try self.unlock(passcode: passcode) }
-    }
-
-    /// The async form of `setLockScreen(_:passcode:currentPasscode:)`: runs the blocking change
-    /// off the caller's thread.
-    @discardableResult
-    public func setLockScreen(
-        _ kind: LockScreenKind, passcode: SecureBytes?, currentPasscode: SecureBytes?
-    ) async throws(DeviceError) -> LockScreenChange {
-        try await offThePool { () throws(DeviceError) in
-            try self.setLockScreen(kind, passcode: passcode, currentPasscode: currentPasscode)
-        }
     }
 
     /// The async form of `join(passcode:)`: runs the blocking join off the caller's thread.

@@ -192,11 +192,11 @@ extension AccountKeyKeeper {
                 key, to: recoveryPublicKey, cloud: cloud, ifVersion: recoveryVersion)
             var manifest = AccountManifest(
                 version: 1, epoch: 0, objects: [:], devices: [:], layout: AccountManifest.layout)
-            manifest.devices[record.deviceID] = CloudAccount.boxKeyPair(record).publicKey
+            manifest.devices[record.deviceID] = ManifestKeeper.boxKeyPair(record).publicKey
             try swap(
                 AccountManifest.name, manifest.sealed(under: key), ifVersion: manifestVersion,
                 on: cloud, conflict: otherCreator)
-            try self.account.seenManifest
+            try self.account.manifests.seen
                 .write(
                     account: SeenManifest.account(key), epoch: 0, version: 1)
             let seed = AccountWitness.seed(recoveryKey: recovery.key)
@@ -259,64 +259,13 @@ extension AccountKeyKeeper {
             changed = true
         }
         if let escrow, record.account.escrowGeneration != record.generation,
-            registerOrRetry(accountKey, passcode: passcode, escrow: escrow, cloud: cloud, &record)
+            EscrowRegistration(keys: self).registerOrRetry(
+                accountKey, passcode: passcode, escrow: escrow, cloud: cloud, &record)
         {
             changed = true
         }
         if let notRotated { throw notRotated }
         return (changed, recoveryKey)
-    }
-
-    /// `register`, recorded in `record` when it went through. One that did not (the escrow
-    /// unreachable, another device's record won the race) is tried again at the next unlock and
-    /// never undoes what was done before it — an account just made, a rotation just switched.
-    func registerOrRetry(
-        _ accountKey: SecureBytes, passcode: SecureBytes, escrow: EscrowConfiguration,
-        cloud: any CloudStorage, previousKey: SecureBytes? = nil, _ record: inout DeviceRecord
-    ) -> Bool {
-        guard
-            (try? register(
-                accountKey, passcode: passcode, escrow: escrow, cloud: cloud,
-                previousKey: previousKey, seed: witnessSeed(accountKey, record: record))) != nil
-        else { return false }
-        record.account.escrowGeneration = record.generation
-        return true
-    }
-
-    /// Puts `accountKey` in a new escrow slot under `passcode`, names it in the cloud, and
-    /// removes the slot named before (removing takes the account key it held: `previousKey`
-    /// after a rotation, else `accountKey`). Needs the account's lock held by the
-    /// caller or no other writer (escrow record).
-    func register(
-        _ accountKey: SecureBytes, passcode: SecureBytes, escrow: EscrowConfiguration,
-        cloud: any CloudStorage, previousKey: SecureBytes? = nil, seed: SecureBytes?
-    ) throws(DeviceError) {
-        let found = try cloud.checked.readVersioned(AccountObjects.escrow)
-        let old = found.flatMap { EscrowRecord.parse($0.data) }
-        let salt = KeyDerivation.randomBytes(KeyDerivation.saltLength)
-        let passcodeKey = try PasscodeKeys.passcodeKey(
-            passcode, salt: salt, cost: device.passcodeCost)
-        let client = escrow.client()
-        let secret = AccountWitness.escrowSecret(accountKey, seed: seed)
-        let slot: Data
-        do {
-            slot = try client.register(
-                secret, owner: accountKey, passcodeKey: passcodeKey, salt: salt,
-                cost: device.passcodeCost, limit: Int(GuessLimit.hardLimit),
-                reader: EscrowProtocol.reader(secret: accountKey).publicKey
-            ).slot
-        } catch { throw DeviceError(escrow: error) }
-        // Compare-and-swap: when another device registered meanwhile, its record stands and
-        // this one's slot goes; this device registers again at its next unlock.
-        let swapped = try cloud.checked.write(
-            AccountObjects.escrow, EscrowRecord(slot: slot).encoded(),
-            ifVersion: found?.version)
-        guard swapped else {
-            try? client.remove(slot, secret: accountKey)
-            throw DeviceError(
-                .notAvailable, "the escrow record changed meanwhile: registered at the next unlock")
-        }
-        if let old { try? client.remove(old.slot, secret: previousKey ?? accountKey) }
     }
 
     /// `account-recovery`: the account key sealed to the recovery key's public key — so any
@@ -353,9 +302,9 @@ extension AccountKeyKeeper {
         let epoch: Int
         if let cloud {
             epoch =
-                try self.account.readManifest(
+                try self.account.manifests.read(
                     key: accountKey, epoch: account.epoch ?? 0, cloud: cloud,
-                    seen: self.account.seenManifest
+                    seen: self.account.manifests.seen
                 ).manifest.epoch
         } else {
             epoch = account.epoch ?? 0
@@ -372,7 +321,7 @@ extension AccountKeyKeeper {
         }
         // In the manifest's device list, so that rotations seal the next key to it too (the
         // cloud reached once the guess lock is released).
-        try self.account.enterManifest(record, key: accountKey)
+        try self.account.manifests.enter(record, key: accountKey)
         try? cloud?.delete(AccountObjects.removed(record.deviceID))  // back in: no longer true
     }
 

@@ -464,11 +464,6 @@ struct StrayObjects {
 }
 
 extension CloudAccount {
-    /// The highest manifest version this device has seen, in its directory.
-    var seenManifest: SeenManifest {
-        SeenManifest(file: device.directory.appendingPathComponent("account-manifest-seen"))
-    }
-
     /// Opens an exchange with the cloud account: nil when signed out or when this device does
     /// not hold the account's key (for uploads, also without E2EE). Waits for the account's lock.
     ///
@@ -500,8 +495,8 @@ extension CloudAccount {
         else {
             throw DeviceError(.notAvailable, "the account key changed meanwhile: try again")
         }
-        let seen = seenManifest
-        var (manifest, dirty, version) = try readManifest(
+        let seen = manifests.seen
+        var (manifest, dirty, version) = try manifests.read(
             key: key, epoch: account.epoch ?? 0, cloud: cloud, seen: seen)
         let listed = Set(try cloud.checked.list()).filter {
             CloudObjects.kind(ofObjectNamed: $0) != nil
@@ -522,7 +517,7 @@ extension CloudAccount {
             strays = []
         } else {
             strays = StrayObjects(directory: device.directory).old(among: strays)
-            let (id, publicKey) = try deviceBoxPublicKey()
+            let (id, publicKey) = try manifests.deviceBoxPublicKey()
             if manifest.devices[id] != publicKey {
                 manifest.devices[id] = publicKey
                 dirty = true
@@ -539,71 +534,6 @@ extension CloudAccount {
         }
         return session
     }
-
-    /// The account's manifest, checked against the highest version this device saw (which it
-    /// then remembers); a first, empty one (to be written) when the account has none yet and
-    /// this device never saw one.
-    func readManifest(key: SecureBytes, epoch: Int, cloud: any CloudStorage, seen: SeenManifest)
-        throws(DeviceError) -> (
-            manifest: AccountManifest, dirty: Bool, version: CloudObjectVersion?
-        )
-    {
-        let account = SeenManifest.account(key)
-        let highest = seen.read(account: account)
-        guard let found = try cloud.checked.readVersioned(AccountManifest.name) else {
-            if let highest {
-                throw DeviceError(
-                    .corrupt,
-                    "the cloud account's manifest is gone (this device saw version \(highest.version)): deleted by the cloud"
-                )
-            }
-            return (
-                AccountManifest(
-                    version: 0, epoch: epoch, objects: [:], devices: [:],
-                    layout: AccountManifest.layout), true, nil
-            )
-        }
-        let manifest = try AccountManifest.open(found.data, under: key)
-        _ = try seen.refuseOlder(manifest, account: account)
-        if highest.map({ $0.epoch != manifest.epoch || $0.version != manifest.version }) ?? true {
-            try seen.write(account: account, epoch: manifest.epoch, version: manifest.version)
-        }
-        return (manifest, false, found.version)
-    }
-
-    /// Lists this device in the manifest's devices (under the account's lock), when it is not.
-    func enterManifest(_ record: DeviceRecord, key: SecureBytes) throws(DeviceError) {
-        guard let cloud, let account = try self.keys.readAccount() else { return }
-        let lock = try cloud.checked.lock()
-        defer { withExtendedLifetime(lock) {} }
-        let seen = seenManifest
-        var (manifest, _, version) = try readManifest(
-            key: key, epoch: account.epoch ?? 0, cloud: cloud, seen: seen)
-        let publicKey = Self.boxKeyPair(record).publicKey
-        guard manifest.devices[record.deviceID] != publicKey else { return }
-        manifest.devices[record.deviceID] = publicKey
-        manifest.version += 1
-        let swapped = try cloud.checked.write(
-            AccountManifest.name, manifest.sealed(under: key), ifVersion: version)
-        // Another writer got there first: this device is entered at its next sync.
-        guard swapped else { return }
-        try seen.write(
-            account: SeenManifest.account(key),
-            epoch: manifest.epoch, version: manifest.version)
-    }
-
-    /// This device's id and the public half of its X25519 key pair (derived from the device
-    /// secret): rotations seal the account's new key to it.
-    func deviceBoxPublicKey() throws(DeviceError) -> (id: String, publicKey: Data) {
-        let record = try device.records.load().record
-        return (record.deviceID, Self.boxKeyPair(record).publicKey)
-    }
-
-    static func boxKeyPair(_ record: DeviceRecord) -> (publicKey: Data, secretKey: SecureBytes) {
-        SealedBox.keyPair(
-            seed: KeyDerivation.keyedHash(
-                key: SecureBytes(copying: record.deviceSecret), context: "keepsake.device.box.v1"))
-    }
 }
 
 #if KEEPSAKE_TEST_HOOKS
@@ -614,7 +544,7 @@ extension CloudAccount {
         package func vouchForCloudAsIs() throws(DeviceError) {
             guard let cloud, let key = try self.keys.cloudKey(forUpload: false) else { return }
             let account = SeenManifest.account(key)
-            let seen = seenManifest
+            let seen = manifests.seen
             let current = try cloud.checked.read(AccountManifest.name).flatMap {
                 try? AccountManifest.open($0, under: key)
             }

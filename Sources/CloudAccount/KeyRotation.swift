@@ -98,8 +98,8 @@ extension AccountRotation {
         guard let (account, accountVersion) = try self.account.keys.readAccountVersioned(),
             constantTimeEquals(account.check, AccountRecord.check(oldKey))
         else { throw DeviceError(.notAvailable, "the account key changed meanwhile: try again") }
-        let seen = self.account.seenManifest
-        var (manifest, _, manifestVersion) = try self.account.readManifest(
+        let seen = self.account.manifests.seen
+        var (manifest, _, manifestVersion) = try self.account.manifests.read(
             key: oldKey, epoch: account.epoch ?? 0, cloud: cloud, seen: seen)
         // Every object the switch replaces is written only over the copy read here: a writer
         // whose lock expired (or that ignored it) and changed the account meanwhile stops the
@@ -169,7 +169,7 @@ extension AccountRotation {
             manifest.objects[Data(name.utf8)] = mac
         }
         if let removing { manifest.devices[removing] = nil }
-        manifest.devices[record.deviceID] = CloudAccount.boxKeyPair(record).publicKey
+        manifest.devices[record.deviceID] = ManifestKeeper.boxKeyPair(record).publicKey
         for (id, publicKey) in manifest.devices where id != record.deviceID {
             let sealed: Data
             do { sealed = try SealedBox.seal(newKey, to: publicKey) } catch {
@@ -215,7 +215,7 @@ extension AccountRotation {
         // The escrow: the new key under the new passcode, or nothing until the next unlock.
         if let escrow {
             if let passcode {
-                _ = self.account.keys.registerOrRetry(
+                _ = EscrowRegistration(keys: self.account.keys).registerOrRetry(
                     newKey, passcode: passcode, escrow: escrow, cloud: cloud, previousKey: oldKey,
                     &record)
             } else {
@@ -244,7 +244,7 @@ extension AccountRotation {
         let target = account.epoch ?? 0
         let start = record.account.cloudEpoch ?? 0
         guard target > start, target - start <= 1000 else { return nil }
-        let pair = CloudAccount.boxKeyPair(record)
+        let pair = ManifestKeeper.boxKeyPair(record)
         var key = held
         for epoch in (start + 1)...target {
             let name = AccountObjects.rekey(record.deviceID, epoch: epoch)

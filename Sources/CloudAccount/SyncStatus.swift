@@ -103,7 +103,7 @@ extension CloudAccount {
                 return CloudListing(status: status, names: [], key: key)
             }
             let manifest = try AccountManifest.open(found, under: key)
-            _ = try seenManifest.refuseOlder(manifest, account: SeenManifest.account(key))
+            _ = try manifests.seen.refuseOlder(manifest, account: SeenManifest.account(key))
             status.manifestVersion = manifest.version
             let listed = Set(try cloud.checked.list())
             let present = manifest.names.filter {

@@ -216,7 +216,7 @@ struct ApprovalAttackTests {
         _ = try phone.replaceRecoveryKey()  // a rotation: epoch 1
         let key = try #require(try phone.keys.cloudKey())
         let seen = try #require(
-            phone.seenManifest.read(account: SeenManifest.account(key)))
+            phone.manifests.seen.read(account: SeenManifest.account(key)))
         #expect(seen.epoch == 1)
         // The cloud lowers the record's epoch (its check stays the key's).
         var account = try #require(
