@@ -3,7 +3,8 @@ import Foundation
 
 /// The cloud account's state on this device, kept in the device record's account part
 /// (`DeviceRecord.accountState`, which the device stores and never reads): the names are the
-/// ones records have always stored.
+/// ones records have always stored. Read field by field (a value that does not read loses only
+/// that field) and written over only its own names (a name it does not know is kept).
 struct AccountState: Codable, Equatable {
     /// The cloud account's key, sealed under the AfterFirstUnlock class key.
     var wrappedCloudKey: Data?
@@ -11,28 +12,39 @@ struct AccountState: Codable, Equatable {
     /// kept here so that a cloud withholding its copy cannot stop this device signing.
     var wrappedWitnessSeed: Data?
     /// The device record's `generation` under which this device last registered the account key
-    /// with the cloud's escrow (a passcode change registers again).
+    /// with the cloud's escrow (a passcode change or a re-seal registers again).
     var escrowGeneration: Int?
     /// The cloud account key's epoch this device holds (how many rotations it has followed).
     var cloudEpoch: Int?
-    /// The device record's `generation` (bumped by every lock-screen change) under which this
-    /// device's account key was made, joined, followed or rotated: a later one means the passcode
-    /// changed since, and the next unlock rotates the key. nil: not noted yet (the next unlock
-    /// notes it).
-    var keyGeneration: Int?
-    /// Set in records whose device noted a passcode change for the account: the next unlock
-    /// rotates the key and clears it.
+    /// The device's `passcodeChanges` when this device last made, rotated or adopted the account
+    /// key (nil: 0): a passcode changed since, through the account or the device alone, has the
+    /// next unlock rotate the key. Following another device's rotation does not note it.
+    var keyPasscodeChanges: Int?
+    /// A rotation owed to a passcode change, in records whose device noted it itself: the next
+    /// unlock rotates the key, which clears it.
     var rotationPending: Bool?
 
-    /// Whether the passcode changed since the account key was last made or rotated here.
-    func passcodeChangedSinceKey(generation: Int?) -> Bool {
-        rotationPending == true || (keyGeneration != nil && keyGeneration != generation)
+    init() {}
+
+    init(from decoder: any Decoder) throws {
+        let names = try decoder.container(keyedBy: CodingKeys.self)
+        wrappedCloudKey = try? names.decodeIfPresent(Data.self, forKey: .wrappedCloudKey)
+        wrappedWitnessSeed = try? names.decodeIfPresent(Data.self, forKey: .wrappedWitnessSeed)
+        escrowGeneration = try? names.decodeIfPresent(Int.self, forKey: .escrowGeneration)
+        cloudEpoch = try? names.decodeIfPresent(Int.self, forKey: .cloudEpoch)
+        keyPasscodeChanges = try? names.decodeIfPresent(Int.self, forKey: .keyPasscodeChanges)
+        rotationPending = try? names.decodeIfPresent(Bool.self, forKey: .rotationPending)
+    }
+
+    /// Whether the passcode changed since the account key was last made, rotated or adopted
+    /// here, with the device's `passcodeChanges` at `changes`.
+    func owesRotation(passcodeChanges changes: Int?) -> Bool {
+        rotationPending == true || (keyPasscodeChanges ?? 0) != (changes ?? 0)
     }
 }
 
 extension DeviceRecord {
-    /// The cloud account's state in this record (empty when there is none, or it does not read
-    /// as the account's).
+    /// The cloud account's state in this record (empty when there is none).
     var account: AccountState {
         get {
             guard let names = try? JSONEncoder().encode(accountState),
@@ -44,16 +56,30 @@ extension DeviceRecord {
             guard let json = try? JSONEncoder().encode(newValue),
                 let names = try? JSONDecoder().decode([String: AccountValue].self, from: json)
             else { return }
-            accountState = names
+            // Its own names are written over (a nil one removed); any other is kept.
+            for name in AccountState.CodingKeys.allCases.map(\.stringValue) {
+                accountState[name] = names[name]
+            }
         }
     }
 
-    /// The account key `wrapped` (sealed under a class key) held from now on, at `epoch`, noted
-    /// under this record's generation.
-    mutating func holdAccountKey(_ wrapped: Data, epoch: Int) {
+    /// The account key `wrapped` (sealed under a class key) held from now on, at `epoch`. Made,
+    /// rotated or adopted here (`underThisPasscode`), it is noted as the current passcode's: a
+    /// key followed from another device's rotation is not, so a rotation this device owes for
+    /// its own passcode change is still made.
+    mutating func holdAccountKey(_ wrapped: Data, epoch: Int, underThisPasscode: Bool) {
         account.wrappedCloudKey = wrapped
         account.cloudEpoch = epoch
-        account.keyGeneration = generation
-        account.rotationPending = nil
+        if underThisPasscode {
+            account.keyPasscodeChanges = passcodeChanges
+            account.rotationPending = nil
+        }
+    }
+}
+
+extension AccountState {
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case wrappedCloudKey, wrappedWitnessSeed, escrowGeneration, cloudEpoch
+        case keyPasscodeChanges, rotationPending
     }
 }

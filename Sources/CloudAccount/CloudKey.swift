@@ -13,7 +13,8 @@ import Synchronization
 /// existing device's passcode through the account's escrow service.
 ///
 /// `AccountKeyKeeper` is that key's keeper on this device: reading the account record, making
-/// the account, adopting a key, the escrow registration, the upkeep after an unlock, and the
+/// the account, adopting a key, the upkeep after an unlock (its escrow registration is
+/// `EscrowRegistration`'s), and the
 /// witness seed kept beside the key. The account (`CloudAccount.keys`) asks it; it asks the
 /// account back only for what the account does with the key (rotation, the manifest, joins).
 package struct AccountKeyKeeper {
@@ -64,7 +65,7 @@ extension AccountKeyKeeper {
         else {
             return nil
         }
-        try adopt(current)
+        try adopt(current, followed: true)
         for epoch in ((record.account.cloudEpoch ?? 0) + 1)...(account.epoch ?? 0) {
             try? cloud?.delete(AccountObjects.rekey(record.deviceID, epoch: epoch))
         }
@@ -216,7 +217,7 @@ extension AccountKeyKeeper {
                 )
             }
             recoveryKey = recovery.text
-            record.holdAccountKey(try sealCloudKey(key), epoch: 0)
+            record.holdAccountKey(try sealCloudKey(key), epoch: 0, underThisPasscode: true)
             accountKey = key
             changed = true
         } else if let held = accountKey, let account,
@@ -226,7 +227,8 @@ extension AccountKeyKeeper {
             accountKey = try self.account.rotation.followRotations(
                 from: held, record: record, to: account)
             if let followed = accountKey {
-                record.holdAccountKey(try sealCloudKey(followed), epoch: account.epoch ?? 0)
+                record.holdAccountKey(
+                    try sealCloudKey(followed), epoch: account.epoch ?? 0, underThisPasscode: false)
                 changed = true
             }
         }
@@ -236,7 +238,7 @@ extension AccountKeyKeeper {
         }
         var notRotated: DeviceError?
         if (passcodeChanged
-            || record.account.passcodeChangedSinceKey(generation: record.generation))
+            || record.account.owesRotation(passcodeChanges: record.passcodeChanges))
             && recoveryKey == nil
         {
             do {
@@ -247,16 +249,10 @@ extension AccountKeyKeeper {
                 // Not rotated (the cloud unreachable, another writer, an account record naming a
                 // recovery key the account did not): the escrow takes the new passcode all the
                 // same, below, its old slot removed, so the old passcode opens nothing there from
-                // now on. The rotation is tried again at the next unlock (noted, for a key whose
-                // generation is not).
+                // now on. The rotation is still owed (the key is noted under the passcode before):
+                // it is tried again at the next unlock.
                 notRotated = error
-                if record.account.keyGeneration == nil { record.account.rotationPending = true }
             }
-        } else if record.account.keyGeneration == nil {
-            // A key held without its generation noted: noted now, so a passcode change from
-            // here on has the next unlock rotate it.
-            record.account.keyGeneration = record.generation
-            changed = true
         }
         if let escrow, record.account.escrowGeneration != record.generation,
             EscrowRegistration(keys: self).registerOrRetry(
@@ -293,8 +289,12 @@ extension AccountKeyKeeper {
         return account
     }
 
-    /// Keeps `accountKey` on this device, once the account's check value confirms it.
-    func adopt(_ accountKey: SecureBytes, witnessSeed: SecureBytes? = nil) throws(DeviceError) {
+    /// Keeps `accountKey` on this device, once the account's check value confirms it: joined
+    /// (noted under this device's passcode), or `followed` from another device's rotation (a
+    /// rotation this device owes for its own passcode change is still owed).
+    func adopt(_ accountKey: SecureBytes, witnessSeed: SecureBytes? = nil, followed: Bool = false)
+        throws(DeviceError)
+    {
         let account = try checkAccount(accountKey)
         // The account's state as its sealed manifest says, checked against the newest this
         // device saw (it joins again, or its key was wiped): a state put back is refused before
@@ -312,7 +312,8 @@ extension AccountKeyKeeper {
         let record = try device.guessLimit.exclusively { () throws(DeviceError) in
             let loaded = try device.records.load()
             var record = loaded.record
-            record.holdAccountKey(try sealCloudKey(accountKey), epoch: epoch)
+            record.holdAccountKey(
+                try sealCloudKey(accountKey), epoch: epoch, underThisPasscode: !followed)
             if let witnessSeed {
                 record.account.wrappedWitnessSeed = try sealWitnessSeed(witnessSeed)
             }
@@ -399,33 +400,41 @@ extension AccountKeyKeeper {
 extension AccountKeyKeeper {
     /// Stores what the cloud account's upkeep changed in the record (the account key, its epoch,
     /// the escrow registration) onto the record as it is now, under the guess lock again: another
-    /// process may have unlocked (counted a guess) or set a lock screen meanwhile. Under another
-    /// passcode (a newer generation) only a newly made account key is kept (it is sealed under a
-    /// class key, which a passcode change keeps); the escrow is registered again at the next
-    /// unlock.
+    /// process may have unlocked (counted a guess) or set a lock screen meanwhile. Under a newer
+    /// generation only a key this upkeep made or rotated to is kept (it is sealed under a class
+    /// key, which a passcode change keeps); the escrow is registered again at the next unlock.
+    /// Nothing is kept in a record whose state went meanwhile (the passcode removed, and set
+    /// again).
     func storeAfterCloud(_ record: DeviceRecord, read: DeviceRecord) throws(DeviceError) {
         try device.guessLimit.exclusively { () throws(DeviceError) in
             let (path, current) = try device.records.load()
             // The passcode went meanwhile (another process): the account's keys went with it,
             // and none comes back into a record without one.
             guard current.kind.hasKnowledgeFactor else { return }
+            let (kept, before, now) = (record.account, read.account, current.account)
+            // Nor into one whose passcode was removed and set again meanwhile: the state the
+            // upkeep read is gone, and stays gone (the device joins again).
+            if before.wrappedCloudKey != nil && now.wrappedCloudKey == nil { return }
             var merged = current
-            // The witness seed is the account's, whatever the passcode: kept once known.
-            let (kept, now) = (record.account, current.account)
             var state = now
+            // The witness seed is the account's, whatever the passcode: kept once known.
             if kept.wrappedWitnessSeed != nil { state.wrappedWitnessSeed = kept.wrappedWitnessSeed }
             if current.generation == read.generation {
-                (state.wrappedCloudKey, state.cloudEpoch, state.keyGeneration) = (
-                    kept.wrappedCloudKey, kept.cloudEpoch, kept.keyGeneration
+                (state.wrappedCloudKey, state.cloudEpoch, state.keyPasscodeChanges) = (
+                    kept.wrappedCloudKey, kept.cloudEpoch, kept.keyPasscodeChanges
                 )
                 (state.escrowGeneration, state.rotationPending) = (
                     kept.escrowGeneration, kept.rotationPending
                 )
-            } else if now.wrappedCloudKey == nil, kept.wrappedCloudKey != nil {
-                // The passcode changed meanwhile: the key's generation, older, has the next
-                // unlock rotate it.
-                (state.wrappedCloudKey, state.cloudEpoch, state.keyGeneration) = (
-                    kept.wrappedCloudKey, kept.cloudEpoch, kept.keyGeneration ?? read.generation
+            } else if kept.wrappedCloudKey != nil,
+                now.wrappedCloudKey == nil || (kept.cloudEpoch ?? 0) > (now.cloudEpoch ?? 0)
+            {
+                // Another process changed the lock screen meanwhile: a key this upkeep made or
+                // rotated to is kept (the old one may open nothing the account writes from now
+                // on), noted under the passcode the upkeep read, so a passcode that changed
+                // since has the next unlock rotate it again.
+                (state.wrappedCloudKey, state.cloudEpoch, state.keyPasscodeChanges) = (
+                    kept.wrappedCloudKey, kept.cloudEpoch, kept.keyPasscodeChanges
                 )
             }
             merged.account = state

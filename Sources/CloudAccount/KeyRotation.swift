@@ -211,7 +211,8 @@ extension AccountRotation {
                 AccountObjects.removed(removing),
                 AccountObjects.removalNotice(removing, at: Date(), heldKey: oldKey))
         }
-        record.holdAccountKey(try self.account.keys.sealCloudKey(newKey), epoch: epoch)
+        record.holdAccountKey(
+            try self.account.keys.sealCloudKey(newKey), epoch: epoch, underThisPasscode: true)
         // The escrow: the new key under the new passcode, or nothing until the next unlock.
         if let escrow {
             if let passcode {

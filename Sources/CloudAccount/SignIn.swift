@@ -129,8 +129,10 @@ extension CloudAccount {
                 &kept, passcode: passcode, passcodeChanged: passcodeChanged)
         } catch {
             // What was done before the failure (an escrow registered under a new passcode while
-            // the rotation could not go through; the rotation noted as pending) is kept.
-            if kept.account != record.account { try? keys.storeAfterCloud(kept, read: record) }
+            // the rotation could not go through) is kept; nothing else of a failed upkeep is.
+            if kept.account.escrowGeneration != record.account.escrowGeneration {
+                try? keys.storeAfterCloud(kept, read: record)
+            }
             return (nil, error.message)
         }
         // The account exists once a recovery key is made: the key is shown even when the

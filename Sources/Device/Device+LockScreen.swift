@@ -132,6 +132,9 @@ extension Device {
             }
             var updated = record
             updated.kind = kind
+            if hadKnowledgeFactor && newPasscode != nil {
+                updated.passcodeChanges = (record.passcodeChanges ?? 0) + 1
+            }
             let newCounterSecret = try seal(
                 keys, presence: newPasscode == nil ? nil : presence, passcode: newPasscode,
                 into: &updated)

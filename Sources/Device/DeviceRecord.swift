@@ -40,9 +40,13 @@ package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
     /// Wrong passcodes in a row, and the time before which no attempt is taken (ms since epoch).
     package var failures: Int
     package var notBefore: Int64
-    /// Bumped by every lock-screen change; a write that read an older generation is refused, so a
-    /// slow wrong guess never writes an older passcode's record back.
+    /// Bumped by every lock-screen change and every re-seal of the class keys (an unlock that
+    /// raises the passcode's cost or moves its slot); a write that read an older generation is
+    /// refused, so a slow wrong guess never writes an older passcode's record back.
     package var generation: Int?
+    /// How many times a passcode replaced another on this device (nil: none yet): what the
+    /// end-to-end keys held under the passcode rotate on. Only `setLockScreen` changes it.
+    package var passcodeChanges: Int?
     /// The public half of the presence key pair (its seed is in `wrappedKeys`, under the KEK):
     /// items that need the passcode at each use are sealed to it. Only while a passcode is set.
     package var presencePublicKey: Data?
@@ -56,7 +60,7 @@ package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey, CaseIterable {
         case version, deviceSecret, kind, salt, cost, verifier, tpm, counterSlot, counterPin
         case retiredCounterSlots, wrappedKeys
-        case keyChecks, failures, notBefore, generation, presencePublicKey
+        case keyChecks, failures, notBefore, generation, passcodeChanges, presencePublicKey
     }
 
     /// The fields that check the passcode, as the guess limit reads and writes them.

@@ -50,7 +50,7 @@ struct AccountStateTests {
     }
 
     @Test(
-        "the device's one rule on the account's state: it goes whole with the knowledge factor; a new passcode keeps it, and the account reads from the record's generation that the passcode changed since its key"
+        "the device's one rule on the account's state: it goes whole with the knowledge factor; a new passcode keeps it and counts as a change (what the account rotates its key on), an unlock that re-seals does not"
     )
     func deviceRule() throws {
         let service = try PrivateSecretService.start()
@@ -58,19 +58,49 @@ struct AccountStateTests {
         let device = service.device(retryPolicy: .fast)
         try device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         var (path, record) = try device.records.load()
-        record.holdAccountKey(Data(repeating: 7, count: 72), epoch: 1)
-        #expect(!record.account.passcodeChangedSinceKey(generation: record.generation))
+        record.holdAccountKey(Data(repeating: 7, count: 72), epoch: 1, underThisPasscode: true)
+        #expect(!record.account.owesRotation(passcodeChanges: record.passcodeChanges))
         _ = try device.records.store(record, replacing: path)
+
+        // An unlock that raises the passcode's cost re-seals the record (a new generation), and
+        // changes no passcode.
+        let raising = service.device(
+            tuning: DeviceTuning(passcodeCost: .interactive, retryPolicy: .fast))
+        try raising.unlock(passcode: "1234")
+        let resealed = try device.records.load().record
+        #expect(resealed.generation != record.generation)
+        #expect(!resealed.account.owesRotation(passcodeChanges: resealed.passcodeChanges))
 
         try device.setLockScreen(.pin, passcode: "5678", currentPasscode: "1234")
         record = try device.records.load().record
-        #expect(record.account.passcodeChangedSinceKey(generation: record.generation))
+        #expect(record.account.owesRotation(passcodeChanges: record.passcodeChanges))
         #expect(record.account.wrappedCloudKey == Data(repeating: 7, count: 72))
 
         try device.setLockScreen(.swipe, passcode: nil, currentPasscode: "5678")
         record = try device.records.load().record
         #expect(record.accountState.isEmpty)
         #expect(record.account == AccountState())
+    }
+
+    @Test(
+        "the account's state reads field by field (a value that does not read loses that field only) and is written over only its own names (a name it does not know is kept)"
+    )
+    func readsLeniently() throws {
+        var record = DeviceRecord.fresh()
+        record.accountState = [
+            "wrappedCloudKey": .string(Data(repeating: 7, count: 72).base64EncodedString()),
+            "cloudEpoch": .string("three"), "escrowGeneration": .int(4),
+            "fromANewerVersion": .int(1),
+        ]
+        #expect(record.account.wrappedCloudKey == Data(repeating: 7, count: 72))
+        #expect(record.account.cloudEpoch == nil)
+        #expect(record.account.escrowGeneration == 4)
+        record.account.cloudEpoch = 3
+        #expect(record.accountState["fromANewerVersion"] == .int(1))
+        #expect(record.accountState["cloudEpoch"] == .int(3))
+        #expect(record.account.wrappedCloudKey == Data(repeating: 7, count: 72))
+        record.account = AccountState()
+        #expect(record.accountState == ["fromANewerVersion": .int(1)])
     }
 
     @Test(

@@ -92,7 +92,7 @@ struct RotationTests {
     }
 
     @Test(
-        "a passcode changed through the device alone (the account not told) has the account rotate its key at its next unlock: the record's generation says the key is older than the passcode; the escrow then answers only the new passcode"
+        "a passcode changed through the device alone (the account not told) has the account rotate its key at its next unlock: the device's count of passcode changes says the key is older than the passcode; the escrow then answers only the new passcode"
     )
     func passcodeChangedBehindTheAccount() throws {
         let cloud = Throwaway.untrusted("cloud")
@@ -120,6 +120,54 @@ struct RotationTests {
         #expect(code { try laptop.join(passcode: "4711") } == .authFailed)
         try laptop.join(passcode: "8642")
         #expect(try laptop.keys.cloudKey(forUpload: false) == new)
+    }
+
+    @Test(
+        "an unlock that re-seals the device record (raising the passcode's cost) rotates nothing: the passcode did not change"
+    )
+    func resealIsNoPasscodeChange() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        let key = try #require(try phone.keys.cloudKey())
+        let generation = try phone.device.records.load().record.generation
+        // The same device at a higher cost: its unlock re-seals the record.
+        let raising = CloudAccount(
+            phoneService.device(
+                tuning: DeviceTuning(passcodeCost: .interactive, retryPolicy: .fast)),
+            cloud: phone.cloud, escrow: phone.escrow)
+        let report = try raising.unlockReporting(passcode: "4711")
+        #expect(report.problem == nil)
+        #expect(try phone.device.records.load().record.generation != generation)
+        #expect(try phone.keys.cloudKey() == key)
+    }
+
+    @Test(
+        "a rotation a device owes for its own passcode change is still made after it follows another device's rotation"
+    )
+    func owedRotationSurvivesFollowing() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        try writeObject(phone, app: "com.example.wallet", "before")
+        let (tabletService, tablet) = try member(cloud)
+        defer { withExtendedLifetime(tabletService) {} }
+        try tablet.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
+        try tablet.join(passcode: "4711")
+        // The phone's passcode changes behind the account; the tablet rotates meanwhile.
+        try phone.device.setLockScreen(.pin, passcode: "8642", currentPasscode: "4711")
+        _ = try tablet.replaceRecoveryKey()
+        let tablets = try #require(try tablet.keys.cloudKey())
+        // A sync on the phone follows the tablet's rotation...
+        #expect(try phone.keys.cloudKey() == tablets)
+        // ...and its next unlock still makes the rotation it owes.
+        #expect(try phone.unlockReporting(passcode: "8642").problem == nil)
+        let rotated = try #require(try phone.keys.cloudKey())
+        #expect(rotated != tablets)
+        #expect(open(cloud, app: "com.example.wallet", with: rotated) == "before")
+        #expect(try tablet.keys.cloudKey(forUpload: false) == rotated)
     }
 
     @Test(
