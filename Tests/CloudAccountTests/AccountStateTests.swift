@@ -123,4 +123,45 @@ struct AccountStateTests {
         #expect(now.kind == .swipe)
         #expect(now.accountState.isEmpty)
     }
+
+    @Test(
+        "an upkeep's write finds the passcode removed and set again meanwhile: the state it read went, and nothing of it comes back"
+    )
+    func upkeepAfterPasscodeRemovedAndSetAgain() throws {
+        let service = try PrivateSecretService.start()
+        defer { service.stop() }
+        let account = service.account(cloud: Throwaway.untrusted("upkeep-reset"))
+        try account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        let read = try account.device.records.load().record
+        #expect(read.account.wrappedCloudKey != nil)
+        var kept = read
+        kept.account.cloudEpoch = (read.account.cloudEpoch ?? 0) + 1
+        try account.device.setLockScreen(.swipe, passcode: nil, currentPasscode: "1234")
+        try account.device.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
+        try account.keys.storeAfterCloud(kept, read: read)
+        let now = try account.device.records.load().record
+        #expect(now.account.wrappedCloudKey == nil)
+        #expect(now.account.wrappedWitnessSeed == nil)
+    }
+
+    @Test(
+        "an upkeep that rotated the key while another process changed the passcode keeps the new key, and owes a rotation for that change"
+    )
+    func upkeepRotatedWhileThePasscodeChanged() throws {
+        let service = try PrivateSecretService.start()
+        defer { service.stop() }
+        let account = service.account(cloud: Throwaway.untrusted("upkeep-rotated"))
+        try account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        let read = try account.device.records.load().record
+        var kept = read
+        kept.holdAccountKey(
+            Data(repeating: 5, count: 72), epoch: (read.account.cloudEpoch ?? 0) + 1,
+            underThisPasscode: true)
+        try account.device.setLockScreen(.pin, passcode: "5678", currentPasscode: "1234")
+        try account.keys.storeAfterCloud(kept, read: read)
+        let now = try account.device.records.load().record
+        #expect(now.account.wrappedCloudKey == Data(repeating: 5, count: 72))
+        #expect(now.account.cloudEpoch == kept.account.cloudEpoch)
+        #expect(now.account.owesRotation(passcodeChanges: now.passcodeChanges))
+    }
 }
