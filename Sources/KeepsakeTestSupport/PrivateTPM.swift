@@ -298,7 +298,7 @@ package final class PrivateEscrow: @unchecked Sendable {
         }
     }
 
-    /// The built `keepsake-escrow`: `KEEPSAKE_HARNESS_ESCROW` when set (scripts/bench: a release
+    /// The built `keepsake-escrow`: `KEEPSAKE_HARNESS_ESCROW` when set (scripts/demo and scripts/bench: a release
     /// build with the test hooks, which takes a private swtpm, where the release one refuses
     /// it), else beside the running executable (the test bundle, `keepsake-dev`).
     package static var executable: URL {
