@@ -36,3 +36,13 @@ package let quick = RetryPolicy(
 package func storedRecord(_ device: Device) throws -> DeviceRecord {
     try device.records.load().record
 }
+
+/// What another process of the user can do to the software count: set the stored record's wrong
+/// passcodes and delay back to none, in the Secret Service.
+package func resetStoredFailures(_ device: Device) throws {
+    let loaded = try device.records.load()
+    var record = loaded.record
+    record.failures = 0
+    record.notBefore = 0
+    try device.records.store(record, replacing: loaded.path)
+}

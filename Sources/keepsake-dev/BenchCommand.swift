@@ -440,11 +440,10 @@ struct KeychainBenchmark {
             help.append(try run(shipped, ["--help"]))
             toolHelp.append(try run(URL(fileURLWithPath: "/bin/true"), []))
         }
-        func median(_ values: [Duration]) -> Duration { values.sorted()[values.count / 2] }
         func paired(_ name: String, _ ours: [Duration]) {
-            let ratio = seconds(median(ours)) / seconds(median(lookup))
+            let ratio = seconds(ours.median) / seconds(lookup.median)
             print(
-                "  \(name) \(format(median(ours)))  secret-tool lookup \(format(median(lookup)))"
+                "  \(name) \(format(ours.median))  secret-tool lookup \(format(lookup.median))"
                     + "  ratio \(String(format: "%.2f", ratio))×  target ≤ 1.3×  "
                     + (ratio <= 1.3 ? "ok" : "MISSED"))
         }
@@ -454,11 +453,11 @@ struct KeychainBenchmark {
         paired("keepsake keychain get", get)
         paired("keepsake hint get    ", hint)
         print(
-            "  start-up alone: keepsake --help \(format(median(help)))  target ≤ 10 ms  "
-                + (median(help) <= .milliseconds(10) ? "ok" : "MISSED")
-                + "  (a process that does nothing, /bin/true: \(format(median(toolHelp))))")
+            "  start-up alone: keepsake --help \(format(help.median))  target ≤ 10 ms  "
+                + (help.median <= .milliseconds(10) ? "ok" : "MISSED")
+                + "  (a process that does nothing, /bin/true: \(format(toolHelp.median)))")
         print(
-            "  first read after start (hint get less --help: from main to the hint in hand) \(format(median(hint) - median(help)))"
+            "  first read after start (hint get less --help: from main to the hint in hand) \(format(hint.median - help.median))"
         )
         // What each lookup asks of the bus, seen by dbus-monitor on the private bus.
         let keepsakeCalls = try Self.busCalls(service) {

@@ -140,10 +140,9 @@ struct CloudBenchmark {
                 throw HarnessError("the benchmark restored \(restored) of 16 entries")
             }
         }
-        func median(_ values: [Duration]) -> Duration { values.sorted()[values.count / 2] }
-        result.firstSync = median(firsts)
-        result.quietSync = median(quiets)
-        result.join = median(joins)
+        result.firstSync = firsts.median
+        result.quietSync = quiets.median
+        result.join = joins.median
         return result
     }
 }

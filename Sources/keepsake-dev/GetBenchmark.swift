@@ -22,6 +22,6 @@ enum GetBenchmark {
             _ = try keychain.data(matching: query)
             times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1000)
         }
-        print(String(format: "%.1f", times.sorted()[times.count / 2]))
+        print(String(format: "%.1f", times.median))
     }
 }

@@ -84,11 +84,7 @@ struct CounterServiceTests {
         #expect(try device.status().failedAttempts == 9)
         try device.reboot()
         #expect(code { try device.unlock(passcode: "111111") } == .disabled)
-        let loaded = try device.records.load()
-        var record = loaded.record
-        record.failures = 0
-        record.notBefore = 0
-        try device.records.store(record, replacing: loaded.path)
+        try resetStoredFailures(device)
         #expect(code { try device.unlock(passcode: "135790") } == .disabled)
         #expect(try device.state() == .beforeFirstUnlock)
         try device.wipe()

@@ -70,11 +70,7 @@ struct TPMSlotTests {
         #expect(try device.status().failedAttempts == 10)
         #expect(code { try device.unlock(passcode: "135790") } == .disabled)
         // Another process of the user resets the count and the delay in the Secret Service.
-        let loaded = try device.records.load()
-        var record = loaded.record
-        record.failures = 0
-        record.notBefore = 0
-        try device.records.store(record, replacing: loaded.path)
+        try resetStoredFailures(device)
         #expect(code { try device.unlock(passcode: "135790") } == .disabled)
         #expect(try device.state() == .beforeFirstUnlock)
         // Erasing the device is the way back: a fresh device without a lock screen.
