@@ -164,4 +164,23 @@ struct AccountStateTests {
         #expect(now.account.cloudEpoch == kept.account.cloudEpoch)
         #expect(now.account.owesRotation(passcodeChanges: now.passcodeChanges))
     }
+
+    @Test(
+        "an upkeep that fails to make the account keeps nothing of it: no key and no witness seed in the record (a seed kept would be offered as the account's later)"
+    )
+    func failedCreationKeepsNothing() throws {
+        let service = try PrivateSecretService.start()
+        defer { service.stop() }
+        struct Refused: Error {}
+        let cloud = InterceptedCloud(CloudDirectory(Throwaway.untrusted("upkeep-failed"))) {
+            if $0 == "account" { throw Refused() }
+        }
+        let account = service.account(cloud: cloud, tuning: .fast)
+        let change = try account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        #expect(change.problem != nil)
+        #expect(change.recoveryKey == nil)
+        let record = try account.device.records.load().record
+        #expect(record.account.wrappedCloudKey == nil)
+        #expect(record.account.wrappedWitnessSeed == nil)
+    }
 }
