@@ -68,12 +68,12 @@ extension DeviceRecord {
     /// key followed from another device's rotation is not, so a rotation this device owes for
     /// its own passcode change is still made.
     mutating func holdAccountKey(_ wrapped: Data, epoch: Int, underThisPasscode: Bool) {
-        account.wrappedCloudKey = wrapped
-        account.cloudEpoch = epoch
+        var state = account
+        (state.wrappedCloudKey, state.cloudEpoch) = (wrapped, epoch)
         if underThisPasscode {
-            account.keyPasscodeChanges = passcodeChanges
-            account.rotationPending = nil
+            (state.keyPasscodeChanges, state.rotationPending) = (passcodeChanges, nil)
         }
+        account = state
     }
 }
 

@@ -154,10 +154,11 @@ extension AccountKeyKeeper {
     /// key with the escrow under this passcode when an escrow is configured and this device's
     /// passcode changed since it last did.
     ///
-    /// `passcodeChanged`: the passcode is a new one, so the account key is rotated (every cloud
-    /// object re-sealed, the escrow registered under the new passcode).
+    /// When the passcode changed since this device made, rotated or joined under the key (the
+    /// device's count of passcode changes against the one the account noted), the account key
+    /// is rotated (every cloud object re-sealed, the escrow registered under the new passcode).
     func maintainCloudKey(
-        _ record: inout DeviceRecord, passcode: SecureBytes, passcodeChanged: Bool = false
+        _ record: inout DeviceRecord, passcode: SecureBytes
     ) throws(DeviceError) -> (changed: Bool, recoveryKey: SecureBytes?) {
         guard record.kind.hasKnowledgeFactor, let cloud else { return (false, nil) }
         var changed = false
@@ -237,8 +238,7 @@ extension AccountKeyKeeper {
             return (changed, nil)  // another account's key: join first
         }
         var notRotated: DeviceError?
-        if (passcodeChanged
-            || record.account.owesRotation(passcodeChanges: record.passcodeChanges))
+        if record.account.owesRotation(passcodeChanges: record.passcodeChanges)
             && recoveryKey == nil
         {
             do {

@@ -86,7 +86,7 @@ extension CloudAccount {
         guard let record = unlocked.record else {
             return UnlockReport(wrongPasscodes: unlocked.wrongPasscodes)
         }
-        let upkeep = keepUp(after: record, passcode: passcode, passcodeChanged: false)
+        let upkeep = keepUp(after: record, passcode: passcode)
         return UnlockReport(
             wrongPasscodes: unlocked.wrongPasscodes, recoveryKey: upkeep.recoveryKey,
             problem: upkeep.problem)
@@ -104,21 +104,19 @@ extension CloudAccount {
             kind, passcode: passcode, currentPasscode: currentPasscode)
         var change = LockScreenChange(knowledgeFactorRemoved: changed.knowledgeFactorRemoved)
         if let passcode, kind.hasKnowledgeFactor {
-            let upkeep = keepUp(
-                after: changed.record, passcode: passcode,
-                passcodeChanged: changed.passcodeChanged)
+            let upkeep = keepUp(after: changed.record, passcode: passcode)
             (change.recoveryKey, change.problem) = (upkeep.recoveryKey, upkeep.problem)
         }
         return change
     }
 
-    /// After a new passcode was set (`passcodeChanged`: it replaced another) or the device
-    /// unlocked with it (`record`: the device record as that change or unlock stored it), after
+    /// After a passcode was set (a first one, or one replacing another) or the device unlocked
+    /// with it (`record`: the device record as that change or unlock stored it), after
     /// the device's guess lock was released (a slow or hostile cloud never holds up another
     /// process's unlock): the account makes, joins, re-registers or rotates its key. Returns the
     /// recovery key it made, if it made the account (even when something failed after), and what
     /// stopped it, for the caller to say.
-    private func keepUp(after record: DeviceRecord, passcode: SecureBytes, passcodeChanged: Bool)
+    private func keepUp(after record: DeviceRecord, passcode: SecureBytes)
         -> (recoveryKey: SecureBytes?, problem: String?)
     {
         guard cloud != nil else { return (nil, nil) }
@@ -126,7 +124,7 @@ extension CloudAccount {
         let upkeep: (changed: Bool, recoveryKey: SecureBytes?)
         do {
             upkeep = try keys.maintainCloudKey(
-                &kept, passcode: passcode, passcodeChanged: passcodeChanged)
+                &kept, passcode: passcode)
         } catch {
             // What was done before the failure (an escrow registered under a new passcode while
             // the rotation could not go through) is kept; nothing else of a failed upkeep is.

@@ -73,8 +73,6 @@ extension Device {
         /// The knowledge factor was removed: `WhenPasscodeSetThisDeviceOnly` key is destroyed, so
         /// the caller deletes those items.
         public var knowledgeFactorRemoved: Bool
-        /// A passcode replaced another (what a cloud account rotates its key on).
-        package var passcodeChanged: Bool
         /// The device record as the change stored it.
         package var record: DeviceRecord
     }
@@ -151,7 +149,6 @@ extension Device {
         }
         return LockScreenChange(
             knowledgeFactorRemoved: changed.hadKnowledgeFactor && newPasscode == nil,
-            passcodeChanged: changed.hadKnowledgeFactor && newPasscode != nil,
             record: changed.record)
     }
 

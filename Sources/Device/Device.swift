@@ -53,10 +53,11 @@ public final class Device: Sendable {
 
     /// A device with the guess counter that holds its passcode slot (`counter`, a
     /// `keepsake-escrow` service of its own user, which counts every guess where no process of
-    /// the device's user reaches it) or none (the software guess limit, delays only). `tpm` (a TCTI such as `device:/dev/tpmrm0`) names the TPM of a direct TPM slot (a
-    /// passcode slot held by the TPM itself); without `counter`, a new lock screen on a device
-    /// that names one is refused, since a TPM that the user's processes reach cannot count their
-    /// guesses (`TPMConfiguration`).
+    /// the device's user reaches it) or none (the software guess limit, delays only). `tpm` (a
+    /// TCTI such as `device:/dev/tpmrm0`) names the TPM of a direct TPM slot (a passcode slot held
+    /// by the TPM itself); without `counter`, a new lock screen on a device that names one is
+    /// refused, since a TPM that the user's processes reach cannot count their guesses
+    /// (`TPMConfiguration`).
     public convenience init(
         secretService: SecretServiceConnection = .shared(), directory: URL? = nil, tpm: String?,
         counter: EscrowConfiguration? = nil

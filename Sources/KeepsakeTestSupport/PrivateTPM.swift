@@ -298,9 +298,10 @@ package final class PrivateEscrow: @unchecked Sendable {
         }
     }
 
-    /// The built `keepsake-escrow`: `KEEPSAKE_HARNESS_ESCROW` when set (scripts/demo and scripts/bench: a release
-    /// build with the test hooks, which takes a private swtpm, where the release one refuses
-    /// it), else beside the running executable (the test bundle, `keepsake-dev`).
+    /// The built `keepsake-escrow`: `KEEPSAKE_HARNESS_ESCROW` when set (scripts/demo and
+    /// scripts/bench: a release build with the test hooks, which takes a private swtpm, where the
+    /// release one refuses it), else beside the running executable (the test bundle,
+    /// `keepsake-dev`).
     package static var executable: URL {
         if let given = ProcessInfo.processInfo.environment["KEEPSAKE_HARNESS_ESCROW"] {
             return URL(fileURLWithPath: given)

@@ -52,7 +52,8 @@ extension PrivateSecretService {
     }
 
     /// `account(_:directory:cloud:…)` for the common cases: signed in to the account at `cloud`
-    /// (a directory, with its private escrow when it has one; nil: signed out), the rest as `device(_:timeout:…)`.
+    /// (a directory, with its private escrow when it has one; nil: signed out), the rest as
+    /// `device(_:timeout:…)`.
     package func account(
         _ name: String = "device", cloud: URL?, timeout: Duration = .seconds(5),
         retryPolicy: RetryPolicy = RetryPolicy(), tpm: PrivateTPM? = nil,
