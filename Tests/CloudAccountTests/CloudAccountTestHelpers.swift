@@ -1,5 +1,6 @@
 import Foundation
 import KeepsakeTestSupport
+import Sealing
 import Testing
 
 @testable import CloudAccount
@@ -42,4 +43,22 @@ func phoneWithOneObject(on cloud: any CloudStorage, saying text: String = "mine"
     try session.write(name, objects.seal(Data(text.utf8), name: name))
     try session.commit()
     return (phone, name, service)
+}
+
+/// A new device of the account at `cloud` joins with a passcode: `old` is refused (a wrong
+/// passcode, counted by the escrow) and `new` joins, holding `key` when given — the escrow
+/// answers the new passcode only.
+func expectEscrowAnswersOnly(
+    _ new: SecureBytes, not old: SecureBytes, key: SecureBytes? = nil, on cloud: URL,
+    sourceLocation: SourceLocation = #_sourceLocation
+) throws {
+    let (service, newcomer) = try member(cloud)
+    defer { withExtendedLifetime(service) {} }
+    #expect(
+        code { try newcomer.join(passcode: old) } == .authFailed, sourceLocation: sourceLocation)
+    try newcomer.join(passcode: new)
+    if let key {
+        #expect(
+            try newcomer.keys.cloudKey(forUpload: false) == key, sourceLocation: sourceLocation)
+    }
 }
