@@ -32,8 +32,44 @@ public protocol CloudStorage: Sendable {
 
 /// A cloud account that passes every request on to another (a test's fault injection): what a
 /// device keeps about the storage underneath (a WebDAV server's lock tokens) it keeps about that.
-package protocol WrappedCloud {
+/// Each change of an object (a write, a compare-and-swap, a deletion) first passes `willChange`.
+package protocol WrappedCloud: CloudStorage {
     var inner: any CloudStorage { get }
+    /// Called before each change of `name` reaches `inner`; throwing stops it there.
+    func willChange(_ change: CloudChange, _ name: String) throws
+}
+
+/// A kind of change a ``WrappedCloud`` passes on.
+package enum CloudChange: String, Sendable {
+    case write, swap, delete
+}
+
+extension WrappedCloud {
+    package func read(_ name: String) throws -> Data? { try inner.read(name) }
+    package func read(_ names: [String]) throws -> [String: Data] { try inner.read(names) }
+    package func readVersioned(_ name: String) throws -> VersionedObject? {
+        try inner.readVersioned(name)
+    }
+    package func list() throws -> [String] { try inner.list() }
+    package func lock() throws -> AnyObject { try inner.lock() }
+    package func write(_ name: String, _ data: Data) throws {
+        try willChange(.write, name)
+        try inner.write(name, data)
+    }
+    package func write(_ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?)
+        throws -> Bool
+    {
+        try willChange(.swap, name)
+        return try inner.write(name, data, ifVersion: expected)
+    }
+    package func write(_ objects: [(name: String, data: Data)]) throws {
+        for object in objects { try willChange(.write, object.name) }
+        try inner.write(objects)
+    }
+    package func delete(_ name: String) throws {
+        try willChange(.delete, name)
+        try inner.delete(name)
+    }
 }
 
 extension CloudStorage {

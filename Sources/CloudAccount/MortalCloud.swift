@@ -8,7 +8,7 @@
     ///
     /// The command line wraps its cloud in one when `KEEPSAKE_TEST_CLOUD_DIE_AFTER` or
     /// `KEEPSAKE_TEST_CLOUD_TRACE` is set; a release build has neither the type nor the lookup.
-    package final class MortalCloud: CloudStorage, WrappedCloud, @unchecked Sendable {
+    package final class MortalCloud: WrappedCloud, @unchecked Sendable {
         // @unchecked Sendable: `changes` is guarded by `counting`.
         package let inner: any CloudStorage
         private let dieAfter: Int?
@@ -32,7 +32,7 @@
         }
 
         /// Counts one change of `name`: notes it, or dies where the test said.
-        private func change(_ kind: String, _ name: String) {
+        package func willChange(_ change: CloudChange, _ name: String) {
             counting.lock()
             defer { counting.unlock() }
             if let dieAfter, changes >= dieAfter { kill(getpid(), SIGKILL) }
@@ -42,7 +42,7 @@
                 let what =
                     CloudObjects.kind(ofObjectNamed: name)?.prefix
                     ?? (name.hasPrefix("account") ? name : String(name.prefix { $0 != "-" }))
-                let line = Data("\(kind) \(what)\n".utf8)
+                let line = Data("\(change.rawValue) \(what)\n".utf8)
                 if let handle = try? FileHandle(forWritingTo: trace) {
                     _ = try? handle.seekToEnd()
                     try? handle.write(contentsOf: line)
@@ -53,30 +53,9 @@
             }
         }
 
-        package func read(_ name: String) throws -> Data? { try inner.read(name) }
-        package func write(_ name: String, _ data: Data) throws {
-            change("write", name)
-            try inner.write(name, data)
-        }
-        package func delete(_ name: String) throws {
-            change("delete", name)
-            try inner.delete(name)
-        }
-        package func list() throws -> [String] { try inner.list() }
-        package func lock() throws -> AnyObject { try inner.lock() }
-        package func readVersioned(_ name: String) throws -> VersionedObject? {
-            try inner.readVersioned(name)
-        }
-        package func write(_ name: String, _ data: Data, ifVersion expected: CloudObjectVersion?)
-            throws -> Bool
-        {
-            change("swap", name)
-            return try inner.write(name, data, ifVersion: expected)
-        }
         package func write(_ objects: [(name: String, data: Data)]) throws {
             // One at a time, so that a death falls between two of them.
             for object in objects { try write(object.name, object.data) }
         }
-        package func read(_ names: [String]) throws -> [String: Data] { try inner.read(names) }
     }
 #endif

@@ -87,15 +87,14 @@ enum LockScreenCommand {
 enum DeviceCommand {
     static func run(_ verb: String?, _ context: Context) throws {
         let account = try context.account
-        let device = account.device
         switch verb {
         case "reboot":
             try context.arguments.allowOnly([])
-            try device.reboot()
+            try account.device.reboot()
         case "wipe":
             // Erase all content and settings: the one way back from a disabled device.
             try context.arguments.allowOnly([])
-            try device.wipe()
+            try account.device.wipe()
         case "join":
             // A new device joins --cloud, then restores its Block Store entries.
             try context.arguments.allowOnly(["approval", "recovery-key", "passcode", "timeout"])
@@ -176,7 +175,7 @@ enum DeviceCommand {
             // One file, one one-time key: the device's Block Store entries and the app's
             // device-transfer preferences (its Auto Backup rules; cloud backup need not be on).
             try context.arguments.allowOnly(["out", "in"])
-            let transfer = DeviceTransfer(app: context.app, device: device)
+            let transfer = DeviceTransfer(app: context.app, device: account.device)
             if let out = context.arguments.value("out") {
                 let (bundle, key) = try transfer.export()
                 try Files.writeAtomically(bundle, to: URL(fileURLWithPath: out))
@@ -201,11 +200,11 @@ enum DeviceCommand {
             }
             let blockStore = try flag("block-store")
             let backup = try flag("device-backup")
-            try device.updateSettings { settings in
+            try account.device.updateSettings { settings in
                 if let blockStore { settings.blockStoreAvailable = blockStore }
                 if let backup { settings.backupEnabled = backup }
             }
-            let settings = try device.settings()
+            let settings = try account.device.settings()
             Output.json([
                 "blockStore": settings.blockStoreAvailable, "backup": settings.backupEnabled,
             ])

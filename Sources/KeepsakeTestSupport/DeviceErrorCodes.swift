@@ -5,25 +5,22 @@ import Foundation
 
 /// The DeviceError code `body` throws, or nil when it throws nothing (or something else).
 package func code(_ body: () throws -> Void) -> DeviceError.Code? {
-    do {
-        try body()
-        return nil
-    } catch let error as DeviceError {
-        return error.code
-    } catch {
-        return nil
-    }
+    thrownCode(body, otherwise: nil)
 }
 
 /// Like `code`, but any other error reads as `.notAvailable`.
 package func codeOrUnavailable(_ body: () throws -> Void) -> DeviceError.Code? {
+    thrownCode(body, otherwise: .notAvailable)
+}
+
+private func thrownCode(_ body: () throws -> Void, otherwise: DeviceError.Code?)
+    -> DeviceError.Code?
+{
     do {
         try body()
         return nil
-    } catch let error as DeviceError {
-        return error.code
     } catch {
-        return .notAvailable
+        return (error as? DeviceError)?.code ?? otherwise
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 
 #if canImport(Glibc)
     import Glibc
@@ -47,16 +48,7 @@ package enum LocalService {
             tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
+        let connected = UnixSocketAddress.with(path) { connect(fd, $0, $1) }
         guard connected == 0 else { throw failure("\(path): the service does not answer") }
         var credentials = PeerCredentials()
         var length = socklen_t(MemoryLayout<PeerCredentials>.size)

@@ -47,15 +47,7 @@ package enum OPRF {
     /// - Throws: `.malformed` for bytes that are not a canonical ristretto255 element, or the
     ///   identity (checked before the key touches them).
     package static func evaluate(_ blinded: Data, key: SecureBytes) throws(SealingError) -> Data {
-        var out = Data(count: elementLength)
-        var failure: SealingError?
-        out.withUnsafeMutableBytes { o in
-            do throws(SealingError) { try multiply(blinded, by: key, into: o) } catch {
-                failure = error
-            }
-        }
-        if let failure { throw failure }
-        return out
+        try multiplied(blinded, by: key)
     }
 
     /// The server's public key `K = key · G`, which a client pins and checks every evaluation's
@@ -136,15 +128,7 @@ package enum OPRF {
                 _ = crypto_scalarmult_ristretto255_base(o.bytePointer, t.bytePointer)
             }
         }
-        var onBlinded = Data(count: elementLength)
-        var failure: SealingError?
-        onBlinded.withUnsafeMutableBytes { o in
-            do throws(SealingError) { try multiply(blinded, by: nonce, into: o) } catch {
-                failure = error
-            }
-        }
-        if let failure { throw failure }
-        return (onBase, onBlinded)
+        return (onBase, try multiplied(blinded, by: nonce))
     }
 
     /// The proof's challenge: 64 bytes of BLAKE2b over every element, reduced to a scalar.
@@ -153,14 +137,7 @@ package enum OPRF {
         context: String
     ) -> Data {
         let transcript = publicKey + blinded + evaluated + first + second
-        let wide = SecureBytes(count: 64) { out in
-            transcript.withUnsafeBytes { t in
-                KeyDerivation.blake2b(
-                    key: UnsafeRawBufferPointer(start: nil, count: 0),
-                    context: context + " proof", into: out
-                ) { update in update(t) }
-            }
-        }
+        let wide = transcript.withUnsafeBytes { wideHash(of: $0, context: context + " proof") }
         var scalar = Data(count: scalarLength)
         scalar.withUnsafeMutableBytes { out in
             wide.withUnsafeBytes { w in
@@ -218,13 +195,9 @@ package enum OPRF {
                 _ = crypto_core_ristretto255_scalar_invert(out.bytePointer, r.bytePointer)
             }
         }
-        var failure: SealingError?
-        let unblinded = SecureBytes(count: elementLength) { out in
-            do throws(SealingError) { try multiply(evaluated, by: inverse, into: out) } catch {
-                failure = error
-            }
+        let unblinded = try typed {
+            try SecureBytes(count: elementLength) { try multiply(evaluated, by: inverse, into: $0) }
         }
-        if let failure { throw failure }
         // H(x, N): the input keyed by the unblinded element, both only in owned memory.
         let inputHash = KeyDerivation.keyedHash(key: input, context: context + " input")
         return inputHash.withUnsafeBytes { x in
@@ -234,16 +207,18 @@ package enum OPRF {
         }
     }
 
+    /// 64 bytes of unkeyed BLAKE2b over `bytes` under `context`, to reduce or map to the group.
+    private static func wideHash(of bytes: UnsafeRawBufferPointer, context: String) -> SecureBytes {
+        SecureBytes(count: 64) { out in
+            KeyDerivation.blake2b(
+                key: UnsafeRawBufferPointer(start: nil, count: 0), context: context, into: out
+            ) { update in update(bytes) }
+        }
+    }
+
     /// `H₁`: the input hashed to a group element (64 bytes of BLAKE2b, then Elligator).
     static func hashToGroup(_ input: SecureBytes, context: String) -> SecureBytes {
-        let wide = SecureBytes(count: 64) { out in
-            input.withUnsafeBytes { x in
-                KeyDerivation.blake2b(
-                    key: UnsafeRawBufferPointer(start: nil, count: 0),
-                    context: context + " hash-to-group", into: out
-                ) { update in update(x) }
-            }
-        }
+        let wide = input.withUnsafeBytes { wideHash(of: $0, context: context + " hash-to-group") }
         return SecureBytes(count: elementLength) { out in
             wide.withUnsafeBytes { h in
                 _ = crypto_core_ristretto255_from_hash(out.bytePointer, h.bytePointer)
@@ -262,6 +237,24 @@ package enum OPRF {
             }) == 1
         else {
             throw SealingError(.malformed, "not a ristretto255 element other than the identity")
+        }
+    }
+
+    /// `scalar · element`, for a public result.
+    private static func multiplied(_ element: Data, by scalar: SecureBytes) throws(SealingError)
+        -> Data
+    {
+        try typed {
+            var out = Data(count: elementLength)
+            try out.withUnsafeMutableBytes { try multiply(element, by: scalar, into: $0) }
+            return out
+        }
+    }
+
+    /// `body`'s result, where `body` throws only `multiply`'s errors through rethrowing calls.
+    private static func typed<T>(_ body: () throws -> T) throws(SealingError) -> T {
+        do { return try body() } catch let error as SealingError { throw error } catch {
+            throw SealingError(.malformed, "\(error)")
         }
     }
 

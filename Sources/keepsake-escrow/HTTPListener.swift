@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 
 #if canImport(Glibc)
     import Glibc
@@ -70,16 +71,7 @@ final class HTTPListener: @unchecked Sendable {
             }
             unlink(path)
         }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
+        let bound = UnixSocketAddress.with(path) { bind(fd, $0, $1) }
         guard bound == 0, chmod(path, 0o666) == 0, listen(fd, 64) == 0 else {
             let reason = String(cString: strerror(errno))
             close(fd)
