@@ -7,11 +7,11 @@ let package = Package(
     // The products are what README's "Public API" section documents; everything shared between
     // our own modules is `package`.
     products: [
-        // The device model: apps, the lock screen and its passcode (Passcode), settings, the
+        // The device model: apps, the lock screen and its passcode, settings, the
         // cloud account; the Secret Service connection the stores run on.
         .library(
             name: "Device",
-            targets: ["Device", "Passcode", "CloudAccount", "SecretService", "Sealing"]),
+            targets: ["Device", "CloudAccount", "SecretService", "Sealing"]),
         .library(name: "Keychain", targets: ["Keychain"]),
         .library(name: "Security", targets: ["Security"]),
         .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
@@ -77,15 +77,16 @@ let package = Package(
         // The escrow's protocol, both sides: an OPRF on ristretto255, a count kept by the escrow,
         // proofs of the passcode that tell a listener nothing. Knows libsodium (via Sealing) only.
         .target(name: "Escrow", dependencies: ["Sealing"]),
-        // The passcode: lock-screen kinds and protection classes, the key derivations, and where
-        // guesses are counted (the delays, a guess counter service, an earlier version's TPM
-        // slot). Knows no storage: the device record keeps what it returns.
-        .target(name: "Passcode", dependencies: ["Sealing", "Platform", "TPM", "Escrow"]),
         // The "operating system" the apps run on: app identity, container, directories, the
-        // device record, the lock screen, class keys, runtime keys (kernel keyring).
+        // device record, the lock screen, class keys, runtime keys (kernel keyring), and its one
+        // error. Its Passcode/ folder holds the passcode: lock-screen kinds and protection
+        // classes, the key derivations, and where guesses are counted (the delays, a guess
+        // counter service, a direct TPM slot); that folder knows no storage (scripts/check-layers
+        // checks it names no record and no Secret Service): the device record keeps what it
+        // returns.
         .target(
             name: "Device",
-            dependencies: ["Passcode", "SecretService", "Sealing", "Platform", "TPM"]),
+            dependencies: ["SecretService", "Sealing", "Platform", "TPM", "Escrow"]),
         // The cloud account a device signs in to: its storage (a directory, WebDAV), its objects
         // and their names, the manifest, joins, the escrow client, key rotation, sync status.
         // Told of the device's unlocks; the device never calls it.
@@ -204,7 +205,7 @@ let package = Package(
         .testTarget(
             name: "DeviceTests",
             dependencies: [
-                "Device", "Passcode", "CloudAccount", "Platform", "KeepsakeTestSupport",
+                "Device", "CloudAccount", "Platform", "KeepsakeTestSupport",
                 "SecretService",
                 "Sealing", "TPM",
                 "Escrow",
@@ -214,19 +215,19 @@ let package = Package(
         .testTarget(
             name: "TPMTests",
             dependencies: [
-                "Device", "Passcode", "TPM", "Platform", "KeepsakeTestSupport", "SecretService",
+                "Device", "TPM", "Platform", "KeepsakeTestSupport", "SecretService",
                 "Sealing",
             ]),
         .testTarget(
             name: "PasscodeTests",
             dependencies: [
-                "Device", "Passcode", "Platform", "KeepsakeTestSupport", "SecretService",
+                "Device", "Platform", "KeepsakeTestSupport", "SecretService",
                 "Sealing", "TPM", "Escrow",
             ]),
         .testTarget(
             name: "CloudAccountTests",
             dependencies: [
-                "CloudAccount", "Device", "Passcode", "Platform", "KeepsakeTestSupport",
+                "CloudAccount", "Device", "Platform", "KeepsakeTestSupport",
                 "SecretService", "Sealing", "TPM", "Escrow",
             ]),
         .testTarget(

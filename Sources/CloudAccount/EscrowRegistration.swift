@@ -1,7 +1,6 @@
 import Device
 import Escrow
 import Foundation
-import Passcode
 import Sealing
 
 /// The account key's registration with the account's escrow service (which holds it for joining

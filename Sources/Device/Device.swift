@@ -1,4 +1,3 @@
-@_exported import Passcode
 import Foundation
 import Platform
 import Sealing
@@ -16,8 +15,8 @@ import Synchronization
 /// - the class keys: `Device+ClassKeys.swift`; runtime state, the unwrapped class keys in the
 ///   kernel keyring: `RuntimeKeys.swift`.
 ///
-/// The passcode itself — its kinds, the key derivations and where its guesses are counted — is
-/// the Passcode module's, which this module re-exports.
+/// The passcode itself — its kinds, the key derivations and where its guesses are counted — is in
+/// `Passcode/`: rules that hold no storage of their own (the record keeps what they return).
 ///
 /// Thread-safe; several processes may share one device.
 public final class Device: Sendable {

@@ -6,7 +6,6 @@ import TPM
 import Testing
 
 @testable import Device
-@testable import Passcode
 
 /// Tiny delays, so that ten wrong passcodes in a row take milliseconds: these tests are about
 /// what is counted, not about how long the waits are (LockScreenTests pins the delays).

@@ -3,7 +3,7 @@ import KeepsakeTestSupport
 import Sealing
 import Testing
 
-@testable import Passcode
+@testable import Device
 
 /// A record kept in memory: what `GuessLimit.prove` counts in, with no Secret Service under it.
 private struct MemoryRecord: CountedRecord {

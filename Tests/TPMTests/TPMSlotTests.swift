@@ -5,7 +5,6 @@ import SecretService
 import Testing
 
 @testable import Device
-@testable import Passcode
 @testable import TPM
 
 /// Passcode slots in the TPM (a private swtpm): what the TPM counts, and how a direct slot moves
