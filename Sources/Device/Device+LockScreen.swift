@@ -197,10 +197,11 @@ extension Device {
             // too: raising the cost would take a new direct slot, or a move nobody asked for.
             let movesOffTPM = guessLimit.movesOffTPM(record.passcode)
             let raisesCost =
-                record.version < 2 || (record.cost.map { $0.isBelow(passcodeCost) } ?? true)
+                record.passcode.version < 2
+                || (record.passcode.cost.map { $0.isBelow(passcodeCost) } ?? true)
             // An unpinned counter slot (no `counterPin`) is registered again, pinned.
             let pins = guessLimit.needsPin(record.passcode)
-            if movesOffTPM || pins || (record.tpm == nil && raisesCost) {
+            if movesOffTPM || pins || (record.passcode.tpm == nil && raisesCost) {
                 var upgraded = record
                 let newCounterSecret = try seal(
                     keys, presence: presence ?? SecureBytes(randomCount: 32), passcode: passcode,

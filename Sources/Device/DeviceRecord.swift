@@ -11,27 +11,12 @@ import TPM
 /// passcode guess can be tested against without the device secret (software path), the guess
 /// counter service (counted path) or the TPM (TPM path). See `PasscodeKeys` for the
 /// derivations.
-package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
-    /// 1: verifier from Argon2id(passcode) alone (read, then rewritten as 2 at the next unlock);
-    /// 2: verifier and KEK bound to the device secret, optional TPM slot.
-    package var version = 2
+package struct DeviceRecord: CountedRecord, Sendable, Equatable {
     package var deviceSecret: Data
     package var kind: LockScreenKind
-    package var salt: Data?
-    package var cost: Argon2Cost?
-    /// Software path only: BLAKE2b keyed by the device secret over Argon2id(passcode). nil on
-    /// the TPM path, where the TPM's authorization check is the only verifier.
-    package var verifier: Data?
-    /// TPM path: where the TPM keeps this device's passcode-released secret and guess counter.
-    package var tpm: TPMSlot?
-    /// Counted path: this device's slot at its guess counter (`Device.counter`, a
-    /// `keepsake-escrow` service): it releases the secret the KEK needs only to a proof of the
-    /// passcode, and counts every claim before it answers.
-    package var counterSlot: Data?
-    /// Counted path: who answered and the slot's key at registration (`CounterPin`).
-    package var counterPin: CounterPin?
-    /// Counted path: slots a passcode change replaced, not yet confirmed removed.
-    package var retiredCounterSlots: [Data]?
+    /// What checks the passcode: its record version, salt and cost, and where it is checked
+    /// (verifier, guess counter slot, TPM slot). Stored as fields of the record's own object.
+    package var passcode = PasscodeSlot.empty
     package var wrappedKeys: [String: Data]
     /// Each class key's check value (`PasscodeKeys.check`), by class: a key in the kernel keyring
     /// that does not match is not the device's and is never used. nil in a record without checks
@@ -55,29 +40,6 @@ package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
     /// does not read it and applies one rule to it: it goes with the last knowledge factor, as
     /// every end-to-end key does.
     package var accountState: [String: AccountValue] = [:]
-
-    /// The device's own fields, as stored; every other name in a stored record is the account's.
-    enum CodingKeys: String, CodingKey, CaseIterable {
-        case version, deviceSecret, kind, salt, cost, verifier, tpm, counterSlot, counterPin
-        case retiredCounterSlots, wrappedKeys
-        case keyChecks, failures, notBefore, generation, passcodeChanges, presencePublicKey
-    }
-
-    /// The fields that check the passcode, as the guess limit reads and writes them.
-    package var passcode: PasscodeSlot {
-        get {
-            PasscodeSlot(
-                version: version, salt: salt, cost: cost, verifier: verifier, tpm: tpm,
-                counterSlot: counterSlot, counterPin: counterPin,
-                retiredCounterSlots: retiredCounterSlots)
-        }
-        set {
-            (version, salt, cost, verifier, tpm, counterSlot, counterPin, retiredCounterSlots) = (
-                newValue.version, newValue.salt, newValue.cost, newValue.verifier, newValue.tpm,
-                newValue.counterSlot, newValue.counterPin, newValue.retiredCounterSlots
-            )
-        }
-    }
 
     /// Keeps `seed` as the presence key, wrapped under `kek`, and its public key.
     package mutating func setPresence(_ seed: SecureBytes, kek: SecureBytes) {
@@ -115,8 +77,7 @@ package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
         var json = try! JSONEncoder().encode(self)
         // The account's names that are not the device's own (so the two objects have no name
         // in common), joined: `{device…}` less its `}`, a comma, `{account…}` less its `{`.
-        let own = Set(CodingKeys.allCases.map(\.stringValue))
-        let state = accountState.filter { !own.contains($0.key) && $0.value != .other }
+        let state = accountState.filter { !Self.ownNames.contains($0.key) && $0.value != .other }
         if !state.isEmpty {
             let account = try! JSONEncoder().encode(state)
             json = json.dropLast() + Data(",".utf8) + account.dropFirst()
@@ -129,21 +90,65 @@ package struct DeviceRecord: CountedRecord, Codable, Sendable, Equatable {
             var record = try? JSONDecoder().decode(DeviceRecord.self, from: bytes.dropFirst(4)),
             let names = try? JSONDecoder().decode(
                 [String: AccountValue].self, from: bytes.dropFirst(4)),
-            (1...2).contains(record.version), record.deviceSecret.count == 32,
+            (1...2).contains(record.passcode.version), record.deviceSecret.count == 32,
             // A version 1 record holds neither a TPM slot nor a counter slot: one claiming
             // version 1 with a slot was rewritten, to have an unlock move the slot off as raising
             // a version 1 record to version 2 does.
-            record.version == 2 || (record.tpm == nil && record.counterSlot == nil),
-            record.cost?.isWithinBounds ?? true
+            record.passcode.version == 2
+                || (record.passcode.tpm == nil && record.passcode.counterSlot == nil),
+            record.passcode.cost?.isWithinBounds ?? true
         else {
             throw DeviceError(
                 .corrupt,
                 "the device state does not decode (damaged, or written by something else): erasing the device (device wipe) starts it anew; items sealed under it are lost"
             )
         }
-        let own = Set(CodingKeys.allCases.map(\.stringValue))
-        record.accountState = names.filter { !own.contains($0.key) && $0.value != .other }
+        record.accountState = names.filter {
+            !Self.ownNames.contains($0.key) && $0.value != .other
+        }
         return record
+    }
+}
+
+/// The record as one JSON object: its passcode slot's fields and its own, side by side.
+extension DeviceRecord: Codable {
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case deviceSecret, kind, wrappedKeys, keyChecks, failures, notBefore, generation
+        case passcodeChanges, presencePublicKey
+    }
+
+    /// The device's names in a stored record; every other name is the account's.
+    static let ownNames = Set(
+        CodingKeys.allCases.map(\.stringValue)
+            + PasscodeSlot.CodingKeys.allCases.map(\.stringValue))
+
+    package init(from decoder: any Decoder) throws {
+        let fields = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            deviceSecret: try fields.decode(Data.self, forKey: .deviceSecret),
+            kind: try fields.decode(LockScreenKind.self, forKey: .kind),
+            passcode: try PasscodeSlot(from: decoder),
+            wrappedKeys: try fields.decode([String: Data].self, forKey: .wrappedKeys),
+            keyChecks: try fields.decodeIfPresent([String: Data].self, forKey: .keyChecks),
+            failures: try fields.decode(Int.self, forKey: .failures),
+            notBefore: try fields.decode(Int64.self, forKey: .notBefore),
+            generation: try fields.decodeIfPresent(Int.self, forKey: .generation),
+            passcodeChanges: try fields.decodeIfPresent(Int.self, forKey: .passcodeChanges),
+            presencePublicKey: try fields.decodeIfPresent(Data.self, forKey: .presencePublicKey))
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        try passcode.encode(to: encoder)
+        var fields = encoder.container(keyedBy: CodingKeys.self)
+        try fields.encode(deviceSecret, forKey: .deviceSecret)
+        try fields.encode(kind, forKey: .kind)
+        try fields.encode(wrappedKeys, forKey: .wrappedKeys)
+        try fields.encodeIfPresent(keyChecks, forKey: .keyChecks)
+        try fields.encode(failures, forKey: .failures)
+        try fields.encode(notBefore, forKey: .notBefore)
+        try fields.encodeIfPresent(generation, forKey: .generation)
+        try fields.encodeIfPresent(passcodeChanges, forKey: .passcodeChanges)
+        try fields.encodeIfPresent(presencePublicKey, forKey: .presencePublicKey)
     }
 }
 

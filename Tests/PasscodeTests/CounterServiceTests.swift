@@ -23,9 +23,9 @@ struct CounterServiceTests {
         let device = service.device(retryPolicy: quick, counter: counter)
         try device.setLockScreen(.pin, passcode: "482916", currentPasscode: nil)
         let record = try storedRecord(device)
-        let slot = try #require(record.counterSlot)
-        let pin = try #require(record.counterPin)
-        #expect(record.verifier == nil && record.tpm == nil)
+        let slot = try #require(record.passcode.counterSlot)
+        let pin = try #require(record.passcode.counterPin)
+        #expect(record.passcode.verifier == nil && record.passcode.tpm == nil)
         #expect(pin.peer == PrivateEscrow.counterUser)
         #expect(pin.publicKey == (try counter.configuration.client().status(of: slot).publicKey))
         try device.reboot()
@@ -40,7 +40,8 @@ struct CounterServiceTests {
         // What the record holds opens nothing without the counter: the software path's KEK from
         // the right passcode and the device secret does not unwrap the class keys.
         let passcodeKey = try PasscodeKeys.passcodeKey(
-            "482916", salt: try #require(record.salt), cost: try #require(record.cost))
+            "482916", salt: try #require(record.passcode.salt),
+            cost: try #require(record.passcode.cost))
         let softwareKEK = PasscodeKeys.softwareKEK(
             passcodeKey: passcodeKey, deviceSecret: SecureBytes(copying: record.deviceSecret))
         #expect(throws: (any Error).self) {
@@ -48,7 +49,7 @@ struct CounterServiceTests {
         }
         // A passcode change: a new slot, the old one removed at the counter.
         try device.setLockScreen(.pin, passcode: "771133", currentPasscode: "482916")
-        let moved = try #require(try storedRecord(device).counterSlot)
+        let moved = try #require(try storedRecord(device).passcode.counterSlot)
         #expect(moved != slot)
         #expect(throws: EscrowError.self) { try counter.configuration.client().status(of: slot) }
         try device.reboot()
@@ -56,7 +57,7 @@ struct CounterServiceTests {
         try device.unlock(passcode: "771133")
         // Removing the passcode removes the slot too.
         try device.setLockScreen(.none, passcode: nil, currentPasscode: "771133")
-        #expect(try storedRecord(device).counterSlot == nil)
+        #expect(try storedRecord(device).passcode.counterSlot == nil)
         #expect(throws: EscrowError.self) { try counter.configuration.client().status(of: moved) }
     }
 
@@ -106,13 +107,13 @@ struct CounterServiceTests {
         try device.setLockScreen(.pin, passcode: "246810", currentPasscode: nil)
         try device.reboot()
         let record = try storedRecord(device)
-        let slot = try #require(record.counterSlot)
+        let slot = try #require(record.passcode.counterSlot)
         let client = counter.configuration.client()
         // The record's salt rewritten: the pin's MAC (keyed by the device secret) no longer
         // checks, so the unlock stops before anything reaches the counter, and nothing is spent.
         let loaded = try device.records.load()
         var tampered = loaded.record
-        tampered.salt = Data(repeating: 9, count: KeyDerivation.saltLength)
+        tampered.passcode.salt = Data(repeating: 9, count: KeyDerivation.saltLength)
         let tamperedPath = try device.records.store(tampered, replacing: loaded.path)
         #expect(code { try device.unlock(passcode: "246810") } == .corrupt)
         try device.records.store(loaded.record, replacing: tamperedPath)
@@ -256,7 +257,7 @@ extension CounterServiceTests {
         let service = try PrivateSecretService.start()
         let device = service.device(retryPolicy: quick, counter: counter)
         try device.setLockScreen(.pin, passcode: "111222", currentPasscode: nil)
-        let old = try #require(try storedRecord(device).counterSlot)
+        let old = try #require(try storedRecord(device).passcode.counterSlot)
         // The change as setLockScreen makes it, stopped after the store.
         try device.guessLimit.exclusively { () throws(DeviceError) in
             let proof = try device.prove("111222")
@@ -265,13 +266,13 @@ extension CounterServiceTests {
             try device.seal(keys, passcode: "333444", into: &updated)
             _ = try device.records.store(updated, replacing: proof.path)
         }
-        #expect(try storedRecord(device).retiredCounterSlots == [old])
+        #expect(try storedRecord(device).passcode.retiredCounterSlots == [old])
         let client = counter.configuration.client()
         #expect(try client.status(of: old).limit == 10)  // still there, still answering
         try device.reboot()
         try device.unlock(passcode: "333444")
         #expect(throws: EscrowError.self) { try client.status(of: old) }
-        #expect(try storedRecord(device).retiredCounterSlots == nil)
+        #expect(try storedRecord(device).passcode.retiredCounterSlots == nil)
         try device.reboot()
         #expect(code { try device.unlock(passcode: "111222") } == .authFailed)
     }
@@ -288,14 +289,14 @@ extension CounterServiceTests {
         try device.setLockScreen(.pin, passcode: "424242", currentPasscode: nil)
         let loaded = try device.records.load()
         var earlier = loaded.record
-        let slot = try #require(earlier.counterSlot)
-        earlier.counterPin = nil
+        let slot = try #require(earlier.passcode.counterSlot)
+        earlier.passcode.counterPin = nil
         try device.records.store(earlier, replacing: loaded.path)
         try device.reboot()
         try device.unlock(passcode: "424242")
         let record = try storedRecord(device)
-        #expect(record.counterPin?.peer == PrivateEscrow.counterUser)
-        #expect(record.counterSlot != slot)
+        #expect(record.passcode.counterPin?.peer == PrivateEscrow.counterUser)
+        #expect(record.passcode.counterSlot != slot)
         #expect(throws: EscrowError.self) { try counter.configuration.client().status(of: slot) }
         try device.reboot()
         try device.unlock(passcode: "424242")

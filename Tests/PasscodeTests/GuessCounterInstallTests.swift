@@ -103,7 +103,7 @@ struct GuessCounterInstallTests {
         defer { try? device.reboot() }
         try device.setLockScreen(.pin, passcode: "564738", currentPasscode: nil)
         let record = try device.records.load().record
-        #expect(record.counterPin?.peer == 0)
+        #expect(record.passcode.counterPin?.peer == 0)
         try device.reboot()
         #expect(code { try device.unlock(passcode: "000000") } == .authFailed)
         let report = try device.unlockReporting(passcode: "564738")

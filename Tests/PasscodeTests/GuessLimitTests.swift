@@ -21,18 +21,20 @@ struct GuessLimitTests {
         let device = service.device(retryPolicy: quick)
         try device.setLockScreen(.pin, passcode: "8642", currentPasscode: nil)
         let record = try storedRecord(device)
-        #expect(record.tpm == nil)
+        #expect(record.passcode.tpm == nil)
         let passcodeKey = try PasscodeKeys.passcodeKey(
-            "8642", salt: try #require(record.salt), cost: try #require(record.cost))
+            "8642", salt: try #require(record.passcode.salt),
+            cost: try #require(record.passcode.cost))
         // Argon2id of the right passcode alone checks nothing and opens nothing.
-        #expect(PasscodeKeys.version1Verifier(passcodeKey: passcodeKey) != record.verifier)
+        #expect(PasscodeKeys.version1Verifier(passcodeKey: passcodeKey) != record.passcode.verifier)
         #expect(throws: DeviceError.self) {
             try PasscodeKeys.unwrap(record.wrappedKeys, kek: passcodeKey)
         }
         // With the device secret (the login keyring's contents) it does: SECURITY.md says so.
         let secret = SecureBytes(copying: record.deviceSecret)
         #expect(
-            PasscodeKeys.verifier(passcodeKey: passcodeKey, deviceSecret: secret) == record.verifier
+            PasscodeKeys.verifier(passcodeKey: passcodeKey, deviceSecret: secret)
+                == record.passcode.verifier
         )
         #expect(try device.status().guessLimit == "software")
     }
@@ -42,12 +44,12 @@ struct GuessLimitTests {
         let service = try PrivateSecretService.start()
         let cheap = service.device(retryPolicy: quick)
         try cheap.setLockScreen(.pin, passcode: "5555", currentPasscode: nil)
-        #expect(try storedRecord(cheap).cost == .minimum)
+        #expect(try storedRecord(cheap).passcode.cost == .minimum)
         let real = service.device(
             tuning: DeviceTuning(passcodeCost: .interactive, retryPolicy: quick))
         try real.reboot()
         try real.unlock(passcode: "5555")
-        #expect(try storedRecord(real).cost == .interactive)
+        #expect(try storedRecord(real).passcode.cost == .interactive)
         try real.reboot()
         try real.unlock(passcode: "5555")
         #expect(try real.state() == .unlocked)

@@ -19,7 +19,7 @@ private final class Writes {
 }
 
 @Suite(
-    "GuessLimit.prove, the one way a device's passcode is checked: counted and stored before anything is derived (the Passcode module alone, on a record in memory)",
+    "GuessLimit.prove, the one way a device's passcode is checked: counted and stored before anything is derived (the passcode folder alone, on a record in memory)",
     .enabled(
         if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct PasscodeProofTests {

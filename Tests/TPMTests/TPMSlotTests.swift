@@ -23,8 +23,8 @@ struct TPMSlotTests {
         let device = service.device(retryPolicy: quick, tpm: tpm)
         try device.setLockScreen(.pin, passcode: "482916", currentPasscode: nil)
         let record = try storedRecord(device)
-        #expect(record.tpm != nil)
-        #expect(record.verifier == nil)
+        #expect(record.passcode.tpm != nil)
+        #expect(record.passcode.verifier == nil)
         try device.reboot()
         #expect(try device.state() == .beforeFirstUnlock)
         #expect(code { try device.unlock(passcode: "000000") } == .authFailed)
@@ -92,7 +92,7 @@ struct TPMSlotTests {
         let service = try PrivateSecretService.start()
         let device = service.device(retryPolicy: quick, tpm: tpm)
         try device.setLockScreen(.pin, passcode: "246810", currentPasscode: nil)
-        let slot = try #require(try storedRecord(device).tpm)
+        let slot = try #require(try storedRecord(device).passcode.tpm)
         let context = try tpm.context()
         var answers: [TPMError.Code] = []
         for guess in 0..<8 {
@@ -130,7 +130,7 @@ struct TPMSlotTests {
         let tpm = try PrivateTPM(maxTries: 3, recoverySeconds: 600)
         let guarded = service.device("guarded", retryPolicy: quick, tpm: tpm)
         try guarded.setLockScreen(.pin, passcode: "246810", currentPasscode: nil)
-        let slot = try #require(try storedRecord(guarded).tpm)
+        let slot = try #require(try storedRecord(guarded).passcode.tpm)
         let context = try tpm.context()
         var answers: [TPMError.Code] = []
         for guess in 0..<6 {
@@ -167,9 +167,10 @@ struct TPMSlotTests {
         try device.setLockScreen(
             .pin, passcode: "24680135792468013579", currentPasscode: "13579086421357908642")
         let record = try storedRecord(device)
-        let slot = try #require(record.tpm)
+        let slot = try #require(record.passcode.tpm)
         let passcodeKey = try PasscodeKeys.passcodeKey(
-            "24680135792468013579", salt: try #require(record.salt), cost: try #require(record.cost)
+            "24680135792468013579", salt: try #require(record.passcode.salt),
+            cost: try #require(record.passcode.cost)
         )
         let authorization = PasscodeKeys.tpmAuthorization(passcodeKey: passcodeKey)
         let capture = relay.capture
@@ -213,13 +214,13 @@ struct TPMSlotTests {
             #expect(error.message.contains("--counter"), "\(error)")
         }
         #expect(try named.lockScreenKind() == .none)
-        #expect(try storedRecord(named).tpm == nil)
+        #expect(try storedRecord(named).passcode.tpm == nil)
 
         let machine = device("machine", .software)
         defer { try? machine.reboot() }
         try machine.setLockScreen(.pin, passcode: "246810", currentPasscode: nil)
-        #expect(try storedRecord(machine).tpm == nil)
-        #expect(try storedRecord(machine).verifier != nil)
+        #expect(try storedRecord(machine).passcode.tpm == nil)
+        #expect(try storedRecord(machine).passcode.verifier != nil)
         #expect(try machine.status().guessLimit == "software")
         try machine.wipe()  // one device per Secret Service: the next one starts afresh
 
@@ -229,7 +230,7 @@ struct TPMSlotTests {
             tuning: .fast)
         defer { try? counted.reboot() }
         try counted.setLockScreen(.pin, passcode: "246810", currentPasscode: nil)
-        #expect(try storedRecord(counted).tpm == nil)
+        #expect(try storedRecord(counted).passcode.tpm == nil)
         #expect(try counted.status().guessLimit == "service")
     }
 
@@ -254,7 +255,7 @@ struct TPMSlotTests {
             try now.unlock(passcode: "482916")
             if toService {  // a guess counter service named: the right unlock moves it there
                 #expect(try now.status().guessLimit == "service")
-                #expect(try storedRecord(now).tpm == nil)
+                #expect(try storedRecord(now).passcode.tpm == nil)
                 try now.reboot()
                 #expect(code { try now.unlock(passcode: "000000") } == .authFailed)
                 try now.unlock(passcode: "482916")
@@ -263,14 +264,15 @@ struct TPMSlotTests {
             }
             #expect(try now.status().guessLimit == "tpm")
             let old = try storedRecord(now)
-            let slot = try #require(old.tpm)
+            let slot = try #require(old.passcode.tpm)
             let oldKey = try PasscodeKeys.passcodeKey(
-                "482916", salt: try #require(old.salt), cost: try #require(old.cost))
+                "482916", salt: try #require(old.passcode.salt),
+                cost: try #require(old.passcode.cost))
             try now.setLockScreen(.pin, passcode: "771133", currentPasscode: "482916")
             let record = try storedRecord(now)
-            #expect(record.tpm == nil)
+            #expect(record.passcode.tpm == nil)
             #expect(try now.status().guessLimit == "software")
-            #expect(record.verifier != nil)
+            #expect(record.passcode.verifier != nil)
             // The old slot is gone from the TPM: not even the old passcode's authorization opens it.
             #expect(throws: TPMError.self) {
                 try TPMPasscodeSlot.attempt(
@@ -308,11 +310,11 @@ struct TPMSlotTests {
             defer { try? now.reboot() }
             try now.unlock(passcode: "482916")
             var record = try storedRecord(now)
-            #expect(record.tpm != nil && record.cost == Argon2Cost.minimum)
+            #expect(record.passcode.tpm != nil && record.passcode.cost == Argon2Cost.minimum)
             // Another process rewrites the record to look older, to have an unlock move it.
             let loaded = try now.records.load()
             var older = loaded.record
-            older.version = 1
+            older.passcode.version = 1
             let olderPath = try now.records.store(older, replacing: loaded.path)
             #expect(code { _ = try now.lockScreenKind() } == .corrupt)
             try now.records.store(loaded.record, replacing: olderPath)
@@ -325,12 +327,13 @@ struct TPMSlotTests {
             defer { try? moved.reboot() }
             try moved.reboot()
             record = try storedRecord(moved)
-            let slot = try #require(record.tpm)
+            let slot = try #require(record.passcode.tpm)
             let oldKey = try PasscodeKeys.passcodeKey(
-                "482916", salt: try #require(record.salt), cost: try #require(record.cost))
+                "482916", salt: try #require(record.passcode.salt),
+                cost: try #require(record.passcode.cost))
             try moved.unlock(passcode: "482916")
             record = try storedRecord(moved)
-            #expect(record.tpm == nil)
+            #expect(record.passcode.tpm == nil)
             #expect(try moved.status().guessLimit == (toService ? "service" : "software"))
             #expect(
                 throws: TPMError.self, "the slot read at the unlock is gone from the TPM"

@@ -7,7 +7,7 @@ import TPM
 /// and cost, and where the passcode is checked — a verifier (software path), a slot at the guess
 /// counter service (counted path) or a direct slot on a TPM (TPM path: records may hold one, new
 /// lock screens never make one).
-package struct PasscodeSlot: Sendable, Equatable {
+package struct PasscodeSlot: Codable, Sendable, Equatable {
     /// 1: verifier from Argon2id(passcode) alone (read, then rewritten as 2 at the next unlock);
     /// 2: verifier and KEK bound to the device secret.
     package var version: Int
@@ -27,6 +27,11 @@ package struct PasscodeSlot: Sendable, Equatable {
     /// their reader) before the next claim, so a change cut short never leaves the old
     /// passcode answering past the next unlock.
     package var retiredCounterSlots: [Data]?
+
+    /// The slot's names in the device record's stored object.
+    package enum CodingKeys: String, CodingKey, CaseIterable {
+        case version, salt, cost, verifier, tpm, counterSlot, counterPin, retiredCounterSlots
+    }
 
     package init(
         version: Int, salt: Data?, cost: Argon2Cost?, verifier: Data?, tpm: TPMSlot?,
