@@ -82,8 +82,8 @@ let package = Package(
         // error. Its Passcode/ folder holds the passcode: lock-screen kinds and protection
         // classes, the key derivations, and where guesses are counted (the delays, a guess
         // counter service, a direct TPM slot); that folder knows no storage (scripts/check-layers
-        // checks it names no record and no Secret Service): the device record keeps what it
-        // returns.
+        // checks it imports no Secret Service and names none of the module's other types): the
+        // device record keeps what it returns.
         .target(
             name: "Device",
             dependencies: ["SecretService", "Sealing", "Platform", "TPM", "Escrow"]),

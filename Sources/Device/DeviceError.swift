@@ -7,8 +7,7 @@ import TPM
 /// Whose codes `DeviceError`'s are.
 public enum DeviceErrorDomain {}
 
-/// The one error type of the Device module (the device product). Compares by code; never carries
-/// a passcode or key.
+/// The one error type of the Device module. Compares by code; never carries a passcode or key.
 /// The failure underneath, when there was one, is a `SecretServiceError`, an `EscrowError`, a
 /// `TPMError` or a file error.
 public typealias DeviceError = CodedError<DeviceErrorDomain>
