@@ -1,10 +1,11 @@
 import Device
 import Foundation
 
-/// The cloud account's state on this device, kept in the device record's account part
-/// (`DeviceRecord.accountState`, which the device stores and never reads): the names are the
-/// ones records have always stored. Read field by field (a value that does not read loses only
-/// that field) and written over only its own names (a name it does not know is kept).
+/// The cloud account's own record on this device: one JSON object, kept as the device record's
+/// `accountRecord` (bytes the device stores and never reads, and drops with the last knowledge
+/// factor); its names are the ones records have always stored. Read field by field (a value that
+/// does not read loses only that field) and written over only its own names (a name it does not
+/// know, a later version's, is kept).
 struct AccountState: Codable, Equatable {
     /// The cloud account's key, sealed under the AfterFirstUnlock class key.
     var wrappedCloudKey: Data?
@@ -44,23 +45,28 @@ struct AccountState: Codable, Equatable {
 }
 
 extension DeviceRecord {
-    /// The cloud account's state in this record (empty when there is none).
+    /// The cloud account's own record in this device record (empty when there is none).
     var account: AccountState {
         get {
-            guard let names = try? JSONEncoder().encode(accountState),
-                let state = try? JSONDecoder().decode(AccountState.self, from: names)
-            else { return AccountState() }
-            return state
+            accountRecord.flatMap { try? JSONDecoder().decode(AccountState.self, from: $0) }
+                ?? AccountState()
         }
         set {
-            guard let json = try? JSONEncoder().encode(newValue),
-                let names = try? JSONDecoder().decode([String: AccountValue].self, from: json)
-            else { return }
+            var names = Self.names(in: accountRecord)
+            let own = Self.names(in: try? JSONEncoder().encode(newValue))
             // Its own names are written over (a nil one removed); any other is kept.
             for name in AccountState.CodingKeys.allCases.map(\.stringValue) {
-                accountState[name] = names[name]
+                names[name] = own[name]
             }
+            accountRecord =
+                names.isEmpty
+                ? nil : try? JSONSerialization.data(withJSONObject: names, options: .sortedKeys)
         }
+    }
+
+    /// The names of the JSON object `bytes` (none when they are not one).
+    private static func names(in bytes: Data?) -> [String: Any] {
+        bytes.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] } ?? [:]
     }
 
     /// The account key `wrapped` (sealed under a class key) held from now on, at `epoch`. Made,

@@ -138,7 +138,7 @@ extension Device {
                 into: &updated)
             // Without a knowledge factor there is no end-to-end encryption: the signed-in
             // account's state (its key sealed under a class key, …) goes with the passcode.
-            if newPasscode == nil { updated.accountState = [:] }
+            if newPasscode == nil { updated.accountRecord = nil }
             let runtime = try runtime(updated)
             try runtime.store(keys)
             path = try store(

@@ -35,11 +35,12 @@ package struct DeviceRecord: CountedRecord, Sendable, Equatable {
     /// The public half of the presence key pair (its seed is in `wrappedKeys`, under the KEK):
     /// items that need the passcode at each use are sealed to it. Only while a passcode is set.
     package var presencePublicKey: Data?
-    /// A signed-in account's own state, by name, which only the account reads and writes (the
-    /// `CloudAccount` module's `AccountState`), stored beside the device's own fields. The device
-    /// does not read it and applies one rule to it: it goes with the last knowledge factor, as
-    /// every end-to-end key does.
-    package var accountState: [String: AccountValue] = [:]
+    /// The signed-in account's own record (the `CloudAccount` module's, as it encodes it): bytes
+    /// the device stores and never reads. The device applies one rule to it: it goes with the
+    /// last knowledge factor, as every end-to-end key does — in the same write, which is why it
+    /// is kept here and not in an item of its own (the Secret Service has no transaction over
+    /// two items).
+    package var accountRecord: Data?
 
     /// Keeps `seed` as the presence key, wrapped under `kek`, and its public key.
     package mutating func setPresence(_ seed: SecureBytes, kek: SecureBytes) {
@@ -72,24 +73,14 @@ package struct DeviceRecord: CountedRecord, Sendable, Equatable {
         return record
     }
 
-    /// `KDS1` and the record as one JSON object: the device's fields, then the account's.
+    /// `KDS1` and the record as one JSON object.
     package func encoded() -> Data {
-        var json = try! JSONEncoder().encode(self)
-        // The account's names that are not the device's own (so the two objects have no name
-        // in common), joined: `{device…}` less its `}`, a comma, `{account…}` less its `{`.
-        let state = accountState.filter { !Self.ownNames.contains($0.key) && $0.value != .other }
-        if !state.isEmpty {
-            let account = try! JSONEncoder().encode(state)
-            json = json.dropLast() + Data(",".utf8) + account.dropFirst()
-        }
-        return Data("KDS1".utf8) + json
+        Data("KDS1".utf8) + (try! JSONEncoder().encode(self))
     }
 
     package static func decode(_ bytes: Data) throws(DeviceError) -> DeviceRecord {
         guard bytes.count <= 64 * 1024, bytes.starts(with: Data("KDS1".utf8)),
             var record = try? JSONDecoder().decode(DeviceRecord.self, from: bytes.dropFirst(4)),
-            let names = try? JSONDecoder().decode(
-                [String: AccountValue].self, from: bytes.dropFirst(4)),
             (1...2).contains(record.passcode.version), record.deviceSecret.count == 32,
             // A version 1 record holds neither a TPM slot nor a counter slot: one claiming
             // version 1 with a slot was rewritten, to have an unlock move the slot off as raising
@@ -103,10 +94,20 @@ package struct DeviceRecord: CountedRecord, Sendable, Equatable {
                 "the device state does not decode (damaged, or written by something else): erasing the device (device wipe) starts it anew; items sealed under it are lost"
             )
         }
-        record.accountState = names.filter {
-            !Self.ownNames.contains($0.key) && $0.value != .other
-        }
+        if record.accountRecord == nil { record.accountRecord = earlierAccountRecord(bytes) }
         return record
+    }
+
+    /// The account's record in a record written before it had a field of its own: the names
+    /// beside the device's that are not the device's, as one JSON object (nil when none).
+    private static func earlierAccountRecord(_ bytes: Data) -> Data? {
+        guard
+            let object = try? JSONSerialization.jsonObject(with: bytes.dropFirst(4))
+                as? [String: Any]
+        else { return nil }
+        let names = object.filter { !ownNames.contains($0.key) }
+        guard !names.isEmpty else { return nil }
+        return try? JSONSerialization.data(withJSONObject: names, options: .sortedKeys)
     }
 }
 
@@ -115,9 +116,10 @@ extension DeviceRecord: Codable {
     enum CodingKeys: String, CodingKey, CaseIterable {
         case deviceSecret, kind, wrappedKeys, keyChecks, failures, notBefore, generation
         case passcodeChanges, presencePublicKey
+        case accountRecord = "account"
     }
 
-    /// The device's names in a stored record; every other name is the account's.
+    /// The device's names in a stored record.
     static let ownNames = Set(
         CodingKeys.allCases.map(\.stringValue)
             + PasscodeSlot.CodingKeys.allCases.map(\.stringValue))
@@ -134,7 +136,8 @@ extension DeviceRecord: Codable {
             notBefore: try fields.decode(Int64.self, forKey: .notBefore),
             generation: try fields.decodeIfPresent(Int.self, forKey: .generation),
             passcodeChanges: try fields.decodeIfPresent(Int.self, forKey: .passcodeChanges),
-            presencePublicKey: try fields.decodeIfPresent(Data.self, forKey: .presencePublicKey))
+            presencePublicKey: try fields.decodeIfPresent(Data.self, forKey: .presencePublicKey),
+            accountRecord: try fields.decodeIfPresent(Data.self, forKey: .accountRecord))
     }
 
     package func encode(to encoder: any Encoder) throws {
@@ -149,39 +152,7 @@ extension DeviceRecord: Codable {
         try fields.encodeIfPresent(generation, forKey: .generation)
         try fields.encodeIfPresent(passcodeChanges, forKey: .passcodeChanges)
         try fields.encodeIfPresent(presencePublicKey, forKey: .presencePublicKey)
-    }
-}
-
-/// One value of the signed-in account's state (`DeviceRecord.accountState`): bytes (stored as
-/// base64, as the record's other bytes are), a number or a flag.
-package enum AccountValue: Codable, Sendable, Hashable {
-    case string(String)
-    case int(Int)
-    case bool(Bool)
-    /// Any other JSON value: a device field's, never the account's.
-    case other
-
-    package init(from decoder: any Decoder) throws {
-        let value = try decoder.singleValueContainer()
-        if let flag = try? value.decode(Bool.self) {
-            self = .bool(flag)
-        } else if let number = try? value.decode(Int.self) {
-            self = .int(number)
-        } else if let text = try? value.decode(String.self) {
-            self = .string(text)
-        } else {
-            self = .other
-        }
-    }
-
-    package func encode(to encoder: any Encoder) throws {
-        var value = encoder.singleValueContainer()
-        switch self {
-        case .string(let text): try value.encode(text)
-        case .int(let number): try value.encode(number)
-        case .bool(let flag): try value.encode(flag)
-        case .other: try value.encodeNil()
-        }
+        try fields.encodeIfPresent(accountRecord, forKey: .accountRecord)
     }
 }
 

@@ -6,10 +6,10 @@ import Testing
 @testable import CloudAccount
 @testable import Device
 
-@Suite("The cloud account's state in the device record: the account's names, stored as always")
+@Suite("The cloud account's own record, kept in the device record: the account's names, as always")
 struct AccountStateTests {
     @Test(
-        "a record with the account's fields (as every earlier version stored them) reads them back by the account's names and writes them under the same names"
+        "a record with the account's fields beside the device's (as earlier versions stored them) reads them as the account's record, and writes them back as that record, under the same names, in the device record's one field for it"
     )
     func storedAsAlways() throws {
         var record = DeviceRecord.fresh()
@@ -32,21 +32,32 @@ struct AccountStateTests {
         #expect(read.account.cloudEpoch == 2)
         #expect(read.account.rotationPending == true)
         #expect(read.deviceSecret == record.deviceSecret)
-        #expect(read.accountState.count == 5)  // the device's own fields are not the account's
+        // The device's own fields are not the account's.
+        #expect(try accountNames(read).count == 5)
 
-        // Written back: the same names, the same values, and it reads back equal.
+        // Written back: the account's record in its one field, the same names and values, and
+        // nothing of the account's beside the device's; it reads back equal.
         let written =
             try JSONSerialization.jsonObject(with: read.encoded().dropFirst(4))
             as! [String: Any]
-        #expect(written["wrappedCloudKey"] as? String == key.base64EncodedString())
-        #expect(written["cloudEpoch"] as? Int == 2)
-        #expect(written["rotationPending"] as? Bool == true)
+        #expect(written["wrappedCloudKey"] == nil && written["cloudEpoch"] == nil)
+        #expect(written["account"] as? String == read.accountRecord?.base64EncodedString())
+        let names = try accountNames(read)
+        #expect(names["wrappedCloudKey"] as? String == key.base64EncodedString())
+        #expect(names["cloudEpoch"] as? Int == 2)
+        #expect(names["rotationPending"] as? Bool == true)
         #expect(try DeviceRecord.decode(read.encoded()) == read)
 
         read.account.cloudEpoch = nil
         #expect(try DeviceRecord.decode(read.encoded()).account.cloudEpoch == nil)
-        read.accountState = [:]
+        read.accountRecord = nil
         #expect(try DeviceRecord.decode(read.encoded()).account.wrappedCloudKey == nil)
+    }
+
+    /// The names of the account's record in `record`.
+    private func accountNames(_ record: DeviceRecord) throws -> [String: Any] {
+        let bytes = try #require(record.accountRecord)
+        return try #require(try JSONSerialization.jsonObject(with: bytes) as? [String: Any])
     }
 
     @Test(
@@ -78,7 +89,7 @@ struct AccountStateTests {
 
         try device.setLockScreen(.swipe, passcode: nil, currentPasscode: "5678")
         record = try device.records.load().record
-        #expect(record.accountState.isEmpty)
+        #expect(record.accountRecord == nil)
         #expect(record.account == AccountState())
     }
 
@@ -87,20 +98,19 @@ struct AccountStateTests {
     )
     func readsLeniently() throws {
         var record = DeviceRecord.fresh()
-        record.accountState = [
-            "wrappedCloudKey": .string(Data(repeating: 7, count: 72).base64EncodedString()),
-            "cloudEpoch": .string("three"), "escrowGeneration": .int(4),
-            "fromANewerVersion": .int(1),
-        ]
+        record.accountRecord = try JSONSerialization.data(withJSONObject: [
+            "wrappedCloudKey": Data(repeating: 7, count: 72).base64EncodedString(),
+            "cloudEpoch": "three", "escrowGeneration": 4, "fromANewerVersion": 1,
+        ])
         #expect(record.account.wrappedCloudKey == Data(repeating: 7, count: 72))
         #expect(record.account.cloudEpoch == nil)
         #expect(record.account.escrowGeneration == 4)
         record.account.cloudEpoch = 3
-        #expect(record.accountState["fromANewerVersion"] == .int(1))
-        #expect(record.accountState["cloudEpoch"] == .int(3))
+        #expect(try accountNames(record)["fromANewerVersion"] as? Int == 1)
+        #expect(try accountNames(record)["cloudEpoch"] as? Int == 3)
         #expect(record.account.wrappedCloudKey == Data(repeating: 7, count: 72))
         record.account = AccountState()
-        #expect(record.accountState == ["fromANewerVersion": .int(1)])
+        #expect(try accountNames(record).keys.sorted() == ["fromANewerVersion"])
     }
 
     @Test(
@@ -121,7 +131,7 @@ struct AccountStateTests {
         try device.keys.storeAfterCloud(kept, read: read)
         let now = try device.device.records.load().record
         #expect(now.kind == .swipe)
-        #expect(now.accountState.isEmpty)
+        #expect(now.accountRecord == nil)
     }
 
     @Test(

@@ -49,6 +49,6 @@ struct RecordFormatTests {
         #expect(read.passcode.counterSlot == nil)
         #expect(read.passcode.cost == cost)
         #expect(read.passcode.retiredCounterSlots == [Data(repeating: 5, count: 32)])
-        #expect(read.accountState.isEmpty)  // no slot field is taken for the account's
+        #expect(read.accountRecord == nil)  // no slot field is taken for the account's
     }
 }
