@@ -11,7 +11,7 @@ let package = Package(
         // cloud account; the Secret Service connection the stores run on.
         .library(
             name: "Device",
-            targets: ["Device", "CloudAccount", "SecretService", "Sealing"]),
+            targets: ["Device", "CloudAccount", "SecretService", "Sealing", "Platform"]),
         .library(name: "Keychain", targets: ["Keychain"]),
         .library(name: "Security", targets: ["Security"]),
         .library(name: "LocalAuthentication", targets: ["LocalAuthentication"]),
@@ -65,18 +65,19 @@ let package = Package(
         .target(name: "CKeepsakeTPMShims", dependencies: ["CKeepsakeLoader"]),
 
         // Knows D-Bus and libsecret, nothing about keychains.
-        .target(name: "SecretService", dependencies: ["CKeepsakeShims", "Sealing"]),
-        // What Keepsake needs of Linux beyond Foundation: files written atomically and owned by
-        // the user, file locks, the kernel keyring, one bounded HTTP exchange (libcurl, loaded
-        // when first used).
+        .target(name: "SecretService", dependencies: ["CKeepsakeShims", "Sealing", "Platform"]),
+        // The process's plumbing, what Keepsake needs of Linux beyond Foundation: files written
+        // atomically and owned by the user, file locks, the kernel keyring, one bounded HTTP
+        // exchange (libcurl, loaded when first used), the bounded blocking pool, untrusted XML,
+        // hex; and the one shape of every Keepsake error (`KeepsakeError`, `CodedError`).
         .target(name: "Platform", dependencies: ["CKeepsakeHTTP", "CKeyutils"]),
-        // Knows libsodium, nothing about storage: owned key memory, envelopes, Argon2id.
-        .target(name: "Sealing", dependencies: ["CSodium"]),
+        // Knows libsodium and nothing else: owned key memory, envelopes, Argon2id, the OPRF.
+        .target(name: "Sealing", dependencies: ["CSodium", "Platform"]),
         // Knows tpm2-tss ESAPI, nothing about keychains: passcode slots under a guess counter.
-        .target(name: "TPM", dependencies: ["CKeepsakeTPMShims", "Sealing"]),
+        .target(name: "TPM", dependencies: ["CKeepsakeTPMShims", "Sealing", "Platform"]),
         // The escrow's protocol, both sides: an OPRF on ristretto255, a count kept by the escrow,
         // proofs of the passcode that tell a listener nothing. Knows libsodium (via Sealing) only.
-        .target(name: "Escrow", dependencies: ["Sealing"]),
+        .target(name: "Escrow", dependencies: ["Sealing", "Platform"]),
         // The "operating system" the apps run on: app identity, container, directories, the
         // device record, the lock screen, class keys, runtime keys (kernel keyring), and its one
         // error. Its Passcode/ folder holds the passcode: lock-screen kinds and protection

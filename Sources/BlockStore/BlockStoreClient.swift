@@ -1,5 +1,6 @@
 import Device
 import Foundation
+import Platform
 
 /// Google's Block Store for one app (`com.google.android.gms.auth.blockstore.BlockstoreClient`),
 /// rule for rule: at most 16 entries, key and bytes together at most 4096 bytes, the default key,

@@ -2,6 +2,7 @@ import Device
 import Foundation
 import Sealing
 import SecretService
+import Platform
 
 /// Whose codes `BlockStoreError`'s are.
 public enum BlockStoreErrorDomain {}

@@ -2,6 +2,7 @@ import CloudAccount
 import Device
 import Foundation
 import Sealing
+import Platform
 
 /// The device side of Block Store's cloud and device-to-device paths, for every app on the device.
 ///

@@ -1,5 +1,6 @@
 import Foundation
 import Sealing
+import Platform
 
 /// A device's side of `EscrowProtocol`, over any transport that carries one request and its
 /// answer (HTTP in `Device`; a recording relay in the tests).

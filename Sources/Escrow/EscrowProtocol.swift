@@ -1,5 +1,6 @@
 import Foundation
 import Sealing
+import Platform
 
 /// The escrow's wire protocol: every request and answer is one TLV record (`TLV`, magic `KEP1`)
 /// in an HTTP POST body, at most `maximumMessage` bytes. What crosses it, and why none of it lets

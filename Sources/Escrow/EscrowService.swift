@@ -1,6 +1,7 @@
 import Foundation
 import Sealing
 import Synchronization
+import Platform
 
 /// Where an escrow keeps its slots: one record per slot, each write durable (on disk, synced)
 /// before it returns — the count of a claim is on disk before the claim is answered.

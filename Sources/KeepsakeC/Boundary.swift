@@ -4,6 +4,7 @@ import Foundation
 import Keychain
 import KeepsakeCLI
 import Sealing
+import Platform
 
 #if canImport(Glibc)
     import Glibc

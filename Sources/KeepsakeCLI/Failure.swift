@@ -2,6 +2,7 @@ import BlockStore
 import Device
 import Keychain
 import Sealing
+import Platform
 
 /// The one mapping from a failure to what the command line prints on standard error (the status
 /// name, then the message) and its exit status: 2 for a usage error, 1 for every other failure.

@@ -1,5 +1,6 @@
 import Foundation
 import Sealing
+import Platform
 
 /// Whose codes `KeyValueStoreError`'s are.
 public enum KeyValueStoreErrorDomain {}

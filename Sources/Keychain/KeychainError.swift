@@ -1,5 +1,6 @@
 import Foundation
 import Sealing
+import Platform
 
 /// The one error type of the Keychain: an Apple status (``KeychainStatus``, exactly as Apple
 /// numbers it) with what happened underneath. Compares by status.

@@ -1,5 +1,6 @@
 import Foundation
 import Sealing
+import Platform
 
 /// Mirrors `LAPolicy`, Apple's raw values.
 public enum LAPolicy: Int, Sendable {

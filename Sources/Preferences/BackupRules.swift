@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 
 #if canImport(FoundationXML)
     import FoundationXML

@@ -1,5 +1,6 @@
 import Foundation
 import Sealing
+import Platform
 
 /// Whose codes `PreferencesError`'s are.
 public enum PreferencesErrorDomain {}

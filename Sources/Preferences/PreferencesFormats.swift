@@ -1,5 +1,6 @@
 import Foundation
 import Sealing
+import Platform
 
 #if canImport(FoundationXML)
     import FoundationXML

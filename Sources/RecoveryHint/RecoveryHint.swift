@@ -1,5 +1,6 @@
 import Foundation
 import Sealing
+import Platform
 
 /// The recovery hint: tiny and non-sensitive — which authenticator, which wallet, when — kept so
 /// that a reinstall says "Welcome back" instead of "Create a wallet".

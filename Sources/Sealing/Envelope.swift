@@ -1,6 +1,7 @@
 internal import CSodium
 import Foundation
 import Synchronization
+import Platform
 
 /// XChaCha20-Poly1305 (IETF) envelopes with a versioned header.
 ///

@@ -1,5 +1,6 @@
 internal import CSodium
 import Foundation
+import Platform
 
 /// Argon2id (libsodium `crypto_pwhash`, ALG_ARGON2ID13) cost parameters, stored beside each salt
 /// so a verifier made with one cost is checked with that cost.

@@ -1,5 +1,6 @@
 internal import CSodium
 import Foundation
+import Platform
 
 /// An oblivious pseudorandom function on ristretto255 (2HashDH, as in OPAQUE and RFC 9497's
 /// base mode): the output `F(k, x) = H(x, k · H₁(x))` is computed between a client that holds `x`

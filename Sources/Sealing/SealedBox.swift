@@ -1,5 +1,6 @@
 internal import CSodium
 import Foundation
+import Platform
 
 /// libsodium's sealed boxes (`crypto_box_seal`, X25519 + XSalsa20-Poly1305): a message sealed to
 /// a public key that only the holder of its secret key opens, the sender anonymous. Joining a

@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 
 /// Whose codes `SealingError`'s are.
 public enum SealingErrorDomain {}

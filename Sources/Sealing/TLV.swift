@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 
 /// The tag-length-value layout of Keepsake's records: a 4-byte magic, then fields as tag (1 byte,
 /// below 32), length (4 bytes, big endian), value. Every tag at most once; unknown tags,

@@ -2,6 +2,7 @@ internal import CKeepsakeShims
 import Dispatch
 import Foundation
 import Synchronization
+import Platform
 
 /// The Secret Service's calls over D-Bus, each bounded (`call`, `read`).
 extension DBusSecretService {

@@ -2,6 +2,7 @@ internal import CKeepsakeShims
 import Dispatch
 import Foundation
 import Synchronization
+import Platform
 
 /// The Secret Service on a D-Bus session bus: writes through libsecret (GDBus), reads through
 /// libdbus directly (`reader.c`), every call bounded by `timeout` — a missing, hung

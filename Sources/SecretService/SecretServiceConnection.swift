@@ -2,6 +2,7 @@ internal import CKeepsakeShims
 import Dispatch
 import Foundation
 import Synchronization
+import Platform
 
 /// The paths one search of a collection found, and whether the collection was locked.
 package struct SearchResult: Sendable, Equatable {

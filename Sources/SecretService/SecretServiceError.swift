@@ -1,5 +1,6 @@
 import Foundation
 import Sealing
+import Platform
 
 /// The one error type of the SecretService module.
 ///

@@ -1,6 +1,7 @@
 internal import CKeepsakeTPMShims
 import Foundation
 import Sealing
+import Platform
 
 /// The one error type of the TPM module. Compares by code; `rc` keeps the TSS2 response code.
 package struct TPMError: KeepsakeError {
