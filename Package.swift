@@ -71,12 +71,14 @@ let package = Package(
         // exchange (libcurl, loaded when first used), the bounded blocking pool, untrusted XML,
         // hex; and the one shape of every Keepsake error (`KeepsakeError`, `CodedError`).
         .target(name: "Platform", dependencies: ["CKeepsakeHTTP", "CKeyutils"]),
-        // Knows libsodium and nothing else: owned key memory, envelopes, Argon2id, the OPRF.
+        // Cryptography on libsodium, nothing about storage: owned key memory, envelopes,
+        // Argon2id, the OPRF; it takes only the error shape and hex from Platform.
         .target(name: "Sealing", dependencies: ["CSodium", "Platform"]),
         // Knows tpm2-tss ESAPI, nothing about keychains: passcode slots under a guess counter.
         .target(name: "TPM", dependencies: ["CKeepsakeTPMShims", "Sealing", "Platform"]),
         // The escrow's protocol, both sides: an OPRF on ristretto255, a count kept by the escrow,
-        // proofs of the passcode that tell a listener nothing. Knows libsodium (via Sealing) only.
+        // proofs of the passcode that tell a listener nothing. Knows libsodium (via Sealing) and
+        // Platform's error shape only.
         .target(name: "Escrow", dependencies: ["Sealing", "Platform"]),
         // The "operating system" the apps run on: app identity, container, directories, the
         // device record, the lock screen, class keys, runtime keys (kernel keyring), and its one
@@ -123,7 +125,7 @@ let package = Package(
         // Apple's LocalAuthentication names (LAContext, LAPolicy, LAError), as far as they mean
         // something on Linux. Knows nothing of keychains: it holds the credentials a use of a
         // protected item is given.
-        .target(name: "LocalAuthentication", dependencies: ["Sealing"]),
+        .target(name: "LocalAuthentication", dependencies: ["Sealing", "Platform"]),
         // The private Secret Service harness and throwaway devices (tests, demo, benchmarks).
         .target(
             name: "KeepsakeTestSupport",
@@ -156,7 +158,7 @@ let package = Package(
             name: "keepsake-dev",
             dependencies: [
                 "KeepsakeCLI", "KeepsakeTestSupport", "Keychain", "BlockStore", "RecoveryHint",
-                "Device", "CloudAccount", "Platform", "Sealing",
+                "Device", "CloudAccount", "Platform", "Sealing", "SecretService",
             ]),
 
         // The C ABI over the products, built as the command line builds its app and device.
@@ -164,7 +166,7 @@ let package = Package(
             name: "KeepsakeC",
             dependencies: [
                 "KeepsakeCLI", "CloudAccount", "Device", "Keychain", "BlockStore", "RecoveryHint",
-                "Sealing",
+                "Sealing", "Platform",
             ]),
         .testTarget(name: "SealingTests", dependencies: ["Sealing", "KeepsakeTestSupport"]),
         .testTarget(
@@ -235,14 +237,14 @@ let package = Package(
             name: "SecurityTests",
             dependencies: [
                 "Security", "LocalAuthentication", "Keychain", "KeepsakeTestSupport", "Device",
-                "CloudAccount", "Platform",
+                "CloudAccount", "Platform", "Sealing",
             ]),
         .testTarget(
             name: "KeepsakeCLITests", dependencies: ["KeepsakeTestSupport"]),
         .testTarget(
             name: "EscrowTests",
             dependencies: [
-                "Escrow", "Device", "CloudAccount", "Platform", "Sealing", "SecretService",
+                "Escrow", "Device", "CloudAccount", "Platform", "Sealing", "SecretService", "TPM",
                 "KeepsakeTestSupport",
             ]),
     ],

@@ -69,6 +69,17 @@ extension DeviceRecord {
         bytes.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] } ?? [:]
     }
 
+    /// Whether this record (as it is now) may take account state an operation began from `read`
+    /// with: the same device (not erased since), and no knowledge factor removed since — one
+    /// removed and set again has a new presence key. A record without a presence key yet (the
+    /// next unlock makes one) tells removals apart only by its lock screen.
+    func mayTakeAccountState(from read: DeviceRecord) -> Bool {
+        guard deviceID == read.deviceID else { return false }
+        guard read.kind.hasKnowledgeFactor else { return true }
+        return kind.hasKnowledgeFactor
+            && (read.presencePublicKey == nil || presencePublicKey == read.presencePublicKey)
+    }
+
     /// The account key `wrapped` (sealed under a class key) held from now on, at `epoch`. Made,
     /// rotated or adopted here (`underThisPasscode`), it is noted as the current passcode's: a
     /// key followed from another device's rotation is not, so a rotation this device owes for

@@ -65,7 +65,7 @@ extension AccountKeyKeeper {
         else {
             return nil
         }
-        try adopt(current, followed: true)
+        try adopt(current, followed: true, since: record)
         for epoch in ((record.account.cloudEpoch ?? 0) + 1)...(account.epoch ?? 0) {
             try? cloud?.delete(AccountObjects.rekey(record.deviceID, epoch: epoch))
         }
@@ -291,10 +291,13 @@ extension AccountKeyKeeper {
 
     /// Keeps `accountKey` on this device, once the account's check value confirms it: joined
     /// (noted under this device's passcode), or `followed` from another device's rotation (a
-    /// rotation this device owes for its own passcode change is still owed).
-    func adopt(_ accountKey: SecureBytes, witnessSeed: SecureBytes? = nil, followed: Bool = false)
-        throws(DeviceError)
-    {
+    /// rotation this device owes for its own passcode change is still owed). `read` is the
+    /// device record as the join or the sync began: a record whose knowledge factor went since,
+    /// or a device erased since, keeps nothing (`.notAvailable`).
+    func adopt(
+        _ accountKey: SecureBytes, witnessSeed: SecureBytes? = nil, followed: Bool = false,
+        since read: DeviceRecord
+    ) throws(DeviceError) {
         let account = try checkAccount(accountKey)
         // The account's state as its sealed manifest says, checked against the newest this
         // device saw (it joins again, or its key was wiped): a state put back is refused before
@@ -311,6 +314,12 @@ extension AccountKeyKeeper {
         }
         let record = try device.guessLimit.exclusively { () throws(DeviceError) in
             let loaded = try device.records.load()
+            guard loaded.record.mayTakeAccountState(from: read) else {
+                throw DeviceError(
+                    .notAvailable,
+                    "the lock screen's passcode was removed (or the device erased) meanwhile: the account key is not kept; join again"
+                )
+            }
             var record = loaded.record
             record.holdAccountKey(
                 try sealCloudKey(accountKey), epoch: epoch, underThisPasscode: !followed)
@@ -408,9 +417,9 @@ extension AccountKeyKeeper {
     func storeAfterCloud(_ record: DeviceRecord, read: DeviceRecord) throws(DeviceError) {
         try device.guessLimit.exclusively { () throws(DeviceError) in
             let (path, current) = try device.records.load()
-            // The passcode went meanwhile (another process): the account's keys went with it,
-            // and none comes back into a record without one.
-            guard current.kind.hasKnowledgeFactor else { return }
+            // The passcode went meanwhile (another process), or went and came back, or the
+            // device was erased: the account's keys went with it, and none comes back.
+            guard current.mayTakeAccountState(from: read) else { return }
             let (kept, before, now) = (record.account, read.account, current.account)
             // Nor into one whose passcode was removed and set again meanwhile: the state the
             // upkeep read is gone, and stays gone (the device joins again).

@@ -23,6 +23,7 @@ extension CloudAccount {
     @discardableResult
     public func join(passcode: SecureBytes) throws(DeviceError) -> String? {
         let cloud = try self.keys.signedIn()
+        let read = try device.records.load().record
         guard let escrow else {
             throw DeviceError(
                 .notAvailable,
@@ -51,7 +52,7 @@ extension CloudAccount {
         }
         let account = try self.keys.checkAccount(released.key)
         let note = try self.keys.checkWitness(released.key, seed: released.seed, account: account)
-        try self.keys.adopt(released.key, witnessSeed: released.seed)
+        try self.keys.adopt(released.key, witnessSeed: released.seed, since: read)
         return note
     }
 
@@ -65,6 +66,7 @@ extension CloudAccount {
     @discardableResult
     public func join(recoveryKey text: SecureBytes) throws(DeviceError) -> String? {
         let cloud = try self.keys.signedIn()
+        let read = try device.records.load().record
         guard let key = RecoveryKey.parse(text) else {
             throw DeviceError(.invalidPasscode, "a recovery key is 32 base32 characters")
         }
@@ -85,7 +87,7 @@ extension CloudAccount {
         let account = try self.keys.checkAccount(accountKey)
         let seed = AccountWitness.seed(recoveryKey: key)
         let note = try self.keys.checkWitness(accountKey, seed: seed, account: account)
-        try self.keys.adopt(accountKey, witnessSeed: seed)
+        try self.keys.adopt(accountKey, witnessSeed: seed, since: read)
         return note
     }
 
@@ -107,7 +109,7 @@ extension CloudAccount {
 
     /// The six-digit code to show for `ticket`: the user types it on an existing device of the
     /// account (`approveJoin` there). Known as soon as the request is posted, so it returns at once
-    /// (never nil); `timeout` is kept for callers written when the code waited for an answer.
+    /// (never nil); `timeout` is not waited on.
     public func awaitCode(of ticket: JoinTicket, timeout: Duration) throws(DeviceError) -> String? {
         _ = try self.keys.signedIn()
         return ticket.code
@@ -136,6 +138,7 @@ extension CloudAccount {
         }
         // Whatever ends the wait ends the request, a join included: a request is answered once.
         defer { for name in AccountObjects.joinObjects(ticket.id) { try? cloud.delete(name) } }
+        let read = try device.records.load().record
         guard
             let approval = try ticket.approval(on: cloud, until: ContinuousClock.now + timeout)
         else { return false }
@@ -143,7 +146,7 @@ extension CloudAccount {
         try manifests.seen.raise(
             account: SeenManifest.account(approval.accountKey), epoch: approval.epoch,
             version: approval.manifestVersion)
-        try self.keys.adopt(approval.accountKey)
+        try self.keys.adopt(approval.accountKey, since: read)
         return true
     }
 

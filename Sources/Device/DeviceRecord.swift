@@ -94,19 +94,25 @@ package struct DeviceRecord: CountedRecord, Sendable, Equatable {
                 "the device state does not decode (damaged, or written by something else): erasing the device (device wipe) starts it anew; items sealed under it are lost"
             )
         }
-        if record.accountRecord == nil { record.accountRecord = earlierAccountRecord(bytes) }
+        record.accountRecord = accountRecord(record.accountRecord, besides: bytes)
         return record
     }
 
-    /// The account's record in a record written before it had a field of its own: the names
-    /// beside the device's that are not the device's, as one JSON object (nil when none).
-    private static func earlierAccountRecord(_ bytes: Data) -> Data? {
+    /// The account's record: `field` (the record's own field for it), with the names beside the
+    /// device's that are not the device's written over it — what a version before the field
+    /// wrote (also into a record of this version's, which it read and wrote back). nil when
+    /// there is neither.
+    private static func accountRecord(_ field: Data?, besides bytes: Data) -> Data? {
+        let field = field?.isEmpty == false ? field : nil
         guard
             let object = try? JSONSerialization.jsonObject(with: bytes.dropFirst(4))
                 as? [String: Any]
-        else { return nil }
-        let names = object.filter { !ownNames.contains($0.key) }
-        guard !names.isEmpty else { return nil }
+        else { return field }
+        let earlier = object.filter { !ownNames.contains($0.key) }
+        guard !earlier.isEmpty else { return field }
+        var names =
+            field.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] } ?? [:]
+        names.merge(earlier) { _, earlier in earlier }
         return try? JSONSerialization.data(withJSONObject: names, options: .sortedKeys)
     }
 }
@@ -137,7 +143,8 @@ extension DeviceRecord: Codable {
             generation: try fields.decodeIfPresent(Int.self, forKey: .generation),
             passcodeChanges: try fields.decodeIfPresent(Int.self, forKey: .passcodeChanges),
             presencePublicKey: try fields.decodeIfPresent(Data.self, forKey: .presencePublicKey),
-            accountRecord: try fields.decodeIfPresent(Data.self, forKey: .accountRecord))
+            // Not bytes (another format's): no account record, the device readable all the same.
+            accountRecord: (try? fields.decodeIfPresent(Data.self, forKey: .accountRecord)) ?? nil)
     }
 
     package func encode(to encoder: any Encoder) throws {

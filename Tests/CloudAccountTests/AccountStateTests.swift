@@ -193,4 +193,85 @@ struct AccountStateTests {
         #expect(record.account.wrappedCloudKey == nil)
         #expect(record.account.wrappedWitnessSeed == nil)
     }
+
+    @Test(
+        "an upkeep that made the account while the passcode was removed and set again meanwhile keeps nothing of it: the new passcode's record takes no key made under the old one"
+    )
+    func creationAcrossARemoval() throws {
+        let service = try PrivateSecretService.start()
+        defer { service.stop() }
+        let account = service.account(cloud: Throwaway.untrusted("upkeep-made-across"))
+        try account.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        let read = try account.device.records.load().record
+        #expect(read.account.wrappedCloudKey == nil)
+        var kept = read
+        kept.holdAccountKey(Data(repeating: 5, count: 72), epoch: 0, underThisPasscode: true)
+        kept.account.wrappedWitnessSeed = Data(repeating: 6, count: 72)
+        try account.device.setLockScreen(.swipe, passcode: nil, currentPasscode: "1234")
+        try account.device.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
+        try account.keys.storeAfterCloud(kept, read: read)
+        let now = try account.device.records.load().record
+        #expect(now.kind == .pin)
+        #expect(now.accountRecord == nil)
+    }
+
+    @Test(
+        "a key followed or joined after the device's passcode was removed, or the device erased, since the sync or join began is not kept: the record stays without it"
+    )
+    func adoptAcrossARemovalOrAWipe() throws {
+        let service = try PrivateSecretService.start()
+        defer { service.stop() }
+        let account = service.account(cloud: Throwaway.untrusted("adopt-across"))
+        try account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        let read = try account.device.records.load().record
+        let key = try #require(try account.keys.cloudKey())
+
+        try account.device.setLockScreen(.swipe, passcode: nil, currentPasscode: "1234")
+        #expect(code { try account.keys.adopt(key, followed: true, since: read) } == .notAvailable)
+        #expect(try account.device.records.load().record.accountRecord == nil)
+
+        // The same read, the device erased since: a new record, which takes nothing either.
+        try account.device.wipe()
+        #expect(code { try account.keys.adopt(key, since: read) } == .notAvailable)
+        #expect(try account.device.records.load().record.accountRecord == nil)
+
+        // A join that began on this record (no passcode) keeps the key: nothing went since.
+        let now = try account.device.records.load().record
+        try account.keys.adopt(key, since: now)
+        #expect(try account.device.records.load().record.account.wrappedCloudKey != nil)
+    }
+
+    @Test(
+        "the account's record field read with care: names an earlier version wrote beside it are read over it; a field that is not bytes, or empty, leaves the device readable"
+    )
+    func accountFieldReadWithCare() throws {
+        var record = DeviceRecord.fresh()
+        record.kind = .pin
+        record.holdAccountKey(Data(repeating: 7, count: 72), epoch: 1, underThisPasscode: true)
+        var object =
+            try JSONSerialization.jsonObject(with: record.encoded().dropFirst(4)) as! [String: Any]
+        #expect(object["account"] is String)
+
+        // An earlier version read this record and wrote the account's epoch beside the field.
+        object["cloudEpoch"] = 2
+        var read = try DeviceRecord.decode(
+            Data("KDS1".utf8) + JSONSerialization.data(withJSONObject: object))
+        #expect(read.account.cloudEpoch == 2)
+        #expect(read.account.wrappedCloudKey == Data(repeating: 7, count: 72))
+
+        // A field of another format: the device reads, with no account state.
+        object["account"] = ["wrappedCloudKey": 1]
+        object.removeValue(forKey: "cloudEpoch")
+        read = try DeviceRecord.decode(
+            Data("KDS1".utf8) + JSONSerialization.data(withJSONObject: object))
+        #expect(read.deviceSecret == record.deviceSecret)
+        #expect(read.account == AccountState())
+
+        // An empty field beside the account's names: the names are the record.
+        object["account"] = ""
+        object["escrowGeneration"] = 4
+        read = try DeviceRecord.decode(
+            Data("KDS1".utf8) + JSONSerialization.data(withJSONObject: object))
+        #expect(read.account.escrowGeneration == 4)
+    }
 }
