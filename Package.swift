@@ -7,8 +7,9 @@ let package = Package(
     // The products are what README's "Public API" section documents; everything shared between
     // our own modules is `package`.
     products: [
-        // The device model: apps, the lock screen and its passcode, settings, the
-        // cloud account; the Secret Service connection the stores run on.
+        // The device model: apps, the lock screen and its passcode, settings, the cloud account;
+        // the Secret Service connection the stores run on, owned key memory (Sealing) and the
+        // shape of every error (Platform).
         .library(
             name: "Device",
             targets: ["Device", "CloudAccount", "SecretService", "Sealing", "Platform"]),
