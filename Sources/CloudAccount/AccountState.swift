@@ -70,14 +70,15 @@ extension DeviceRecord {
     }
 
     /// Whether this record (as it is now) may take account state an operation began from `read`
-    /// with: the same device (not erased since), and no knowledge factor removed since — one
-    /// removed and set again has a new presence key. A record without a presence key yet (the
-    /// next unlock makes one) tells removals apart only by its lock screen.
+    /// with: the same device (not erased since), and no knowledge factor removed since. One
+    /// removed and set again has a new presence key, and has lost the account key `read` held
+    /// (which tells it in a record without a presence key yet: the next unlock makes one).
     func mayTakeAccountState(from read: DeviceRecord) -> Bool {
         guard deviceID == read.deviceID else { return false }
         guard read.kind.hasKnowledgeFactor else { return true }
         return kind.hasKnowledgeFactor
             && (read.presencePublicKey == nil || presencePublicKey == read.presencePublicKey)
+            && (read.account.wrappedCloudKey == nil || account.wrappedCloudKey != nil)
     }
 
     /// The account key `wrapped` (sealed under a class key) held from now on, at `epoch`. Made,

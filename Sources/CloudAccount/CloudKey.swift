@@ -420,10 +420,7 @@ extension AccountKeyKeeper {
             // The passcode went meanwhile (another process), or went and came back, or the
             // device was erased: the account's keys went with it, and none comes back.
             guard current.mayTakeAccountState(from: read) else { return }
-            let (kept, before, now) = (record.account, read.account, current.account)
-            // Nor into one whose passcode was removed and set again meanwhile: the state the
-            // upkeep read is gone, and stays gone (the device joins again).
-            if before.wrappedCloudKey != nil && now.wrappedCloudKey == nil { return }
+            let (kept, now) = (record.account, current.account)
             var merged = current
             var state = now
             // The witness seed is the account's, whatever the passcode: kept once known.

@@ -23,7 +23,6 @@ extension CloudAccount {
     @discardableResult
     public func join(passcode: SecureBytes) throws(DeviceError) -> String? {
         let cloud = try self.keys.signedIn()
-        let read = try device.records.load().record
         guard let escrow else {
             throw DeviceError(
                 .notAvailable,
@@ -31,6 +30,7 @@ extension CloudAccount {
             )
         }
         try LockScreenKind.checkGuess(passcode)  // never a claim: refused before the escrow
+        let read = try device.records.load().record
         guard let found = try cloud.checked.read(AccountObjects.escrow) else {
             throw DeviceError(
                 .notAvailable,
@@ -66,10 +66,10 @@ extension CloudAccount {
     @discardableResult
     public func join(recoveryKey text: SecureBytes) throws(DeviceError) -> String? {
         let cloud = try self.keys.signedIn()
-        let read = try device.records.load().record
         guard let key = RecoveryKey.parse(text) else {
             throw DeviceError(.invalidPasscode, "a recovery key is 32 base32 characters")
         }
+        let read = try device.records.load().record
         guard let sealed = try cloud.checked.read(AccountObjects.recovery) else {
             throw DeviceError(.notAvailable, "the cloud account has no recovery record")
         }

@@ -54,6 +54,20 @@ struct AccountStateTests {
         #expect(try DeviceRecord.decode(read.encoded()).account.wrappedCloudKey == nil)
     }
 
+    /// An upkeep on `account` that read its record, made `change` of it, and stored that
+    /// (`storeAfterCloud`) after `meanwhile` ran: the record it read, and the record after.
+    private func upkeep(
+        on account: CloudAccount, making change: (inout DeviceRecord) -> Void,
+        meanwhile: () throws -> Void
+    ) throws -> (read: DeviceRecord, now: DeviceRecord) {
+        let read = try account.device.records.load().record
+        var kept = read
+        change(&kept)
+        try meanwhile()
+        try account.keys.storeAfterCloud(kept, read: read)
+        return (read, try account.device.records.load().record)
+    }
+
     /// The names of the account's record in `record`.
     private func accountNames(_ record: DeviceRecord) throws -> [String: Any] {
         let bytes = try #require(record.accountRecord)
@@ -122,14 +136,13 @@ struct AccountStateTests {
         let device = service.account(cloud: Throwaway.untrusted("upkeep-race"))
         let change = try device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         #expect(change.recoveryKey != nil)
-        let read = try device.device.records.load().record
-        #expect(read.account.wrappedCloudKey != nil)
         // What an upkeep that read the record before the passcode went would write back.
-        var kept = read
-        kept.account.cloudEpoch = (read.account.cloudEpoch ?? 0) + 1
-        try device.setLockScreen(.swipe, passcode: nil, currentPasscode: "1234")
-        try device.keys.storeAfterCloud(kept, read: read)
-        let now = try device.device.records.load().record
+        let (read, now) = try upkeep(on: device) { kept in
+            kept.account.cloudEpoch = (kept.account.cloudEpoch ?? 0) + 1
+        } meanwhile: {
+            try device.setLockScreen(.swipe, passcode: nil, currentPasscode: "1234")
+        }
+        #expect(read.account.wrappedCloudKey != nil)
         #expect(now.kind == .swipe)
         #expect(now.accountRecord == nil)
     }
@@ -142,14 +155,13 @@ struct AccountStateTests {
         defer { service.stop() }
         let account = service.account(cloud: Throwaway.untrusted("upkeep-reset"))
         try account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-        let read = try account.device.records.load().record
+        let (read, now) = try upkeep(on: account) { kept in
+            kept.account.cloudEpoch = (kept.account.cloudEpoch ?? 0) + 1
+        } meanwhile: {
+            try account.device.setLockScreen(.swipe, passcode: nil, currentPasscode: "1234")
+            try account.device.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
+        }
         #expect(read.account.wrappedCloudKey != nil)
-        var kept = read
-        kept.account.cloudEpoch = (read.account.cloudEpoch ?? 0) + 1
-        try account.device.setLockScreen(.swipe, passcode: nil, currentPasscode: "1234")
-        try account.device.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
-        try account.keys.storeAfterCloud(kept, read: read)
-        let now = try account.device.records.load().record
         #expect(now.account.wrappedCloudKey == nil)
         #expect(now.account.wrappedWitnessSeed == nil)
     }
@@ -162,16 +174,15 @@ struct AccountStateTests {
         defer { service.stop() }
         let account = service.account(cloud: Throwaway.untrusted("upkeep-rotated"))
         try account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-        let read = try account.device.records.load().record
-        var kept = read
-        kept.holdAccountKey(
-            Data(repeating: 5, count: 72), epoch: (read.account.cloudEpoch ?? 0) + 1,
-            underThisPasscode: true)
-        try account.device.setLockScreen(.pin, passcode: "5678", currentPasscode: "1234")
-        try account.keys.storeAfterCloud(kept, read: read)
-        let now = try account.device.records.load().record
+        let (read, now) = try upkeep(on: account) { kept in
+            kept.holdAccountKey(
+                Data(repeating: 5, count: 72), epoch: (kept.account.cloudEpoch ?? 0) + 1,
+                underThisPasscode: true)
+        } meanwhile: {
+            try account.device.setLockScreen(.pin, passcode: "5678", currentPasscode: "1234")
+        }
         #expect(now.account.wrappedCloudKey == Data(repeating: 5, count: 72))
-        #expect(now.account.cloudEpoch == kept.account.cloudEpoch)
+        #expect(now.account.cloudEpoch == (read.account.cloudEpoch ?? 0) + 1)
         #expect(now.account.owesRotation(passcodeChanges: now.passcodeChanges))
     }
 
@@ -202,15 +213,14 @@ struct AccountStateTests {
         defer { service.stop() }
         let account = service.account(cloud: Throwaway.untrusted("upkeep-made-across"))
         try account.device.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-        let read = try account.device.records.load().record
+        let (read, now) = try upkeep(on: account) { kept in
+            kept.holdAccountKey(Data(repeating: 5, count: 72), epoch: 0, underThisPasscode: true)
+            kept.account.wrappedWitnessSeed = Data(repeating: 6, count: 72)
+        } meanwhile: {
+            try account.device.setLockScreen(.swipe, passcode: nil, currentPasscode: "1234")
+            try account.device.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
+        }
         #expect(read.account.wrappedCloudKey == nil)
-        var kept = read
-        kept.holdAccountKey(Data(repeating: 5, count: 72), epoch: 0, underThisPasscode: true)
-        kept.account.wrappedWitnessSeed = Data(repeating: 6, count: 72)
-        try account.device.setLockScreen(.swipe, passcode: nil, currentPasscode: "1234")
-        try account.device.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
-        try account.keys.storeAfterCloud(kept, read: read)
-        let now = try account.device.records.load().record
         #expect(now.kind == .pin)
         #expect(now.accountRecord == nil)
     }

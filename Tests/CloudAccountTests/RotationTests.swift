@@ -35,6 +35,21 @@ private func open(_ cloud: URL, app: String, with key: SecureBytes) -> String? {
     return nil
 }
 
+/// A phone with the pin 4711 that made the account on `cloud` and wrote `object` (when given),
+/// and a tablet with the pin 2580 that joined with the phone's passcode. Their Secret Services
+/// live as long as the returned value.
+private func phoneAndTablet(_ cloud: URL, writing object: (app: String, value: String)? = nil)
+    throws -> (services: [PrivateSecretService], phone: CloudAccount, tablet: CloudAccount)
+{
+    let (phoneService, phone) = try member(cloud)
+    try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+    if let object { try writeObject(phone, app: object.app, object.value) }
+    let (tabletService, tablet) = try member(cloud)
+    try tablet.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
+    try tablet.join(passcode: "4711")
+    return ([phoneService, tabletService], phone, tablet)
+}
+
 /// The objects the cloud directory holds copies of, of one kind.
 private func objectNames(_ cloud: URL, _ prefix: String) throws -> Set<String> {
     Set(
@@ -140,14 +155,9 @@ struct RotationTests {
     )
     func owedRotationSurvivesFollowing() throws {
         let cloud = Throwaway.untrusted("cloud")
-        let (phoneService, phone) = try member(cloud)
-        defer { withExtendedLifetime(phoneService) {} }
-        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
-        try writeObject(phone, app: "com.example.wallet", "before")
-        let (tabletService, tablet) = try member(cloud)
-        defer { withExtendedLifetime(tabletService) {} }
-        try tablet.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
-        try tablet.join(passcode: "4711")
+        let (services, phone, tablet) = try phoneAndTablet(
+            cloud, writing: ("com.example.wallet", "before"))
+        defer { withExtendedLifetime(services) {} }
         // The phone's passcode changes behind the account; the tablet rotates meanwhile.
         try phone.device.setLockScreen(.pin, passcode: "8642", currentPasscode: "4711")
         _ = try tablet.replaceRecoveryKey()
@@ -167,13 +177,8 @@ struct RotationTests {
     )
     func removal() throws {
         let cloud = Throwaway.untrusted("cloud")
-        let (phoneService, phone) = try member(cloud)
-        defer { withExtendedLifetime(phoneService) {} }
-        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
-        let (tabletService, tablet) = try member(cloud)
-        defer { withExtendedLifetime(tabletService) {} }
-        try tablet.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
-        try tablet.join(passcode: "4711")
+        let (services, phone, tablet) = try phoneAndTablet(cloud)
+        defer { withExtendedLifetime(services) {} }
         let (laptopService, laptop) = try member(cloud)
         defer { withExtendedLifetime(laptopService) {} }
         try laptop.join(passcode: "4711")
@@ -326,14 +331,8 @@ struct RotationTests {
     )
     func manifest() throws {
         let cloud = Throwaway.untrusted("cloud")
-        let (phoneService, phone) = try member(cloud)
-        defer { withExtendedLifetime(phoneService) {} }
-        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
-        try writeObject(phone, app: "a", "one")
-        let (tabletService, tablet) = try member(cloud)
-        defer { withExtendedLifetime(tabletService) {} }
-        try tablet.setLockScreen(.pin, passcode: "2580", currentPasscode: nil)
-        try tablet.join(passcode: "4711")
+        let (services, phone, tablet) = try phoneAndTablet(cloud, writing: ("a", "one"))
+        defer { withExtendedLifetime(services) {} }
         let directory = CloudDirectory(cloud)
         let manifestV1 = try #require(try directory.read("account-manifest"))
         let storedV1 = try #require(try directory.list().first { $0.hasPrefix("kv-") })
