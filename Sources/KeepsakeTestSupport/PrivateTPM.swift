@@ -368,7 +368,10 @@ package final class PrivateEscrow: @unchecked Sendable {
             let end = text.range(of: " (state", range: start.upperBound..<text.endIndex),
             let url = URL(string: String(text[start.upperBound..<end.lowerBound]))
         else {
+            // Gone before this returns: it may hold the state directory's lock until it exits,
+            // and the caller may start another escrow on that directory next.
             process.killWhileRunning()
+            process.waitUntilGone()
             throw HarnessError("keepsake-escrow did not start (\(Self.executable.path)): \(text)")
         }
         self.url = url
