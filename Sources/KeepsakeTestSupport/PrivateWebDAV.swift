@@ -77,6 +77,11 @@ package final class PrivateWebDAV: @unchecked Sendable {
     /// looks at).
     package var documentRoot: URL { root.appendingPathComponent("htdocs") }
 
+    /// What the server logged of its errors so far (empty when nothing).
+    package var errorLog: String {
+        (try? String(contentsOf: root.appendingPathComponent("error.log"), encoding: .utf8)) ?? ""
+    }
+
     /// Every request the server has answered so far, as "METHOD STATUS" (its access log).
     package var answered: [String] {
         let log = try? String(
@@ -357,11 +362,8 @@ package final class PrivateWebDAV: @unchecked Sendable {
         while (try? probe.list()) == nil {
             // Gone already (its port taken, say): no use waiting out the deadline.
             if Date() > deadline || !(daemon?.isAlive ?? false) {
-                let log =
-                    (try? String(
-                        contentsOf: root.appendingPathComponent("error.log"), encoding: .utf8))
-                    ?? ""
-                throw HarnessError("\(server) did not come up on port \(port): \(log.suffix(600))")
+                throw HarnessError(
+                    "\(server) did not come up on port \(port): \(errorLog.suffix(600))")
             }
             usleep(50_000)
         }

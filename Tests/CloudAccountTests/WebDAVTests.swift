@@ -89,7 +89,15 @@ struct WebDAVTests {
         defer { server.stop() }
         let cloud = try WebDAVCloud(
             url: server.url, username: server.username, password: server.password)
-        try cloud.write("account", Data(count: 1_000_000))
+        do {
+            try cloud.write("account", Data(count: 1_000_000))
+        } catch {
+            // Seen once on a busy machine (HTTP 413): what the server said of it, to find why.
+            Issue.record(
+                "the write was refused: \(error); answered \(server.answered); logged \(server.errorLog.suffix(2000))"
+            )
+            return
+        }
         #expect(throws: CloudError.self) { try cloud.read("account") }
     }
 
