@@ -42,13 +42,25 @@ struct EscrowRegistration {
             passcode, salt: salt, cost: keys.device.passcodeCost)
         let client = escrow.client()
         let secret = AccountWitness.escrowSecret(accountKey, seed: seed)
-        let slot: Data
-        do {
-            slot = try client.register(
+        // The new slot joins the old one's budget (signed by the old slot's reader key): a
+        // passcode change or a rotation gives no wrong claim back.
+        let inherit = old.map {
+            (slot: $0.slot, reader: EscrowProtocol.reader(secret: previousKey ?? accountKey).secretKey)
+        }
+        let register = { (inherit: (slot: Data, reader: SecureBytes)?) throws(EscrowError) in
+            try client.register(
                 secret, owner: accountKey, passcodeKey: passcodeKey, salt: salt,
                 cost: keys.device.passcodeCost, limit: Int(GuessLimit.hardLimit),
-                reader: EscrowProtocol.reader(secret: accountKey).publicKey
+                reader: EscrowProtocol.reader(secret: accountKey).publicKey, inherit: inherit
             ).slot
+        }
+        let slot: Data
+        do {
+            do { slot = try register(inherit) } catch  where inherit != nil
+                && [.notFound, .destroyed].contains(error.code)
+            {
+                slot = try register(nil)  // the old slot is gone, and its budget with it
+            }
         } catch { throw DeviceError(escrow: error) }
         // Compare-and-swap: when another device registered meanwhile, its record stands and
         // this one's slot goes; this device registers again at its next unlock.

@@ -22,6 +22,21 @@ extension CloudAccount {
     ///   latest state (nil when the escrow's witness did).
     @discardableResult
     public func join(passcode: SecureBytes) throws(DeviceError) -> String? {
+        try joinReporting(passcode: passcode).note
+    }
+
+    /// What a join by passcode did and has to tell the owner.
+    public struct PasscodeJoin: Sendable {
+        /// What to tell the user when nothing vouched for the account's state (`join`).
+        public var note: String?
+        /// Wrong passcode claims at the account's escrow before this right one (by this or
+        /// other devices trying to join): tell the owner.
+        public var wrongPasscodes: WrongPasscodes?
+    }
+
+    /// `join(passcode:)`, with the escrow's report of the wrong claims before it: shown here,
+    /// so acknowledged (the tries it showed come back to the account).
+    public func joinReporting(passcode: SecureBytes) throws(DeviceError) -> PasscodeJoin {
         let cloud = try self.keys.signedIn()
         guard let escrow else {
             throw DeviceError(
@@ -41,9 +56,10 @@ extension CloudAccount {
             throw DeviceError(.corrupt, "the cloud account's escrow record does not decode")
         }
         let released: (key: SecureBytes, seed: SecureBytes?)
+        let report: EscrowClient.Released
         do throws(DeviceError) {
-            released = AccountWitness.split(
-                escrowSecret: try escrow.claim(record.slot, passcode: passcode).released.secret)
+            report = try escrow.claim(record.slot, passcode: passcode).released
+            released = AccountWitness.split(escrowSecret: report.secret)
         } catch {
             if (error.underlying as? EscrowError)?.code == .destroyed {
                 try? cloud.delete(AccountObjects.escrow)  // it names nothing any more
@@ -53,7 +69,32 @@ extension CloudAccount {
         let account = try self.keys.checkAccount(released.key)
         let note = try self.keys.checkWitness(released.key, seed: released.seed, account: account)
         try self.keys.adopt(released.key, witnessSeed: released.seed, since: read)
-        return note
+        try? escrow.client().acknowledge(record.slot, report)
+        let wrong =
+            report.wrongSinceRight == 0
+            ? nil
+            : WrongPasscodes(
+                count: report.wrongSinceRight, last: report.lastWrong, since: report.firstWrong,
+                atAccountEscrow: true)
+        return PasscodeJoin(note: note, wrongPasscodes: wrong)
+    }
+
+    /// Wrong passcode claims at the account's escrow (devices trying to join with a passcode)
+    /// that no right claim has reported yet: what this device's unlock (and `keepsake keychain
+    /// sync`) tells the owner, read with the account key's reader key — nobody else is told.
+    /// nil when there are none, or the escrow, the cloud or the account key is out of reach.
+    public func escrowWrongClaims() -> WrongPasscodes? {
+        guard let escrow, let cloud = try? keys.signedIn(),
+            let held = try? keys.heldCloudKey(forUpload: false),
+            let found = try? cloud.checked.read(AccountObjects.escrow),
+            let record = EscrowRecord.parse(found),
+            let status = try? escrow.client().count(
+                of: record.slot, reader: EscrowProtocol.reader(secret: held.key)),
+            let count = status.count, count.wrongSinceRight > 0
+        else { return nil }
+        return WrongPasscodes(
+            count: count.wrongSinceRight, last: count.lastWrong, since: count.firstWrong,
+            atAccountEscrow: true)
     }
 
     /// Joins with the recovery key shown when the account was created (or last replaced).

@@ -52,6 +52,9 @@ extension CloudAccount {
     public struct UnlockReport: Sendable {
         /// Wrong passcodes since the last unlock (`Device.UnlockReport`): tell the owner.
         public var wrongPasscodes: WrongPasscodes?
+        /// Wrong passcode claims at the account's escrow by devices trying to join
+        /// (`escrowWrongClaims`): tell the owner.
+        public var escrowWrongClaims: WrongPasscodes?
         /// The account's recovery key when this unlock created the account: show it once.
         public var recoveryKey: SecureBytes?
         /// Why the account could not be kept up to date (the device unlocked all the same; it is
@@ -64,6 +67,9 @@ extension CloudAccount {
         /// The knowledge factor was removed (`Device.LockScreenChange`): the account's key went
         /// with it, and `WhenPasscodeSetThisDeviceOnly` items are to be deleted.
         public var knowledgeFactorRemoved: Bool
+        /// Wrong passcodes since the owner was last told, reported by the proof of the current
+        /// passcode (`Device.LockScreenChange`): tell the owner.
+        public var wrongPasscodes: WrongPasscodes?
         /// This change created the account: its recovery key, to show the user once.
         public var recoveryKey: SecureBytes?
         /// Signed in, but the account could not be made, joined or kept up to date (the server
@@ -88,8 +94,8 @@ extension CloudAccount {
         }
         let upkeep = keepUp(after: record, passcode: passcode)
         return UnlockReport(
-            wrongPasscodes: unlocked.wrongPasscodes, recoveryKey: upkeep.recoveryKey,
-            problem: upkeep.problem)
+            wrongPasscodes: unlocked.wrongPasscodes, escrowWrongClaims: escrowWrongClaims(),
+            recoveryKey: upkeep.recoveryKey, problem: upkeep.problem)
     }
 
     /// Sets, changes or removes the device's lock screen (`Device.setLockScreen`), then keeps
@@ -102,7 +108,9 @@ extension CloudAccount {
     ) throws(DeviceError) -> LockScreenChange {
         let changed = try device.setLockScreen(
             kind, passcode: passcode, currentPasscode: currentPasscode)
-        var change = LockScreenChange(knowledgeFactorRemoved: changed.knowledgeFactorRemoved)
+        var change = LockScreenChange(
+            knowledgeFactorRemoved: changed.knowledgeFactorRemoved,
+            wrongPasscodes: changed.wrongPasscodes)
         if let passcode, kind.hasKnowledgeFactor {
             let upkeep = keepUp(after: changed.record, passcode: passcode)
             (change.recoveryKey, change.problem) = (upkeep.recoveryKey, upkeep.problem)

@@ -7,7 +7,8 @@ import Sealing
 /// request handler, `try await device.unlock(passcode: p)`.
 extension Device {
     /// The async form of `unlock(passcode:)`: runs the blocking unlock off the caller's thread.
-    public func unlock(passcode: SecureBytes) async throws(DeviceError) {
+    @discardableResult
+    public func unlock(passcode: SecureBytes) async throws(DeviceError) -> WrongPasscodes? {
         try await offThePool { () throws(DeviceError) in try self.unlock(passcode: passcode) }
     }
 

@@ -73,6 +73,9 @@ extension Device {
         /// The knowledge factor was removed: `WhenPasscodeSetThisDeviceOnly` key is destroyed, so
         /// the caller deletes those items.
         public var knowledgeFactorRemoved: Bool
+        /// Wrong passcodes since the owner was last told, reported by the proof of the current
+        /// passcode: tell the owner (`notice`).
+        public var wrongPasscodes: WrongPasscodes?
         /// The device record as the change stored it.
         package var record: DeviceRecord
     }
@@ -96,6 +99,7 @@ extension Device {
             }
             newPasscode = try kind.validate(passcode)
         }
+        var wrongPasscodes: WrongPasscodes?
         let changed = try guessLimit.exclusively {
             () throws(DeviceError) -> (record: DeviceRecord, hadKnowledgeFactor: Bool) in
             var (path, record) = try records.load()
@@ -110,6 +114,7 @@ extension Device {
                     throw DeviceError(.authFailed, "the current passcode is required")
                 }
                 let proof = try prove(currentPasscode, loaded: (path, record))
+                wrongPasscodes = proof.wrongPasscodes
                 (path, record) = (proof.path, proof.record)
                 proofCounterSecret = proof.counterSecret
                 keys = try PasscodeKeys.unwrap(record.wrappedKeys, kek: proof.kek)
@@ -149,14 +154,16 @@ extension Device {
         }
         return LockScreenChange(
             knowledgeFactorRemoved: changed.hadKnowledgeFactor && newPasscode == nil,
-            record: changed.record)
+            wrongPasscodes: wrongPasscodes, record: changed.record)
     }
 
     /// Unlocks with the passcode: every class key becomes available. Without a knowledge factor
     /// there is nothing to unlock. A stored Argon2id cost below this device's floor (or a version
-    /// 1 record) is raised here, the one time the passcode is at hand.
-    public func unlock(passcode: SecureBytes) throws(DeviceError) {
-        _ = try unlockReporting(passcode: passcode)
+    /// 1 record) is raised here, the one time the passcode is at hand. Returns the wrong
+    /// passcodes to tell the owner of (`unlockReporting`).
+    @discardableResult
+    public func unlock(passcode: SecureBytes) throws(DeviceError) -> WrongPasscodes? {
+        try unlockReporting(passcode: passcode).wrongPasscodes
     }
 
     /// What an unlock did and has to tell the owner.
@@ -238,12 +245,14 @@ extension Device {
 
     /// The presence secret key, for one use of an item that needs the passcode at each use: the
     /// passcode is proved as an unlock proves it — counted by the same guess limit, by the guess
-    /// counter service or the TPM where the device has one. The key is never kept in runtime state,
-    /// so an unlocked device alone does not open such items.
+    /// counter service or the TPM where the device has one — and reports as an unlock does. The
+    /// key is never kept in runtime state, so an unlocked device alone does not open such items.
     ///
     /// - Throws: `.authFailed` for a wrong passcode or a device without one; the guess limit's
     ///   errors as for `unlock`.
-    package func presenceSecretKey(passcode: SecureBytes) throws(DeviceError) -> SecureBytes {
+    package func presenceSecretKey(passcode: SecureBytes) throws(DeviceError) -> (
+        key: SecureBytes, wrongPasscodes: WrongPasscodes?
+    ) {
         guard try lockScreenKind().hasKnowledgeFactor else {
             throw DeviceError(.authFailed, "no passcode is set on this device")
         }
@@ -252,19 +261,30 @@ extension Device {
             guard
                 let seed = try PasscodeKeys.unwrapPresence(proof.record.wrappedKeys, kek: proof.kek)
             else { throw DeviceError(.interactionNotAllowed, "unlock the device once first") }
-            return SealedBox.keyPair(seed: seed).secretKey
+            return (SealedBox.keyPair(seed: seed).secretKey, proof.wrongPasscodes)
         }
     }
 
-    /// Locks: the `WhenUnlocked…` class keys are dropped from runtime state.
+    /// Locks: the `WhenUnlocked…` class keys are dropped from runtime state. Never waits on the
+    /// Secret Service (the keys are found by the device ID noted in the device directory): a
+    /// lock with the provider down or restarting still locks. Without a knowledge factor the
+    /// dropped keys are made again from the record at their next use.
     public func lock() throws(DeviceError) {
-        guard try lockScreenKind().hasKnowledgeFactor else { return }
-        try runtime().forget(ProtectionClass.allCases.filter(\.isDroppedAtLock))
+        try forgettableRuntime().forget(ProtectionClass.allCases.filter(\.isDroppedAtLock))
     }
 
-    /// A reboot: all runtime state is forgotten; the device is `beforeFirstUnlock` again.
+    /// A reboot: all runtime state is forgotten; the device is `beforeFirstUnlock` again. Never
+    /// waits on the Secret Service, as `lock`.
     public func reboot() throws(DeviceError) {
-        try runtime().forgetAll()
+        try forgettableRuntime().forgetAll()
+    }
+
+    /// The runtime keys to forget: this process's, else the device noted in the device
+    /// directory, else (a device never read by this version) through the record.
+    private func forgettableRuntime() throws(DeviceError) -> RuntimeKeys {
+        if let known = runtimeCache.withLock({ $0 }) { return known }
+        if let noted = records.notedDeviceID { return RuntimeKeys(deviceID: noted) }
+        return try runtime()
     }
 }
 

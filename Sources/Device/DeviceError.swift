@@ -73,7 +73,10 @@ extension DeviceError {
         case .authFailed:
             self.init(.authFailed, "wrong passcode for the cloud account", underlying: error)
         case .wait:
-            self.init(.authFailed, error.message, underlying: error)
+            self.init(
+                .authFailed,
+                "\(error.message); meanwhile join by approval of an existing device (device join --approval) or with the recovery key (device join --recovery-key)",
+                underlying: error)
         case .destroyed:
             self.init(
                 .notAvailable,

@@ -284,11 +284,16 @@ package struct DeviceRecordStore: Sendable {
 
     /// Drops the runtime keys of the device noted in the device directory.
     private func forgetNotedDevice() {
-        if let data = try? Files.read(idFile, limit: 64), data.count == 32,
+        if let noted = notedDeviceID { RuntimeKeys(deviceID: noted).forgetAll() }
+    }
+
+    /// The device ID noted in the device directory (written at every read of the record): what
+    /// forgetting the runtime keys needs without asking the Secret Service.
+    package var notedDeviceID: String? {
+        guard let data = try? Files.read(idFile, limit: 64), data.count == 32,
             let noted = String(data: data, encoding: .utf8), noted.allSatisfy(\.isHexDigit)
-        {
-            RuntimeKeys(deviceID: noted).forgetAll()
-        }
+        else { return nil }
+        return noted
     }
 
     /// Notes `id` as the record's device (`note`): a lost state's clean-up reads it, and a cold

@@ -25,24 +25,29 @@ package struct EscrowClient: Sendable {
         package var count: Count?
     }
 
-    /// A slot's count, as its reader is told it.
+    /// A slot's count, as its reader is told it: its budget's, which every slot of its caller
+    /// shares.
     package struct Count: Sendable, Equatable {
-        /// Tries spent (wrong claims, less those that came back): at `limit` the slot is gone.
+        /// Tries spent (wrong claims not yet reported to the owner): at `limit` the slot is gone.
         package var spent: Int
-        /// Wrong claims since the last right one, and when the last one was.
+        /// Wrong claims not yet reported, and when the first and the last were.
         package var wrongSinceRight: Int
+        package var firstWrong: Date?
         package var lastWrong: Date?
         /// The slot takes no claim before this (nil: now).
         package var notBefore: Date?
     }
 
-    /// What a right claim released, and what it says about the claims before it.
+    /// What a right claim released, and its report of the claims before it.
     package struct Released: Sendable {
         package var secret: SecureBytes
-        /// Wrong claims since the previous right one (made through Keepsake or around it), and
-        /// when the last was.
+        /// Wrong claims not yet reported (made through Keepsake or around it, on any slot of the
+        /// caller's), and when the first and the last were.
         package var wrongSinceRight: Int
+        package var firstWrong: Date?
         package var lastWrong: Date?
+        /// The report's token: `acknowledge` gives the tries it showed back once the owner saw it.
+        package var report: Data?
     }
 
     /// A new slot: its ID and the public key its evaluations are proven under.
@@ -65,7 +70,8 @@ package struct EscrowClient: Sendable {
     /// the caller pins.
     package func register(
         _ secret: SecureBytes, owner: SecureBytes? = nil, passcodeKey: SecureBytes, salt: Data,
-        cost: Argon2Cost, limit: Int, reader: Data? = nil
+        cost: Argon2Cost, limit: Int, reader: Data? = nil,
+        inherit: (slot: Data, reader: SecureBytes)? = nil
     ) throws(EscrowError) -> Registered {
         let (blind, blinded) = OPRF.blind(passcodeKey, context: EscrowProtocol.context)
         let answer = try send(.register, [(.blinded, blinded)])
@@ -86,7 +92,18 @@ package struct EscrowClient: Sendable {
                 (.salt, salt), (.operations, EscrowProtocol.integer(Int64(cost.operations))),
                 (.memory, EscrowProtocol.integer(Int64(cost.memoryBytes))),
                 (.limit, EscrowProtocol.integer(Int64(limit))),
-            ] + (reader.map { [(.reader, $0)] } ?? []))
+            ] + (reader.map { [(.reader, $0)] } ?? [])
+                + (inherit.map {
+                    [
+                        (.inherit, $0.slot),
+                        (
+                            .inheritSignature,
+                            Signature.sign(
+                                EscrowProtocol.inheritProof(slot: slot, from: $0.slot),
+                                secretKey: $0.reader)
+                        ),
+                    ]
+                } ?? []))
         return Registered(slot: slot, publicKey: publicKey)
     }
 
@@ -123,11 +140,16 @@ package struct EscrowClient: Sendable {
         var count: Count?
         if answer[EscrowProtocol.Tag.failures.rawValue] != nil {
             let lastWrong = try answer.integer(.lastWrong, in: 0...Int64.max)
+            let firstWrong =
+                answer[EscrowProtocol.Tag.firstWrong.rawValue] == nil
+                ? 0 : try answer.integer(.firstWrong, in: 0...Int64.max)
             let notBefore = try answer.integer(.notBefore, in: 0...Int64.max)
+            let wrong = try answer.integer(.sinceRight, in: 0...Int64(Int32.max))
             count = Count(
                 spent: Int(try answer.integer(.failures, in: 0...limit)),
-                wrongSinceRight: Int(try answer.integer(.sinceRight, in: 0...Int64(Int32.max))),
-                lastWrong: lastWrong == 0 ? nil : Self.date(lastWrong),
+                wrongSinceRight: Int(wrong),
+                firstWrong: wrong == 0 || firstWrong == 0 ? nil : Self.date(firstWrong),
+                lastWrong: wrong == 0 || lastWrong == 0 ? nil : Self.date(lastWrong),
                 notBefore: Self.date(notBefore) > Date() ? Self.date(notBefore) : nil)
         }
         return SlotStatus(
@@ -175,9 +197,24 @@ package struct EscrowClient: Sendable {
         }
         let wrong = try released.integer(.sinceRight, in: 0...Int64(Int32.max))
         let lastWrong = try released.integer(.lastWrong, in: 0...Int64.max)
+        let firstWrong =
+            released[EscrowProtocol.Tag.firstWrong.rawValue] == nil
+            ? 0 : try released.integer(.firstWrong, in: 0...Int64.max)
+        let report =
+            released[EscrowProtocol.Tag.report.rawValue] == nil
+            ? nil : try released.exactly(.report, EscrowProtocol.challengeLength)
         return Released(
             secret: secret, wrongSinceRight: Int(wrong),
-            lastWrong: wrong == 0 || lastWrong == 0 ? nil : Self.date(lastWrong))
+            firstWrong: wrong == 0 || firstWrong == 0 ? nil : Self.date(firstWrong),
+            lastWrong: wrong == 0 || lastWrong == 0 ? nil : Self.date(lastWrong), report: report)
+    }
+
+    /// Tells the escrow that the owner was shown `released`'s report: the wrong claims it showed
+    /// come back (and only those). Without it they stay spent and are reported again at the
+    /// next right claim.
+    package func acknowledge(_ slot: Data, _ released: Released) throws(EscrowError) {
+        guard let report = released.report else { return }
+        _ = try send(.acknowledge, [(.slot, slot), (.report, report)])
     }
 
     /// The evaluation's proof under `publicKey`, checked before anything is derived from it.

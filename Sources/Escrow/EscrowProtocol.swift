@@ -16,15 +16,19 @@ import Platform
 ///    (the only key the count is told to). A device keeps `K`, the salt and the cost: a later
 ///    answer under another key, salt or a cheaper cost is not its service.
 /// 2. **Claim** (`/v1/claim`, then `/v1/claim/finish`): the escrow applies its delay (a claim
-///    too soon after wrong ones is refused, not counted), **counts the claim durably, then**
-///    evaluates the blinded guess with its proof and hands out a one-time challenge; the device
-///    checks the proof under the key it pinned before it derives anything, then signs the
-///    challenge and its fresh X25519 key with the verifier's key derived from its `rwd`. A valid
-///    signature takes back this claim's own count — never an earlier one: wrong claims stay
-///    spent, one coming back a day (`ClaimPolicy`) — and releases the envelope sealed to that
-///    X25519 key, with how many wrong claims came since the last right one and when the last
-///    was. An invalid one (a wrong passcode) leaves the count where it is. Once `limit` claims
-///    are spent the slot's key is erased for good.
+///    too soon after wrong ones is refused, not counted), **counts the claim durably against the
+///    caller's budget, then** evaluates the blinded guess with its proof and hands out a
+///    one-time challenge; the device checks the proof under the key it pinned before it derives
+///    anything, then signs the challenge and its fresh X25519 key with the verifier's key
+///    derived from its `rwd`. A valid signature takes back this claim's own count and releases
+///    the envelope sealed to that X25519 key, with a report: the wrong claims still spent, when
+///    the first and the last were, and a one-time token. Only `/v1/claim/acknowledge` with that
+///    token — sent once the owner was shown the report — gives those tries back, and only
+///    those (`ClaimPolicy`). An invalid signature (a wrong passcode) leaves the count where it
+///    is. Once `limit` tries of the caller's are spent, every slot of its budget is destroyed.
+///    The budget is the caller's, not the slot's (`CallerBudget`): a local user's by its uid,
+///    an account's by the budget its first slot started — a registration names an earlier
+///    slot (`inherit`, signed by that slot's reader key) to join it.
 /// 3. **Remove** (`/v1/challenge`, then `/v1/remove`): a signature of the owner key over a fresh
 ///    challenge.
 /// 4. **Witness** (`/v1/witness`, `/v1/witness/read`): an account's latest state (a statement
@@ -58,8 +62,9 @@ package enum EscrowProtocol {
         case boxKey, signature, sealed, message, counter, salt, operations, memory, slots
         case statement
         case publicKey, proof, reader, sinceRight, lastWrong, notBefore
+        case firstWrong, report, inherit, inheritSignature
     }
-    static let knownTags: ClosedRange<UInt8> = 1...25
+    static let knownTags: ClosedRange<UInt8> = 1...29
     /// The longest witness statement.
     package static let maximumStatement = 96
 
@@ -69,6 +74,7 @@ package enum EscrowProtocol {
         case finishRegistration = "/v1/register/finish"
         case claim = "/v1/claim"
         case finishClaim = "/v1/claim/finish"
+        case acknowledge = "/v1/claim/acknowledge"
         case challenge = "/v1/challenge"
         case remove = "/v1/remove"
         case slot = "/v1/slot"
@@ -101,6 +107,19 @@ package enum EscrowProtocol {
     }
 
     /// What the owner signs to remove a slot.
+    /// What a registration that joins an earlier slot's budget carries, signed by that slot's
+    /// reader key: the new slot and the earlier one.
+    static func inheritProof(slot: Data, from earlier: Data) -> Data {
+        Data("keepsake-escrow inherit v1\0".utf8) + slot + earlier
+    }
+
+    /// A time as the escrow's answers say it: ISO 8601, UTC, to the second.
+    static func time(_ date: Date) -> String {
+        date.formatted(
+            .iso8601.year().month().day().time(includingFractionalSeconds: false)
+                .timeZone(separator: .omitted))
+    }
+
     static func removalProof(slot: Data, challenge: Data) -> Data {
         Data("keepsake-escrow remove v1\0".utf8) + slot + challenge
     }

@@ -8,17 +8,20 @@ import Platform
 package protocol SlotStorage: Sendable {
     func load(_ slot: Data) throws -> Data?
     func save(_ slot: Data, _ record: Data) throws
+    /// Forgets a record (a slot removed by its owner or retired by its caller's registrations).
+    func delete(_ slot: Data) throws
     func count() -> Int
 }
 
-/// The escrow's side of `EscrowProtocol`: slots, their counts, challenges. One request at a time
-/// (state changes are serialized under one lock; each is a few microseconds plus one synced write).
+/// The escrow's side of `EscrowProtocol`: slots, their callers' budgets, challenges. One request
+/// at a time (state changes are serialized under one lock; each is a few microseconds plus one
+/// synced write).
 package final class EscrowService: Sendable {
     /// What `status` reports the count is kept in (`file`: the escrow's own state directory).
     package let counter: String
     private let storage: any SlotStorage
     private let maximumSlots: Int
-    private let now: @Sendable () -> Date
+    private let clock: EscrowClock
     private let policy: ClaimPolicy
     /// The paths it answers (a guess counter on its socket answers the slots' alone: no
     /// witness, which any caller could fill).
@@ -28,10 +31,12 @@ package final class EscrowService: Sendable {
     /// Half-done registrations and outstanding challenges: in memory only (a restart voids them,
     /// which costs a retry, never a count).
     private struct Volatile {
-        var pending: [Data: (key: SecureBytes, expires: Date)] = [:]
-        /// A claim's challenge, and the slot's last wrong claim before it (what a right proof
-        /// puts back: its own claim was counted as the last wrong one until then).
-        var claims: [Data: (challenge: Data, expires: Date, lastWrong: Int64)] = [:]
+        var pending: [Data: Pending] = [:]
+        /// A claim's challenge.
+        var claims: [Data: (challenge: Data, expires: Date)] = [:]
+        /// A right claim's report, until its claimer acknowledges it: the token and how many
+        /// wrong claims it showed.
+        var reports: [Data: (token: Data, shown: Int64, expires: Date)] = [:]
         /// Challenges for a removal or for reading the count.
         /// Several at once a slot (the newest 8), each taken once: a caller asking for
         /// challenges in a loop cannot void the slot's device's own.
@@ -50,23 +55,37 @@ package final class EscrowService: Sendable {
         }
     }
 
+    /// A registration under way: the slot's key, and the budget of the user who asked (nil over
+    /// the network, where the budget is named at the finish).
+    private struct Pending {
+        var key: SecureBytes
+        var expires: Date
+        var budget: Data?
+    }
+
+    /// Registrations one local user may have under way at once (the oldest goes first).
+    private static let pendingPerUser = 8
+
     package init(
         storage: any SlotStorage, counter: String, maximumSlots: Int = 100_000,
         policy: ClaimPolicy = .real,
         paths: Set<EscrowProtocol.Path> = Set(EscrowProtocol.Path.allCases),
-        now: @escaping @Sendable () -> Date = Date.init
+        clock: EscrowClock = .system
     ) {
         self.storage = storage
         self.policy = policy
         self.paths = paths
         self.counter = counter
         self.maximumSlots = maximumSlots
-        self.now = now
+        self.clock = clock
     }
 
-    /// Answers one request: the HTTP status and body. Never throws; every failure is an answer
-    /// that names it (without anything secret: the escrow holds nothing a message may echo).
-    package func answer(method: String, path: String, body: Data) -> (status: Int, body: Data) {
+    /// Answers one request from `caller`: the HTTP status and body. Never throws; every failure
+    /// is an answer that names it (without anything secret: the escrow holds nothing a message
+    /// may echo).
+    package func answer(
+        method: String, path: String, body: Data, caller: EscrowCaller = .network
+    ) -> (status: Int, body: Data) {
         do throws(EscrowError) {
             guard let route = EscrowProtocol.Path(rawValue: path), paths.contains(route) else {
                 throw EscrowError(.notFound, "no such request: \(path.prefix(64))")
@@ -78,13 +97,14 @@ package final class EscrowService: Sendable {
             let fields = try route == .status ? nil : EscrowProtocol.fields(body)
             let reply: [(EscrowProtocol.Tag, Data)]
             switch route {
-            case .register: reply = try register(fields!)
-            case .finishRegistration: reply = try finishRegistration(fields!)
-            case .claim: reply = try claim(fields!)
-            case .finishClaim: reply = try finishClaim(fields!)
-            case .challenge: reply = try challenge(fields!)
-            case .remove: reply = try remove(fields!)
-            case .slot: reply = try slotStatus(fields!)
+            case .register: reply = try register(fields!, caller)
+            case .finishRegistration: reply = try finishRegistration(fields!, caller)
+            case .claim: reply = try claim(fields!, caller)
+            case .finishClaim: reply = try finishClaim(fields!, caller)
+            case .acknowledge: reply = try acknowledge(fields!, caller)
+            case .challenge: reply = try challenge(fields!, caller)
+            case .remove: reply = try remove(fields!, caller)
+            case .slot: reply = try slotStatus(fields!, caller)
             case .witness: reply = try witness(fields!)
             case .readWitness: reply = try readWitness(fields!)
             case .status:
@@ -101,20 +121,31 @@ package final class EscrowService: Sendable {
 
     // MARK: - Requests
 
-    private func register(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)]
-    {
+    private func register(_ fields: TLV.Fields, _ caller: EscrowCaller) throws(EscrowError) -> [(
+        EscrowProtocol.Tag, Data
+    )] {
         let blinded = try fields.exactly(.blinded, OPRF.elementLength)
         let key = OPRF.newKey()
         let (evaluated, proof) = try evaluate(blinded, key)
         let slot = KeyDerivation.randomBytes(EscrowProtocol.slotIDLength)
+        let budget: Data? = if case .user(let uid) = caller { CallerBudget.id(user: uid) } else { nil }
         try state.withLock { (state) throws(EscrowError) in
-            let now = now()
+            let now = clock.wall()
             state.pending = state.pending.filter { $0.value.expires > now }
+            if let budget {
+                // One user's registrations in a loop void its own oldest, nobody else's.
+                let own = state.pending.filter { $0.value.budget == budget }
+                    .sorted { $0.value.expires < $1.value.expires }
+                for (oldest, _) in own.prefix(max(0, own.count - Self.pendingPerUser + 1)) {
+                    state.pending[oldest] = nil
+                }
+            }
             guard state.pending.count < 1024, storage.count() < maximumSlots else {
                 throw EscrowError(
                     .busy, "too many slots or registrations under way: try again later")
             }
-            state.pending[slot] = (key, now + EscrowProtocol.challengeLifetime)
+            state.pending[slot] = Pending(
+                key: key, expires: now + EscrowProtocol.challengeLifetime, budget: budget)
         }
         return [
             (.slot, slot), (.evaluated, evaluated), (.publicKey, OPRF.publicKey(key)),
@@ -122,9 +153,9 @@ package final class EscrowService: Sendable {
         ]
     }
 
-    private func finishRegistration(_ fields: TLV.Fields) throws(EscrowError) -> [(
-        EscrowProtocol.Tag, Data
-    )] {
+    private func finishRegistration(_ fields: TLV.Fields, _ caller: EscrowCaller)
+        throws(EscrowError) -> [(EscrowProtocol.Tag, Data)]
+    {
         let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
         var record = SlotRecord(
             key: OPRF.newKey(),  // replaced below by the pending key
@@ -137,70 +168,114 @@ package final class EscrowService: Sendable {
             limit: try fields.integer(.limit, in: 1...EscrowProtocol.maximumLimit), failures: 0,
             reader: fields[EscrowProtocol.Tag.reader.rawValue] == nil
                 ? nil : try fields.exactly(.reader, Signature.publicKeyLength))
+        let inherit =
+            fields[EscrowProtocol.Tag.inherit.rawValue] == nil
+            ? nil
+            : (
+                slot: try fields.exactly(.inherit, EscrowProtocol.slotIDLength),
+                signature: try fields.exactly(.inheritSignature, Signature.length)
+            )
         try state.withLock { (state) throws(EscrowError) in
-            guard let pending = state.pending.removeValue(forKey: slot), pending.expires > now()
+            guard let pending = state.pending.removeValue(forKey: slot),
+                pending.expires > clock.wall()
             else { throw EscrowError(.stale, "no registration under way for this slot (expired?)") }
+            if case .user(let uid) = caller, pending.budget != CallerBudget.id(user: uid) {
+                throw EscrowError(.stale, "no registration under way for this slot (expired?)")
+            }
             record.key = pending.key
+            // A local user's slot is in its user's budget, whatever it names.
+            let budgetID: Data
+            if let own = pending.budget { budgetID = own } else {
+                budgetID = try budget(joining: inherit, slot: slot)
+            }
+            record.budget = budgetID
+            var budget = try loadBudget(budgetID)
+            budget.touch(slot)
+            // Past the most live slots a caller keeps, its own least recently used goes.
+            while budget.slots.count > CallerBudget.maximumSlots {
+                try delete(budget.slots.removeFirst(), &state)
+            }
             try save(slot, record)
+            try saveBudget(budgetID, budget)
         }
         return []
     }
 
-    private func claim(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)] {
+    /// The budget a network registration joins: an earlier slot's, when the registration is
+    /// signed by that slot's reader key (an account's device re-registering after a rotation);
+    /// else a budget of its own.
+    private func budget(joining inherit: (slot: Data, signature: Data)?, slot: Data)
+        throws(EscrowError) -> Data
+    {
+        guard let inherit else { return CallerBudget.id(slot: slot) }
+        let earlier = try load(inherit.slot, for: .network)
+        guard let reader = earlier.reader,
+            Signature.verify(
+                inherit.signature,
+                of: EscrowProtocol.inheritProof(slot: slot, from: inherit.slot), publicKey: reader)
+        else {
+            throw EscrowError(.authFailed, "the earlier slot's budget is joined only by its reader")
+        }
+        return earlier.budget ?? CallerBudget.id(slot: inherit.slot)
+    }
+
+    private func claim(_ fields: TLV.Fields, _ caller: EscrowCaller) throws(EscrowError) -> [(
+        EscrowProtocol.Tag, Data
+    )] {
         let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
         let blinded = try fields.exactly(.blinded, OPRF.elementLength)
         do { try OPRF.validate(blinded) } catch {  // bad input is never a claim
             throw EscrowError(.malformed, "the blinded element: \(error)")
         }
         return try state.withLock { (state) throws(EscrowError) in
-            var record = try load(slot)
-            let now = now()
-            record.recover(at: now, policy: policy)
-            guard record.failures < record.limit else {
-                try destroy(slot, &state)
+            let record = try load(slot, for: caller)
+            let budgetID = record.budget!
+            var budget = try loadBudget(budgetID)
+            let (wall, boot) = (clock.wall(), clock.boot())
+            guard budget.spent < record.limit else {
+                try exhaust(budgetID, budget, slot, &state)
                 throw EscrowError(
                     .destroyed,
                     "\(record.limit) claims without the right passcode: the slot is destroyed")
             }
-            let notBefore = record.lastWrong + Int64(policy.delay(spent: record.failures) * 1000)
-            guard notBefore <= now.milliseconds else {
-                // When is told to the slot's reader only (it says how many were spent).
-                throw EscrowError(.wait, "too many wrong passcodes lately: try again later")
+            if let until = budget.notBefore(policy, wall: wall, boot: boot) {
+                throw EscrowError(
+                    .wait,
+                    "too many wrong passcodes lately: the next claim is taken after \(EscrowProtocol.time(until))"
+                )
             }
             // Counted, durably, before anything that depends on the key is computed or sent.
-            let lastWrong = record.lastWrong
-            record.failures += 1
-            record.sinceRight += 1
-            record.lastWrong = now.milliseconds
-            try save(slot, record)
+            budget.countWrong(at: wall, boot: boot)
+            budget.touch(slot)
+            try saveBudget(budgetID, budget)
             let (evaluated, proof) = try evaluate(blinded, record.key)
             let challenge = KeyDerivation.randomBytes(EscrowProtocol.challengeLength)
-            state.claims[slot] = (
-                challenge, now + EscrowProtocol.challengeLifetime, lastWrong
-            )
+            state.claims[slot] = (challenge, wall + EscrowProtocol.challengeLifetime)
             return [(.evaluated, evaluated), (.proof, proof), (.challenge, challenge)]
         }
     }
 
-    private func finishClaim(_ fields: TLV.Fields) throws(EscrowError) -> [(
-        EscrowProtocol.Tag, Data
-    )] {
+    private func finishClaim(_ fields: TLV.Fields, _ caller: EscrowCaller) throws(EscrowError)
+        -> [(EscrowProtocol.Tag, Data)]
+    {
         let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
         let challenge = try fields.exactly(.challenge, EscrowProtocol.challengeLength)
         let boxKey = try fields.exactly(.boxKey, SealedBox.publicKeyLength)
         let signature = try fields.exactly(.signature, Signature.length)
         return try state.withLock { (state) throws(EscrowError) in
-            var record = try load(slot)
+            let record = try load(slot, for: caller)
+            let budgetID = record.budget!
+            var budget = try loadBudget(budgetID)
             // One proof per counted claim: the challenge goes whatever the proof says.
-            guard let issued = state.claims.removeValue(forKey: slot), issued.expires > now(),
-                constantTimeEquals(issued.challenge, challenge)
+            guard let issued = state.claims.removeValue(forKey: slot),
+                issued.expires > clock.wall(), constantTimeEquals(issued.challenge, challenge)
             else {
                 throw EscrowError(.stale, "no claim under way with this challenge: claim again")
             }
             let proof = EscrowProtocol.claimProof(slot: slot, challenge: challenge, boxKey: boxKey)
             guard Signature.verify(signature, of: proof, publicKey: record.verifier) else {
-                if record.failures >= record.limit {
-                    try destroy(slot, &state)
+                if budget.spent >= record.limit {
+                    try exhaust(budgetID, budget, slot, &state)
                     throw EscrowError(
                         .destroyed,
                         "\(record.limit) claims without the right passcode: the slot is destroyed")
@@ -208,45 +283,71 @@ package final class EscrowService: Sendable {
                 // The count is told to the slot's reader only (`slotStatus`).
                 throw EscrowError(.authFailed, "wrong passcode")
             }
-            // This claim's own count taken back; every earlier wrong one stays spent.
-            record.failures = max(0, record.failures - 1)
-            let wrong = max(0, record.sinceRight - 1)
-            record.sinceRight = 0
-            record.lastWrong = issued.lastWrong
-            try save(slot, record)
+            // This claim's own count taken back; the wrong ones before it stay spent until the
+            // report that shows them is acknowledged.
+            budget.giveBack(1)
+            try saveBudget(budgetID, budget)
             let sealed: Data
             do {
                 sealed = try SealedBox.seal(SecureBytes(copying: record.envelope), to: boxKey)
             } catch {
                 throw EscrowError(.malformed, "the claim's key: \(error)")
             }
+            let token = KeyDerivation.randomBytes(EscrowProtocol.challengeLength)
+            state.reports[slot] = (
+                token, budget.spent, clock.wall() + EscrowProtocol.challengeLifetime
+            )
             return [
-                (.sealed, sealed), (.sinceRight, EscrowProtocol.integer(wrong)),
-                (.lastWrong, EscrowProtocol.integer(wrong > 0 ? issued.lastWrong : 0)),
+                (.sealed, sealed), (.sinceRight, EscrowProtocol.integer(budget.spent)),
+                (.lastWrong, EscrowProtocol.integer(budget.lastWrong)),
+                (.firstWrong, EscrowProtocol.integer(budget.firstWrong)), (.report, token),
             ]
         }
     }
 
-    private func challenge(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)]
+    /// The claimer of a right claim showed its report to the owner: the tries it showed come
+    /// back (those spent since stay spent).
+    private func acknowledge(_ fields: TLV.Fields, _ caller: EscrowCaller) throws(EscrowError)
+        -> [(EscrowProtocol.Tag, Data)]
     {
         let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
+        let token = try fields.exactly(.report, EscrowProtocol.challengeLength)
+        try state.withLock { (state) throws(EscrowError) in
+            let record = try load(slot, for: caller)
+            guard let report = state.reports[slot], report.expires > clock.wall(),
+                constantTimeEquals(report.token, token)
+            else { throw EscrowError(.stale, "no report under way with this token") }
+            state.reports[slot] = nil
+            var budget = try loadBudget(record.budget!)
+            budget.giveBack(report.shown)
+            try saveBudget(record.budget!, budget)
+        }
+        return []
+    }
+
+    private func challenge(_ fields: TLV.Fields, _ caller: EscrowCaller) throws(EscrowError) -> [(
+        EscrowProtocol.Tag, Data
+    )] {
+        let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
         return try state.withLock { (state) throws(EscrowError) in
-            _ = try load(slot)
+            _ = try load(slot, for: caller)
             let challenge = KeyDerivation.randomBytes(EscrowProtocol.challengeLength)
-            let now = now()
+            let now = clock.wall()
             let live = (state.challenges[slot] ?? []).filter { $0.expires > now }.suffix(7)
             state.challenges[slot] = live + [(challenge, now + EscrowProtocol.challengeLifetime)]
             return [(.challenge, challenge)]
         }
     }
 
-    private func remove(_ fields: TLV.Fields) throws(EscrowError) -> [(EscrowProtocol.Tag, Data)] {
+    private func remove(_ fields: TLV.Fields, _ caller: EscrowCaller) throws(EscrowError) -> [(
+        EscrowProtocol.Tag, Data
+    )] {
         let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
         let challenge = try fields.exactly(.challenge, EscrowProtocol.challengeLength)
         let signature = try fields.exactly(.signature, Signature.length)
         try state.withLock { (state) throws(EscrowError) in
-            let record = try load(slot)
-            guard state.take(challenge, for: slot, at: now()) else {
+            let record = try load(slot, for: caller)
+            guard state.take(challenge, for: slot, at: clock.wall()) else {
                 throw EscrowError(.stale, "no removal under way with this challenge")
             }
             let proof = EscrowProtocol.removalProof(slot: slot, challenge: challenge)
@@ -260,17 +361,22 @@ package final class EscrowService: Sendable {
             else {
                 throw EscrowError(.authFailed, "not signed by the slot's owner or its reader")
             }
-            try destroy(slot, &state)
+            // Its budget keeps what was spent: a removal gives nothing back.
+            var budget = try loadBudget(record.budget!)
+            budget.slots.removeAll { $0 == slot }
+            try saveBudget(record.budget!, budget)
+            try delete(slot, &state)
         }
         return []
     }
 
     /// What a claimer needs (the salt, the cost, the slot's public key, the limit, where the
     /// count is kept), and the count itself only to the slot's reader: a signature of its key
-    /// over a fresh challenge (`/v1/challenge`). Never counted.
-    private func slotStatus(_ fields: TLV.Fields) throws(EscrowError) -> [(
-        EscrowProtocol.Tag, Data
-    )] {
+    /// over a fresh challenge (`/v1/challenge`). Never counted. The count is the slot's budget's:
+    /// every wrong claim of its caller, on whichever slot.
+    private func slotStatus(_ fields: TLV.Fields, _ caller: EscrowCaller) throws(EscrowError)
+        -> [(EscrowProtocol.Tag, Data)]
+    {
         let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
         let signature =
             fields[EscrowProtocol.Tag.signature.rawValue] == nil
@@ -278,7 +384,7 @@ package final class EscrowService: Sendable {
         let offered =
             signature == nil ? nil : try fields.exactly(.challenge, EscrowProtocol.challengeLength)
         return try state.withLock { (state) throws(EscrowError) in
-            var record = try load(slot)
+            let record = try load(slot, for: caller)
             var reply: [(EscrowProtocol.Tag, Data)] = [
                 (.salt, record.salt), (.operations, EscrowProtocol.integer(record.operations)),
                 (.memory, EscrowProtocol.integer(record.memory)),
@@ -287,21 +393,21 @@ package final class EscrowService: Sendable {
             ]
             guard let signature, let offered else { return reply }
             guard let reader = record.reader,
-                state.take(offered, for: slot, at: now()),
+                state.take(offered, for: slot, at: clock.wall()),
                 Signature.verify(
                     signature, of: EscrowProtocol.readProof(slot: slot, challenge: offered),
                     publicKey: reader)
             else {
                 throw EscrowError(.authFailed, "the count is told only to the slot's device")
             }
-            let now = now()
-            record.recover(at: now, policy: policy)
-            let notBefore = record.lastWrong + Int64(policy.delay(spent: record.failures) * 1000)
+            let budget = try loadBudget(record.budget!)
+            let notBefore = budget.notBefore(policy, wall: clock.wall(), boot: clock.boot())
             reply += [
-                (.failures, EscrowProtocol.integer(record.failures)),
-                (.sinceRight, EscrowProtocol.integer(record.sinceRight)),
-                (.lastWrong, EscrowProtocol.integer(record.sinceRight > 0 ? record.lastWrong : 0)),
-                (.notBefore, EscrowProtocol.integer(max(notBefore, 0))),
+                (.failures, EscrowProtocol.integer(min(budget.spent, record.limit))),
+                (.sinceRight, EscrowProtocol.integer(budget.spent)),
+                (.lastWrong, EscrowProtocol.integer(budget.lastWrong)),
+                (.firstWrong, EscrowProtocol.integer(budget.firstWrong)),
+                (.notBefore, EscrowProtocol.integer(notBefore?.milliseconds ?? 0)),
             ]
             return reply
         }
@@ -384,38 +490,97 @@ package final class EscrowService: Sendable {
         }
     }
 
-    private func load(_ slot: Data) throws(EscrowError) -> SlotRecord {
+    /// The slot's record, with the budget it answers to: a local user's slot only to its own
+    /// user (another is told there is no such slot); a slot from before budgets joins its
+    /// caller's budget (a local user's) or one of its own, with what it had spent.
+    private func load(_ slot: Data, for caller: EscrowCaller) throws(EscrowError) -> SlotRecord {
         let bytes: Data?
         do { bytes = try storage.load(slot) } catch {
             throw EscrowError(.unavailable, "the escrow's state: \(error.localizedDescription)")
         }
-        guard let bytes else { throw EscrowError(.notFound, "no such slot") }
+        guard let bytes, !bytes.starts(with: CallerBudget.magic) else {
+            throw EscrowError(.notFound, "no such slot")
+        }
         if bytes == SlotRecord.tombstone {
             throw EscrowError(.destroyed, "the slot is destroyed")
         }
-        guard let record = SlotRecord.parse(bytes) else {
+        guard var record = SlotRecord.parse(bytes) else {
             throw EscrowError(.unavailable, "the escrow's record of this slot does not decode")
+        }
+        if case .user(let uid) = caller, let budget = record.budget,
+            budget != CallerBudget.id(user: uid)
+        {
+            throw EscrowError(.notFound, "no such slot")
+        }
+        if record.budget == nil {
+            let id: Data
+            if case .user(let uid) = caller { id = CallerBudget.id(user: uid) } else {
+                id = CallerBudget.id(slot: slot)
+            }
+            var budget = try loadBudget(id)
+            budget.spent = max(budget.spent, record.failures)
+            budget.touch(slot)
+            record.budget = id
+            record.failures = 0
+            try saveBudget(id, budget)
+            try save(slot, record)
         }
         return record
     }
 
-    private func save(_ slot: Data, _ record: SlotRecord) throws(EscrowError) {
-        do { try storage.save(slot, record.encoded()) } catch {
+    private func loadBudget(_ id: Data) throws(EscrowError) -> CallerBudget {
+        let bytes: Data?
+        do { bytes = try storage.load(id) } catch {
+            throw EscrowError(.unavailable, "the escrow's state: \(error.localizedDescription)")
+        }
+        guard let bytes else { return CallerBudget() }
+        guard let budget = CallerBudget.parse(bytes) else {
+            throw EscrowError(.unavailable, "the escrow's record of a caller's count does not decode")
+        }
+        return budget
+    }
+
+    private func saveBudget(_ id: Data, _ budget: CallerBudget) throws(EscrowError) {
+        do { try storage.save(id, budget.encoded()) } catch {
             throw EscrowError(
                 .unavailable, "the escrow could not record the count: \(error.localizedDescription)"
             )
         }
     }
 
-    /// Erases the slot's key for good: a tombstone takes its record's place.
-    private func destroy(_ slot: Data, _ state: inout Volatile) throws(EscrowError) {
+    private func save(_ slot: Data, _ record: SlotRecord) throws(EscrowError) {
+        do { try storage.save(slot, record.encoded()) } catch {
+            throw EscrowError(
+                .unavailable, "the escrow could not record the slot: \(error.localizedDescription)")
+        }
+    }
+
+    private func delete(_ slot: Data, _ state: inout Volatile) throws(EscrowError) {
         state.claims[slot] = nil
         state.challenges[slot] = nil
-        do { try storage.save(slot, SlotRecord.tombstone) } catch {
+        state.reports[slot] = nil
+        do { try storage.delete(slot) } catch {
             throw EscrowError(
-                .unavailable, "the escrow could not destroy the slot: \(error.localizedDescription)"
-            )
+                .unavailable, "the escrow could not remove the slot: \(error.localizedDescription)")
         }
+    }
+
+    /// The budget is spent: every slot it lists (and `slot`) is destroyed for good — a tombstone
+    /// takes each record's place — and the budget starts again, as nothing it guarded is left.
+    private func exhaust(
+        _ id: Data, _ budget: CallerBudget, _ slot: Data, _ state: inout Volatile
+    ) throws(EscrowError) {
+        for destroyed in Set(budget.slots + [slot]) {
+            state.claims[destroyed] = nil
+            state.challenges[destroyed] = nil
+            state.reports[destroyed] = nil
+            do { try storage.save(destroyed, SlotRecord.tombstone) } catch {
+                throw EscrowError(
+                    .unavailable,
+                    "the escrow could not destroy the slot: \(error.localizedDescription)")
+            }
+        }
+        try saveBudget(id, CallerBudget())
     }
 }
 
@@ -429,29 +594,13 @@ struct SlotRecord {
     var operations: Int64
     var memory: Int64
     var limit: Int64
-    /// Tries spent: wrong claims (and claims never finished), less those that came back.
+    /// Tries spent on this slot alone, from before budgets (joined into its budget at first use).
     var failures: Int64
     /// Who may read the count (a device's reader key); nil: nobody.
     var reader: Data?
-    /// Wrong claims since the last right one, and when the last one was (ms since 1970; 0: none).
-    var sinceRight: Int64 = 0
-    var lastWrong: Int64 = 0
-    /// When a spent try last came back (ms since 1970; nil: not yet counted from).
-    var recoveredAt: Int64?
-
-    /// Gives back one spent try for each `policy.recovery` since the last came back.
-    mutating func recover(at now: Date, policy: ClaimPolicy) {
-        let now = now.milliseconds
-        let period = Int64(policy.recovery * 1000)
-        guard failures > 0, period > 0, let since = recoveredAt, now > since else {
-            if failures == 0 || recoveredAt == nil { recoveredAt = now }
-            return
-        }
-        let periods = (now - since) / period
-        guard periods > 0 else { return }
-        failures = max(0, failures - periods)
-        recoveredAt = failures == 0 ? now : since + periods * period
-    }
+    /// The budget its claims are counted against (`CallerBudget`); nil in a record from before
+    /// budgets, until its first use.
+    var budget: Data?
 
     static let magic = Data("KESS".utf8)
     /// What a destroyed slot's record becomes: no key.
@@ -471,29 +620,27 @@ struct SlotRecord {
         record.append(8, limit)
         record.append(9, failures)
         if let reader { record.append(10, reader) }
-        record.append(11, sinceRight)
-        record.append(12, lastWrong)
-        if let recoveredAt { record.append(13, recoveredAt) }
+        if let budget { record.append(14, budget) }
         return record.bytes
     }
 
     static func parse(_ bytes: Data) -> SlotRecord? {
-        guard let fields = try? TLV.fields(bytes, magic: magic, known: 1...13),
+        // 11–13: a per-slot count's times, from before budgets (read past).
+        guard let fields = try? TLV.fields(bytes, magic: magic, known: 1...14),
             let key = fields[1], key.count == OPRF.scalarLength,
             let verifier = fields[2], let owner = fields[3], let envelope = fields[4],
             let salt = fields[5], let operations = try? fields.int64(6),
             let memory = try? fields.int64(7),
             let limit = try? fields.int64(8),
             let failures = try? fields.int64(9),
-            fields[10].map({ $0.count == Signature.publicKeyLength }) ?? true
+            fields[10].map({ $0.count == Signature.publicKeyLength }) ?? true,
+            fields[14].map({ $0.count == EscrowProtocol.slotIDLength }) ?? true
         else { return nil }
         return SlotRecord(
             key: SecureBytes(copying: key), verifier: Data(verifier), owner: Data(owner),
             envelope: Data(envelope), salt: Data(salt), operations: operations, memory: memory,
             limit: limit, failures: failures, reader: fields[10].map { Data($0) },
-            sinceRight: fields[11] == nil ? 0 : (try? fields.int64(11)) ?? 0,
-            lastWrong: fields[12] == nil ? 0 : (try? fields.int64(12)) ?? 0,
-            recoveredAt: fields[13] == nil ? nil : try? fields.int64(13))
+            budget: fields[14].map { Data($0) })
     }
 }
 

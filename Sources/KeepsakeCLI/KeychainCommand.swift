@@ -15,7 +15,11 @@ package enum KeychainCommand {
         if verb == "sync" {
             // Synchronizable items of every app on the device, with --cloud, now.
             return try PendingSync.report {
-                let report = try KeychainSync(account: try context.account).sync()
+                let account = try context.account
+                let report = try KeychainSync(account: account).sync()
+                if let wrong = account.escrowWrongClaims() {
+                    Output.error("keepsake: \(wrong.notice)")
+                }
                 var object: [String: Any] = [
                     "uploaded": report.uploaded, "downloaded": report.downloaded,
                     "deleted": report.deleted,
@@ -104,7 +108,11 @@ package enum KeychainCommand {
         guard lines.count == count else {
             throw CommandError.param("standard input ends before the credentials it should hold")
         }
-        if wantsPasscode { authentication.passcode = lines[0] }
+        if wantsPasscode {
+            authentication.passcode = lines[0]
+            // Each proof of the passcode reports as an unlock does.
+            authentication.reportWrongPasscodes = { Output.error("keepsake: \($0.notice)") }
+        }
         if wantsPassword { authentication.applicationPassword = lines[count - 1] }
         return (authentication, secret ? rest : Data())
     }

@@ -27,6 +27,8 @@ enum LockScreenCommand {
             let newPasscode = kind.hasKnowledgeFactor ? lines.popFirst() : nil
             let change = try account.setLockScreen(
                 kind, passcode: newPasscode, currentPasscode: currentPasscode)
+            // Proving the current passcode reports as an unlock does.
+            if let wrong = change.wrongPasscodes { Output.error("keepsake: \(wrong.notice)") }
             if change.knowledgeFactorRemoved {
                 try Keychain.deleteItemsRequiringPasscode(on: device)
             }
@@ -56,6 +58,7 @@ enum LockScreenCommand {
                 // Keepsake or straight at the counter.
                 FileHandle.standardError.write(Data("keepsake: \(wrong.notice)\n".utf8))
             }
+            if let wrong = report.escrowWrongClaims { Output.error("keepsake: \(wrong.notice)") }
             if let problem = report.problem {
                 // Unlocked; the account could not be kept up to date: say so, never in silence.
                 FileHandle.standardError.write(
@@ -133,8 +136,10 @@ enum DeviceCommand {
                 note = try account.join(
                     recoveryKey: try SecretInput.lines().first ?? SecureBytes(copying: []))
             default:
-                note = try account.join(
+                let joined = try account.joinReporting(
                     passcode: try SecretInput.lines().first ?? SecureBytes(copying: []))
+                note = joined.note
+                if let wrong = joined.wrongPasscodes { Output.error("keepsake: \(wrong.notice)") }
             }
             // Said where the user sees it: the state restored is the one the cloud showed.
             if let note { Output.error("keepsake: warning: \(note)") }

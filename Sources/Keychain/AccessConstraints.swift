@@ -1,4 +1,5 @@
 import Foundation
+import Device
 import Sealing
 
 /// Constraints on each use of an item's secret, with the raw values of Apple's
@@ -62,15 +63,20 @@ public struct ItemAuthentication: Sendable {
     /// `kSecUseAuthenticationUISkip`: queries leave out items that would need a credential they
     /// were not given, instead of failing.
     public var skipItemsNeedingAuthentication: Bool
+    /// Told what a proof of `passcode` reported (wrong passcodes since the owner was last told),
+    /// whenever it reported any: show it to the owner.
+    public var reportWrongPasscodes: (@Sendable (WrongPasscodes) -> Void)?
 
     /// Credentials for items with access constraints; none by default.
     public init(
         passcode: SecureBytes? = nil, applicationPassword: SecureBytes? = nil,
-        skipItemsNeedingAuthentication: Bool = false
+        skipItemsNeedingAuthentication: Bool = false,
+        reportWrongPasscodes: (@Sendable (WrongPasscodes) -> Void)? = nil
     ) {
         self.passcode = passcode
         self.applicationPassword = applicationPassword
         self.skipItemsNeedingAuthentication = skipItemsNeedingAuthentication
+        self.reportWrongPasscodes = reportWrongPasscodes
     }
 
     /// No credential, no skipping: what every call is given unless told otherwise.

@@ -154,10 +154,12 @@ struct ItemOpener {
             if presence == nil {
                 let device = keychain.device
                 do {
-                    presence = (
-                        try device.presencePublicKey(),
-                        try device.presenceSecretKey(passcode: passcode)
-                    )
+                    let publicKey = try device.presencePublicKey()
+                    let proved = try device.presenceSecretKey(passcode: passcode)
+                    presence = (publicKey, proved.key)
+                    if let wrong = proved.wrongPasscodes {
+                        authentication.reportWrongPasscodes?(wrong)
+                    }
                 } catch { throw KeychainError(error) }
             }
             credentials.presencePublicKey = presence?.publicKey

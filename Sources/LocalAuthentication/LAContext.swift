@@ -208,6 +208,15 @@ public final class LAContext: @unchecked Sendable {
         }
     }
 
+    /// What the last proof of this context's passcode reported (an item read with it, counted
+    /// as an unlock): "N wrong passcodes since your last unlock, …" — tell the owner. nil when
+    /// it reported none.
+    public var wrongPasscodesNotice: String? { lock.withLock { notice } }
+    private var notice: String?
+
+    /// The keychain notes what a proof of the passcode reported.
+    package func noteWrongPasscodes(_ notice: String?) { lock.withLock { self.notice = notice } }
+
     /// What the keychain reads from a context.
     package var applicationPassword: SecureBytes? { lock.withLock { credential } }
     package var devicePasscode: SecureBytes? { lock.withLock { passcode } }

@@ -49,12 +49,10 @@ package enum LocalService {
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
         let connected = UnixSocketAddress.with(path) { connect(fd, $0, $1) }
         guard connected == 0 else { throw failure("\(path): the service does not answer") }
-        var credentials = PeerCredentials()
-        var length = socklen_t(MemoryLayout<PeerCredentials>.size)
-        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else {
+        guard let answering = peerUser(fd) else {
             throw failure("\(path): who answers is unknown")
         }
-        try check(peer: credentials.uid, expected: peer, path: path)
+        try check(peer: answering, expected: peer, path: path)
         var request = Data(
             ("\(method) \(target) HTTP/1.1\r\nHost: localhost\r\n"
                 + "Content-Type: application/octet-stream\r\nContent-Length: \(body.count)\r\n"
@@ -83,7 +81,7 @@ package enum LocalService {
                     message: "\(path): an answer over \(limit) bytes", isNotTheService: false)
             }
         }
-        return try parse(answer, limit: limit, path: path, peer: credentials.uid)
+        return try parse(answer, limit: limit, path: path, peer: answering)
     }
 
     /// The peer's uid against what is expected, and the socket's path against the peer.
@@ -125,6 +123,17 @@ package enum LocalService {
             below = info
             directory = URL(fileURLWithPath: directory).deletingLastPathComponent().path
         }
+    }
+
+    /// The uid of the process at the other end of the UNIX socket `fd`, as the kernel says
+    /// (`SO_PEERCRED`: taken at connect, not forgeable by the peer); nil when it does not say.
+    package static func peerUser(_ fd: Int32) -> uid_t? {
+        var credentials = PeerCredentials()
+        var length = socklen_t(MemoryLayout<PeerCredentials>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else {
+            return nil
+        }
+        return credentials.uid
     }
 
     private static func parse(_ answer: Data, limit: Int, path: String, peer: uid_t)

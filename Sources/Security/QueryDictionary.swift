@@ -321,6 +321,10 @@ struct QueryDictionary {
             }
             authentication.passcode = context.devicePasscode
             authentication.applicationPassword = context.applicationPassword
+            if context.devicePasscode != nil {
+                context.noteWrongPasscodes(nil)
+                authentication.reportWrongPasscodes = { context.noteWrongPasscodes($0.notice) }
+            }
         }
         if let value = entries[kSecUseAuthenticationUI as String] {
             guard let choice = value as? String, !(value is NSNumber),

@@ -1,5 +1,7 @@
+import Escrow
 import Foundation
 import Platform
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -7,12 +9,15 @@ import Platform
 
 /// A small HTTP/1.1 listener for the escrow: one request per connection (`Connection: close`),
 /// everything bounded — a request head of at most 8 KiB, a body of at most `maximumBody` bytes
-/// (Content-Length only), 5 s to send it, at most 32 connections at once (more are closed at
-/// once). Each request is handed to `handle` on the connection's own thread.
+/// (Content-Length only), 1 s to send it on a UNIX socket (5 s over TCP, behind a proxy), at
+/// most 64 connections at once and, on a UNIX socket, at most 4 of one local user's (more are
+/// closed at once): one user's flood of connections, half-open or not, leaves room for every
+/// other user's. Each request is handed to `handle` on the connection's own thread, with who
+/// sent it (`SO_PEERCRED` on a UNIX socket).
 final class HTTPListener: @unchecked Sendable {
-    // Sendable: `listener` is written once in init; the slot count is a semaphore.
+    // Sendable: `listener` is written once in init; the connection counts are under a lock.
     typealias Handler =
-        @Sendable (_ method: String, _ path: String, _ body: Data) -> (
+        @Sendable (_ method: String, _ path: String, _ body: Data, _ caller: EscrowCaller) -> (
             status: Int, body: Data
         )
 
@@ -21,7 +26,11 @@ final class HTTPListener: @unchecked Sendable {
     private let listener: Int32
     private let maximumBody: Int
     private let handle: Handler
-    private let slots = DispatchSemaphore(value: 32)
+    /// On a UNIX socket: callers are local users, told apart by uid.
+    private let isLocal: Bool
+    private let connections = Mutex((total: 0, byUser: [UInt32: Int]()))
+    private static let maximumConnections = 64
+    private static let maximumPerUser = 4
 
     init(host: String, port: UInt16, maximumBody: Int, handle: @escaping Handler) throws {
         var address = sockaddr_in()
@@ -52,6 +61,7 @@ final class HTTPListener: @unchecked Sendable {
         self.port = UInt16(bigEndian: address.sin_port)
         self.maximumBody = maximumBody
         self.handle = handle
+        self.isLocal = false
     }
 
     /// On a UNIX socket at `path` (a stale socket there replaced), which every user may connect
@@ -81,6 +91,7 @@ final class HTTPListener: @unchecked Sendable {
         self.port = 0
         self.maximumBody = maximumBody
         self.handle = handle
+        self.isLocal = true
     }
 
     /// On the socket systemd passed (socket activation: `LISTEN_FDS=1` for this process, the
@@ -95,6 +106,7 @@ final class HTTPListener: @unchecked Sendable {
         self.port = 0
         self.maximumBody = maximumBody
         self.handle = handle
+        self.isLocal = true
     }
 
     /// Accepts connections until the process ends.
@@ -103,32 +115,65 @@ final class HTTPListener: @unchecked Sendable {
             let connection = accept(listener, nil, nil)
             guard connection >= 0 else { continue }
             _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
-            guard slots.wait(timeout: .now()) == .success else {
+            let uid = isLocal ? LocalService.peerUser(connection) : nil
+            if isLocal && uid == nil {
+                close(connection)
+                continue
+            }
+            let caller = uid.map(EscrowCaller.user) ?? .network
+            guard admit(caller) else {
                 close(connection)
                 continue
             }
             let thread = Thread { [self] in
-                serve(connection)
+                serve(connection, caller)
                 close(connection)
-                slots.signal()
+                release(caller)
             }
             thread.stackSize = 512 * 1024
             thread.start()
         }
     }
 
-    private func serve(_ connection: Int32) {
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+    /// Takes a place for one connection of `caller`'s, when there is one.
+    private func admit(_ caller: EscrowCaller) -> Bool {
+        connections.withLock { open in
+            guard open.total < Self.maximumConnections else { return false }
+            if case .user(let uid) = caller {
+                guard open.byUser[uid, default: 0] < Self.maximumPerUser else { return false }
+                open.byUser[uid, default: 0] += 1
+            }
+            open.total += 1
+            return true
+        }
+    }
+
+    private func release(_ caller: EscrowCaller) {
+        connections.withLock { open in
+            open.total -= 1
+            if case .user(let uid) = caller {
+                open.byUser[uid, default: 1] -= 1
+                if open.byUser[uid] == 0 { open.byUser[uid] = nil }
+            }
+        }
+    }
+
+    private func serve(_ connection: Int32, _ caller: EscrowCaller) {
+        // A local caller sends its few hundred bytes at once: a second is plenty, and a
+        // half-open connection is closed within it.
+        let seconds = isLocal ? 1 : 5
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
         setsockopt(
             connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(
             connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let deadline = Date() + 5
+        let deadline = Date() + Double(seconds)
         var buffer = Data()
         var headEnd: Range<Data.Index>?
         while headEnd == nil {
             guard buffer.count < 8192, Date() < deadline, receive(connection, into: &buffer) else {
-                return reply(connection, 400, Data("a request head of at most 8 KiB, in 5 s".utf8))
+                return reply(
+                    connection, 400, Data("a request head of at most 8 KiB, in \(seconds) s".utf8))
             }
             headEnd = buffer.range(of: Data("\r\n\r\n".utf8))
         }
@@ -158,13 +203,14 @@ final class HTTPListener: @unchecked Sendable {
         var body = Data(buffer[headEnd!.upperBound...])
         while body.count < length {
             guard Date() < deadline, receive(connection, into: &body) else {
-                return reply(connection, 400, Data("the body did not arrive in 5 s".utf8))
+                return reply(
+                    connection, 400, Data("the body did not arrive in \(seconds) s".utf8))
             }
         }
         guard body.count == length else {
             return reply(connection, 400, Data("more bytes than Content-Length".utf8))
         }
-        let answer = handle(String(requestLine[0]), String(requestLine[1]), body)
+        let answer = handle(String(requestLine[0]), String(requestLine[1]), body, caller)
         reply(connection, answer.status, answer.body)
     }
 

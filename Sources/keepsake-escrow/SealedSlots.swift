@@ -106,16 +106,7 @@ final class SealedSlots: SlotStorage {
             if table.slots[slot] == nil && table.slots.count >= maximumSlots {
                 throw ListenerError("the escrow holds its most slots (\(maximumSlots))")
             }
-            // The counter first agrees with the table: a change whose increment was lost (the
-            // TPM restarted, say) is brought up; anything else is refused.
-            let count = try tpm.count()
-            if count + 1 == table.version {
-                try tpm.increment()
-            } else if count != table.version {
-                throw ListenerError(
-                    "the TPM's counter (\(count)) no longer matches the escrow's state (\(table.version))"
-                )
-            }
+            try catchUp(table)
             try Files.writeAtomically(sealed, to: file)
             var next = table
             let previous = next.slots.updateValue(digest, forKey: slot)
@@ -133,6 +124,34 @@ final class SealedSlots: SlotStorage {
             // The change is on disk; it counts once the TPM says so (else the next change, or
             // the next start, brings the counter up to it).
             try tpm.increment()
+        }
+    }
+
+    /// Drops a slot from the table (a change stamped like any other), then its file.
+    func delete(_ slot: Data) throws {
+        try state.withLock { table in
+            guard let previous = table.slots[slot] else { return }
+            try catchUp(table)
+            var next = table
+            next.slots[slot] = nil
+            next.version += 1
+            try Files.writeAtomically(Self.seal(next, key: key), to: Self.tableFile(directory))
+            table = next
+            try? Files.remove(directory.appendingPathComponent(Self.fileName(slot, previous)))
+            try tpm.increment()
+        }
+    }
+
+    /// The counter first agrees with the table: a change whose increment was lost (the TPM
+    /// restarted, say) is brought up; anything else is refused.
+    private func catchUp(_ table: Table) throws {
+        let count = try tpm.count()
+        if count + 1 == table.version {
+            try tpm.increment()
+        } else if count != table.version {
+            throw ListenerError(
+                "the TPM's counter (\(count)) no longer matches the escrow's state (\(table.version))"
+            )
         }
     }
 

@@ -35,6 +35,13 @@ final class SlotFiles: SlotStorage {
         if isNew { known.withLock { $0 += 1 } }
     }
 
+    func delete(_ slot: Data) throws {
+        let target = file(slot)
+        guard FileManager.default.fileExists(atPath: target.path) else { return }
+        try Files.remove(target)
+        known.withLock { $0 -= 1 }
+    }
+
     func count() -> Int { known.withLock { $0 } }
 }
 

@@ -56,7 +56,7 @@ else { fail("--listen takes HOST:PORT", status: 2) }
     // claims run in seconds (EscrowServiceTests checks the delays on the service itself).
     let policy =
         ProcessInfo.processInfo.environment["KEEPSAKE_TEST_ESCROW_NO_DELAYS"] == "1"
-        ? ClaimPolicy(recovery: ClaimPolicy.real.recovery, delays: []) : ClaimPolicy.real
+        ? ClaimPolicy(delays: []) : ClaimPolicy.real
 #else
     let policy = ClaimPolicy.real
 #endif
@@ -92,8 +92,8 @@ do {
         service = EscrowService(
             storage: try SlotFiles(directory), counter: "file", policy: policy, paths: paths)
     }
-    let handle: HTTPListener.Handler = { method, path, body in
-        service.answer(method: method, path: path, body: body)
+    let handle: HTTPListener.Handler = { method, path, body, caller in
+        service.answer(method: method, path: path, body: body, caller: caller)
     }
     let maximumBody = EscrowProtocol.maximumMessage
     let listener: HTTPListener

@@ -13,6 +13,7 @@ private final class MemorySlots: SlotStorage, @unchecked Sendable {
     private var records: [Data: Data] = [:]
     func load(_ slot: Data) throws -> Data? { lock.withLock { records[slot] } }
     func save(_ slot: Data, _ record: Data) throws { lock.withLock { records[slot] = record } }
+    func delete(_ slot: Data) throws { _ = lock.withLock { records.removeValue(forKey: slot) } }
     func count() -> Int { lock.withLock { records.count } }
 }
 

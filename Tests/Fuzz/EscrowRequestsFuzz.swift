@@ -9,6 +9,7 @@ final class MemorySlots: SlotStorage {
     let slots = Mutex<[Data: Data]>([:])
     func load(_ slot: Data) throws -> Data? { slots.withLock { $0[slot] } }
     func save(_ slot: Data, _ record: Data) throws { slots.withLock { $0[slot] = record } }
+    func delete(_ slot: Data) throws { _ = slots.withLock { $0.removeValue(forKey: slot) } }
     func count() -> Int { slots.withLock { $0.count } }
 }
 

@@ -96,10 +96,18 @@ package struct GuessLimit: Sendable {
         record.notBefore = 0
         try store(record)
         remove(slotBefore, keeping: record.passcode, secret: nil)
-        // What the owner is told: the counter's count (every claim, through Keepsake or around
-        // it), or on the other paths the record's.
+        // What the owner is told: the counter's report (every wrong claim of this user's,
+        // through Keepsake or around it, on whichever slot), or on the other paths the record's.
+        // The report goes back to the caller in this call, so it is acknowledged here: the tries
+        // it showed come back. A process that dies before this point leaves it unacknowledged,
+        // and the next right claim reports it again.
+        if let released, let claimed = slotBefore.counterSlot {
+            acknowledge(released, of: claimed, pin: slotBefore.counterPin)
+        }
         let wrong =
-            released.map { WrongPasscodes(count: $0.wrongSinceRight, last: $0.lastWrong) }
+            released.map {
+                WrongPasscodes(count: $0.wrongSinceRight, last: $0.lastWrong, since: $0.firstWrong)
+            }
             ?? WrongPasscodes(count: wrongBefore, last: nil)
         return (kek, released?.secret, wrong.count > 0 ? wrong : nil)
     }
@@ -128,26 +136,43 @@ package struct GuessLimit: Sendable {
     }
 }
 
-/// Wrong passcodes since the owner's last unlock, as the owner is told at the next one: on the
-/// counted path every claim the guess counter counted (through Keepsake or straight at it), with
-/// the time of the last; elsewhere those the device record counted (no time).
+/// Wrong passcodes since the owner was last told, as every route that proves the passcode
+/// (unlock, a lock-screen change, an item read with the passcode, a join) reports them: on the
+/// counted path every claim the guess counter counted against this user (through Keepsake or
+/// straight at it, on any slot), with the times of the first and the last; elsewhere those the
+/// device record counted (no time). At the account's escrow: the claims made there by devices
+/// trying to join (`atAccountEscrow`).
 public struct WrongPasscodes: Sendable, Hashable {
     /// How many.
     public var count: Int
     /// When the last was (nil where it is not known: off the counted path).
     public var last: Date?
+    /// When the first was (nil where it is not known).
+    public var since: Date?
+    /// Claims at the cloud account's escrow (devices trying to join with a passcode), not at
+    /// this device.
+    public var atAccountEscrow: Bool
 
-    /// `count` wrong passcodes, the last at `last`.
-    public init(count: Int, last: Date?) {
+    /// `count` wrong passcodes, the first at `since` and the last at `last`.
+    public init(count: Int, last: Date?, since: Date? = nil, atAccountEscrow: Bool = false) {
         self.count = count
         self.last = last
+        self.since = since
+        self.atAccountEscrow = atAccountEscrow
     }
 
-    /// "3 wrong passcodes since your last unlock, the last at 2026-12-04T11:52:07Z".
+    /// "3 wrong passcodes since your last unlock, the last at 2026-12-04T11:52:07Z"; at the
+    /// account's escrow "2 wrong passcode claims at the account's escrow since
+    /// 2026-12-04T09:00:00Z, the last at …".
     public var notice: String {
+        let when = last.map { ", the last at " + Self.time($0) } ?? ""
+        if atAccountEscrow {
+            let noun = count == 1 ? "wrong passcode claim" : "wrong passcode claims"
+            let since = since.map { " since " + Self.time($0) } ?? ""
+            return "\(count) \(noun) at the account's escrow\(since)\(when)"
+        }
         let noun = count == 1 ? "wrong passcode" : "wrong passcodes"
-        let when = last.map { ", the last at " + Self.time($0) }
-        return "\(count) \(noun) since your last unlock\(when ?? "")"
+        return "\(count) \(noun) since your last unlock\(when)"
     }
 
     /// A time as the notices say it: ISO 8601, UTC, to the second.

@@ -228,6 +228,14 @@ extension GuessLimit {
         if slot.retiredCounterSlots?.isEmpty == true { slot.retiredCounterSlots = nil }
     }
 
+    /// Tells the counter the owner was shown `released`'s report (best effort: one not told
+    /// stays spent and is reported again at the next right claim).
+    func acknowledge(_ released: EscrowClient.Released, of slot: Data, pin: CounterPin?) {
+        guard let counter else { return }
+        try? counter.client(peer: pin.map { .user($0.peer) } ?? .anyOtherUser)
+            .acknowledge(slot, released)
+    }
+
     /// Whether `slot` is an unpinned counter slot (no `counterPin`), at a counter on a socket: it
     /// is registered again, pinned, at the next unlock.
     package func needsPin(_ slot: PasscodeSlot) -> Bool {

@@ -1,0 +1,158 @@
+import Foundation
+import Platform
+import Sealing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Who a request comes from, as the transport knows it.
+package enum EscrowCaller: Sendable, Hashable {
+    /// A local user, by the uid `SO_PEERCRED` gave on the guess counter's socket.
+    case user(UInt32)
+    /// Over the network (the account's escrow, behind TLS): nothing below the protocol names the
+    /// caller; a slot's budget is the one it was registered into.
+    case network
+}
+
+/// The clocks an escrow reads: the wall clock (what reports say) and the time since boot
+/// (`CLOCK_BOOTTIME`, with the boot's ID), which no one moves while the machine runs — the
+/// delays are measured on it.
+package struct EscrowClock: Sendable {
+    package var wall: @Sendable () -> Date
+    package var boot: @Sendable () -> BootInstant
+
+    package init(
+        wall: @escaping @Sendable () -> Date, boot: @escaping @Sendable () -> BootInstant
+    ) {
+        self.wall = wall
+        self.boot = boot
+    }
+
+    /// The machine's clocks.
+    package static let system = EscrowClock(wall: Date.init, boot: BootInstant.now)
+}
+
+/// An instant of one boot: the kernel's boot ID and milliseconds of `CLOCK_BOOTTIME`.
+package struct BootInstant: Sendable, Hashable {
+    /// `/proc/sys/kernel/random/boot_id` (its 36 characters): new at every boot.
+    package var boot: Data
+    package var milliseconds: Int64
+
+    package init(boot: Data, milliseconds: Int64) {
+        self.boot = boot
+        self.milliseconds = milliseconds
+    }
+
+    private static let bootID: Data =
+        (try? Files.read(URL(fileURLWithPath: "/proc/sys/kernel/random/boot_id"), limit: 64))
+        .map { Data($0.prefix(36)) } ?? Data("unknown boot".utf8)
+
+    package static func now() -> BootInstant {
+        var time = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &time)
+        return BootInstant(
+            boot: bootID, milliseconds: Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000)
+    }
+}
+
+/// One caller's wrong-claim budget, as the escrow keeps it beside the slots (under `id(…)`):
+/// what was spent and not yet reported, when, and the caller's live slots.
+///
+/// Every slot of the caller answers to it: a claim on any of them is refused once `spent`
+/// reaches the slot's limit, and then every slot listed is destroyed — their secrets are gone,
+/// so the budget starts again for whatever the caller registers next.
+struct CallerBudget: Equatable {
+    /// Wrong claims not yet shown to the owner in a report that was acknowledged.
+    var spent: Int64 = 0
+    /// The first and the last of them (ms since 1970 on the wall clock; 0: none).
+    var firstWrong: Int64 = 0
+    var lastWrong: Int64 = 0
+    /// The last wrong claim on the boot clock: the boot and its `CLOCK_BOOTTIME` ms.
+    var lastWrongBoot = Data()
+    var lastWrongUptime: Int64 = 0
+    /// The caller's live slots, the least recently used first.
+    var slots: [Data] = []
+
+    /// The most live slots a caller keeps: registering another retires its least recently used.
+    static let maximumSlots = 16
+
+    /// The budget's key among the slots: 16 bytes named by what it belongs to, which no slot ID
+    /// (random) takes.
+    static func id(_ owner: String) -> Data {
+        KeyDerivation.keyedHash(
+            key: SecureBytes(copying: Data(count: 32)), context: "keepsake-escrow budget",
+            Data(owner.utf8)
+        ).unsafeData().prefix(EscrowProtocol.slotIDLength)
+    }
+
+    /// A local user's budget.
+    static func id(user: UInt32) -> Data { id("uid:\(user)") }
+    /// The budget a network slot registered without another's starts.
+    static func id(slot: Data) -> Data { id("slot:\(slot.hexString)") }
+
+    /// One wrong claim, counted (before it is checked).
+    mutating func countWrong(at wall: Date, boot: BootInstant) {
+        spent += 1
+        lastWrong = wall.milliseconds
+        if firstWrong == 0 { firstWrong = lastWrong }
+        lastWrongBoot = boot.boot
+        lastWrongUptime = boot.milliseconds
+    }
+
+    /// `count` tries back (a report that showed them was acknowledged, or a right claim's own).
+    mutating func giveBack(_ count: Int64) {
+        spent = max(0, spent - max(0, count))
+        if spent == 0 { (firstWrong, lastWrong) = (0, 0) }
+    }
+
+    /// When the next claim is taken, or nil when now: the delay for what is spent, measured from
+    /// the last wrong claim on the boot clock within one boot; across a reboot by the wall
+    /// clock, a stored time in the future counting as now — never longer than the delay.
+    func notBefore(_ policy: ClaimPolicy, wall: Date, boot: BootInstant) -> Date? {
+        let delay = Int64(policy.delay(spent: spent) * 1000)
+        guard delay > 0, lastWrong > 0 else { return nil }
+        let elapsed: Int64 =
+            lastWrongBoot == boot.boot
+            ? boot.milliseconds - lastWrongUptime : wall.milliseconds - lastWrong
+        let remaining = delay - min(max(elapsed, 0), delay)
+        guard remaining > 0 else { return nil }
+        return wall + Double(remaining) / 1000
+    }
+
+    /// `slot` is the most recently used.
+    mutating func touch(_ slot: Data) {
+        slots.removeAll { $0 == slot }
+        slots.append(slot)
+    }
+
+    static let magic = Data("KESB".utf8)
+
+    func encoded() -> Data {
+        var record = TLV(magic: Self.magic)
+        record.append(1, spent)
+        record.append(2, firstWrong)
+        record.append(3, lastWrong)
+        record.append(4, lastWrongBoot)
+        record.append(5, lastWrongUptime)
+        record.append(6, slots.reduce(Data(), +))
+        return record.bytes
+    }
+
+    static func parse(_ bytes: Data) -> CallerBudget? {
+        guard let fields = try? TLV.fields(bytes, magic: magic, known: 1...6),
+            let spent = try? fields.int64(1), spent >= 0,
+            let firstWrong = try? fields.int64(2), let lastWrong = try? fields.int64(3),
+            let boot = fields[4], boot.count <= 64, let uptime = try? fields.int64(5),
+            let slots = fields[6], slots.count % EscrowProtocol.slotIDLength == 0,
+            slots.count <= 64 * EscrowProtocol.slotIDLength
+        else { return nil }
+        let flat = Data(slots)
+        return CallerBudget(
+            spent: spent, firstWrong: firstWrong, lastWrong: lastWrong, lastWrongBoot: Data(boot),
+            lastWrongUptime: uptime,
+            slots: stride(from: 0, to: flat.count, by: EscrowProtocol.slotIDLength).map {
+                Data(flat[$0..<($0 + EscrowProtocol.slotIDLength)])
+            })
+    }
+}
