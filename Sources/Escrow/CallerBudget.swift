@@ -100,6 +100,23 @@ struct CallerBudget: Equatable {
         lastWrongUptime = boot.milliseconds
     }
 
+    /// A budget last counted in another boot is carried into this one: the time since its last
+    /// wrong claim taken from the wall clock (none when that lies in the future), so its delay
+    /// runs on this boot's clock from here, never longer than itself. Whether anything changed.
+    mutating func carry(into boot: BootInstant, wall: Date) -> Bool {
+        guard lastWrong > 0, lastWrongBoot != boot.boot else { return false }
+        let elapsed = min(max(0, wall.milliseconds - lastWrong), Int64(Int32.max))
+        lastWrongBoot = boot.boot
+        lastWrongUptime = boot.milliseconds - elapsed
+        return true
+    }
+
+    /// The times a right claim puts back: its own count made it the last wrong one until then.
+    var times: (first: Int64, last: Int64, boot: Data, uptime: Int64) {
+        get { (firstWrong, lastWrong, lastWrongBoot, lastWrongUptime) }
+        set { (firstWrong, lastWrong, lastWrongBoot, lastWrongUptime) = newValue }
+    }
+
     /// `count` tries back (a report that showed them was acknowledged, or a right claim's own).
     mutating func giveBack(_ count: Int64) {
         spent = max(0, spent - max(0, count))

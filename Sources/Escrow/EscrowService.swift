@@ -32,8 +32,9 @@ package final class EscrowService: Sendable {
     /// which costs a retry, never a count).
     private struct Volatile {
         var pending: [Data: Pending] = [:]
-        /// A claim's challenge.
-        var claims: [Data: (challenge: Data, expires: Date)] = [:]
+        /// A claim's challenge, and its budget as it was before the claim was counted (what a
+        /// right proof puts back, unless other claims were counted meanwhile).
+        var claims: [Data: (challenge: Data, expires: Date, before: CallerBudget)] = [:]
         /// A right claim's report, until its claimer acknowledges it: the token and how many
         /// wrong claims it showed.
         var reports: [Data: (token: Data, shown: Int64, expires: Date)] = [:]
@@ -232,6 +233,7 @@ package final class EscrowService: Sendable {
             let budgetID = record.budget!
             var budget = try loadBudget(budgetID)
             let (wall, boot) = (clock.wall(), clock.boot())
+            if budget.carry(into: boot, wall: wall) { try saveBudget(budgetID, budget) }
             guard budget.spent < record.limit else {
                 try exhaust(budgetID, budget, slot, &state)
                 throw EscrowError(
@@ -245,12 +247,13 @@ package final class EscrowService: Sendable {
                 )
             }
             // Counted, durably, before anything that depends on the key is computed or sent.
+            let before = budget
             budget.countWrong(at: wall, boot: boot)
             budget.touch(slot)
             try saveBudget(budgetID, budget)
             let (evaluated, proof) = try evaluate(blinded, record.key)
             let challenge = KeyDerivation.randomBytes(EscrowProtocol.challengeLength)
-            state.claims[slot] = (challenge, wall + EscrowProtocol.challengeLifetime)
+            state.claims[slot] = (challenge, wall + EscrowProtocol.challengeLifetime, before)
             return [(.evaluated, evaluated), (.proof, proof), (.challenge, challenge)]
         }
     }
@@ -286,6 +289,7 @@ package final class EscrowService: Sendable {
             // This claim's own count taken back; the wrong ones before it stay spent until the
             // report that shows them is acknowledged.
             budget.giveBack(1)
+            if budget.spent == issued.before.spent { budget.times = issued.before.times }
             try saveBudget(budgetID, budget)
             let sealed: Data
             do {
@@ -400,8 +404,10 @@ package final class EscrowService: Sendable {
             else {
                 throw EscrowError(.authFailed, "the count is told only to the slot's device")
             }
-            let budget = try loadBudget(record.budget!)
-            let notBefore = budget.notBefore(policy, wall: clock.wall(), boot: clock.boot())
+            var budget = try loadBudget(record.budget!)
+            let (wall, boot) = (clock.wall(), clock.boot())
+            if budget.carry(into: boot, wall: wall) { try saveBudget(record.budget!, budget) }
+            let notBefore = budget.notBefore(policy, wall: wall, boot: boot)
             reply += [
                 (.failures, EscrowProtocol.integer(min(budget.spent, record.limit))),
                 (.sinceRight, EscrowProtocol.integer(budget.spent)),

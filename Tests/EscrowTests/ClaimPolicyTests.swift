@@ -17,70 +17,120 @@ private final class MemorySlots: SlotStorage, @unchecked Sendable {
     func count() -> Int { lock.withLock { records.count } }
 }
 
-/// An escrow service on a clock the test sets, and a client that talks to it.
+/// The wall clock and the boot clock, as the test sets them.
 private final class Clock: Sendable {
-    let now = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+    let wall = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+    let boot = Mutex(BootInstant(boot: Data("boot-1".utf8), milliseconds: 1000))
+
+    var escrowClock: EscrowClock {
+        EscrowClock(wall: { self.wall.withLock { $0 } }, boot: { self.boot.withLock { $0 } })
+    }
+
+    /// Time passes: both clocks move.
+    func advance(_ seconds: TimeInterval) {
+        wall.withLock { $0 += seconds }
+        boot.withLock { $0.milliseconds += Int64(seconds * 1000) }
+    }
+
+    /// Root moves the wall clock; the boot clock does not move.
+    func moveWallClock(_ seconds: TimeInterval) { wall.withLock { $0 += seconds } }
+
+    func reboot() {
+        boot.withLock { $0 = BootInstant(boot: Data(UUID().uuidString.utf8), milliseconds: 500) }
+    }
 }
 
+/// An escrow service on a clock the test sets, and clients that talk to it as local users.
 private final class Counter: Sendable {
     let clock: Clock
     let service: EscrowService
+    let storage = MemorySlots()
     let passcodeKey = SecureBytes(randomCount: 32)
     let reader = Signature.keyPair(seed: SecureBytes(randomCount: 32))
     let registered: EscrowClient.Registered
+    /// The uid the counter's socket would give for this test's device.
+    static let owner = EscrowCaller.user(1000)
 
-    init(policy: ClaimPolicy = .real) throws {
+    init(policy: ClaimPolicy = .real, caller: EscrowCaller = Counter.owner) throws {
         let clock = Clock()
         service = EscrowService(
-            storage: MemorySlots(), counter: "memory", policy: policy,
-            now: { clock.now.withLock { $0 } })
+            storage: storage, counter: "memory", policy: policy, clock: clock.escrowClock)
         self.clock = clock
-        registered = try Self.client(service).register(
+        registered = try Self.client(service, caller).register(
             SecureBytes(randomCount: 32), passcodeKey: passcodeKey,
             salt: Data(count: KeyDerivation.saltLength), cost: .minimum, limit: 10,
             reader: reader.publicKey)
     }
 
-    static func client(_ service: EscrowService) -> EscrowClient {
+    static func client(_ service: EscrowService, _ caller: EscrowCaller = owner) -> EscrowClient {
         EscrowClient { method, path, body throws(EscrowError) in
-            service.answer(method: method, path: path, body: body)
+            service.answer(method: method, path: path, body: body, caller: caller)
         }
     }
 
-    var client: EscrowClient { Self.client(service) }
+    func client(as caller: EscrowCaller = owner) -> EscrowClient { Self.client(service, caller) }
 
-    func advance(_ seconds: TimeInterval) { clock.now.withLock { $0 += seconds } }
+    func advance(_ seconds: TimeInterval) { clock.advance(seconds) }
 
-    /// One wrong claim: its error code.
-    func wrong() -> EscrowError.Code? {
+    /// One wrong claim on `slot` (the first slot by default): its error code.
+    func wrong(_ slot: EscrowClient.Registered? = nil, as caller: EscrowCaller = owner)
+        -> EscrowError.Code?
+    {
+        let slot = slot ?? registered
         do throws(EscrowError) {
-            _ = try client.claim(
-                registered.slot, passcodeKey: SecureBytes(randomCount: 32),
-                publicKey: registered.publicKey)
+            _ = try client(as: caller).claim(
+                slot.slot, passcodeKey: SecureBytes(randomCount: 32), publicKey: slot.publicKey)
             return nil
         } catch { return error.code }
     }
 
+    /// A right claim, its report not acknowledged.
     func right() throws(EscrowError) -> EscrowClient.Released {
-        try client.claim(registered.slot, passcodeKey: passcodeKey, publicKey: registered.publicKey)
+        try client().claim(
+            registered.slot, passcodeKey: passcodeKey, publicKey: registered.publicKey)
+    }
+
+    /// A right claim whose report is shown and acknowledged.
+    func rightAndAcknowledged() throws(EscrowError) -> EscrowClient.Released {
+        let released = try right()
+        try client().acknowledge(registered.slot, released)
+        return released
+    }
+
+    /// Another slot of the same caller (a new registration, a passcode change, a pin-less record).
+    func register(as caller: EscrowCaller = owner) throws(EscrowError) -> EscrowClient.Registered {
+        try client(as: caller).register(
+            SecureBytes(randomCount: 32), passcodeKey: passcodeKey,
+            salt: Data(count: KeyDerivation.saltLength), cost: .minimum, limit: 10,
+            reader: reader.publicKey)
     }
 
     var count: EscrowClient.Count {
-        get throws { try #require(try client.count(of: registered.slot, reader: reader).count) }
+        get throws { try #require(try client().count(of: registered.slot, reader: reader).count) }
     }
 }
 
-@Suite("How wrong claims are spent: never refunded, one back a day, delays no unlock hides")
+@Suite(
+    "How wrong claims are spent: the caller's budget, never refunded by time, back only through an acknowledged report; delays on the boot clock"
+)
 struct ClaimPolicyTests {
     @Test(
-        "the first 5 wrong claims come at once; the 6th waits a minute (refused, not counted), then 5 min, 15 min, 15 min, 1 hour; a right claim waits the same and takes back only its own count"
+        "the first 5 wrong claims come at once; the 6th waits a minute (refused with the time, not counted), then 5 min, 15 min, 15 min, 1 hour; a right claim reports 9, and only its acknowledgement gives them back"
     )
     func delays() throws {
         let counter = try Counter()
         for _ in 0..<5 { #expect(counter.wrong() == .authFailed) }
         #expect(try counter.count.spent == 5)
         // Too soon: refused with the time it is taken again, and not counted.
-        #expect(counter.wrong() == .wait)
+        do throws(EscrowError) {
+            _ = try counter.client().claim(
+                counter.registered.slot, passcodeKey: SecureBytes(randomCount: 32),
+                publicKey: counter.registered.publicKey)
+            Issue.record("a claim too soon was taken")
+        } catch {
+            #expect(error.code == .wait)
+            #expect(error.message.contains("the next claim is taken after 20"))
+        }
         #expect(try counter.count.spent == 5)
         #expect(try counter.count.notBefore != nil)
         #expect(throws: EscrowError.self) { try counter.right() }
@@ -95,38 +145,158 @@ struct ClaimPolicyTests {
         }
         #expect(waited == [60, 300, 900, 900])
         #expect(try counter.count.spent == 9)
-        // The owner too waits the hour; then the right claim is told 9 and 9 stay spent.
+        // The owner too waits the hour; then the right claim reports 9, first and last.
         #expect(throws: EscrowError.self) { try counter.right() }
         counter.advance(3600)
         let released = try counter.right()
         #expect(released.wrongSinceRight == 9 && released.lastWrong != nil)
+        #expect(released.firstWrong != nil && released.firstWrong! < released.lastWrong!)
+        // Not acknowledged (the process died before it showed it): still spent, reported again.
         #expect(try counter.count.spent == 9)
-        #expect(try counter.count.wrongSinceRight == 0)
-        print(
-            "claims: waits of \(waited) s after the 5th wrong claim; 9 stayed spent after the right one"
-        )
+        let again = try counter.rightAndAcknowledged()
+        #expect(again.wrongSinceRight == 9)
+        #expect(try counter.count.spent == 0 && counter.count.wrongSinceRight == 0)
+        print("claims: waits of \(waited) s after the 5th wrong claim; 9 reported twice until acknowledged")
     }
 
     @Test(
-        "one spent try comes back a day: an attacker who spent 9 gets one more guess a day, never a fresh allowance; a quiet slot goes back to 0"
+        "no refund by time: 9 wrong claims stay 9 after a year on both clocks, and the 10th destroys the slot; a wrong claim made with the wall clock a year ahead does not lock the owner out past its delay"
     )
-    func recovery() throws {
-        let counter = try Counter(policy: ClaimPolicy(recovery: 86_400, delays: []))
+    func noRefundByTime() throws {
+        let counter = try Counter(policy: ClaimPolicy(delays: []))
         for _ in 0..<9 { #expect(counter.wrong() == .authFailed) }
-        counter.advance(86_400 - 1)
+        counter.advance(365 * 86_400)
         #expect(try counter.count.spent == 9)
-        counter.advance(1)
-        #expect(try counter.count.spent == 8)
-        // A day's guess spent again: still one from the end, never more.
-        #expect(counter.wrong() == .authFailed)
+        counter.clock.moveWallClock(5 * 365 * 86_400)
+        counter.clock.reboot()
         #expect(try counter.count.spent == 9)
-        counter.advance(9 * 86_400)
-        #expect(try counter.count.spent == 0)
-        // Ten in a row after all that: the slot is gone.
-        for guess in 0..<10 {
-            #expect(counter.wrong() == (guess < 9 ? .authFailed : .destroyed))
-        }
+        #expect(counter.wrong() == .destroyed)
         #expect(throws: EscrowError.self) { try counter.right() }
+
+        // Root moves the clock a year ahead, makes 5 wrong claims (the 6th would wait a minute),
+        // then sets it right and reboots: the owner waits at most the minute, never a year.
+        let owner = try Counter()
+        owner.clock.moveWallClock(365 * 86_400)
+        for _ in 0..<5 { #expect(owner.wrong() == .authFailed) }
+        owner.clock.moveWallClock(-365 * 86_400)
+        owner.clock.reboot()
+        let notBefore = try #require(try owner.count.notBefore)
+        #expect(notBefore.timeIntervalSince(owner.clock.wall.withLock { $0 }) <= 60)
+        owner.advance(60)
+        #expect(try owner.rightAndAcknowledged().wrongSinceRight == 5)
+    }
+
+    @Test(
+        "delays run on the boot clock: moving the wall clock a day ahead within a boot skips no delay"
+    )
+    func delaysOnTheBootClock() throws {
+        let counter = try Counter()
+        for _ in 0..<5 { #expect(counter.wrong() == .authFailed) }
+        counter.clock.moveWallClock(86_400)
+        #expect(counter.wrong() == .wait)
+        counter.advance(60)
+        #expect(counter.wrong() == .authFailed)
+    }
+
+    @Test(
+        "the budget is the caller's: a new slot (a re-registration, a passcode change, a pin-less record) and a removed one give nothing back; at 10 every slot of the caller is destroyed; another user neither sees the slot nor shares the count"
+    )
+    func budgetPerCaller() throws {
+        let counter = try Counter(policy: ClaimPolicy(delays: []))
+        for _ in 0..<4 { #expect(counter.wrong() == .authFailed) }
+        // A new slot of the same user starts where the user stands.
+        let second = try counter.register()
+        for _ in 0..<3 { #expect(counter.wrong(second) == .authFailed) }
+        #expect(try counter.count.spent == 7)
+        // Removing the first slot (as its reader) gives nothing back.
+        try counter.client().remove(counter.registered.slot, reader: counter.reader)
+        let third = try counter.register()
+        #expect(
+            try counter.client().count(of: third.slot, reader: counter.reader).count?.spent == 7)
+        // Another local user: no such slot, and a budget of its own.
+        let stranger = EscrowCaller.user(12345)
+        #expect(counter.wrong(third, as: stranger) == .notFound)
+        #expect(throws: EscrowError.self) {
+            try counter.client(as: stranger).count(of: third.slot, reader: counter.reader)
+        }
+        let strangers = try counter.register(as: stranger)
+        #expect(
+            try counter.client(as: stranger).count(of: strangers.slot, reader: counter.reader)
+                .count?.spent == 0)
+        // Three more on the third slot: the 10th destroys every slot of the user's.
+        #expect(counter.wrong(third) == .authFailed)
+        #expect(counter.wrong(third) == .authFailed)
+        #expect(counter.wrong(third) == .destroyed)
+        #expect(counter.wrong(second) == .destroyed)
+        // The stranger's slot lives on.
+        #expect(counter.wrong(strangers, as: stranger) == .authFailed)
+        print("budget per caller: 4 + 3 + 3 wrong claims on three slots of one user, then all gone")
+    }
+
+    @Test(
+        "a report clears only what it showed: a wrong claim made between a right claim and its acknowledgement stays spent and is reported next"
+    )
+    func reportClearsWhatItShowed() throws {
+        let counter = try Counter(policy: ClaimPolicy(delays: []))
+        for _ in 0..<3 { #expect(counter.wrong() == .authFailed) }
+        let released = try counter.right()
+        #expect(released.wrongSinceRight == 3)
+        #expect(counter.wrong() == .authFailed)
+        try counter.client().acknowledge(counter.registered.slot, released)
+        #expect(try counter.count.spent == 1)
+        // A token is taken once, and only by its own slot's claimer.
+        #expect(throws: EscrowError.self) {
+            try counter.client().acknowledge(counter.registered.slot, released)
+        }
+        #expect(try counter.count.spent == 1)
+        #expect(try counter.rightAndAcknowledged().wrongSinceRight == 1)
+        #expect(try counter.count.spent == 0)
+    }
+
+    @Test(
+        "one user's registrations in a loop retire only that user's least recently used slots: the table does not grow, another user's slot stays"
+    )
+    func registrationFlood() throws {
+        let counter = try Counter(policy: ClaimPolicy(delays: []))
+        let stranger = EscrowCaller.user(4242)
+        let before = counter.storage.count()
+        var made: [EscrowClient.Registered] = []
+        for _ in 0..<40 { made.append(try counter.register(as: stranger)) }
+        #expect(counter.storage.count() <= before + CallerBudget.maximumSlots + 1)
+        // The owner's slot answers; the stranger's first ones are gone, its last ones live.
+        #expect(try counter.rightAndAcknowledged().wrongSinceRight == 0)
+        #expect(counter.wrong(made[0], as: stranger) == .notFound)
+        #expect(counter.wrong(made[39], as: stranger) == .authFailed)
+    }
+
+    @Test(
+        "at the account's escrow a re-registration joins the earlier slot's budget only when signed by its reader key"
+    )
+    func networkInherit() throws {
+        let counter = try Counter(policy: ClaimPolicy(delays: []), caller: .network)
+        for _ in 0..<4 { #expect(counter.wrong(as: .network) == .authFailed) }
+        let client = counter.client(as: .network)
+        let joined = try client.register(
+            SecureBytes(randomCount: 32), passcodeKey: counter.passcodeKey,
+            salt: Data(count: KeyDerivation.saltLength), cost: .minimum, limit: 10,
+            reader: counter.reader.publicKey,
+            inherit: (counter.registered.slot, counter.reader.secretKey))
+        #expect(try client.count(of: joined.slot, reader: counter.reader).count?.spent == 4)
+        // Signed by another key: refused, nothing registered into the budget.
+        let forger = Signature.keyPair(seed: SecureBytes(randomCount: 32))
+        do throws(EscrowError) {
+            _ = try client.register(
+                SecureBytes(randomCount: 32), passcodeKey: counter.passcodeKey,
+                salt: Data(count: KeyDerivation.saltLength), cost: .minimum, limit: 10,
+                reader: forger.publicKey, inherit: (counter.registered.slot, forger.secretKey))
+            Issue.record("a forged inherit was taken")
+        } catch { #expect(error.code == .authFailed) }
+        // A registration naming no earlier slot has a budget of its own.
+        let fresh = try client.register(
+            SecureBytes(randomCount: 32), passcodeKey: counter.passcodeKey,
+            salt: Data(count: KeyDerivation.saltLength), cost: .minimum, limit: 10,
+            reader: counter.reader.publicKey)
+        #expect(try client.count(of: fresh.slot, reader: counter.reader).count?.spent == 0)
     }
 
     @Test(

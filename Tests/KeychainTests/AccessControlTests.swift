@@ -110,7 +110,8 @@ struct AccessControlTests {
                     credentials: .init(
                         presencePublicKey: try phone.device.presencePublicKey(),
                         presenceSecretKey: try phone.device.presenceSecretKey(
-                            passcode: PinPhone.pin)))
+                            passcode: PinPhone.pin
+                        ).key))
             } == KeychainStatus.authFailed)
     }
 
