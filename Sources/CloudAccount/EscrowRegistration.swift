@@ -45,7 +45,10 @@ struct EscrowRegistration {
         // The new slot joins the old one's budget (signed by the old slot's reader key): a
         // passcode change or a rotation gives no wrong claim back.
         let inherit = old.map {
-            (slot: $0.slot, reader: EscrowProtocol.reader(secret: previousKey ?? accountKey).secretKey)
+            (
+                slot: $0.slot,
+                reader: EscrowProtocol.reader(secret: previousKey ?? accountKey).secretKey
+            )
         }
         let register = { (inherit: (slot: Data, reader: SecureBytes)?) throws(EscrowError) in
             try client.register(
@@ -56,7 +59,8 @@ struct EscrowRegistration {
         }
         let slot: Data
         do {
-            do { slot = try register(inherit) } catch  where inherit != nil
+            do { slot = try register(inherit) } catch
+                where inherit != nil
                 && [.notFound, .destroyed].contains(error.code)
             {
                 slot = try register(nil)  // the old slot is gone, and its budget with it

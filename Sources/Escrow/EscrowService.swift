@@ -129,7 +129,8 @@ package final class EscrowService: Sendable {
         let key = OPRF.newKey()
         let (evaluated, proof) = try evaluate(blinded, key)
         let slot = KeyDerivation.randomBytes(EscrowProtocol.slotIDLength)
-        let budget: Data? = if case .user(let uid) = caller { CallerBudget.id(user: uid) } else { nil }
+        let budget: Data? =
+            if case .user(let uid) = caller { CallerBudget.id(user: uid) } else { nil }
         try state.withLock { (state) throws(EscrowError) in
             let now = clock.wall()
             state.pending = state.pending.filter { $0.value.expires > now }
@@ -186,7 +187,9 @@ package final class EscrowService: Sendable {
             record.key = pending.key
             // A local user's slot is in its user's budget, whatever it names.
             let budgetID: Data
-            if let own = pending.budget { budgetID = own } else {
+            if let own = pending.budget {
+                budgetID = own
+            } else {
                 budgetID = try budget(joining: inherit, slot: slot)
             }
             record.budget = budgetID
@@ -520,7 +523,9 @@ package final class EscrowService: Sendable {
         }
         if record.budget == nil {
             let id: Data
-            if case .user(let uid) = caller { id = CallerBudget.id(user: uid) } else {
+            if case .user(let uid) = caller {
+                id = CallerBudget.id(user: uid)
+            } else {
                 id = CallerBudget.id(slot: slot)
             }
             var budget = try loadBudget(id)
@@ -541,7 +546,8 @@ package final class EscrowService: Sendable {
         }
         guard let bytes else { return CallerBudget() }
         guard let budget = CallerBudget.parse(bytes) else {
-            throw EscrowError(.unavailable, "the escrow's record of a caller's count does not decode")
+            throw EscrowError(
+                .unavailable, "the escrow's record of a caller's count does not decode")
         }
         return budget
     }

@@ -156,7 +156,9 @@ struct ClaimPolicyTests {
         let again = try counter.rightAndAcknowledged()
         #expect(again.wrongSinceRight == 9)
         #expect(try counter.count.spent == 0 && counter.count.wrongSinceRight == 0)
-        print("claims: waits of \(waited) s after the 5th wrong claim; 9 reported twice until acknowledged")
+        print(
+            "claims: waits of \(waited) s after the 5th wrong claim; 9 reported twice until acknowledged"
+        )
     }
 
     @Test(

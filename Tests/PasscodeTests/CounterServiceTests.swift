@@ -35,8 +35,8 @@ struct CounterServiceTests {
         #expect(report.wrongPasscodes?.count == 1 && report.wrongPasscodes?.last != nil)
         let status = try device.status()
         #expect(status.guessLimit == "service" && status.countedIn == "software TPM (IBM SW)")
-        // A wrong passcode is spent: the right one takes back its own claim, not the wrong one.
-        #expect(status.failedAttempts == 1 && status.state == .unlocked)
+        // The wrong one was reported to the owner in this call: its try came back then.
+        #expect(status.failedAttempts == 0 && status.state == .unlocked)
         // What the record holds opens nothing without the counter: the software path's KEK from
         // the right passcode and the device secret does not unwrap the class keys.
         let passcodeKey = try PasscodeKeys.passcodeKey(
@@ -62,28 +62,33 @@ struct CounterServiceTests {
     }
 
     @Test(
-        "wrong passcodes are spent, not refunded: 9 wrong, the right one unlocks and the owner is told 9; the count stays 9 and the next wrong one disables the device, even for the right one; resetting the record's count changes nothing; wipe recovers"
+        "wrong passcodes stay spent until the owner is told: 9 wrong, the right one unlocks and reports 9, and only then do they come back; 10 wrong with no unlock between disable the device, even for the right one; resetting the record's count changes nothing; wipe recovers"
     )
-    func spentNotRefunded() throws {
+    func spentUntilReported() throws {
         let counter = try PrivateEscrow.counter()
         let service = try PrivateSecretService.start()
         let device = service.device(retryPolicy: quick, counter: counter)
         try device.setLockScreen(.pin, passcode: "135790", currentPasscode: nil)
         try device.reboot()
-        for guess in 0..<9 {
-            #expect(
-                code {
-                    try device.unlock(passcode: SecureBytes(copying: Data("00000\(guess)".utf8)))
-                }
-                    == .authFailed)
+        func wrongs(_ count: Int) {
+            for guess in 0..<count {
+                #expect(
+                    code {
+                        try device.unlock(
+                            passcode: SecureBytes(copying: Data("00000\(guess)".utf8)))
+                    } == .authFailed)
+            }
         }
+        wrongs(9)
+        #expect(try device.status().failedAttempts == 9)
         let report = try device.unlockReporting(passcode: "135790")
         #expect(report.wrongPasscodes?.count == 9)
         #expect(
             report.wrongPasscodes?.notice.hasPrefix(
                 "9 wrong passcodes since your last unlock, the last at 20") == true)
-        #expect(try device.status().failedAttempts == 9)
+        #expect(try device.status().failedAttempts == 0)
         try device.reboot()
+        wrongs(9)
         #expect(code { try device.unlock(passcode: "111111") } == .disabled)
         try resetStoredFailures(device)
         #expect(code { try device.unlock(passcode: "135790") } == .disabled)
@@ -93,12 +98,57 @@ struct CounterServiceTests {
         try device.reboot()
         try device.unlock(passcode: "135790")
         print(
-            "counter service: 9 wrong passcodes stayed spent across the owner's unlock (told 9); the 10th disabled the device; a reset record count gained nothing; wipe recovers"
+            "counter service: 9 wrong passcodes came back only with the report that told them; 10 in a row disabled the device; a reset record count gained nothing; wipe recovers"
         )
     }
 
     @Test(
-        "another process of the user, holding everything the user holds (the device record, the counter's address), gets at most 10 passcode checks in all, however the owner's unlocks fall between them, and the owner is told each time: claims that skip Keepsake are counted and never refunded, the count is not told to it, a removal without the slot's secret and a rewritten salt are refused"
+        "deleting or editing a field of the device record, or putting back an earlier copy, gives no guess back: the 4 wrong claims stay on the user's budget (a new slot starts at 4), and an owner's unlock that goes through reports them",
+        arguments: [
+            "counterPin", "counterSlot", "retiredCounterSlots", "failures and notBefore", "salt",
+            "the whole record from before",
+        ])
+    func recordEditsGiveNothingBack(field: String) throws {
+        let counter = try PrivateEscrow.counter()
+        let service = try PrivateSecretService.start()
+        let device = service.device(retryPolicy: quick, counter: counter)
+        try device.setLockScreen(.pin, passcode: "864200", currentPasscode: nil)
+        try device.reboot()
+        let earlier = try device.records.load()
+        for guess in 0..<4 {
+            #expect(
+                code {
+                    try device.unlock(passcode: SecureBytes(copying: Data("11111\(guess)".utf8)))
+                }
+                    == .authFailed)
+        }
+        let loaded = try device.records.load()
+        var edited = loaded.record
+        switch field {
+        case "counterPin": edited.passcode.counterPin = nil
+        case "counterSlot": edited.passcode.counterSlot = nil
+        case "retiredCounterSlots": edited.passcode.retiredCounterSlots = nil
+        case "failures and notBefore": (edited.failures, edited.notBefore) = (0, 0)
+        case "salt": edited.passcode.salt = Data(repeating: 7, count: KeyDerivation.saltLength)
+        default: edited = earlier.record
+        }
+        try device.records.store(edited, replacing: loaded.path)
+        // What the user's processes can reach says 4: a slot registered now starts there.
+        let reader = EscrowProtocol.reader(secret: SecureBytes(randomCount: 32))
+        let client = counter.configuration.client(peer: .user(PrivateEscrow.counterUser))
+        let fresh = try client.register(
+            SecureBytes(randomCount: 32), passcodeKey: SecureBytes(randomCount: 32),
+            salt: Data(count: KeyDerivation.saltLength), cost: .minimum, limit: 10,
+            reader: reader.publicKey)
+        #expect(try client.count(of: fresh.slot, reader: reader).count?.spent == 4, "\(field)")
+        // The owner: refused (the record no longer checks), or unlocked and told the 4.
+        if let report = try? device.unlockReporting(passcode: "864200") {
+            #expect(report.wrongPasscodes?.count == 4, "\(field)")
+        }
+    }
+
+    @Test(
+        "another process of the user, holding everything the user holds (the device record, the counter's address), gets at most 10 passcode checks between two of the owner's unlocks, and the owner is told of each at the next: claims that skip Keepsake are counted and come back only with that report, the count is not told to it, a removal without the slot's secret and a rewritten salt are refused"
     )
     func attackerOfTheSameUser() throws {
         let counter = try PrivateEscrow.counter()
@@ -133,8 +183,9 @@ struct CounterServiceTests {
                 of: slot, reader: Signature.keyPair(seed: SecureBytes(randomCount: 32)))
         }
         // Guesses straight at the counter, with the real salt, cost and key, skipping Keepsake,
-        // in three rounds with the owner's right unlock between them: each counted and none
-        // refunded; the owner is told at each unlock; the 10th destroys the slot.
+        // in three rounds with the owner's right unlock between them: each counted, and the
+        // owner told of each round at the next unlock (only that gives them back); then 10 in a
+        // row with no unlock between: the 10th destroys the slot.
         var answers: [EscrowError.Code] = []
         var told: [Int] = []
         var guess = 0
@@ -153,13 +204,24 @@ struct CounterServiceTests {
                 try device.reboot()
             }
         }
-        #expect(told == [5, 4])
+        #expect(told == [5, 4, 3])
+        #expect(answers == Array(repeating: .authFailed, count: 12))
+        answers = []
+        for _ in 0..<11 {
+            let key = try PasscodeKeys.passcodeKey(
+                SecureBytes(copying: Data("88888\(guess)".utf8)), salt: status.salt,
+                cost: status.cost)
+            guess += 1
+            do throws(EscrowError) {
+                _ = try client.claim(slot, passcodeKey: key, publicKey: status.publicKey)
+            } catch { answers.append(error.code) }
+        }
         #expect(
             answers == Array(repeating: .authFailed, count: 9)
-                + Array(repeating: .destroyed, count: 3))
+                + Array(repeating: .destroyed, count: 2))
         #expect(code { try device.unlock(passcode: "246810") } == .disabled)
         print(
-            "counter service: an outside process got 9 checks across two of the owner's unlocks (told 5, then 4), the 10th destroyed the slot"
+            "counter service: an outside process's rounds of 5, 4 and 3 were each told at the owner's next unlock; 10 in a row destroyed the slot"
         )
     }
 
@@ -359,5 +421,58 @@ private final class Impostor: @unchecked Sendable {
         lock.withLock { running = false }
         shutdown(fd, Int32(SHUT_RDWR))
         close(fd)
+    }
+}
+
+@Suite(
+    "Every route that proves the passcode tells the owner, and forgetting never waits",
+    .enabled(
+        if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"),
+    .enabled(
+        if: PrivateEscrow.canRunCounter, "the counter runs as a user of its own: needs root"))
+struct PasscodeReportTests {
+    @Test(
+        "a lock-screen change and an item read with the passcode report the wrong passcodes before them, as an unlock does, each clearing what it showed"
+    )
+    func everyRouteReports() throws {
+        let counter = try PrivateEscrow.counter()
+        let service = try PrivateSecretService.start()
+        let device = service.device(retryPolicy: quick, counter: counter)
+        try device.setLockScreen(.pin, passcode: "902468", currentPasscode: nil)
+        try device.reboot()
+        #expect(code { try device.unlock(passcode: "000001") } == .authFailed)
+        let change = try device.setLockScreen(.pin, passcode: "902469", currentPasscode: "902468")
+        #expect(change.wrongPasscodes?.count == 1 && change.wrongPasscodes?.last != nil)
+        #expect(try device.status().failedAttempts == 0)
+        try device.reboot()
+        #expect(code { try device.unlock(passcode: "000002") } == .authFailed)
+        #expect(code { try device.unlock(passcode: "000003") } == .authFailed)
+        let proved = try device.presenceSecretKey(passcode: "902469")
+        #expect(proved.wrongPasscodes?.count == 2)
+        #expect(try device.status().failedAttempts == 0)
+        // Nothing wrong since: nothing to report.
+        #expect(try device.unlockReporting(passcode: "902469").wrongPasscodes == nil)
+    }
+
+    @Test(
+        "lock and reboot drop the runtime keys with the Secret Service frozen or gone: the device reads locked, then before first unlock, once it answers again"
+    )
+    func forgettingNeverWaits() throws {
+        let service = try PrivateSecretService.start()
+        let device = service.device(retryPolicy: quick)
+        try device.setLockScreen(.pin, passcode: "5151", currentPasscode: nil)
+        #expect(try device.state() == .unlocked)
+        // Another process (a fresh Device on the same directory) locks while the provider is
+        // frozen: no call reaches it.
+        service.freeze()
+        let started = Date()
+        try service.device(retryPolicy: quick).lock()
+        service.thaw()
+        #expect(Date().timeIntervalSince(started) < 2)
+        #expect(try device.state() == .locked)
+        service.kill()
+        try service.device(retryPolicy: quick).reboot()
+        try service.restart()
+        #expect(try service.device(retryPolicy: quick).state() == .beforeFirstUnlock)
     }
 }
