@@ -154,6 +154,34 @@ struct JoinTests {
     }
 
     @Test(
+        "with the escrow: wrong passcode claims by a joining device reach the owner's devices (read at unlock with the account's reader key), a right join reports and acknowledges them, and a passcode change keeps them counted against the account"
+    )
+    func escrowWrongClaimsReachTheOwner() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let (phoneService, phone) = try member(cloud)
+        defer { withExtendedLifetime(phoneService) {} }
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        #expect(phone.escrowWrongClaims() == nil)
+        let (tabletService, tablet) = try member(cloud)
+        defer { withExtendedLifetime(tabletService) {} }
+        for guess in ["0000", "0001", "0002"] {
+            #expect(code { try tablet.join(passcode: SecureBytes(copying: Data(guess.utf8))) } == .authFailed)
+        }
+        let notice = try #require(phone.escrowWrongClaims())
+        #expect(notice.count == 3 && notice.atAccountEscrow)
+        #expect(notice.notice.hasPrefix("3 wrong passcode claims at the account's escrow since 20"))
+        try phone.device.reboot()
+        #expect(try phone.unlockReporting(passcode: "4711").escrowWrongClaims?.count == 3)
+        // A passcode change registers a new slot in the same budget: still 3.
+        try phone.setLockScreen(.pin, passcode: "8642", currentPasscode: "4711")
+        #expect(phone.escrowWrongClaims()?.count == 3)
+        // The right join reports them, and only then are they given back.
+        let joined = try tablet.joinReporting(passcode: "8642")
+        #expect(joined.wrongPasscodes?.count == 3 && joined.wrongPasscodes?.atAccountEscrow == true)
+        #expect(phone.escrowWrongClaims() == nil)
+    }
+
+    @Test(
         "with the escrow: 10 wrong passcode claims from two devices together destroy the escrow record for good; the right passcode then fails too"
     )
     func escrowLimit() throws {
