@@ -70,7 +70,9 @@ int32_t keepsake_hint_set(keepsake_app *app, const char *json, char **error);
 int32_t keepsake_hint_clear(keepsake_app *app, char **error);
 
 /* The lock screen: its status as JSON; an unlock with the passcode's bytes, and (notice, may be
- * NULL) what to tell the owner of wrong passcodes since the last unlock, or NULL. */
+ * NULL) what to tell the owner of wrong passcodes since the last unlock and of wrong claims at
+ * the account's escrow (one line each), or NULL. The tries it reports come back as it is
+ * returned: show it. */
 int32_t keepsake_lockscreen_status(keepsake_app *app, char **json, char **error);
 int32_t keepsake_lockscreen_unlock(keepsake_app *app, const uint8_t *passcode, size_t length,
                                    char **notice, char **error);

@@ -45,7 +45,7 @@ package struct BootInstant: Sendable, Hashable {
     }
 
     private static let bootID: Data =
-        (try? Files.read(URL(fileURLWithPath: "/proc/sys/kernel/random/boot_id"), limit: 64))
+        FileManager.default.contents(atPath: "/proc/sys/kernel/random/boot_id")
         .map { Data($0.prefix(36)) } ?? Data("unknown boot".utf8)
 
     package static func now() -> BootInstant {

@@ -260,7 +260,9 @@ public func keepsake_lockscreen_unlock(
             }
         }
         let report = try open.account.unlockReporting(passcode: secret)
-        if let wrong = report.wrongPasscodes { notice?.pointee = cString(wrong.notice) }
+        // The device's own wrong passcodes, then the account escrow's wrong claims: one line each.
+        let lines = [report.wrongPasscodes, report.escrowWrongClaims].compactMap { $0?.notice }
+        if !lines.isEmpty { notice?.pointee = cString(lines.joined(separator: "\n")) }
     }
 }
 

@@ -11,7 +11,7 @@ import Testing
         if: PrivateSecretService.runsKeepsakesOwnRules, "Keepsake's own rule: gnome-keyring pass"))
 struct RecordReadsTests {
     @Test(
-        "an unlock in a new process reads the record once and writes it twice (the guess counted, then cleared); status and lock read it once and write nothing"
+        "an unlock in a new process reads the record once and writes it twice (the guess counted, then cleared); status reads it once and writes nothing; lock and reboot never call the Secret Service"
     )
     func oneReadPerOperation() throws {
         let service = InMemorySecretService()
@@ -30,6 +30,10 @@ struct RecordReadsTests {
 
         service.forgetCalls()
         try device.lock()
-        #expect(service.calls == read)
+        #expect(service.calls == [])
+        // Another process's device, which never read the record: neither does its lock or reboot.
+        try service.device("reads").lock()
+        try service.device("reads").reboot()
+        #expect(service.calls == [])
     }
 }

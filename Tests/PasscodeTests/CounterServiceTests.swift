@@ -226,6 +226,71 @@ struct CounterServiceTests {
     }
 
     @Test(
+        "another local user's flood — 40 half-open connections held and requests in a loop on the counter's socket — neither fails nor starves the owner's unlocks"
+    )
+    func floodFromAnotherUser() throws {
+        let counter = try PrivateEscrow.counter()
+        let service = try PrivateSecretService.start()
+        let device = service.device(retryPolicy: quick, counter: counter)
+        try device.setLockScreen(.pin, passcode: "517263", currentPasscode: nil)
+        let socket = try #require(counter.configuration.socket)
+        let script = """
+            import socket, sys, threading, time
+            path, end = sys.argv[1], time.time() + float(sys.argv[2])
+            def connect(head):
+                s = socket.socket(socket.AF_UNIX)
+                s.settimeout(2)
+                s.connect(path)
+                s.sendall(head)
+                return s
+            def half_open():
+                while time.time() < end:
+                    held = []
+                    for _ in range(40):
+                        try: held.append(connect(b"POST /v1/register HTTP/1.1\\r\\n"))
+                        except OSError: pass
+                    time.sleep(0.5)
+                    for s in held: s.close()
+            def requests():
+                while time.time() < end:
+                    try:
+                        s = connect(b"POST /v1/register HTTP/1.1\\r\\nContent-Length: 0\\r\\n\\r\\n")
+                        s.recv(4096)
+                        s.close()
+                    except OSError: pass
+            threads = [threading.Thread(target=half_open)] + [threading.Thread(target=requests) for _ in range(4)]
+            for t in threads: t.start()
+            print("flooding", flush=True)
+            for t in threads: t.join()
+            """
+        let flood = Process()
+        flood.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        flood.arguments = [
+            "--reuid=64125", "--regid=64125", "--clear-groups", "/usr/bin/python3", "-c", script,
+            socket, "20",
+        ]
+        let output = Pipe()
+        flood.standardOutput = output
+        try flood.run()
+        defer { flood.terminate() }
+        // Started: its first line says so.
+        _ = output.fileHandleForReading.availableData
+        usleep(300_000)
+        var times: [Double] = []
+        for _ in 0..<5 {
+            try device.reboot()
+            let started = Date()
+            try device.unlock(passcode: "517263")
+            times.append(Date().timeIntervalSince(started))
+            #expect(try device.state() == .unlocked)
+        }
+        #expect(flood.isRunning, "the flood ran throughout")
+        print(
+            "counter under another uid's flood: 5 unlocks, each \(times.map { String(format: "%.3f", $0) }) s"
+        )
+    }
+
+    @Test(
         "an impostor at the counter's address — another user answering on the socket while the service is down, or a socket in a directory others can write to — gets nothing: the device checks who answers (SO_PEERCRED) and the path before it sends a byte, and the unlock fails saying so"
     )
     func impostorOnTheSocket() throws {
