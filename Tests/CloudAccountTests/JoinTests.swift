@@ -165,7 +165,9 @@ struct JoinTests {
         let (tabletService, tablet) = try member(cloud)
         defer { withExtendedLifetime(tabletService) {} }
         for guess in ["0000", "0001", "0002"] {
-            #expect(code { try tablet.join(passcode: SecureBytes(copying: Data(guess.utf8))) } == .authFailed)
+            #expect(
+                code { try tablet.join(passcode: SecureBytes(copying: Data(guess.utf8))) }
+                    == .authFailed)
         }
         let notice = try #require(phone.escrowWrongClaims())
         #expect(notice.count == 3 && notice.atAccountEscrow)

@@ -1,7 +1,7 @@
 // libFuzzer target: the escrow service's answer to any request (Sources/Escrow) — what anyone who
 // reaches its address can send. The first byte picks the path; the rest is the body. Checks that
 // nothing crashes, every answer is a well-formed escrow message within the size bound, and a
-// request that is refused as malformed never changes a slot's count.
+// request that is refused as malformed never changes a slot's count (its budget's record).
 import Foundation
 import Synchronization
 
@@ -38,13 +38,15 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     if data[0] & 0x80 != 0, body.count >= 4 + 5 + 16 {
         body.replaceSubrange((body.startIndex + 9)..<(body.startIndex + 25), with: slot)
     }
-    let before = storage.slots.withLock { $0[slot] }
+    // The slot's record and its budget's (where its count is kept: a network slot's own).
+    let budget = CallerBudget.id(slot: slot)
+    let before = storage.slots.withLock { [$0[slot], $0[budget]] }
     let answer = service.answer(
         method: path == .status ? "GET" : "POST", path: path.rawValue, body: body)
     precondition(answer.body.count <= EscrowProtocol.maximumMessage)
     precondition((try? EscrowProtocol.fields(answer.body)) != nil)
     if answer.status == 400 {
-        precondition(storage.slots.withLock { $0[slot] } == before)
+        precondition(storage.slots.withLock { [$0[slot], $0[budget]] } == before)
     }
     return 0
 }
