@@ -226,7 +226,7 @@ struct CounterServiceTests {
     }
 
     @Test(
-        "another local user's flood — 40 half-open connections held and requests in a loop on the counter's socket — neither fails nor starves the owner's unlocks"
+        "another local user's flood — 40 half-open connections held and requests in a loop on the counter's socket — and 200 other users' slots neither fail nor starve the owner's unlocks"
     )
     func floodFromAnotherUser() throws {
         let counter = try PrivateEscrow.counter()
@@ -234,48 +234,10 @@ struct CounterServiceTests {
         let device = service.device(retryPolicy: quick, counter: counter)
         try device.setLockScreen(.pin, passcode: "517263", currentPasscode: nil)
         let socket = try #require(counter.configuration.socket)
-        let script = """
-            import socket, sys, threading, time
-            path, end = sys.argv[1], time.time() + float(sys.argv[2])
-            def connect(head):
-                s = socket.socket(socket.AF_UNIX)
-                s.settimeout(2)
-                s.connect(path)
-                s.sendall(head)
-                return s
-            def half_open():
-                while time.time() < end:
-                    held = []
-                    for _ in range(40):
-                        try: held.append(connect(b"POST /v1/register HTTP/1.1\\r\\n"))
-                        except OSError: pass
-                    time.sleep(0.5)
-                    for s in held: s.close()
-            def requests():
-                while time.time() < end:
-                    try:
-                        s = connect(b"POST /v1/register HTTP/1.1\\r\\nContent-Length: 0\\r\\n\\r\\n")
-                        s.recv(4096)
-                        s.close()
-                    except OSError: pass
-            threads = [threading.Thread(target=half_open)] + [threading.Thread(target=requests) for _ in range(4)]
-            for t in threads: t.start()
-            print("flooding", flush=True)
-            for t in threads: t.join()
-            """
-        let flood = Process()
-        flood.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        flood.arguments = [
-            "--reuid=64125", "--regid=64125", "--clear-groups", "/usr/bin/python3", "-c", script,
-            socket, "20",
-        ]
-        let output = Pipe()
-        flood.standardOutput = output
-        try flood.run()
+        let flood = try OtherUsers.flood(socket: socket)
         defer { flood.terminate() }
-        // Started: its first line says so.
-        _ = output.fileHandleForReading.availableData
-        usleep(300_000)
+        // Another uid's slots beside the owner's: 200 of them.
+        #expect(try OtherUsers.registerSlots(socket: socket, count: 200) == 200)
         var times: [Double] = []
         for _ in 0..<5 {
             try device.reboot()
