@@ -184,6 +184,38 @@ struct JoinTests {
     }
 
     @Test(
+        "with the escrow's real delays: after 5 wrong claims a join is refused saying until when, and naming approval and the recovery key"
+    )
+    func escrowRefusalSaysWhatIsLeft() throws {
+        let escrow = try PrivateEscrow(delays: true)
+        let cloud = try CloudDirectory(Throwaway.untrusted("cloud"))
+        let phoneService = try PrivateSecretService.start()
+        let phone = phoneService.account(
+            directory: Throwaway.directory("phone"), cloud: cloud, escrow: escrow.configuration,
+            tuning: .fast)
+        try phone.setLockScreen(.pin, passcode: "4711", currentPasscode: nil)
+        let tabletService = try PrivateSecretService.start()
+        let tablet = tabletService.account(
+            directory: Throwaway.directory("tablet"), cloud: cloud, escrow: escrow.configuration,
+            tuning: .fast)
+        for guess in ["0000", "0001", "0002", "0003", "0004"] {
+            #expect(
+                code { try tablet.join(passcode: SecureBytes(copying: Data(guess.utf8))) }
+                    == .authFailed)
+        }
+        do {
+            try tablet.join(passcode: "4711")
+            Issue.record("a claim within the delay was taken")
+        } catch {
+            #expect(error.code == .authFailed)
+            #expect(error.message.contains("the next claim is taken after 20"), "\(error.message)")
+            #expect(error.message.contains("device join --approval"))
+            #expect(error.message.contains("device join --recovery-key"))
+        }
+        #expect(phone.escrowWrongClaims()?.count == 5)
+    }
+
+    @Test(
         "with the escrow: 10 wrong passcode claims from two devices together destroy the escrow record for good; the right passcode then fails too"
     )
     func escrowLimit() throws {

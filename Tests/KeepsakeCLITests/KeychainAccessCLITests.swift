@@ -5,7 +5,7 @@ import Testing
 @Suite("keepsake keychain: --access-control, credentials on standard input, internet passwords")
 struct KeychainAccessCLITests {
     @Test(
-        "a passcode item: added without the pin, read only with --with-passcode and the pin on standard input"
+        "a passcode item: added without the pin, read only with --with-passcode and the pin on standard input; the right one reports the wrong passcodes before it on standard error, as a lock-screen change does"
     )
     func passcodeItem() throws {
         let service = try PrivateSecretService.start()
@@ -32,6 +32,17 @@ struct KeychainAccessCLITests {
             ["keychain", "get", "--with-passcode"] + item, input: Data("8642\n".utf8),
             service: service)
         #expect(right.status == 0 && right.text == "multi\nline secret")
+        // The right passcode reports the wrong one before it on standard error, as an unlock.
+        #expect(right.stderr.contains("keepsake: 1 wrong passcode since your last unlock"))
+        // A lock-screen change proving the passcode reports too.
+        #expect(
+            try keepsake(["lockscreen", "unlock"], input: Data("0000\n".utf8), service: service)
+                .status != 0)
+        let changed = try keepsake(
+            ["lockscreen", "set", "--kind", "pin"], input: Data("8642\n8642\n".utf8),
+            service: service)
+        #expect(changed.status == 0, "\(changed.stderr)")
+        #expect(changed.stderr.contains("keepsake: 1 wrong passcode since your last unlock"))
         let list = try keepsake(["keychain", "list", "--service", "vault"] + app, service: service)
         #expect(list.text.contains("\"accessControl\""))
         #expect(

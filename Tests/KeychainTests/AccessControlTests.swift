@@ -3,6 +3,7 @@ import Foundation
 import KeepsakeTestSupport
 import Sealing
 import SecretService
+import Synchronization
 import Testing
 
 @testable import Keychain
@@ -61,7 +62,7 @@ struct AccessControlTests {
     let authFailed = "\(KeychainStatus.authFailed)"
 
     @Test(
-        "a .devicePasscode item is added without the passcode, read only with it, and a wrong one is a counted guess"
+        "a .devicePasscode item is added without the passcode, read only with it, a wrong one is a counted guess, and the right one reports it (reportWrongPasscodes)"
     )
     func devicePasscode() throws {
         let phone = try PinPhone()
@@ -70,8 +71,15 @@ struct AccessControlTests {
         #expect(phone.read("p") == interaction)
         #expect(phone.read("p", passcode("1111")) == authFailed)
         #expect(try phone.failures() == 1)
-        #expect(phone.read("p", passcode(PinPhone.pin)) == "ok:secret")
+        // The right one reports the wrong one before it, as an unlock does; then nothing more.
+        let told = Mutex<[Int]>([])
+        var reporting = passcode(PinPhone.pin)
+        reporting.reportWrongPasscodes = { wrong in told.withLock { $0.append(wrong.count) } }
+        #expect(phone.read("p", reporting) == "ok:secret")
+        #expect(told.withLock { $0 } == [1])
         #expect(try phone.failures() == 0)
+        #expect(phone.read("p", reporting) == "ok:secret")
+        #expect(told.withLock { $0 } == [1])
         // Attributes alone need no credential, as on Apple platforms.
         let item = try phone.keychain.items(
             matching: GenericPasswordQuery(service: "acl", account: "p"), returnData: false)[0]

@@ -77,6 +77,10 @@ struct AppleAccessControlTests {
             right.setDevicePasscode("2468")
             let (status, data) = read("u", context: right)
             #expect(status == errSecSuccess && data == Data("gold".utf8))
+            // The context holds what the proof reported: the wrong passcode before it.
+            #expect(
+                right.wrongPasscodesNotice?.hasPrefix("1 wrong passcode since your last unlock")
+                    == true)
             // Attributes alone need nothing; they carry the item's access control.
             var result: CFTypeRef?
             let attributes: [String: Any] = [

@@ -70,6 +70,11 @@ def _load():
              ctypes.POINTER(ctypes.c_void_p)],
             ctypes.c_int32,
         ),
+        "keepsake_lockscreen_unlock": (
+            [handle, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p),
+             ctypes.POINTER(ctypes.c_void_p)],
+            ctypes.c_int32,
+        ),
     }
     del c_char_pp
     for name, (arguments, result) in signatures.items():
@@ -176,3 +181,23 @@ class KeepsakeKeyring(KeyringBackend):
             _Library.check(status, error)
         except KeepsakeError as failure:
             raise errors.PasswordDeleteError(str(failure)) from failure
+
+
+def unlock(passcode):
+    """Unlocks the device with the passcode (bytes). Returns what to tell the owner of wrong
+    passcodes since the last unlock (and of wrong claims at the account's escrow), one line each,
+    or None: the tries it reports come back as it is returned, so show it. A wrong passcode
+    raises KeepsakeError (status -25293), counted."""
+    if not isinstance(passcode, (bytes, bytearray)):
+        raise TypeError("passcode must be bytes")
+    library, app = _Library.get()
+    notice = ctypes.c_void_p()
+    error = ctypes.c_void_p()
+    status = library.keepsake_lockscreen_unlock(
+        app, bytes(passcode), len(passcode), ctypes.byref(notice), ctypes.byref(error))
+    told = None
+    if notice.value:
+        told = ctypes.string_at(notice.value).decode("utf-8", "replace")
+        library.keepsake_string_free(notice)
+    _Library.check(status, error)
+    return told

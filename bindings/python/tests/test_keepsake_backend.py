@@ -9,7 +9,7 @@ import sys
 import keyring
 from keyring.testing.backend import BackendBasicTests
 
-from keyring_keepsake import KeepsakeKeyring
+from keyring_keepsake import KeepsakeKeyring, unlock
 
 
 class TestKeepsakeKeyring(BackendBasicTests):
@@ -58,3 +58,14 @@ def test_sealed_in_the_secret_service():
         assert password[:16].encode() not in listing
     finally:
         backend.delete_password("sealed-service", "sealed-user")
+
+
+def test_unlock_passes_on_the_notice():
+    # No lock screen on this device: nothing to unlock, nothing to tell; a passcode is bytes.
+    assert unlock(b"1234") is None
+    try:
+        unlock("1234")
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("a str passcode was taken")

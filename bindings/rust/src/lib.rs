@@ -42,6 +42,10 @@ mod ffi {
         pub fn keepsake_hint_get(app: *mut App) -> *mut c_char;
         pub fn keepsake_hint_set(app: *mut App, json: *const c_char, error: *mut *mut c_char) -> i32;
         pub fn keepsake_hint_clear(app: *mut App, error: *mut *mut c_char) -> i32;
+        pub fn keepsake_lockscreen_unlock(
+            app: *mut App, passcode: *const u8, length: usize, notice: *mut *mut c_char,
+            error: *mut *mut c_char,
+        ) -> i32;
     }
 }
 
@@ -154,6 +158,23 @@ impl Keepsake {
         let mut error = ptr::null_mut();
         let status = unsafe { ffi::keepsake_hint_clear(self.app, &mut error) };
         check(status, error)
+    }
+
+    /// Unlocks the device with the passcode's bytes. `Ok(Some(notice))`: what to tell the owner
+    /// of wrong passcodes since the last unlock (and of wrong claims at the account's escrow), one
+    /// line each — the tries it reports come back as it is returned, so show it. `Ok(None)`:
+    /// nothing to tell (or no lock screen). A wrong passcode is `Error::Locked`, counted.
+    pub fn unlock(&self, passcode: &[u8]) -> Result<Option<String>, Error> {
+        let mut notice = ptr::null_mut();
+        let mut error = ptr::null_mut();
+        let status = unsafe {
+            ffi::keepsake_lockscreen_unlock(
+                self.app, passcode.as_ptr(), passcode.len(), &mut notice, &mut error,
+            )
+        };
+        let told = unsafe { take(notice) };
+        check(status, error)?;
+        Ok(told)
     }
 
     /// The password entry of `service` and `account`.

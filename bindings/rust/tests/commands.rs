@@ -82,3 +82,11 @@ fn many_threads_at_once() {
         thread.join().unwrap();
     }
 }
+
+#[test]
+fn unlock_passes_on_the_notice() {
+    let app = "com.example.rust-unlock";
+    let keepsake = Keepsake::open(app, Some(&options(app))).unwrap();
+    // No lock screen on this device: nothing to unlock, nothing to tell.
+    assert_eq!(keepsake.unlock(b"1234"), Ok(None));
+}
