@@ -93,6 +93,13 @@ public final class Device: Sendable {
         return dataHome.appendingPathComponent("keepsake/device")
     }
 
+    /// The device's ID as the writer of its synced changes (`SyncVersion.writer`): the one
+    /// noted in the device directory, else the record's.
+    package func writerID() throws(DeviceError) -> String {
+        if let noted = records.notedDeviceID { return noted }
+        return try records.load().record.deviceID
+    }
+
     /// This device's runtime state (its keyring in the kernel), found through the record's
     /// device id once per process.
     /// Forgets the runtime state of the device whose record `secretService` holds, if it holds

@@ -222,6 +222,17 @@ public struct GenericPasswordQuery: FieldsByName, Sendable, Hashable {
         self.itemClass = itemClass
     }
 
+    /// Whether the query names one item by its primary key (service and account, the access
+    /// group or any) and constrains nothing else.
+    var isByPrimaryKey: Bool {
+        var rest = fields
+        rest.service = nil
+        rest.account = nil
+        rest.accessGroup = nil
+        return itemClass == .genericPassword && fields.service != nil && fields.account != nil
+            && rest == ItemFields() && accessible == nil && persistentID == nil
+    }
+
     func matches(_ item: GenericPasswordAttributes) -> Bool {
         item.itemClass == itemClass && fields.matches(item.fields)
             && synchronizable.matches(item.synchronizable)

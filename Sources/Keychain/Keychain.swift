@@ -261,7 +261,18 @@ public final class Keychain: Sendable {
         let paths = try findPaths(query)
         guard !paths.isEmpty else { throw Self.notFound }
         // Dated for the next sync's tombstones (`KeychainSync`), before anything goes.
-        if query.synchronizable != .no { DeletionTimes(device: device).note(paths) }
+        if query.synchronizable != .no {
+            let deletions = DeletionTimes(device: device)
+            deletions.note(paths)
+            // A deletion by primary key also stands against other devices' writes of that item
+            // that this device never held.
+            if let service = query.fields.service, let account = query.fields.account,
+                query.isByPrimaryKey
+            {
+                deletions.note(
+                    service: service, account: account, accessGroup: query.fields.accessGroup)
+            }
+        }
         for path in paths {
             do {
                 try secretService.deleteItem(at: path)

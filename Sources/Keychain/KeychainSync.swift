@@ -9,8 +9,10 @@ import SecretService
 /// Each synchronizable item is one cloud object `kc-<keyed hash of its primary key>`, sealed under
 /// a key derived from the account's cloud key (the account sync key: it exists only while an
 /// E2EE-capable lock screen is configured; another device gets it by proving an existing device's
-/// passcode — `Device.join`). Conflicts: the later modification wins; deletions travel as
-/// tombstones. `…ThisDeviceOnly` items are never synchronizable, so never leave the device.
+/// passcode — `Device.join`). Conflicts: one rule, `SyncVersion` — the later write wins, the
+/// writer's device ID breaking a tie at the same millisecond; a deletion is a write (a tombstone
+/// dated when it was made, here by path or by primary key). `…ThisDeviceOnly` items are never
+/// synchronizable, so never leave the device.
 /// Without E2EE nothing is exchanged and items stay local.
 public struct KeychainSync: Sendable {
     /// The cloud account the synchronizable items are exchanged with.
@@ -56,6 +58,8 @@ public struct KeychainSync: Sendable {
 
         let local = try localItems(names)
         let secretService = device.secretService
+        let me: String
+        do { me = try device.writerID() } catch { throw KeychainError(error) }
 
         // What this device synced last time, to tell deletions from items never seen.
         let manifestFile = SyncManifest(
@@ -93,22 +97,29 @@ public struct KeychainSync: Sendable {
             case (let mine?, nil):
                 try cloudWrite(
                     cloud, name,
-                    names.seal(SyncedItem(item: mine.record, modified: mineModified!), name: name))
+                    names.seal(
+                        SyncedItem(item: mine.record, modified: mineModified!, writer: me),
+                        name: name))
                 report.uploaded += 1
             case (nil, let remote?) where remote.deleted:
                 continue
             case (nil, let remote?):
-                // Deleted here since the last sync: dated when it was (else now), so an update
-                // another device made after it is later, and wins.
-                // Only an item this device held at its last sync was deleted here: a name it saw
-                // only as a tombstone, written again elsewhere since, is downloaded.
-                let deleted = last?.path.flatMap { deletions[$0] }
+                // Deleted here: dated when it was (by the item's path when this device held it at
+                // its last sync, else now; by its primary key even when it never synced it), and
+                // a tombstone only when that deletion is the later write (`SyncVersion`): an
+                // update another device made after it wins. A name this device saw only as a
+                // tombstone, written again elsewhere since, is downloaded.
                 let heldAtLastSync = last.map { $0.modified != nil } ?? manifest.contains(name)
-                if heldAtLastSync, remote.modified <= deleted ?? now {
+                let byPath = heldAtLastSync ? (last?.path.flatMap { deletions[$0] } ?? now) : nil
+                let byKey = DeletionTimes.deletedByKey(deletions, remote.key)
+                if let deleted = [byPath, byKey].compactMap({ $0 }).max(),
+                    SyncVersion(modified: deleted, writer: me) > remote.version
+                {
                     try cloudWrite(
                         cloud, name,
                         names.seal(
-                            SyncedItem(tombstoneFor: remote, modified: deleted ?? now), name: name))
+                            SyncedItem(tombstoneFor: remote, modified: deleted, writer: me),
+                            name: name))
                     report.deleted += 1
                 } else {
                     let path = try store(remote)
@@ -116,7 +127,13 @@ public struct KeychainSync: Sendable {
                     report.downloaded += 1
                 }
             case (let mine?, let remote?):
-                if remote.modified > mineModified! {
+                // A local copy changed here since the last sync is this device's write; one
+                // unchanged is an earlier write the cloud has moved past (a device uploads only
+                // over an older version), whose writer this device does not keep: "", below any.
+                let changedHere = last?.modified != mineModified
+                let mineVersion = SyncVersion(
+                    modified: mineModified!, writer: changedHere ? me : "")
+                if remote.version > mineVersion {
                     if remote.deleted {
                         do { try secretService.deleteItem(at: mine.path) } catch {
                             throw KeychainError(error)
@@ -128,11 +145,12 @@ public struct KeychainSync: Sendable {
                         kept[name] = .some(path.map { (Self.milliseconds(remote.modified), $0) })
                         report.downloaded += 1
                     }
-                } else if remote.modified < mineModified! {
+                } else if remote.version < mineVersion {
                     try cloudWrite(
                         cloud, name,
                         names.seal(
-                            SyncedItem(item: mine.record, modified: mineModified!), name: name))
+                            SyncedItem(item: mine.record, modified: mineModified!, writer: me),
+                            name: name))
                     report.uploaded += 1
                 }
             case (nil, nil):

@@ -1,3 +1,4 @@
+import CloudAccount
 import Foundation
 
 /// One synchronizable item as it travels inside its sealed cloud object (`KeychainSync`): its
@@ -10,25 +11,32 @@ struct SyncedItem: Codable, Equatable {
     /// Internet passwords only: a generic password's object has no `internet` key at all.
     var internet: InternetLocation?
     var modified: Int64
+    /// The device that wrote it (absent in objects written before writers were recorded).
+    var writer: String?
     var deleted: Bool
     var record: Data?  // StoredRecord encoding, absent for a tombstone
 
-    init(item record: StoredRecord, modified: Int64) {
+    /// Its place in the one conflict rule (`SyncVersion`).
+    var version: SyncVersion { SyncVersion(modified: modified, writer: writer ?? "") }
+
+    init(item record: StoredRecord, modified: Int64, writer: String) {
         accessGroup = record.key.accessGroup
         service = record.key.service
         account = record.key.account
         internet = record.key.internet
         self.modified = modified
+        self.writer = writer
         deleted = false
         self.record = record.encoded()
     }
 
-    init(tombstoneFor item: SyncedItem, modified: Int64) {
+    init(tombstoneFor item: SyncedItem, modified: Int64, writer: String) {
         accessGroup = item.accessGroup
         service = item.service
         account = item.account
         internet = item.internet
         self.modified = modified
+        self.writer = writer
         deleted = true
         record = nil
     }

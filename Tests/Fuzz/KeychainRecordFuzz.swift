@@ -8,7 +8,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     if let record = try? StoredRecord.decode(bytes) {
         precondition((try? StoredRecord.decode(record.encoded())) == record)
         if record.attributes.synchronizable, !record.attributes.accessible.isThisDeviceOnly {
-            let item = SyncedItem(item: record, modified: 1)
+            let item = SyncedItem(item: record, modified: 1, writer: "fuzz")
             precondition((try? SyncedItem.decode(item.encoded())) == item)
         }
     }

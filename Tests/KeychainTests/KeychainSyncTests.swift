@@ -40,6 +40,32 @@ private struct SyncPhone {
     }
 
     func sync() throws -> KeychainSync.Report { try KeychainSync(account: account).sync() }
+
+    func delete(_ account: String) throws {
+        try keychain.delete(
+            matching: GenericPasswordQuery(service: "s", account: account, synchronizable: .yes))
+    }
+
+    /// A phone with the pin 1234 that joined the account on `cloud` (made by the first).
+    static func joined(_ cloud: URL, first: Bool) throws -> SyncPhone {
+        let phone = try SyncPhone(cloud: cloud)
+        try phone.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        if !first { try phone.account.join(passcode: "1234") }
+        return phone
+    }
+}
+
+/// One change in a convergence case: a device puts a value or deletes the item.
+private enum Change: CustomStringConvertible {
+    case put(Int, String)
+    case delete(Int)
+
+    var description: String {
+        switch self {
+        case .put(let device, let value): "\(device) puts \(value)"
+        case .delete(let device): "\(device) deletes"
+        }
+    }
 }
 
 private func cloudObjects(_ cloud: URL) -> [String] {
@@ -192,5 +218,95 @@ struct KeychainSyncTests {
         _ = try one.sync()
         #expect(two.read("a") == "again")
         #expect(one.read("a") == "again")
+    }
+
+    @Test(
+        "a delete of an item this device never synced is the later write, and wins on every device (added on A and synced; added and deleted on B; then B, A, B sync)"
+    )
+    func deleteOfANeverSyncedItem() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let a = try SyncPhone.joined(cloud, first: true)
+        let b = try SyncPhone.joined(cloud, first: false)
+        try a.add("k1", "from-A")
+        _ = try a.sync()
+        waitForTheNextMillisecond()
+        try b.add("k1", "from-B")
+        waitForTheNextMillisecond()
+        try b.delete("k1")
+        _ = try b.sync()
+        _ = try a.sync()
+        _ = try b.sync()
+        #expect(a.read("k1") == nil)
+        #expect(b.read("k1") == nil)
+    }
+
+    @Test(
+        "convergence: concurrent changes from three devices, synced in every order, end the same on every device and as the rule says (the latest write wins, a deletion included)"
+    )
+    func convergence() throws {
+        let cloud = Throwaway.untrusted("cloud")
+        let phones = [
+            try SyncPhone.joined(cloud, first: true), try SyncPhone.joined(cloud, first: false),
+            try SyncPhone.joined(cloud, first: false),
+        ]
+        // Each schedule's changes are made in this order, a millisecond apart: the last is the
+        // latest write, which the rule says every device ends with.
+        let schedules: [[Change]] = [
+            [.put(0, "a"), .put(1, "b"), .delete(1)],
+            [.put(0, "a"), .put(1, "b"), .delete(0)],
+            [.put(0, "a"), .put(1, "b")],
+            [.put(1, "b"), .delete(1), .put(0, "a")],
+            [.put(0, "a"), .put(2, "c"), .put(1, "b"), .delete(2)],
+        ]
+        let orders = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]]
+        var cases = 0
+        for (s, schedule) in schedules.enumerated() {
+            for (o, order) in orders.enumerated() {
+                let name = "item-\(s)-\(o)"
+                for change in schedule {
+                    switch change {
+                    case .put(let device, let value):
+                        if phones[device].read(name) == nil {
+                            try phones[device].add(name, value)
+                        } else {
+                            try phones[device].keychain.update(
+                                matching: GenericPasswordQuery(
+                                    service: "s", account: name, synchronizable: .yes),
+                                with: GenericPasswordChanges(data: Data(value.utf8)))
+                        }
+                    case .delete(let device): try phones[device].delete(name)
+                    }
+                    waitForTheNextMillisecond()
+                }
+                // Every device syncs in this order, then in rounds until a whole round changes
+                // nothing (as devices that keep syncing do): at most 4.
+                for device in order { _ = try phones[device].sync() }
+                var rounds = 0
+                while rounds < 4 {
+                    rounds += 1
+                    var changed = false
+                    for device in order {
+                        let report = try phones[device].sync()
+                        changed =
+                            changed || report.uploaded + report.downloaded + report.deleted > 0
+                    }
+                    if !changed { break }
+                }
+                #expect(rounds < 4, "\(schedule) in the order \(order) did not settle")
+                let expected: String? =
+                    switch schedule.last! {
+                    case .put(_, let value): value
+                    case .delete: nil
+                    }
+                let ends = phones.map { $0.read(name) }
+                #expect(
+                    ends == [expected, expected, expected],
+                    "\(schedule) synced in the order \(order): \(ends)")
+                cases += 1
+            }
+        }
+        print(
+            "convergence: \(cases) cases (5 schedules × 6 orders of 3 devices), every device the same"
+        )
     }
 }
