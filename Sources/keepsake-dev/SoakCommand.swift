@@ -3,8 +3,12 @@ import Foundation
 import KeepsakeCLI
 import KeepsakeTestSupport
 
-/// `keepsake-dev soak --seed N [--devices 3] [--steps N] [--minutes M] [--cloud directory|apache|rclone]
-/// [--broken-commit yes]`: a chaos soak. Devices of one cloud account, each a private Secret
+/// `keepsake-dev soak --seed N [--devices 3] [--steps N] [--minutes M | --long yes]
+/// [--cloud directory|apache|rclone] [--broken-commit yes]`: a chaos soak, bounded by steps (2,000
+/// by default): every step, fault and kill is drawn from the seed, never from the clock, so the
+/// same seed and steps replay the same run and print the same log. `--minutes M` only caps a run
+/// that would take longer (the log then says where it stopped); `--long yes` is 30 minutes of
+/// steps. Devices of one cloud account, each a private Secret
 /// Service and the command line as a user runs it, take random steps — Keychain items put and
 /// deleted (shared between the devices), Block Store entries stored and deleted (each device its
 /// own), syncs, passcode changes — while the soak kills syncs (SIGKILL before a change of the
@@ -33,11 +37,14 @@ enum SoakCommand {
 
     static func run(_ context: Context) throws {
         try context.arguments.allowOnly(
-            ["seed", "devices", "steps", "minutes", "cloud", "broken-commit"])
+            ["seed", "devices", "steps", "minutes", "long", "cloud", "broken-commit"])
         let seed = UInt64(try context.arguments.count("seed", default: 1, in: 0...Int(Int32.max)))
         let deviceCount = try context.arguments.count("devices", default: 3, in: 2...8)
-        let steps = try context.arguments.count("steps", default: 1_000_000, in: 1...1_000_000)
-        let minutes = try context.arguments.count("minutes", default: 30, in: 1...24 * 60)
+        let long = context.arguments.value("long") == "yes"
+        let steps = try context.arguments.count(
+            "steps", default: long ? 1_000_000 : 2_000, in: 1...1_000_000)
+        let minutes = try context.arguments.count(
+            "minutes", default: long ? 30 : 24 * 60, in: 1...24 * 60)
         let backend = context.arguments.value("cloud") ?? "directory"
         let broken = context.arguments.value("broken-commit") == "yes"
         var soak = try Soak(seed: seed, devices: deviceCount, backend: backend, broken: broken)
@@ -48,6 +55,7 @@ enum SoakCommand {
             try soak.step(step)
             step += 1
         }
+        if step < steps { print("stopped by the time cap at step \(step) (--minutes \(minutes))") }
         let problems = try soak.settleAndCheck()
         print(
             "soak seed \(seed), \(backend), \(deviceCount) devices: \(step) steps, \(soak.acknowledged) acknowledged writes, faults: \(soak.faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))"
@@ -259,10 +267,13 @@ private struct Soak {
         }
     }
 
-    /// Every device syncs (twice round), then the model is checked; the problems found.
+    /// Every device syncs (three rounds: a change the last device brings up reaches the first
+    /// in the next round, and a tombstone it answers with in the one after), then the model is
+    /// checked — the conflict rule's outcome: steps run one after another, so the last
+    /// acknowledged write is the latest — and every device must hold the same; the problems found.
     mutating func settleAndCheck() throws -> [String] {
         var problems: [String] = []
-        for round in 0..<2 {
+        for round in 0..<3 {
             for device in services.indices {
                 for store in [["keychain", "sync"], ["blockstore", "sync"]] {
                     let outcome = try run(device, store)
