@@ -1,3 +1,4 @@
+import CloudAccount
 import Foundation
 
 // The key-value store's stored forms — the sealed local cache and the cloud object — and their
@@ -49,6 +50,11 @@ enum KVQuota {
 struct KVEntry: Codable, Sendable, Equatable {
     var value: KVValue?  // nil: removed
     var modified: Int64
+    /// The device that wrote it (absent in entries written before writers were recorded).
+    var writer: String?
+
+    /// Its place in the one conflict rule (`SyncVersion`): the later write, then the writer.
+    var version: SyncVersion { SyncVersion(modified: modified, writer: writer ?? "") }
 
     static func encode(_ entries: [String: KVEntry]) -> Data {
         KVJSON.encode(entries)

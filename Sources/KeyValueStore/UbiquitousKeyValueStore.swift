@@ -40,8 +40,9 @@ public struct KVExternalChange: Sendable, Hashable {
 ///
 /// Every write lands at once in a local cache in the device directory (outside the app's
 /// container, so it survives uninstall; sealed under the device's kvstore key). `synchronize()`
-/// exchanges with the signed-in cloud account: per key, the newer write wins — so a remote change
-/// newer than a pending local write wins — and what the remote side changed is posted as an
+/// exchanges with the signed-in cloud account: per key, the newer write wins (`SyncVersion`: the
+/// writer's device ID at the same millisecond) — so a remote change newer than a pending local
+/// write wins — and what the remote side changed is posted as an
 /// external change (server, or initial sync the first time with an account, or account change when
 /// the account is another). Signed out, values stay in the cache and are reconciled at sign-in.
 /// Keepsake puts nothing in the cloud in clear: the cloud copy is sealed under the account's cloud
@@ -118,6 +119,9 @@ public final class UbiquitousKeyValueStore: Sendable {
     /// Mirrors `removeObject(forKey:)`.
     public func removeObject(forKey key: String) { set(nil, forKey: key) }
 
+    /// This device as the writer of its values (`SyncVersion.writer`; "" when it cannot say).
+    private var writer: String { (try? account.device.writerID()) ?? "" }
+
     /// The checked write underneath `set` and `removeObject` (`nil` removes): throws
     /// `.quotaViolation` (and posts the quota-violation change) when over a limit, `.notPersisted`
     /// when the local cache could not be written; either way the stored values stay as they were.
@@ -126,12 +130,12 @@ public final class UbiquitousKeyValueStore: Sendable {
         try mutate { snapshot in
             guard let value else {
                 guard snapshot.entries[key]?.value != nil else { return false }
-                snapshot.entries[key] = KVEntry(value: nil, modified: Self.now())
+                snapshot.entries[key] = KVEntry(value: nil, modified: Self.now(), writer: writer)
                 snapshot.unsynced = (snapshot.unsynced ?? []).union([key])
                 return true
             }
             var candidate = snapshot.entries
-            candidate[key] = KVEntry(value: value, modified: Self.now())
+            candidate[key] = KVEntry(value: value, modified: Self.now(), writer: writer)
             if !KVQuota.allows(key: key) || !KVQuota.allows(candidate) {
                 violated = true
                 return false
@@ -201,7 +205,8 @@ public final class UbiquitousKeyValueStore: Sendable {
             merged = snapshot.entries
             for (key, theirs) in remote {
                 let ours = merged[key]
-                if ours == nil || theirs.modified >= ours!.modified {
+                // The one conflict rule: the later write, the writer at the same millisecond.
+                if ours == nil || theirs.version > ours!.version {
                     if ours?.value != theirs.value { changed.append(key) }
                     merged[key] = theirs
                 }
