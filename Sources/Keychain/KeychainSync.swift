@@ -133,6 +133,11 @@ public struct KeychainSync: Sendable {
                 let changedHere = last?.modified != mineModified
                 let mineVersion = SyncVersion(
                     modified: mineModified!, writer: changedHere ? me : "")
+                if remote.modified == mineModified!, try remote.holds(mine.record) {
+                    // The same write on both sides (downloaded here by a sync whose record of it
+                    // was lost): nothing to exchange, whichever writer it names.
+                    continue
+                }
                 if remote.version > mineVersion {
                     if remote.deleted {
                         do { try secretService.deleteItem(at: mine.path) } catch {

@@ -62,6 +62,14 @@ struct SyncedItem: Codable, Equatable {
         return item
     }
 
+    /// Whether this is not a tombstone and carries `record`'s attributes and secret (the local
+    /// item id aside, which each device picks for itself).
+    func holds(_ record: StoredRecord) throws(KeychainError) -> Bool {
+        guard var theirs = try storedRecord() else { return false }
+        theirs.id = record.id
+        return theirs == record
+    }
+
     /// The item's record, checked against its envelope; nil for a tombstone.
     func storedRecord() throws(KeychainError) -> StoredRecord? {
         guard let record else { return nil }
