@@ -106,7 +106,14 @@ package struct Context {
     }
 
     /// The Secret Service on `DBUS_SESSION_BUS_ADDRESS`.
-    package var secretService: SecretServiceConnection { .shared() }
+    package var secretService: SecretServiceConnection {
+        #if KEEPSAKE_TEST_HOOKS
+            // Debug builds only: a test kills the command at a chosen write of the Secret Service.
+            MortalSecretService.fromEnvironment(.shared())
+        #else
+            .shared()
+        #endif
+    }
 
     /// The device on that Secret Service, at `tuning`'s cost and delays, signed in to `--cloud`.
     package var account: CloudAccount {

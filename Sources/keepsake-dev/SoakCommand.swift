@@ -12,10 +12,11 @@ import KeepsakeTestSupport
 /// Service and the command line as a user runs it, take random steps — Keychain items put and
 /// deleted (shared between the devices), Block Store entries stored and deleted (each device its
 /// own), syncs, passcode changes — while the soak kills syncs (SIGKILL before a change of the
-/// cloud drawn at random), restarts the WebDAV server and a Secret Service, and freezes a Secret
-/// Service for a moment. At the end every device syncs, and the soak checks: every acknowledged
-/// write is on every device unless a later acknowledged write replaced or deleted it; nothing
-/// deleted comes back; every device's lock screen still answers; a new device joining with the
+/// cloud drawn at random), kills puts, deletes and passcode changes at one of their Secret Service
+/// writes, restarts the WebDAV server and a Secret Service, and freezes a Secret Service for a
+/// moment. At the end every device syncs, and the soak checks: every device holds the same, and
+/// what the conflict rule says — the last acknowledged write, or a write killed after it (it may
+/// or may not have happened); nothing deleted comes back; every device's lock screen still answers; a new device joining with the
 /// recovery key restores exactly what was last acknowledged, reading every object the manifest
 /// lists. The seed and every step are printed: the same seed replays the same steps and faults.
 /// `--broken-commit yes` runs the devices with a test-only fault (debug builds) that skips the
@@ -79,8 +80,10 @@ private struct Soak {
     let environment: [String: String]
     var pin = "1234"
     var recoveryKey = ""
-    /// The last acknowledged value of each shared Keychain item (nil: deleted).
-    var keychain: [String: String?] = [:]
+    /// What each shared Keychain item may hold at the end (nil: deleted): the last acknowledged
+    /// write, and any write killed mid-way after it (its command died: it may or may not have
+    /// happened).
+    var keychain: [String: [String?]] = [:]
     /// Each device's last acknowledged Block Store entries (the soak's own keys, `bk…`).
     var blockStore: [Int: [String: String]] = [:]
     /// Each device's last acknowledged recovery hint (its wallet): a hint stays on its device.
@@ -144,11 +147,14 @@ private struct Soak {
 
     func run(
         _ device: Int, _ command: [String], _ input: String = "", dieAfter: Int? = nil,
-        services: [PrivateSecretService]? = nil
+        dieAfterWrites: Int? = nil, services: [PrivateSecretService]? = nil
     ) throws -> Outcome {
         let service = (services ?? self.services)[device]
         var environment = service.environment.merging(self.environment) { $1 }
         if let dieAfter { environment["KEEPSAKE_TEST_CLOUD_DIE_AFTER"] = String(dieAfter) }
+        if let dieAfterWrites {
+            environment["KEEPSAKE_TEST_SECRETS_DIE_AFTER"] = String(dieAfterWrites)
+        }
         let arguments =
             command + [
                 "--app-id", "com.example.soak", "--device-dir", service.deviceDirectory().path,
@@ -173,22 +179,37 @@ private struct Soak {
         case 0..<30:  // a Keychain item put: updated where the device holds it, else added
             let value = "v\(index)"
             let item = ["--service", "soak", "--account", key, "--sync", "yes"]
-            var outcome = try run(device, ["keychain", "update"] + item, value)
-            if outcome.status != 0 { outcome = try run(device, ["keychain", "add"] + item, value) }
-            if outcome.status == 0 {
-                keychain[key] = .some(value)
-                acknowledged += 1
+            // One put in six is killed at one of its first Secret Service writes.
+            let kill = random.chance(17) ? random.below(3) : nil
+            var outcome = try run(
+                device, ["keychain", "update"] + item, value, dieAfterWrites: kill)
+            if outcome.status != 0 && outcome.status != 128 + SIGKILL {
+                outcome = try run(device, ["keychain", "add"] + item, value, dieAfterWrites: kill)
             }
-            said += "keychain put \(key)=\(value): \(outcome.status == 0 ? "ok" : "refused")"
+            if outcome.status == 0 {
+                keychain[key] = [value]
+                acknowledged += 1
+            } else if outcome.status == 128 + SIGKILL {
+                keychain[key, default: [nil]].append(value)
+                fault("put killed")
+            }
+            said +=
+                "keychain put \(key)=\(value)\(kill.map { " (killed before write \($0))" } ?? ""): \(outcome.status == 0 ? "ok" : outcome.status == 128 + SIGKILL ? "killed" : "refused")"
         case 30..<40:
+            let kill = random.chance(17) ? random.below(2) : nil
             let outcome = try run(
                 device,
-                ["keychain", "delete", "--service", "soak", "--account", key, "--sync", "yes"])
+                ["keychain", "delete", "--service", "soak", "--account", key, "--sync", "yes"],
+                dieAfterWrites: kill)
             if outcome.status == 0 {
-                keychain[key] = .some(nil)
+                keychain[key] = [nil]
                 acknowledged += 1
+            } else if outcome.status == 128 + SIGKILL {
+                keychain[key, default: [nil]].append(nil)
+                fault("delete killed")
             }
-            said += "keychain delete \(key): \(outcome.status == 0 ? "ok" : "not there")"
+            said +=
+                "keychain delete \(key)\(kill.map { " (killed before write \($0))" } ?? ""): \(outcome.status == 0 ? "ok" : outcome.status == 128 + SIGKILL ? "killed" : "not there")"
         case 40..<50:
             let value = "b\(index)"
             let outcome = try run(
@@ -211,9 +232,20 @@ private struct Soak {
                 "\(store.joined(separator: " "))\(kill.map { " (killed before change \($0))" } ?? ""): \(outcome.status)"
         case 80..<83 where device == 0:  // a passcode change (every other device follows it)
             let next = String(1000 + random.below(9000))
-            let outcome = try run(0, ["lockscreen", "set", "--kind", "pin"], "\(pin)\n\(next)\n")
-            if outcome.status == 0 { pin = next }
-            said += "passcode change: \(outcome.status)"
+            // One in four is killed at one of its Secret Service writes: the pin is then the old
+            // one or the new one, whichever the device record says (an unlock tells).
+            let kill = random.chance(25) ? random.below(4) : nil
+            let outcome = try run(
+                0, ["lockscreen", "set", "--kind", "pin"], "\(pin)\n\(next)\n",
+                dieAfterWrites: kill)
+            if outcome.status == 0 {
+                pin = next
+            } else if outcome.status == 128 + SIGKILL {
+                fault("passcode change killed")
+                if try run(0, ["lockscreen", "unlock"], "\(next)\n").status == 0 { pin = next }
+            }
+            said +=
+                "passcode change\(kill.map { " (killed before write \($0))" } ?? ""): \(outcome.status)"
         case 83..<88 where server != nil:
             server!.kill()
             try server!.relaunch()
@@ -288,20 +320,29 @@ private struct Soak {
                 }
             }
         }
+        var endings: [String: String?] = [:]
         for device in services.indices {
             if try run(device, ["lockscreen", "status"]).status != 0 {
                 problems.append("device \(device): its lock screen does not answer")
             }
-            for (key, expected) in keychain {
+            for (key, expected) in keychain.sorted(by: { $0.key < $1.key }) {
                 let read = try run(
                     device,
                     ["keychain", "get", "--service", "soak", "--account", key, "--sync", "any"])
                 let held = read.status == 0 ? read.text : nil
-                if held != expected {
+                if !expected.contains(held) {
+                    let said = expected.map { $0 ?? "its deletion" }.joined(separator: " or ")
                     problems.append(
-                        "device \(device) holds \(key)=\(held ?? "nothing"), the last acknowledged write was \(expected ?? "its deletion")"
+                        "device \(device) holds \(key)=\(held ?? "nothing"), the last acknowledged write was \(said)"
                     )
                 }
+                // Every device the same, whichever of the possible ends it is.
+                if let first = endings[key], first != held {
+                    problems.append(
+                        "device \(device) holds \(key)=\(held ?? "nothing"), device 0 holds \(first ?? "nothing"): the devices differ"
+                    )
+                }
+                if endings[key] == nil { endings[key] = .some(held) }
             }
             let entries = try blockStoreEntries(device)
             if entries != blockStore[device, default: [:]] {

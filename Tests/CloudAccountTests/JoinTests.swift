@@ -188,7 +188,7 @@ struct JoinTests {
     )
     func escrowRefusalSaysWhatIsLeft() throws {
         let escrow = try PrivateEscrow(delays: true)
-        let cloud = try CloudDirectory(Throwaway.untrusted("cloud"))
+        let cloud = CloudDirectory(Throwaway.untrusted("cloud"))
         let phoneService = try PrivateSecretService.start()
         let phone = phoneService.account(
             directory: Throwaway.directory("phone"), cloud: cloud, escrow: escrow.configuration,
