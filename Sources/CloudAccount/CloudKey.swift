@@ -415,11 +415,11 @@ extension AccountKeyKeeper {
     /// Nothing is kept in a record whose state went meanwhile (the passcode removed, and set
     /// again).
     func storeAfterCloud(_ record: DeviceRecord, read: DeviceRecord) throws(DeviceError) {
-        try device.guessLimit.exclusively { () throws(DeviceError) in
+        let stored = try device.guessLimit.exclusively { () throws(DeviceError) -> Int? in
             let (path, current) = try device.records.load()
             // The passcode went meanwhile (another process), or went and came back, or the
             // device was erased: the account's keys went with it, and none comes back.
-            guard current.mayTakeAccountState(from: read) else { return }
+            guard current.mayTakeAccountState(from: read) else { return nil }
             let (kept, now) = (record.account, current.account)
             var merged = current
             var state = now
@@ -445,6 +445,12 @@ extension AccountKeyKeeper {
             }
             merged.account = state
             if merged != current { try device.records.store(merged, replacing: path) }
+            return merged.account.cloudEpoch
+        }
+        // The rotation's key sealed to this device (`rotateAccountKey`) is not needed once the
+        // record holds it (the cloud is reached after the guess lock, never under it).
+        if let stored, stored > (read.account.cloudEpoch ?? 0) {
+            try? cloud?.delete(AccountObjects.rekey(read.deviceID, epoch: stored))
         }
     }
 }

@@ -170,7 +170,11 @@ extension AccountRotation {
         }
         if let removing { manifest.devices[removing] = nil }
         manifest.devices[record.deviceID] = ManifestKeeper.boxKeyPair(record).publicKey
-        for (id, publicKey) in manifest.devices where id != record.deviceID {
+        // Sealed to every device of the account, this one too: a rotation cut short between the
+        // switch below and this device's own record (killed, the Secret Service gone) leaves it
+        // to follow its own rotation at its next sync, as any other device does — never out of
+        // the account it rotated.
+        for (id, publicKey) in manifest.devices {
             let sealed: Data
             do { sealed = try SealedBox.seal(newKey, to: publicKey) } catch {
                 throw DeviceError(.corrupt, "device \(id)'s public key: \(error)")

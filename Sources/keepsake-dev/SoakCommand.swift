@@ -312,7 +312,7 @@ private struct Soak {
                     print(
                         // The status only: how the settling syncs split their work between
                         // rounds follows the providers' own timing; where they end is checked.
-                        "settle \(round): device \(device) \(store.joined(separator: " ")): \(outcome.status)"
+                        "settle \(round): device \(device) \(store.joined(separator: " ")): \(outcome.status)\(Self.skipped(outcome.text).map { " skipped: \($0)" } ?? "")"
                     )
                     if outcome.status != 0 {
                         problems.append(
@@ -387,6 +387,12 @@ private struct Soak {
         let synced = try run(0, ["keychain", "sync"], services: [newcomer])
         if synced.status != 0 { problems.append("a new device's sync failed: \(synced.stderr)") }
         return problems
+    }
+
+    /// Why a sync exchanged nothing, as its answer says (nil: it exchanged).
+    static func skipped(_ text: String) -> String? {
+        ((try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any])?["skipped"]
+            as? String
     }
 
     func blockStoreEntries(_ device: Int, services: [PrivateSecretService]? = nil) throws

@@ -6,6 +6,49 @@ import Testing
 @Suite("Faults: the process SIGKILLed at random points of a write")
 struct KillTests {
     @Test(
+        "a passcode change killed before any one of its Secret Service writes never leaves the device out of its own cloud account: it unlocks with the old pin or the new one, and its next sync exchanges"
+    )
+    func passcodeChangeKilledAtEachWrite() throws {
+        let cloud = Throwaway.untrusted("killed-rotation")
+        let service = try PrivateSecretService.start()
+        let at = ["--cloud", cloud.path] + deviceDirectory(of: service)
+        #expect(
+            try keepsake(
+                ["lockscreen", "set", "--kind", "pin"] + at, input: Data("1234\n".utf8),
+                service: service
+            ).status == 0)
+        var pin = "1234"
+        var killedAt: [Int] = []
+        for (write, next) in zip(0..<6, ["2345", "3456", "4567", "5678", "6789", "7890"]) {
+            let change = try keepsake(
+                ["lockscreen", "set", "--kind", "pin"] + at, input: Data("\(pin)\n\(next)\n".utf8),
+                service: service, environment: ["KEEPSAKE_TEST_SECRETS_DIE_AFTER": String(write)])
+            if change.status == 128 + SIGKILL { killedAt.append(write) }
+            // Whichever pin the record holds now unlocks (the other is one counted guess).
+            for candidate in [next, pin] {
+                if try keepsake(
+                    ["lockscreen", "unlock"] + at, input: Data("\(candidate)\n".utf8),
+                    service: service
+                ).status == 0 {
+                    pin = candidate
+                    break
+                }
+            }
+            #expect(
+                try keepsake(["lockscreen", "status"] + at, service: service).text
+                    .contains("\"unlocked\""), "killed before write \(write)")
+            let synced = try keepsake(["keychain", "sync"] + at, service: service)
+            #expect(synced.status == 0, "killed before write \(write): \(synced.stderr)")
+            #expect(
+                !synced.text.contains("skipped"), "killed before write \(write): \(synced.text)")
+        }
+        #expect(killedAt.count >= 4, "the kills fell inside the changes: \(killedAt)")
+        print(
+            "passcode changes killed before Secret Service writes \(killedAt): the device stayed in its account"
+        )
+    }
+
+    @Test(
         "160 or more killed writes (Keychain, Block Store, key-value store, hint), killed at points drawn from the writes' measured times: every later read returns the old or the new value in full, never torn"
     )
     func killedWrites() throws {
