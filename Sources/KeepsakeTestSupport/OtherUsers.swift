@@ -74,9 +74,16 @@ package enum OtherUsers {
         return done
     }
 
+    /// Ends a flood (`flood`): SIGKILL, as the process may have inherited a mask that blocks
+    /// SIGTERM from the thread that started it; waited for, so nothing of it is left.
+    package static func stop(_ flood: Process) {
+        if flood.isRunning { kill(flood.processIdentifier, SIGKILL) }
+        flood.waitUntilExit()
+    }
+
     /// Starts a flood of the socket by `uid` for `seconds`: 40 connections held half-open
     /// (reopened every half second) and requests in a loop on 4 threads. Returns once it runs;
-    /// the caller terminates it.
+    /// the caller ends it (`stop`).
     package static func flood(socket: String, uid: UInt32 = 64_125, seconds: Int = 20) throws
         -> Process
     {

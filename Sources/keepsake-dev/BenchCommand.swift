@@ -316,7 +316,7 @@ struct KeychainBenchmark {
             try countedDevice.reboot()
             floodedUnlock += try time { try countedDevice.unlock(passcode: "123456") }
         }
-        flood.terminate()
+        OtherUsers.stop(flood)
 
         // KeePassXC's CreateItem without replace scans its database, and libsecret's store
         // (replace semantics) skips the search Apple's add needs: there the floor is the target.

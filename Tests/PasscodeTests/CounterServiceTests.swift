@@ -238,7 +238,7 @@ struct CounterServiceTests {
         #expect(try OtherUsers.registerSlots(socket: socket, count: 200) == 200)
         // Then the flood, for longer than the unlocks take even on a busy machine (ended below).
         let flood = try OtherUsers.flood(socket: socket, seconds: 300)
-        defer { flood.terminate() }
+        defer { OtherUsers.stop(flood) }
         var times: [Double] = []
         for _ in 0..<5 {
             try device.reboot()
