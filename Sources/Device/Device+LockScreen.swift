@@ -109,12 +109,14 @@ extension Device {
             // Kept through a passcode change, like the class keys; gone with the passcode.
             var presence: SecureBytes?
             var proofCounterSecret: SecureBytes?
+            var claim: CounterClaim?
             if hadKnowledgeFactor {
                 guard let currentPasscode else {
                     throw DeviceError(.authFailed, "the current passcode is required")
                 }
                 let proof = try prove(currentPasscode, loaded: (path, record))
                 wrongPasscodes = proof.wrongPasscodes
+                claim = proof.claim
                 (path, record) = (proof.path, proof.record)
                 proofCounterSecret = proof.counterSecret
                 keys = try PasscodeKeys.unwrap(record.wrappedKeys, kek: proof.kek)
@@ -140,7 +142,7 @@ extension Device {
             }
             let newCounterSecret = try seal(
                 keys, presence: newPasscode == nil ? nil : presence, passcode: newPasscode,
-                into: &updated)
+                into: &updated, succeeding: claim)
             // Without a knowledge factor there is no end-to-end encryption: the signed-in
             // account's state (its key sealed under a class key, …) goes with the passcode.
             if newPasscode == nil { updated.accountRecord = nil }
@@ -148,7 +150,8 @@ extension Device {
             try runtime.store(keys)
             path = try store(
                 updated, replacing: (path, record),
-                slotSecrets: (new: newCounterSecret, old: proofCounterSecret))
+                slotSecrets: (new: newCounterSecret, old: proofCounterSecret),
+                acknowledging: claim)
             if newPasscode == nil { runtime.forget([.whenPasscodeSetThisDeviceOnly]) }
             return (updated, hadKnowledgeFactor)
         }
@@ -212,16 +215,20 @@ extension Device {
                 var upgraded = record
                 let newCounterSecret = try seal(
                     keys, presence: presence ?? SecureBytes(randomCount: 32), passcode: passcode,
-                    into: &upgraded, directSlot: !movesOffTPM)
+                    into: &upgraded, directSlot: !movesOffTPM, succeeding: proof.claim)
                 path = try store(
                     upgraded, replacing: (path, record),
-                    slotSecrets: (new: newCounterSecret, old: proof.counterSecret))
+                    slotSecrets: (new: newCounterSecret, old: proof.counterSecret),
+                    acknowledging: proof.claim)
                 record = upgraded
+                return record
             } else if presence == nil {
                 // A passcode record without a presence key: the key is made at this unlock.
                 record.setPresence(SecureBytes(randomCount: 32), kek: proof.kek)
                 path = try records.store(record, replacing: path)
             }
+            // The unlock went through whole: its report goes back to the caller now.
+            guessLimit.acknowledge(proof.claim)
             return record
         }
         return UnlockReport(wrongPasscodes: wrongPasscodes, record: unlocked)
@@ -261,6 +268,7 @@ extension Device {
             guard
                 let seed = try PasscodeKeys.unwrapPresence(proof.record.wrappedKeys, kek: proof.kek)
             else { throw DeviceError(.interactionNotAllowed, "unlock the device once first") }
+            guessLimit.acknowledge(proof.claim)
             return (SealedBox.keyPair(seed: seed).secretKey, proof.wrongPasscodes)
         }
     }

@@ -15,6 +15,9 @@ extension Device {
         var counterSecret: SecureBytes?
         /// Wrong passcodes since the last right one, to tell the owner.
         var wrongPasscodes: WrongPasscodes?
+        /// On the counted path, the right claim: acknowledged once the route succeeded
+        /// (`acknowledge`), named by a slot the route registers (`succession`).
+        var claim: CounterClaim?
     }
 
     /// Checks `passcode`, counted first (`GuessLimit.prove`): the failure is stored before the
@@ -27,12 +30,12 @@ extension Device {
         // refuses it again, as the one way in).
         try LockScreenKind.checkGuess(passcode)
         var (path, record) = if let loaded { loaded } else { try records.load() }
-        let (kek, counterSecret, wrong) = try guessLimit.prove(passcode, &record) {
+        let (kek, counterSecret, wrong, claim) = try guessLimit.prove(passcode, &record) {
             (counted) throws(DeviceError) in path = try records.store(counted, replacing: path)
         }
         return Proof(
             path: path, record: record, kek: kek, counterSecret: counterSecret,
-            wrongPasscodes: wrong)
+            wrongPasscodes: wrong, claim: claim)
     }
 
     /// Stores `updated`, sealed by `seal` with a passcode slot of its own, in place of `stored`:
@@ -40,7 +43,8 @@ extension Device {
     /// secrets are what removing a counter slot takes). Returns the record's path.
     func store(
         _ updated: DeviceRecord, replacing stored: (path: ItemPath, record: DeviceRecord),
-        slotSecrets: (new: SecureBytes?, old: SecureBytes?)
+        slotSecrets: (new: SecureBytes?, old: SecureBytes?),
+        acknowledging claim: CounterClaim? = nil
     ) throws(DeviceError) -> ItemPath {
         let path: ItemPath
         do throws(DeviceError) {
@@ -50,6 +54,9 @@ extension Device {
                 updated.passcode, keeping: stored.record.passcode, secret: slotSecrets.new)
             throw error
         }
+        // The route's last step that can fail is done: its report is acknowledged while the
+        // slot it was made on is still there.
+        guessLimit.acknowledge(claim)
         guessLimit.remove(
             stored.record.passcode, keeping: updated.passcode, secret: slotSecrets.old)
         return path
@@ -61,12 +68,13 @@ extension Device {
     @discardableResult
     func seal(
         _ keys: [ProtectionClass: SecureBytes], presence: SecureBytes? = nil,
-        passcode: SecureBytes?, into record: inout DeviceRecord, directSlot: Bool = true
+        passcode: SecureBytes?, into record: inout DeviceRecord, directSlot: Bool = true,
+        succeeding: CounterClaim? = nil
     ) throws(DeviceError) -> SecureBytes? {
         let deviceSecret = SecureBytes(copying: record.deviceSecret)
         let (kek, counterSecret) = try guessLimit.makeSlot(
             for: passcode, replacing: &record.passcode, deviceSecret: deviceSecret,
-            directSlot: directSlot)
+            directSlot: directSlot, succeeding: succeeding?.succession)
         record.wrappedKeys = PasscodeKeys.wrap(keys, kek: kek)
         record.keyChecks = PasscodeKeys.checks(keys, deviceSecret: deviceSecret)
         record.presencePublicKey = nil

@@ -73,6 +73,17 @@ struct CallerBudget: Equatable {
     var lastWrongUptime: Int64 = 0
     /// The caller's live slots, the least recently used first.
     var slots: [Data] = []
+    /// The wrong claims not yet reported, by the slot they were made on: a right claim reports
+    /// (and its acknowledgement gives back) only its own slot's — so a slot the caller registered
+    /// with a passcode of its own never gives back guesses at another slot's.
+    var attributed: [Data: Int64] = [:]
+    /// A slot's successor (registered with the report of a right claim on it, or signed by its
+    /// reader at the account's escrow): what the slot's unreported wrong claims go to when it
+    /// is removed. A slot removed without one leaves its wrong claims spent, reported to nobody.
+    var successors: [Data: Data] = [:]
+    /// Slots of this budget destroyed at its limit (the newest 32): told "destroyed", not "no
+    /// such slot", without a record of their own each.
+    var destroyed: [Data] = []
 
     /// The most live slots a caller keeps: registering another retires its least recently used.
     static let maximumSlots = 16
@@ -91,9 +102,10 @@ struct CallerBudget: Equatable {
     /// The budget a network slot registered without another's starts.
     static func id(slot: Data) -> Data { id("slot:\(slot.hexString)") }
 
-    /// One wrong claim, counted (before it is checked).
-    mutating func countWrong(at wall: Date, boot: BootInstant) {
+    /// One wrong claim on `slot`, counted (before it is checked).
+    mutating func countWrong(on slot: Data, at wall: Date, boot: BootInstant) {
         spent += 1
+        attributed[slot, default: 0] += 1
         lastWrong = wall.milliseconds
         if firstWrong == 0 { firstWrong = lastWrong }
         lastWrongBoot = boot.boot
@@ -104,7 +116,11 @@ struct CallerBudget: Equatable {
     /// wrong claim taken from the wall clock (none when that lies in the future), so its delay
     /// runs on this boot's clock from here, never longer than itself. Whether anything changed.
     mutating func carry(into boot: BootInstant, wall: Date) -> Bool {
-        guard lastWrong > 0, lastWrongBoot != boot.boot else { return false }
+        // Another boot: another ID, or (where the ID cannot be read: a service that does not see
+        // /proc/sys) a boot clock that went back.
+        guard lastWrong > 0,
+            lastWrongBoot != boot.boot || boot.milliseconds < lastWrongUptime
+        else { return false }
         let elapsed = min(max(0, wall.milliseconds - lastWrong), Int64(Int32.max))
         lastWrongBoot = boot.boot
         lastWrongUptime = boot.milliseconds - elapsed
@@ -117,10 +133,25 @@ struct CallerBudget: Equatable {
         set { (firstWrong, lastWrong, lastWrongBoot, lastWrongUptime) = newValue }
     }
 
-    /// `count` tries back (a report that showed them was acknowledged, or a right claim's own).
-    mutating func giveBack(_ count: Int64) {
-        spent = max(0, spent - max(0, count))
+    /// `count` of `slot`'s tries back (a report of that slot's that showed them was
+    /// acknowledged, or a right claim's own), never more than the slot has.
+    mutating func giveBack(_ count: Int64, on slot: Data) {
+        let given = min(max(0, count), attributed[slot] ?? 0)
+        spent = max(0, spent - given)
+        attributed[slot] = (attributed[slot] ?? 0) - given
+        if attributed[slot] == 0 { attributed[slot] = nil }
         if spent == 0 { (firstWrong, lastWrong) = (0, 0) }
+    }
+
+    /// `slot` leaves the budget (removed, or retired by a registration): its unreported wrong
+    /// claims go to its successor when it has one, else stay spent.
+    mutating func drop(_ slot: Data) {
+        slots.removeAll { $0 == slot }
+        let carried = attributed.removeValue(forKey: slot)
+        if let successor = successors.removeValue(forKey: slot), let carried {
+            attributed[successor, default: 0] += carried
+        }
+        successors = successors.filter { $0.value != slot }
     }
 
     /// When the next claim is taken, or nil when now: the delay for what is spent, measured from
@@ -153,11 +184,33 @@ struct CallerBudget: Equatable {
         record.append(4, lastWrongBoot)
         record.append(5, lastWrongUptime)
         record.append(6, slots.reduce(Data(), +))
+        record.append(
+            7,
+            attributed.sorted { $0.key.lexicographicallyPrecedes($1.key) }.reduce(Data()) {
+                $0 + $1.key + withUnsafeBytes(of: $1.value.bigEndian) { Data($0) }
+            })
+        record.append(
+            8,
+            successors.sorted { $0.key.lexicographicallyPrecedes($1.key) }.reduce(Data()) {
+                $0 + $1.key + $1.value
+            })
+        record.append(9, destroyed.reduce(Data(), +))
         return record.bytes
     }
 
+    /// `bytes` cut into `size`-byte pieces (nil when it does not divide, or holds over `most`).
+    private static func pieces(_ bytes: Data?, _ size: Int, most: Int) -> [Data]? {
+        let flat = Data(bytes ?? Data())
+        guard flat.count % size == 0, flat.count <= most * size else { return nil }
+        return stride(from: 0, to: flat.count, by: size).map { Data(flat[$0..<($0 + size)]) }
+    }
+
     static func parse(_ bytes: Data) -> CallerBudget? {
-        guard let fields = try? TLV.fields(bytes, magic: magic, known: 1...6),
+        let id = EscrowProtocol.slotIDLength
+        guard let fields = try? TLV.fields(bytes, magic: magic, known: 1...9),
+            let attributed = pieces(fields[7].map { Data($0) }, id + 8, most: 64),
+            let successors = pieces(fields[8].map { Data($0) }, 2 * id, most: 64),
+            let destroyed = pieces(fields[9].map { Data($0) }, id, most: 32),
             let spent = try? fields.int64(1), spent >= 0,
             let firstWrong = try? fields.int64(2), let lastWrong = try? fields.int64(3),
             let boot = fields[4], boot.count <= 64, let uptime = try? fields.int64(5),
@@ -170,6 +223,17 @@ struct CallerBudget: Equatable {
             lastWrongUptime: uptime,
             slots: stride(from: 0, to: flat.count, by: EscrowProtocol.slotIDLength).map {
                 Data(flat[$0..<($0 + EscrowProtocol.slotIDLength)])
-            })
+            },
+            attributed: Dictionary(
+                attributed.map {
+                    (
+                        Data($0.prefix(id)),
+                        $0.suffix(8).reduce(Int64(0)) { $0 << 8 | Int64($1) }
+                    )
+                }, uniquingKeysWith: +),
+            successors: Dictionary(
+                successors.map { (Data($0.prefix(id)), Data($0.suffix(id))) },
+                uniquingKeysWith: { first, _ in first }),
+            destroyed: destroyed)
     }
 }

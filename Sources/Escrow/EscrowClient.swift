@@ -67,11 +67,14 @@ package struct EscrowClient: Sendable {
     /// `owner` is given, that part of it (a key the secret starts with). `reader`: the public
     /// key the slot tells its count to (`EscrowProtocol.reader`). Returns the slot's ID and the
     /// public key it is evaluated under (checked against the registration's own proof), which
-    /// the caller pins.
+    /// the caller pins. `succeeding`: the slot this one replaces and the report of the right
+    /// claim on it that proved the passcode just now — its unreported wrong claims go to this
+    /// one when it is removed (a slot without one leaves them spent).
     package func register(
         _ secret: SecureBytes, owner: SecureBytes? = nil, passcodeKey: SecureBytes, salt: Data,
         cost: Argon2Cost, limit: Int, reader: Data? = nil,
-        inherit: (slot: Data, reader: SecureBytes)? = nil
+        inherit: (slot: Data, reader: SecureBytes)? = nil,
+        succeeding: (slot: Data, report: Data)? = nil
     ) throws(EscrowError) -> Registered {
         let (blind, blinded) = OPRF.blind(passcodeKey, context: EscrowProtocol.context)
         let answer = try send(.register, [(.blinded, blinded)])
@@ -103,7 +106,8 @@ package struct EscrowClient: Sendable {
                                 secretKey: $0.reader)
                         ),
                     ]
-                } ?? []))
+                } ?? [])
+                + (succeeding.map { [(.inherit, $0.slot), (.report, $0.report)] } ?? []))
         return Registered(slot: slot, publicKey: publicKey)
     }
 

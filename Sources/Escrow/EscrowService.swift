@@ -170,13 +170,18 @@ package final class EscrowService: Sendable {
             limit: try fields.integer(.limit, in: 1...EscrowProtocol.maximumLimit), failures: 0,
             reader: fields[EscrowProtocol.Tag.reader.rawValue] == nil
                 ? nil : try fields.exactly(.reader, Signature.publicKeyLength))
-        let inherit =
+        // The slot this one succeeds: named with its reader's signature (the account's escrow),
+        // or with the report of a right claim on it (a device's passcode change or re-pin).
+        let predecessor =
             fields[EscrowProtocol.Tag.inherit.rawValue] == nil
-            ? nil
-            : (
-                slot: try fields.exactly(.inherit, EscrowProtocol.slotIDLength),
-                signature: try fields.exactly(.inheritSignature, Signature.length)
-            )
+            ? nil : try fields.exactly(.inherit, EscrowProtocol.slotIDLength)
+        var inherit: (slot: Data, signature: Data)?
+        if let predecessor, fields[EscrowProtocol.Tag.inheritSignature.rawValue] != nil {
+            inherit = (predecessor, try fields.exactly(.inheritSignature, Signature.length))
+        }
+        let successionReport =
+            fields[EscrowProtocol.Tag.report.rawValue] == nil
+            ? nil : try fields.exactly(.report, EscrowProtocol.challengeLength)
         try state.withLock { (state) throws(EscrowError) in
             guard let pending = state.pending.removeValue(forKey: slot),
                 pending.expires > clock.wall()
@@ -195,9 +200,23 @@ package final class EscrowService: Sendable {
             record.budget = budgetID
             var budget = try loadBudget(budgetID)
             budget.touch(slot)
+            if let predecessor, budget.slots.contains(predecessor) {
+                if inherit != nil, caller == .network {
+                    // Signed by its reader (checked): an account's device. Never on the socket,
+                    // where any process of the user derives the reader key from the record.
+                    budget.successors[predecessor] = slot
+                } else if let successionReport, let report = state.reports[predecessor],
+                    report.expires > clock.wall(),
+                    constantTimeEquals(report.token, successionReport)
+                {
+                    budget.successors[predecessor] = slot
+                }
+            }
             // Past the most live slots a caller keeps, its own least recently used goes.
             while budget.slots.count > CallerBudget.maximumSlots {
-                try delete(budget.slots.removeFirst(), &state)
+                let retired = budget.slots[0]
+                budget.drop(retired)
+                try delete(retired, &state)
             }
             try save(slot, record)
             try saveBudget(budgetID, budget)
@@ -238,7 +257,7 @@ package final class EscrowService: Sendable {
             let (wall, boot) = (clock.wall(), clock.boot())
             if budget.carry(into: boot, wall: wall) { try saveBudget(budgetID, budget) }
             guard budget.spent < record.limit else {
-                try exhaust(budgetID, budget, slot, &state)
+                try exhaust(budgetID, budget, slot, &state, caller: caller)
                 throw EscrowError(
                     .destroyed,
                     "\(record.limit) claims without the right passcode: the slot is destroyed")
@@ -251,7 +270,7 @@ package final class EscrowService: Sendable {
             }
             // Counted, durably, before anything that depends on the key is computed or sent.
             let before = budget
-            budget.countWrong(at: wall, boot: boot)
+            budget.countWrong(on: slot, at: wall, boot: boot)
             budget.touch(slot)
             try saveBudget(budgetID, budget)
             let (evaluated, proof) = try evaluate(blinded, record.key)
@@ -281,7 +300,7 @@ package final class EscrowService: Sendable {
             let proof = EscrowProtocol.claimProof(slot: slot, challenge: challenge, boxKey: boxKey)
             guard Signature.verify(signature, of: proof, publicKey: record.verifier) else {
                 if budget.spent >= record.limit {
-                    try exhaust(budgetID, budget, slot, &state)
+                    try exhaust(budgetID, budget, slot, &state, caller: caller)
                     throw EscrowError(
                         .destroyed,
                         "\(record.limit) claims without the right passcode: the slot is destroyed")
@@ -291,9 +310,12 @@ package final class EscrowService: Sendable {
             }
             // This claim's own count taken back; the wrong ones before it stay spent until the
             // report that shows them is acknowledged.
-            budget.giveBack(1)
+            budget.giveBack(1, on: slot)
             if budget.spent == issued.before.spent { budget.times = issued.before.times }
             try saveBudget(budgetID, budget)
+            // What the report shows: this slot's wrong claims (and those of the slots it
+            // succeeded), never another slot's.
+            let shown = budget.attributed[slot] ?? 0
             let sealed: Data
             do {
                 sealed = try SealedBox.seal(SecureBytes(copying: record.envelope), to: boxKey)
@@ -301,13 +323,12 @@ package final class EscrowService: Sendable {
                 throw EscrowError(.malformed, "the claim's key: \(error)")
             }
             let token = KeyDerivation.randomBytes(EscrowProtocol.challengeLength)
-            state.reports[slot] = (
-                token, budget.spent, clock.wall() + EscrowProtocol.challengeLifetime
-            )
+            state.reports[slot] = (token, shown, clock.wall() + EscrowProtocol.challengeLifetime)
             return [
-                (.sealed, sealed), (.sinceRight, EscrowProtocol.integer(budget.spent)),
-                (.lastWrong, EscrowProtocol.integer(budget.lastWrong)),
-                (.firstWrong, EscrowProtocol.integer(budget.firstWrong)), (.report, token),
+                (.sealed, sealed), (.sinceRight, EscrowProtocol.integer(shown)),
+                (.lastWrong, EscrowProtocol.integer(shown > 0 ? budget.lastWrong : 0)),
+                (.firstWrong, EscrowProtocol.integer(shown > 0 ? budget.firstWrong : 0)),
+                (.report, token),
             ]
         }
     }
@@ -326,7 +347,7 @@ package final class EscrowService: Sendable {
             else { throw EscrowError(.stale, "no report under way with this token") }
             state.reports[slot] = nil
             var budget = try loadBudget(record.budget!)
-            budget.giveBack(report.shown)
+            budget.giveBack(report.shown, on: slot)
             try saveBudget(record.budget!, budget)
         }
         return []
@@ -370,7 +391,7 @@ package final class EscrowService: Sendable {
             }
             // Its budget keeps what was spent: a removal gives nothing back.
             var budget = try loadBudget(record.budget!)
-            budget.slots.removeAll { $0 == slot }
+            budget.drop(slot)
             try saveBudget(record.budget!, budget)
             try delete(slot, &state)
         }
@@ -413,7 +434,7 @@ package final class EscrowService: Sendable {
             let notBefore = budget.notBefore(policy, wall: wall, boot: boot)
             reply += [
                 (.failures, EscrowProtocol.integer(min(budget.spent, record.limit))),
-                (.sinceRight, EscrowProtocol.integer(budget.spent)),
+                (.sinceRight, EscrowProtocol.integer(budget.attributed[slot] ?? 0)),
                 (.lastWrong, EscrowProtocol.integer(budget.lastWrong)),
                 (.firstWrong, EscrowProtocol.integer(budget.firstWrong)),
                 (.notBefore, EscrowProtocol.integer(notBefore?.milliseconds ?? 0)),
@@ -508,6 +529,13 @@ package final class EscrowService: Sendable {
             throw EscrowError(.unavailable, "the escrow's state: \(error.localizedDescription)")
         }
         guard let bytes, !bytes.starts(with: CallerBudget.magic) else {
+            // A local user's slot destroyed at its budget's limit leaves no record: its budget
+            // names it.
+            if bytes == nil, case .user(let uid) = caller,
+                try loadBudget(CallerBudget.id(user: uid)).destroyed.contains(slot)
+            {
+                throw EscrowError(.destroyed, "the slot is destroyed")
+            }
             throw EscrowError(.notFound, "no such slot")
         }
         if bytes == SlotRecord.tombstone {
@@ -529,7 +557,8 @@ package final class EscrowService: Sendable {
                 id = CallerBudget.id(slot: slot)
             }
             var budget = try loadBudget(id)
-            budget.spent = max(budget.spent, record.failures)
+            budget.spent += record.failures
+            if record.failures > 0 { budget.attributed[slot, default: 0] += record.failures }
             budget.touch(slot)
             record.budget = id
             record.failures = 0
@@ -579,19 +608,32 @@ package final class EscrowService: Sendable {
 
     /// The budget is spent: every slot it lists (and `slot`) is destroyed for good — a tombstone
     /// takes each record's place — and the budget starts again, as nothing it guarded is left.
+    /// A local user's budget lists the slots it destroyed (the newest 32) in place of a
+    /// tombstone each: a user's loop of exhausted slots never grows the table.
     private func exhaust(
-        _ id: Data, _ budget: CallerBudget, _ slot: Data, _ state: inout Volatile
+        _ id: Data, _ budget: CallerBudget, _ slot: Data, _ state: inout Volatile,
+        caller: EscrowCaller
     ) throws(EscrowError) {
-        for destroyed in Set(budget.slots + [slot]) {
+        var next = CallerBudget()
+        for destroyed in Set(budget.slots + [slot]).sorted(by: { $0.lexicographicallyPrecedes($1) })
+        {
             state.claims[destroyed] = nil
             state.challenges[destroyed] = nil
             state.reports[destroyed] = nil
-            do { try storage.save(destroyed, SlotRecord.tombstone) } catch {
+            do {
+                if case .user = caller {
+                    try storage.delete(destroyed)
+                    next.destroyed.append(destroyed)
+                } else {
+                    try storage.save(destroyed, SlotRecord.tombstone)
+                }
+            } catch {
                 throw EscrowError(
                     .unavailable,
                     "the escrow could not destroy the slot: \(error.localizedDescription)")
             }
         }
-        try saveBudget(id, CallerBudget())
+        next.destroyed = Array((budget.destroyed + next.destroyed).suffix(32))
+        try saveBudget(id, next)
     }
 }

@@ -302,6 +302,99 @@ struct ClaimPolicyTests {
     }
 
     @Test(
+        "a slot the caller registered with a passcode of its own gives back only its own wrong claims: guesses at the owner's slot stay spent and are reported at the owner's right claim; 10 in all destroy"
+    )
+    func ownSlotRefundsOnlyItself() throws {
+        let counter = try Counter(policy: ClaimPolicy(delays: []))
+        for _ in 0..<4 { #expect(counter.wrong() == .authFailed) }
+        // Another process of the user: a slot with a passcode it knows, claimed right and
+        // acknowledged, again and again.
+        let mine = SecureBytes(randomCount: 32)
+        let own = try counter.client().register(
+            SecureBytes(randomCount: 32), passcodeKey: mine,
+            salt: Data(count: KeyDerivation.saltLength), cost: .minimum, limit: 10,
+            reader: counter.reader.publicKey)
+        for _ in 0..<3 {
+            let released = try counter.client().claim(
+                own.slot, passcodeKey: mine, publicKey: own.publicKey)
+            #expect(released.wrongSinceRight == 0)
+            try counter.client().acknowledge(own.slot, released)
+        }
+        #expect(try counter.count.spent == 4)
+        // Signed by the reader key (which any process of the user derives): no succession on
+        // the socket, so removing the owner's slot would move nothing to its own.
+        for _ in 0..<5 { #expect(counter.wrong() == .authFailed) }
+        #expect(counter.wrong() == .destroyed)
+        #expect(throws: EscrowError.self) { try counter.right() }
+    }
+
+    @Test(
+        "a passcode change's new slot succeeds the old one with the right claim's report: wrong claims on the old slot after the report go to the new one when it is removed, and are reported there"
+    )
+    func succession() throws {
+        let counter = try Counter(policy: ClaimPolicy(delays: []))
+        #expect(counter.wrong() == .authFailed)
+        let released = try counter.right()
+        #expect(released.wrongSinceRight == 1)
+        let next = SecureBytes(randomCount: 32)
+        let successor = try counter.client().register(
+            SecureBytes(randomCount: 32), passcodeKey: next,
+            salt: Data(count: KeyDerivation.saltLength), cost: .minimum, limit: 10,
+            reader: counter.reader.publicKey,
+            succeeding: (counter.registered.slot, try #require(released.report)))
+        try counter.client().acknowledge(counter.registered.slot, released)
+        // A guess at the old slot between the change and its removal.
+        #expect(counter.wrong() == .authFailed)
+        try counter.client().remove(counter.registered.slot, reader: counter.reader)
+        let report = try counter.client().claim(
+            successor.slot, passcodeKey: next, publicKey: successor.publicKey)
+        #expect(report.wrongSinceRight == 1)
+        try counter.client().acknowledge(successor.slot, report)
+        #expect(
+            try counter.client().count(of: successor.slot, reader: counter.reader).count?.spent
+                == 0)
+    }
+
+    @Test(
+        "a local user's slots destroyed at the limit leave no record each: a loop of exhausted slots does not grow the table, and a destroyed slot still answers destroyed"
+    )
+    func exhaustionLeavesNoTombstones() throws {
+        let counter = try Counter(policy: ClaimPolicy(delays: []))
+        let stranger = EscrowCaller.user(4343)
+        let before = counter.storage.count()
+        var last: EscrowClient.Registered?
+        for _ in 0..<20 {
+            let slot = try counter.client(as: stranger).register(
+                SecureBytes(randomCount: 32), passcodeKey: SecureBytes(randomCount: 32),
+                salt: Data(count: KeyDerivation.saltLength), cost: .minimum, limit: 1,
+                reader: counter.reader.publicKey)
+            #expect(counter.wrong(slot, as: stranger) == .destroyed)
+            last = slot
+        }
+        #expect(counter.storage.count() <= before + 2)
+        #expect(counter.wrong(try #require(last), as: stranger) == .destroyed)
+    }
+
+    @Test(
+        "where the boot ID cannot be read (a service that does not see /proc/sys), a boot clock that went back is a reboot: the delay runs at most its length"
+    )
+    func unknownBootID() throws {
+        let counter = try Counter()
+        counter.clock.boot.withLock {
+            $0 = BootInstant(boot: Data("unknown boot".utf8), milliseconds: 30 * 86_400_000)
+        }
+        for _ in 0..<5 { #expect(counter.wrong() == .authFailed) }
+        // Rebooted: the same unreadable ID, the boot clock near 0.
+        counter.clock.boot.withLock {
+            $0 = BootInstant(boot: Data("unknown boot".utf8), milliseconds: 1000)
+        }
+        let notBefore = try #require(try counter.count.notBefore)
+        #expect(notBefore.timeIntervalSince(counter.clock.wall.withLock { $0 }) <= 60)
+        counter.advance(60)
+        #expect(try counter.rightAndAcknowledged().wrongSinceRight == 5)
+    }
+
+    @Test(
         "a service that evaluates under another key than the pinned one — the scalar 1, its own slot's key — is refused on the proof before anything derived from the passcode is sent, and nothing it saw tests a guess"
     )
     func impostorKey() throws {

@@ -1,3 +1,4 @@
+import Escrow
 import Foundation
 import Sealing
 import TPM
@@ -79,7 +80,8 @@ package struct GuessLimit: Sendable {
         _ passcode: SecureBytes, _ record: inout Record,
         store: (Record) throws(DeviceError) -> Void
     ) throws(DeviceError) -> (
-        kek: SecureBytes, counterSecret: SecureBytes?, wrongPasscodes: WrongPasscodes?
+        kek: SecureBytes, counterSecret: SecureBytes?, wrongPasscodes: WrongPasscodes?,
+        claim: CounterClaim?
     ) {
         try LockScreenKind.checkGuess(passcode)
         try admit(notBefore: record.notBefore)
@@ -96,20 +98,22 @@ package struct GuessLimit: Sendable {
         record.notBefore = 0
         try store(record)
         remove(slotBefore, keeping: record.passcode, secret: nil)
-        // What the owner is told: the counter's report (every wrong claim of this user's,
-        // through Keepsake or around it, on whichever slot), or on the other paths the record's.
-        // The report goes back to the caller in this call, so it is acknowledged here: the tries
-        // it showed come back. A process that dies before this point leaves it unacknowledged,
-        // and the next right claim reports it again.
-        if let released, let claimed = slotBefore.counterSlot {
-            acknowledge(released, of: claimed, pin: slotBefore.counterPin)
+        // What the owner is told: the counter's report (every wrong claim on this slot and the
+        // slots it succeeded, through Keepsake or around it), or on the other paths the
+        // record's. The caller acknowledges it (`CounterClaim.acknowledge`) once its route
+        // succeeded whole and hands the report on; a route that fails after this point, or a
+        // process that dies, leaves it to be reported again at the next right claim.
+        let claim = released.flatMap { released in
+            slotBefore.counterSlot.map {
+                CounterClaim(slot: $0, pin: slotBefore.counterPin, released: released)
+            }
         }
         let wrong =
             released.map {
                 WrongPasscodes(count: $0.wrongSinceRight, last: $0.lastWrong, since: $0.firstWrong)
             }
             ?? WrongPasscodes(count: wrongBefore, last: nil)
-        return (kek, released?.secret, wrong.count > 0 ? wrong : nil)
+        return (kek, released?.secret, wrong.count > 0 ? wrong : nil, claim)
     }
 
     /// Sits out the delay earned by earlier wrong passcodes (until `notBefore`, ms since 1970),
@@ -133,6 +137,20 @@ package struct GuessLimit: Sendable {
     package static func milliseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1000
             + duration.components.attoseconds / 1_000_000_000_000_000
+    }
+}
+
+/// A right claim at the guess counter: the slot it was made on and its report, which the route
+/// that made it acknowledges once it has succeeded (the tries the report showed come back), and
+/// which a new slot registered in the same route names as its predecessor.
+package struct CounterClaim: Sendable {
+    package var slot: Data
+    package var pin: CounterPin?
+    package var released: EscrowClient.Released
+
+    /// The new slot's predecessor, proven by this claim's report.
+    package var succession: (slot: Data, report: Data)? {
+        released.report.map { (slot, $0) }
     }
 }
 

@@ -228,12 +228,12 @@ extension GuessLimit {
         if slot.retiredCounterSlots?.isEmpty == true { slot.retiredCounterSlots = nil }
     }
 
-    /// Tells the counter the owner was shown `released`'s report (best effort: one not told
-    /// stays spent and is reported again at the next right claim).
-    func acknowledge(_ released: EscrowClient.Released, of slot: Data, pin: CounterPin?) {
-        guard let counter else { return }
-        try? counter.client(peer: pin.map { .user($0.peer) } ?? .anyOtherUser)
-            .acknowledge(slot, released)
+    /// Tells the counter the owner was shown `claim`'s report (best effort: one not told stays
+    /// spent and is reported again at the next right claim).
+    package func acknowledge(_ claim: CounterClaim?) {
+        guard let claim, let counter else { return }
+        try? counter.client(peer: claim.pin.map { .user($0.peer) } ?? .anyOtherUser)
+            .acknowledge(claim.slot, claim.released)
     }
 
     /// Whether `slot` is an unpinned counter slot (no `counterPin`), at a counter on a socket: it
@@ -248,7 +248,7 @@ extension GuessLimit {
     /// key-encryption key and, on the counted path, the new slot's secret (what removing it takes).
     package func makeSlot(
         for passcode: SecureBytes?, replacing slot: inout PasscodeSlot, deviceSecret: SecureBytes,
-        directSlot: Bool = true
+        directSlot: Bool = true, succeeding: (slot: Data, report: Data)? = nil
     ) throws(DeviceError) -> (kek: SecureBytes, counterSecret: SecureBytes?) {
         let previousTPMSlot = slot.tpm
         // A counter slot being replaced is listed as retired until its removal is confirmed.
@@ -276,7 +276,7 @@ extension GuessLimit {
             do {
                 registered = try client.register(
                     secret, passcodeKey: passcodeKey, salt: salt, cost: cost,
-                    limit: Int(Self.hardLimit), reader: reader)
+                    limit: Int(Self.hardLimit), reader: reader, succeeding: succeeding)
             } catch { throw DeviceError(escrow: error) }
             guard let peer = seen.uid else {
                 throw DeviceError(.notAvailable, "the guess counter's user is unknown")
