@@ -11,6 +11,11 @@ import Sealing
 /// `keepsake lockscreen set|unlock|lock|status`. Passcodes come from standard input, one per line.
 enum LockScreenCommand {
     static func run(_ verb: String?, _ context: Context) throws {
+        if verb == "lock" {
+            // Forgetting never waits: no cloud (nor its credentials) and no Secret Service.
+            try context.arguments.allowOnly([])
+            return try context.localDevice.lock()
+        }
         let account = try context.account
         let device = account.device
         switch verb {
@@ -66,9 +71,6 @@ enum LockScreenCommand {
                         "keepsake: unlocked, but the cloud account could not be kept up to date: \(problem) (tried again at the next unlock)\n"
                             .utf8))
             }
-        case "lock":
-            try context.arguments.allowOnly([])
-            try device.lock()
         case "status":
             try context.arguments.allowOnly([])
             let status = try device.status()
@@ -89,11 +91,13 @@ enum LockScreenCommand {
 /// transfer | settings`.
 enum DeviceCommand {
     static func run(_ verb: String?, _ context: Context) throws {
+        if verb == "reboot" {
+            // Forgetting never waits: no cloud (nor its credentials) and no Secret Service.
+            try context.arguments.allowOnly([])
+            return try context.localDevice.reboot()
+        }
         let account = try context.account
         switch verb {
-        case "reboot":
-            try context.arguments.allowOnly([])
-            try account.device.reboot()
         case "wipe":
             // Erase all content and settings: the one way back from a disabled device.
             try context.arguments.allowOnly([])

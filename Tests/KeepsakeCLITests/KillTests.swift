@@ -6,6 +6,28 @@ import Testing
 @Suite("Faults: the process SIGKILLed at random points of a write")
 struct KillTests {
     @Test(
+        "keepsake lockscreen lock and device reboot with the Secret Service gone exit 0 and forget the keys: once it is back the device reads before first unlock"
+    )
+    func forgettingWithTheSecretServiceGone() throws {
+        let service = try PrivateSecretService.start()
+        let at = deviceDirectory(of: service)
+        #expect(
+            try keepsake(
+                ["lockscreen", "set", "--kind", "pin"] + at, input: Data("1357\n".utf8),
+                service: service
+            ).status == 0)
+        service.kill()
+        let locked = try keepsake(["lockscreen", "lock"] + at, service: service)
+        #expect(locked.status == 0, "\(locked.stderr)")
+        let rebooted = try keepsake(["device", "reboot"] + at, service: service)
+        #expect(rebooted.status == 0, "\(rebooted.stderr)")
+        try service.restart()
+        #expect(
+            try keepsake(["lockscreen", "status"] + at, service: service).text.contains(
+                "\"beforeFirstUnlock\""))
+    }
+
+    @Test(
         "a passcode change killed before any one of its Secret Service writes never leaves the device out of its own cloud account: it unlocks with the old pin or the new one, and its next sync exchanges"
     )
     func passcodeChangeKilledAtEachWrite() throws {
