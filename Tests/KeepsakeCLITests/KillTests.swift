@@ -6,7 +6,10 @@ import Testing
 @Suite("Faults: the process SIGKILLed at random points of a write")
 struct KillTests {
     @Test(
-        "keepsake lockscreen lock and device reboot with the Secret Service gone exit 0 and forget the keys: once it is back the device reads before first unlock"
+        "keepsake lockscreen lock and device reboot with the Secret Service gone exit 0 and forget the keys: once it is back the device reads before first unlock",
+        .enabled(
+            if: PrivateSecretService.runsKeepsakesOwnRules,
+            "a rule of Keepsake's own, and gnome-keyring's kill and restart: the gnome-keyring pass")
     )
     func forgettingWithTheSecretServiceGone() throws {
         let service = try PrivateSecretService.start()
