@@ -9,7 +9,8 @@ struct KillTests {
         "keepsake lockscreen lock and device reboot with the Secret Service gone exit 0 and forget the keys: once it is back the device reads before first unlock",
         .enabled(
             if: PrivateSecretService.runsKeepsakesOwnRules,
-            "a rule of Keepsake's own, and gnome-keyring's kill and restart: the gnome-keyring pass")
+            "a rule of Keepsake's own, and gnome-keyring's kill and restart: the gnome-keyring pass"
+        )
     )
     func forgettingWithTheSecretServiceGone() throws {
         let service = try PrivateSecretService.start()
