@@ -214,16 +214,11 @@ struct CallerBudget: Equatable {
             let spent = try? fields.int64(1), spent >= 0,
             let firstWrong = try? fields.int64(2), let lastWrong = try? fields.int64(3),
             let boot = fields[4], boot.count <= 64, let uptime = try? fields.int64(5),
-            let slots = fields[6], slots.count % EscrowProtocol.slotIDLength == 0,
-            slots.count <= 64 * EscrowProtocol.slotIDLength
+            fields[6] != nil, let slots = pieces(fields[6].map { Data($0) }, id, most: 64)
         else { return nil }
-        let flat = Data(slots)
         return CallerBudget(
             spent: spent, firstWrong: firstWrong, lastWrong: lastWrong, lastWrongBoot: Data(boot),
-            lastWrongUptime: uptime,
-            slots: stride(from: 0, to: flat.count, by: EscrowProtocol.slotIDLength).map {
-                Data(flat[$0..<($0 + EscrowProtocol.slotIDLength)])
-            },
+            lastWrongUptime: uptime, slots: slots,
             attributed: Dictionary(
                 attributed.map {
                     (
