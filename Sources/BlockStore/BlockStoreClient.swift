@@ -38,7 +38,7 @@ public final class BlockStoreClient: Sendable {
         guard !data.key.isEmpty else { throw BlockStoreError(.invalidArgument, "an empty key") }
         let entry = BlockStoreEntry(
             key: data.key, bytes: data.bytes, shouldBackupToCloud: data.shouldBackupToCloud,
-            modified: Int64(Date().timeIntervalSince1970 * 1000))
+            modified: Self.now(), writer: writer)
         try layout.locked { () throws(BlockStoreError) in
             let names = layout.names()
             if !names.contains(layout.name(data.key)) && names.count >= Self.maximumEntries {
@@ -88,10 +88,36 @@ public final class BlockStoreClient: Sendable {
             let names =
                 request.deleteAll
                 ? Array(present) : request.keys.map(layout.name).filter(present.contains)
-            for name in names { try layout.remove(name) }
+            let now = Self.now()
+            for name in names { try layout.remove(name, writer: writer, at: now) }
             return !names.isEmpty
         }
     }
+
+    /// Takes `entry` from the cloud as it was written (its version kept, so the restore is no
+    /// new write): not over an entry held here, nor over a later deletion here, nor past the
+    /// entry limit. True when it was stored.
+    func restore(_ entry: BlockStoreEntry) throws(BlockStoreError) -> Bool {
+        let layout = try available()
+        return try layout.locked { () throws(BlockStoreError) in
+            let name = layout.name(entry.key)
+            if try layout.read(name) != nil { return false }
+            if let gone = try layout.readTombstone(name), gone.version > entry.version {
+                return false
+            }
+            guard layout.names().count < Self.maximumEntries else { return false }
+            var restored = entry
+            restored.shouldBackupToCloud = true
+            try layout.write(restored)
+            return true
+        }
+    }
+
+    /// This device as the writer of a store or a deletion (`SyncVersion.writer`; "" when it
+    /// cannot say, which sorts lowest at the same millisecond).
+    private var writer: String { (try? device.writerID()) ?? "" }
+
+    private static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     /// Mirrors `isEndToEndEncryptionAvailable`: true only with a knowledge-factor lock screen.
     public func isEndToEndEncryptionAvailable() throws(BlockStoreError) -> Bool {

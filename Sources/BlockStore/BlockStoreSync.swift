@@ -29,9 +29,9 @@ public struct BlockStoreSync: Sendable {
         public var skipped: String?
     }
 
-    /// Exchanges with the cloud account now: uploads backed-up entries, removes cloud copies of
-    /// entries that are no longer backed up. Without E2EE (or signed out, or not joined) nothing
-    /// is written to the cloud.
+    /// Exchanges with the cloud account now: uploads backed-up entries and deletion markers,
+    /// each only where it is later than the cloud's copy by the one conflict rule
+    /// (`SyncVersion`). Without E2EE (or signed out, or not joined) nothing is written.
     public func sync() throws(BlockStoreError) -> Report {
         guard account.cloud != nil else { return Report(skipped: "signed out") }
         guard let session = try network({ try account.cloudSession() }) else {
@@ -40,20 +40,29 @@ public struct BlockStoreSync: Sendable {
         }
         let keys = CloudEntries(session.key)
         var report = Report()
-        let plans = try plans(keys: keys, listed: Set(session.list()))
-        for plan in plans {
-            let uploads = plan.uploads.map { upload in
-                (upload.name, keys.seal(upload.entry, appID: plan.appID, name: upload.name))
+        var plans = try plans(keys: keys, listed: Set(session.list()))
+        // What the cloud holds for every name about to be written: a write goes up only if it is
+        // later than the copy there, whichever device's and whenever that copy arrived.
+        let contested = plans.flatMap { $0.uploads.map(\.name) }.filter(Set(session.list()).contains)
+        let held = try network { try session.read(contested) }
+        for index in plans.indices {
+            var uploads: [(name: String, data: Data)] = []
+            for upload in plans[index].uploads {
+                if let bytes = held[upload.name] {
+                    let (there, _) = try keys.open(bytes, name: upload.name)
+                    if there.version >= upload.entry.version { continue }
+                }
+                uploads.append(
+                    (upload.name, keys.seal(upload.entry, appID: plans[index].appID, name: upload.name)))
+                if upload.entry.deleted { report.removed += 1 } else { report.uploaded += 1 }
             }
             try network { try session.write(uploads) }
-            report.uploaded += uploads.count
-            for name in plan.removals { session.delete(name) }
-            report.removed += plan.removals.count
+            plans[index].uploads = []
         }
         try network { try session.commit() }
         // What was synced is recorded only once the account's manifest holds it: a commit that
-        // failed leaves the record as it was, so the next sync makes the same uploads and
-        // removals again (a deletion is never forgotten while the cloud still lists its entry).
+        // failed leaves the record as it was, so the next sync makes the same comparisons again
+        // (a deletion is never forgotten while the cloud may still hold an older copy).
         for plan in plans {
             do { try plan.manifest.write(plan.current, digests: plan.digests) } catch {
                 throw BlockStoreError(
@@ -86,10 +95,7 @@ public struct BlockStoreSync: Sendable {
         if let key = listing.key, let names = listing.names,
             let plans = try? plans(keys: CloudEntries(key), listed: names)
         {
-            // Removals of copies the manifest no longer lists change nothing: not pending.
-            pending = plans.reduce(0) {
-                $0 + $1.uploads.count + $1.removals.filter(names.contains).count
-            }
+            pending = plans.reduce(0) { $0 + $1.uploads.count }
         }
         let keys = listing.key.map(CloudEntries.init)
         return StoreStatus(
@@ -105,14 +111,13 @@ public struct BlockStoreSync: Sendable {
         return names.contains(CloudEntries(accountKey).name(appID: appID, key: key)) ? 1 : 0
     }
 
-    /// What one app's sync does: the entries to upload (changed since this device's last upload,
-    /// or not in the cloud), the cloud copies to remove (no longer backed up, or deleted), and
-    /// the record of what was uploaded to keep afterwards.
+    /// What one app's sync does: the writes to make (entries and deletion markers changed since
+    /// this device's last sync, or not in the cloud) and the record of what was synced to keep
+    /// afterwards.
     struct Plan {
         var appID: String
         var manifest: SyncManifest
         var uploads: [(name: String, entry: BlockStoreEntry)] = []
-        var removals: [String] = []
         var current = Set<String>()
         var digests: [String: String] = [:]
     }
@@ -125,28 +130,49 @@ public struct BlockStoreSync: Sendable {
             var plan = Plan(
                 appID: appID,
                 manifest: SyncManifest(layout.directory.appendingPathComponent("cloud-manifest")))
-            let uploadedBefore = plan.manifest.readDigests()
-            for name in layout.names() {
-                guard let entry = try layout.read(name) else { continue }
-                let cloudName = keys.name(appID: appID, key: entry.key)
-                if entry.shouldBackupToCloud {
-                    // Only what changed since this device's last upload goes up again (the
-                    // account manifest still listing it, and it vouches for the bytes).
-                    let digest = keys.digest(entry, appID: appID, name: cloudName)
-                    if uploadedBefore[cloudName] != digest || !listed.contains(cloudName) {
-                        plan.uploads.append((cloudName, entry))
-                    }
-                    plan.current.insert(cloudName)
-                    plan.digests[cloudName] = digest
-                } else if listed.contains(cloudName) {
-                    plan.removals.append(cloudName)
+            let syncedBefore = plan.manifest.readDigests()
+            for write in try Self.writes(layout, keys: keys, appID: appID, listed: listed) {
+                // Only what changed since this device's last sync is compared again (the account
+                // manifest still listing it, and it vouches for the bytes).
+                let digest = keys.digest(write.entry, appID: appID, name: write.name)
+                if syncedBefore[write.name] != digest || !listed.contains(write.name) {
+                    plan.uploads.append(write)
                 }
+                plan.current.insert(write.name)
+                plan.digests[write.name] = digest
             }
-            plan.removals += Set(uploadedBefore.keys).subtracting(plan.current)
-                .subtracting(plan.removals).sorted()
             plans.append(plan)
         }
         return plans
+    }
+
+    /// What this device holds for the cloud, per cloud name: a backed-up entry as it is; a
+    /// deleted key as its deletion marker; an entry no longer backed up as a marker dated at
+    /// its store, where the cloud has a copy to supersede.
+    private static func writes(
+        _ layout: LocalLayout, keys: CloudEntries, appID: String, listed: Set<String>
+    ) throws(BlockStoreError) -> [(name: String, entry: BlockStoreEntry)] {
+        var newest: [String: BlockStoreEntry] = [:]
+        for name in layout.names() + layout.tombstoneNames() {
+            // An entry and its marker side by side (a process stopped between the two files):
+            // the later of the two is what this device holds.
+            let candidates = [try layout.read(name), try layout.readTombstone(name)].compactMap {
+                $0
+            }
+            guard let entry = candidates.max(by: { $0.version < $1.version }) else { continue }
+            newest[name] = entry
+        }
+        var writes: [(name: String, entry: BlockStoreEntry)] = []
+        for entry in newest.values {
+            let cloudName = keys.name(appID: appID, key: entry.key)
+            if entry.deleted || entry.shouldBackupToCloud {
+                writes.append((cloudName, entry))
+            } else if listed.contains(cloudName) {
+                writes.append(
+                    (cloudName, entry.tombstone(modified: entry.modified, writer: entry.writer)))
+            }
+        }
+        return writes.sorted { $0.name < $1.name }
     }
 
     /// A new device: proves the passcode of a device of the account (`Device.join`), then restores
@@ -164,7 +190,8 @@ public struct BlockStoreSync: Sendable {
         return try restore()
     }
 
-    /// Restores the cloud's backed-up entries into the local copy (existing local entries win).
+    /// Restores the cloud's backed-up entries into the local copy (existing local entries win, and
+    /// so does a deletion here later than the cloud's copy).
     public func restore() throws(BlockStoreError) -> Int {
         guard let cloud = try network({ try account.cloudSession(forUpload: false) })
         else {
@@ -177,20 +204,11 @@ public struct BlockStoreSync: Sendable {
         for name in owned {
             guard let bytes = fetched[name] else { continue }
             let (entry, appID) = try keys.open(bytes, name: name)
+            if entry.deleted { continue }  // a deletion marker: nothing to restore
             guard let app = try? App(id: appID, container: device.directory) else {
                 throw BlockStoreError(.internalError, "a cloud entry names an invalid app")
             }
-            let client = BlockStoreClient(app: app, device: device)
-            if try client.retrieveBytes(RetrieveBytesRequest(keys: [entry.key]))[entry.key] != nil {
-                continue
-            }
-            do {
-                try client.storeBytes(
-                    StoreBytesData(bytes: entry.bytes, key: entry.key, shouldBackupToCloud: true))
-                restored += 1
-            } catch  where error.code == .tooManyEntries {
-                continue
-            }
+            if try BlockStoreClient(app: app, device: device).restore(entry) { restored += 1 }
         }
         return restored
     }

@@ -1,3 +1,4 @@
+import CloudAccount
 import Foundation
 import Sealing
 
@@ -11,6 +12,20 @@ public struct BlockStoreEntry: Sendable, Hashable {
     public var shouldBackupToCloud: Bool
     /// Milliseconds since 1970 of the last store.
     public var modified: Int64
+    /// The device that made the last store or deletion (its device ID; "" when not recorded).
+    public var writer: String = ""
+    /// A deletion marker (a tombstone): the key was deleted at `modified` by `writer`; no bytes.
+    public var deleted = false
+
+    /// Its place in the one conflict rule (`SyncVersion`): the later write, then the writer.
+    package var version: SyncVersion { SyncVersion(modified: modified, writer: writer) }
+
+    /// The tombstone of this entry: its key, deleted at `modified` by `writer`.
+    func tombstone(modified: Int64, writer: String) -> BlockStoreEntry {
+        BlockStoreEntry(
+            key: key, bytes: Data(), shouldBackupToCloud: false, modified: modified,
+            writer: writer, deleted: true)
+    }
 
     static let magic = Data("KBE1".utf8)
 
@@ -22,16 +37,21 @@ public struct BlockStoreEntry: Sendable, Hashable {
         out.append(3, shouldBackupToCloud)
         out.append(4, modified)
         if let appID { out.append(5, appID) }
+        // Absent when empty or false, so an entry from before writers were recorded encodes as it did.
+        if !writer.isEmpty { out.append(6, writer) }
+        if deleted { out.append(7, true) }
         return out.bytes
     }
 
     static func decode(_ bytes: Data) throws(SealingError) -> (
         entry: BlockStoreEntry, appID: String?
     ) {
-        let fields = try TLV.fields(bytes, magic: magic, known: 1...5)
+        let fields = try TLV.fields(bytes, magic: magic, known: 1...7)
         let entry = BlockStoreEntry(
             key: try fields.requiredString(1), bytes: Data(try fields.required(2)),
-            shouldBackupToCloud: try fields.bool(3) ?? false, modified: try fields.int64(4) ?? 0)
+            shouldBackupToCloud: try fields.bool(3) ?? false, modified: try fields.int64(4) ?? 0,
+            writer: try fields.string(6) ?? "", deleted: try fields.bool(7) ?? false)
+        guard !entry.deleted || entry.bytes.isEmpty else { throw SealingError(.malformed) }
         return (entry, try fields.string(5))
     }
 }

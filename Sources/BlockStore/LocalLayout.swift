@@ -1,3 +1,4 @@
+import CloudAccount
 import Device
 import Foundation
 import Platform
@@ -68,29 +69,89 @@ struct LocalLayout {
         }
     }
 
-    /// Every entry name on disk.
-    func names() -> [String] {
-        Files.list(directory).filter { $0.hasSuffix(".entry") }.map { String($0.dropLast(6)) }
+    /// Every entry name on disk (live entries; deletion markers are `tombstoneNames()`).
+    func names() -> [String] { names(suffix: ".entry") }
+
+    /// The names of this app's deletion markers: keys deleted here, kept so that the next sync
+    /// dates the deletion at the delete (`SyncVersion`), never at the sync.
+    func tombstoneNames() -> [String] { names(suffix: ".gone") }
+
+    private func names(suffix: String) -> [String] {
+        Files.list(directory).filter { $0.hasSuffix(suffix) }.map {
+            String($0.dropLast(suffix.count))
+        }
     }
 
     func read(_ name: String) throws(BlockStoreError) -> BlockStoreEntry? {
-        let bytes: Data?
-        do { bytes = try Files.read(file(name)) } catch {
-            throw BlockStoreError(.internalError, "an entry could not be read: \(error)")
-        }
-        return try bytes.map { b throws(BlockStoreError) in try open(b, name: name) }
+        try read(file(name), name: name, deleted: false)
     }
 
+    /// The deletion marker of `name`, if the key was deleted here (and not stored again since).
+    func readTombstone(_ name: String) throws(BlockStoreError) -> BlockStoreEntry? {
+        try read(tombstoneFile(name), name: name, deleted: true)
+    }
+
+    private func read(_ url: URL, name: String, deleted: Bool) throws(BlockStoreError)
+        -> BlockStoreEntry?
+    {
+        let bytes: Data?
+        do { bytes = try Files.read(url) } catch {
+            throw BlockStoreError(.internalError, "an entry could not be read: \(error)")
+        }
+        guard let bytes else { return nil }
+        let entry = try open(bytes, name: name)
+        guard entry.deleted == deleted else {
+            throw BlockStoreError(.internalError, "an entry does not open (tampered or corrupt)")
+        }
+        return entry
+    }
+
+    /// Stores `entry`, replacing the key's deletion marker if it had one.
     func write(_ entry: BlockStoreEntry) throws(BlockStoreError) {
-        do { try Files.writeAtomically(seal(entry), to: file(name(entry.key))) } catch {
+        do {
+            try Files.writeAtomically(seal(entry), to: file(name(entry.key)))
+            try Files.remove(tombstoneFile(name(entry.key)))
+        } catch {
             throw BlockStoreError(.internalError, "an entry could not be written: \(error)")
         }
     }
 
-    func remove(_ name: String) throws(BlockStoreError) {
-        do { try Files.remove(file(name)) } catch {
+    /// Deletes the entry at `name`, leaving its deletion marker (the newest
+    /// `maximumTombstones` markers are kept).
+    func remove(_ name: String, writer: String, at modified: Int64) throws(BlockStoreError) {
+        guard let entry = try read(name) else { return }
+        do {
+            try Files.writeAtomically(
+                seal(entry.tombstone(modified: modified, writer: writer)), to: tombstoneFile(name))
+            try Files.remove(file(name))
+        } catch {
             throw BlockStoreError(.internalError, "an entry could not be deleted: \(error)")
         }
+        try pruneTombstones()
+    }
+
+    /// At most this many deletion markers per app: each stands against every older write of its
+    /// key from another device; the oldest beyond it are dropped (their cloud markers stay).
+    static let maximumTombstones = 64
+
+    private func pruneTombstones() throws(BlockStoreError) {
+        let names = tombstoneNames()
+        guard names.count > Self.maximumTombstones else { return }
+        var dated: [(SyncVersion, String)] = []
+        for name in names {
+            // A marker that does not open is dropped first: it stands against nothing.
+            let version = (try? readTombstone(name))??.version ?? SyncVersion(modified: 0, writer: "")
+            dated.append((version, name))
+        }
+        for (_, name) in dated.sorted(by: { ($0.0, $0.1) < ($1.0, $1.1) })
+            .prefix(names.count - Self.maximumTombstones)
+        {
+            try? Files.remove(tombstoneFile(name))
+        }
+    }
+
+    private func tombstoneFile(_ name: String) -> URL {
+        directory.appendingPathComponent(name + ".gone")
     }
 
     /// Runs `body` holding the app's Block Store lock (flock), so that concurrent processes never

@@ -376,15 +376,20 @@ struct BlockStoreCloudTests {
         #expect(Files.list(cloud).filter { $0.hasPrefix("bs-") }.count == 1)
         try client.storeBytes(
             StoreBytesData(bytes: Data("v2".utf8), key: "hint", shouldBackupToCloud: false))
-        _ = try phone.sync.sync()
-        #expect(Files.list(cloud).filter { $0.hasPrefix("bs-") }.isEmpty)
-        // Deleting a backed-up key removes its copy too.
+        // The copy is replaced by a deletion marker (no bytes), which a restore skips.
+        #expect(try phone.sync.sync().removed == 1)
+        #expect(Files.list(cloud).filter { $0.hasPrefix("bs-") }.count == 1)
+        // Deleting a backed-up key replaces its copy too.
         try client.storeBytes(
             StoreBytesData(bytes: Data("v3".utf8), key: "other", shouldBackupToCloud: true))
         _ = try phone.sync.sync()
         _ = try client.deleteBytes(DeleteBytesRequest(keys: ["other"]))
         #expect(try phone.sync.sync().removed == 1)
-        #expect(Files.list(cloud).filter { $0.hasPrefix("bs-") }.isEmpty)
+        #expect(Files.list(cloud).filter { $0.hasPrefix("bs-") }.count == 2)
+        let new = try Phone(cloud: cloud)
+        try new.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        #expect(try new.sync.join(passcode: "1234") == 0)
+        #expect(try new.client().retrieveBytes(RetrieveBytesRequest(retrieveAll: true)).isEmpty)
     }
 
     @Test(
@@ -417,7 +422,6 @@ struct BlockStoreCloudTests {
         #expect(throws: BlockStoreError.self) { try BlockStoreSync(account: device).sync() }
         refusing.withLock { $0 = false }
         #expect(try BlockStoreSync(account: device).sync().removed == 1)
-        #expect(Files.list(cloud).filter { $0.hasPrefix("bs-") }.isEmpty)
         let new = try Phone(cloud: cloud)
         try new.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         _ = try new.sync.join(passcode: "1234")
