@@ -22,20 +22,6 @@ import KeepsakeTestSupport
 /// `--broken-commit yes` runs the devices with a test-only fault (debug builds) that skips the
 /// manifest's write at each commit: the soak must fail.
 enum SoakCommand {
-    /// SplitMix64: the same seed, the same run.
-    struct Random {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-        mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
-    }
-
     static func run(_ context: Context) throws {
         try context.arguments.allowOnly(
             ["seed", "devices", "steps", "minutes", "long", "cloud", "broken-commit"])
@@ -73,7 +59,7 @@ enum SoakCommand {
 
 /// The soak's world: the devices, the cloud, and the model of what was acknowledged.
 private struct Soak {
-    var random: SoakCommand.Random
+    var random: SeededRandom
     var services: [PrivateSecretService]
     let server: PrivateWebDAV?
     let cloudArguments: [String]
@@ -86,6 +72,10 @@ private struct Soak {
     var keychain: [String: [String?]] = [:]
     /// Each device's last acknowledged Block Store entries (the soak's own keys, `bk…`).
     var blockStore: [Int: [String: String]] = [:]
+    /// Per Block Store key, its latest write on any device (nil: a deletion), which the conflict
+    /// rule says the cloud copy ends with, and a new device restores. The soak's steps are
+    /// separate processes, so step order is the order of the writes' times.
+    var blockStoreLatest: [String: String?] = [:]
     /// Each device's last acknowledged recovery hint (its wallet): a hint stays on its device.
     var hints: [Int: String] = [:]
     /// Whether a device joined during the run (once).
@@ -95,7 +85,7 @@ private struct Soak {
     let executable = URL(fileURLWithPath: CommandLine.arguments[0])
 
     init(seed: UInt64, devices: Int, backend: String, broken: Bool) throws {
-        random = SoakCommand.Random(state: seed)
+        random = SeededRandom(seed: seed)
         services = try (0..<devices).map { _ in try PrivateSecretService.start() }
         var environment: [String: String] = [:]
         if broken { environment["KEEPSAKE_TEST_SKIP_MANIFEST_SWITCH"] = "1" }
@@ -216,12 +206,17 @@ private struct Soak {
                 device, ["blockstore", "store", "--key", "b\(key)", "--backup"], value)
             if outcome.status == 0 {
                 blockStore[device, default: [:]]["b\(key)"] = value
+                blockStoreLatest["b\(key)"] = .some(value)
                 acknowledged += 1
             }
             said += "blockstore store b\(key)=\(value): \(outcome.status)"
         case 50..<55:
             let outcome = try run(device, ["blockstore", "delete", "--key", "b\(key)"])
-            if outcome.status == 0 { blockStore[device, default: [:]]["b\(key)"] = nil }
+            // A deletion of a key the device holds is a write; of one it does not hold, nothing.
+            if outcome.status == 0, blockStore[device, default: [:]]["b\(key)"] != nil {
+                blockStore[device, default: [:]]["b\(key)"] = nil
+                blockStoreLatest["b\(key)"] = .some(nil)
+            }
             said += "blockstore delete b\(key): \(outcome.status)"
         case 55..<80:  // a sync, killed at a random change of the cloud two times in five
             let store = random.chance(50) ? ["keychain", "sync"] : ["blockstore", "sync"]
@@ -375,13 +370,12 @@ private struct Soak {
         let joined = try run(
             0, ["device", "join", "--recovery-key"], recoveryKey + "\n", services: [newcomer])
         if joined.status != 0 { problems.append("a new device's join failed: \(joined.stderr)") }
+        // It restores, per key, the latest write on any device: deleted keys not at all.
         let restored = try blockStoreEntries(0, services: [newcomer])
-        let union = blockStore.values.reduce(into: [String: String]()) { union, entries in
-            union.merge(entries) { $1 }
-        }
-        if restored.count != union.count || restored.keys.contains(where: { union[$0] == nil }) {
+        let latest = blockStoreLatest.compactMapValues { $0 }
+        if restored != latest {
             problems.append(
-                "a new device restored \(restored.keys.sorted()), acknowledged \(union.keys.sorted())"
+                "a new device restored \(restored.sorted { $0.key < $1.key }), the latest writes were \(latest.sorted { $0.key < $1.key })"
             )
         }
         let synced = try run(0, ["keychain", "sync"], services: [newcomer])

@@ -4,7 +4,7 @@ import Testing
 
 /// Two devices of one cloud account (a cloud directory), each with its own private Secret
 /// Service, driven through the command line as a user would.
-private struct Pair {
+struct Pair: Sendable {
     let cloud = Throwaway.untrusted("cloud")
     let services: [PrivateSecretService]
     let trace = Throwaway.directory("trace").appendingPathComponent("changes")

@@ -1,0 +1,20 @@
+/// SplitMix64: the same seed, the same sequence (the soak's steps, a test's schedule).
+package struct SeededRandom: Sendable {
+    private var state: UInt64
+
+    package init(seed: UInt64) { state = seed }
+
+    package mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// A number in 0..<n.
+    package mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+
+    /// True `percent` times in a hundred.
+    package mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
+}
