@@ -1,3 +1,4 @@
+import CloudAccount
 import Device
 import Foundation
 import Platform
@@ -117,7 +118,7 @@ public final class BlockStoreClient: Sendable {
     /// cannot say, which sorts lowest at the same millisecond).
     private var writer: String { (try? device.writerID()) ?? "" }
 
-    private static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+    private static func now() -> Int64 { SyncClock.now() }
 
     /// Mirrors `isEndToEndEncryptionAvailable`: true only with a knowledge-factor lock screen.
     public func isEndToEndEncryptionAvailable() throws(BlockStoreError) -> Bool {

@@ -43,7 +43,8 @@ public struct BlockStoreSync: Sendable {
         var plans = try plans(keys: keys, listed: Set(session.list()))
         // What the cloud holds for every name about to be written: a write goes up only if it is
         // later than the copy there, whichever device's and whenever that copy arrived.
-        let contested = plans.flatMap { $0.uploads.map(\.name) }.filter(Set(session.list()).contains)
+        let contested = plans.flatMap { $0.uploads.map(\.name) }.filter(
+            Set(session.list()).contains)
         let held = try network { try session.read(contested) }
         for index in plans.indices {
             var uploads: [(name: String, data: Data)] = []
@@ -53,7 +54,10 @@ public struct BlockStoreSync: Sendable {
                     if there.version >= upload.entry.version { continue }
                 }
                 uploads.append(
-                    (upload.name, keys.seal(upload.entry, appID: plans[index].appID, name: upload.name)))
+                    (
+                        upload.name,
+                        keys.seal(upload.entry, appID: plans[index].appID, name: upload.name)
+                    ))
                 if upload.entry.deleted { report.removed += 1 } else { report.uploaded += 1 }
             }
             try network { try session.write(uploads) }

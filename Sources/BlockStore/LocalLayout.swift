@@ -140,7 +140,8 @@ struct LocalLayout {
         var dated: [(SyncVersion, String)] = []
         for name in names {
             // A marker that does not open is dropped first: it stands against nothing.
-            let version = (try? readTombstone(name))??.version ?? SyncVersion(modified: 0, writer: "")
+            let version =
+                (try? readTombstone(name))??.version ?? SyncVersion(modified: 0, writer: "")
             dated.append((version, name))
         }
         for (_, name) in dated.sorted(by: { ($0.0, $0.1) < ($1.0, $1.1) })

@@ -24,3 +24,13 @@ package struct SyncVersion: Sendable, Hashable, Comparable, CustomStringConverti
 
     package var description: String { "\(modified)@\(writer.isEmpty ? "?" : writer)" }
 }
+
+/// The clock every synced store dates its writes by (milliseconds since 1970). A test pins it with
+/// `SyncClock.$pinned.withValue(ms) { … }` to make two devices write at the same millisecond —
+/// the one case the writer decides; no environment or flag of a shipped binary reaches it.
+package enum SyncClock {
+    @TaskLocal package static var pinned: Int64?
+
+    /// Now, or the pinned millisecond.
+    package static func now() -> Int64 { pinned ?? Int64(Date().timeIntervalSince1970 * 1000) }
+}

@@ -307,7 +307,7 @@ public final class UbiquitousKeyValueStore: Sendable {
         state.withLock { $0 = snapshot }
     }
 
-    static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+    static func now() -> Int64 { SyncClock.now() }
 }
 
 /// The app's cloud object (`CloudObjects`' rule): one per app, named by its app id.

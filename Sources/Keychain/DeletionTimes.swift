@@ -1,3 +1,4 @@
+import CloudAccount
 import Device
 import Foundation
 import Platform
@@ -40,7 +41,7 @@ struct DeletionTimes {
     /// sync that finds the deletion).
     func note(_ paths: [ItemPath]) {
         guard !paths.isEmpty else { return }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let now = SyncClock.now()
         var times = read()
         for path in paths { times[path.rawValue] = now }
         write(times)
@@ -49,8 +50,7 @@ struct DeletionTimes {
     /// Notes a deletion by primary key (`accessGroup` nil: in any of the app's groups) now.
     func note(service: String, account: String, accessGroup: String?) {
         var times = read()
-        times[Self.keyNote(accessGroup, service, account)] = Int64(
-            Date().timeIntervalSince1970 * 1000)
+        times[Self.keyNote(accessGroup, service, account)] = SyncClock.now()
         write(times)
     }
 

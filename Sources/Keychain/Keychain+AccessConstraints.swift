@@ -1,3 +1,4 @@
+import CloudAccount
 import Device
 import Foundation
 import Platform
@@ -32,6 +33,9 @@ extension Keychain {
     /// process gave before: two adds within one millisecond keep their order (creation order is
     /// the creation date, then a random id), on a provider fast enough to answer within one.
     static func now() -> Date {
+        if let pinned = SyncClock.pinned {
+            return Date(timeIntervalSince1970: Double(pinned) / 1000)
+        }
         let milliseconds = (Date().timeIntervalSince1970 * 1000).rounded(.down)
         let stamp = lastStamp.withLock { last in
             last = max(milliseconds, last + 1)

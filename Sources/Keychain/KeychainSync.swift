@@ -70,7 +70,7 @@ public struct KeychainSync: Sendable {
         let manifest = Set(lastSynced.keys)
 
         let remoteNames = Set(cloud.list().filter(names.objects.owns))
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let now = SyncClock.now()
         // Each name's item as this sync leaves it here (nil: none), for the record that lets the
         // next sync skip what neither side changed.
         var kept: [String: (modified: Int64, path: ItemPath)?] = [:]

@@ -59,7 +59,9 @@ struct BlockStoreConflictTests {
         #expect(try b.sync.sync().uploaded == 0)
         #expect(try Self.cloudCopy(a, "k") == "from-A")
         // B's own entry stays B's: Block Store keeps each device's entries its own.
-        #expect(try b.client().retrieveBytes(RetrieveBytesRequest(keys: ["k"]))["k"] == Data("from-B".utf8))
+        #expect(
+            try b.client().retrieveBytes(RetrieveBytesRequest(keys: ["k"]))["k"]
+                == Data("from-B".utf8))
 
         // B adds and deletes a key it never synced, after A wrote it: the deletion is the later
         // write, so the cloud copy becomes a marker, and A's next syncs do not bring it back.
@@ -72,7 +74,10 @@ struct BlockStoreConflictTests {
         #expect(try Self.cloudCopy(a, "n") == "deleted")
         let c = try Self.joined(cloud, first: false)
         #expect(try c.sync.restore() == 1)  // "k" only
-        #expect(try c.client().retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == ["k": Data("from-A".utf8)])
+        #expect(
+            try c.client().retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == [
+                "k": Data("from-A".utf8)
+            ])
 
         // A write later than the deletion wins over it.
         try Self.put(a, "n", "again")
@@ -95,6 +100,23 @@ struct BlockStoreConflictTests {
         #expect(try Self.cloudCopy(a, "k") == "deleted")
         // A restore on B brings nothing back: its own deletion is later than anything held.
         #expect(try b.sync.restore() == 0)
+    }
+
+    @Test(
+        "two devices storing one key at the same millisecond: the cloud keeps the higher writer's")
+    func sameMillisecond() throws {
+        let cloud = newCloud()
+        let phones = [try Self.joined(cloud, first: true), try Self.joined(cloud, first: false)]
+        _ = try phones[0].sync.sync()
+        let higher = try phones[0].device.writerID() > phones[1].device.writerID() ? 0 : 1
+        for first in [0, 1] {
+            let key = "tie-\(first)"
+            try SyncClock.$pinned.withValue(SyncClock.now() + 1) {
+                for device in [0, 1] { try Self.put(phones[device], key, "from-\(device)") }
+            }
+            for device in [first, 1 - first] { _ = try phones[device].sync.sync() }
+            #expect(try Self.cloudCopy(phones[0], key) == "from-\(higher)")
+        }
     }
 
     @Test(
@@ -142,7 +164,8 @@ struct BlockStoreConflictTests {
                 }
                 let expected = schedule.last!.1 ?? "deleted"
                 let seen = try Self.cloudCopy(phones[0], key, app: app)
-                #expect(seen == expected, "\(schedule) synced in the order \(order): \(seen ?? "nil")")
+                #expect(
+                    seen == expected, "\(schedule) synced in the order \(order): \(seen ?? "nil")")
                 // A second round changes nothing: the cloud copy is settled.
                 for device in order { #expect(try phones[device].sync.sync() == .init()) }
                 cases += 1

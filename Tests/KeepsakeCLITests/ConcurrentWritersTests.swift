@@ -31,7 +31,8 @@ struct ConcurrentWritersTests {
     /// One device's writer: `operations` puts and deletes, a sync every few, from a seeded
     /// sequence (the interleaving with the other device is the machine's).
     private static func writer(
-        _ pair: Pair, device: Int, seed: UInt64, operations: Int, into writes: borrowing Mutex<[Write]>
+        _ pair: Pair, device: Int, seed: UInt64, operations: Int,
+        into writes: borrowing Mutex<[Write]>
     ) throws {
         var random = SeededRandom(seed: seed)
         for index in 0..<operations {
@@ -41,29 +42,40 @@ struct ConcurrentWritersTests {
                 let key = keychainKeys[random.below(keychainKeys.count)]
                 let value = "d\(device)-\(index)"
                 var run = try pair.run(device, ["keychain", "update"] + item(key), value)
-                if run.status != 0 { run = try pair.run(device, ["keychain", "add"] + item(key), value) }
+                if run.status != 0 {
+                    run = try pair.run(device, ["keychain", "add"] + item(key), value)
+                }
                 if run.status == 0 {
-                    writes.withLock { $0.append(Write(key: key, value: value, start: start, end: now())) }
+                    writes.withLock {
+                        $0.append(Write(key: key, value: value, start: start, end: now()))
+                    }
                 }
             case 4..<6:
                 let key = keychainKeys[random.below(keychainKeys.count)]
                 if try pair.run(device, ["keychain", "delete"] + item(key)).status == 0 {
-                    writes.withLock { $0.append(Write(key: key, value: nil, start: start, end: now())) }
+                    writes.withLock {
+                        $0.append(Write(key: key, value: nil, start: start, end: now()))
+                    }
                 }
             case 6..<8:
                 let key = kvKeys[random.below(kvKeys.count)]
                 let value = "d\(device)-\(index)"
                 if try pair.run(device, ["kv", "set", "--key", key], value).status == 0 {
-                    writes.withLock { $0.append(Write(key: key, value: value, start: start, end: now())) }
+                    writes.withLock {
+                        $0.append(Write(key: key, value: value, start: start, end: now()))
+                    }
                 }
             case 8:
                 let key = kvKeys[random.below(kvKeys.count)]
                 // A removal of a key the device does not hold is still a dated removal.
                 if try pair.run(device, ["kv", "remove", "--key", key]).status == 0 {
-                    writes.withLock { $0.append(Write(key: key, value: nil, start: start, end: now())) }
+                    writes.withLock {
+                        $0.append(Write(key: key, value: nil, start: start, end: now()))
+                    }
                 }
             default:
-                _ = try pair.run(device, random.chance(50) ? ["keychain", "sync"] : ["kv", "synchronize"])
+                _ = try pair.run(
+                    device, random.chance(50) ? ["keychain", "sync"] : ["kv", "synchronize"])
             }
         }
     }
@@ -93,13 +105,15 @@ struct ConcurrentWritersTests {
         DispatchQueue.concurrentPerform(iterations: 3) { lane in
             do {
                 if lane < 2 {
-                    try Self.writer(pair, device: lane, seed: 54 + UInt64(lane), operations: 60, into: writes)
+                    try Self.writer(
+                        pair, device: lane, seed: 54 + UInt64(lane), operations: 60, into: writes)
                 } else {
                     // Syncs on either device beside the writers, half killed mid-way (where they change anything).
                     var random = SeededRandom(seed: 99)
                     for _ in 0..<30 {
                         let device = random.below(2)
-                        let sync = random.chance(50) ? ["keychain", "sync"] : ["kv", "synchronize"]
+                        let sync =
+                            random.chance(50) ? ["keychain", "sync"] : ["kv", "synchronize"]
                         let dieAfter = random.chance(50) ? random.below(2) : nil
                         let run = try pair.run(device, sync, dieAfter: dieAfter)
                         if run.status == 128 + SIGKILL { killed.withLock { $0 += 1 } }

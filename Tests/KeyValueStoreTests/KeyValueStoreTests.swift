@@ -177,6 +177,30 @@ struct KeyValueStoreTests {
         #expect(one.store().string(forKey: "b") == "newer local")
     }
 
+    @Test(
+        "two devices setting one key at the same millisecond both end with the higher writer's, whichever synchronizes first"
+    )
+    func sameMillisecond() throws {
+        for first in [0, 1] {
+            let cloud = Throwaway.untrusted("cloud")
+            let one = try Mac(cloud: cloud)
+            try one.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+            let two = try Mac(cloud: cloud)
+            try two.account.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
+            try two.account.join(passcode: "1234")
+            let stores = [one.store(), two.store()]
+            let higher = try one.device.writerID() > two.device.writerID() ? 0 : 1
+            SyncClock.$pinned.withValue(SyncClock.now() + 1) {
+                stores[0].set("from-0", forKey: "tie")
+                stores[1].set("from-1", forKey: "tie")
+            }
+            for device in [first, 1 - first, first] { #expect(stores[device].synchronize()) }
+            #expect(
+                stores.map { $0.string(forKey: "tie") }
+                    == Array(repeating: "from-\(higher)", count: 2))
+        }
+    }
+
     @Test("signed-out values are reconciled at sign-in")
     func reconcileAtSignIn() throws {
         let cloud = Throwaway.untrusted("cloud")

@@ -241,6 +241,37 @@ struct KeychainSyncTests {
     }
 
     @Test(
+        "two devices writing one item at the same millisecond both end with the higher writer's, whichever syncs first; a deletion at the same millisecond too"
+    )
+    func sameMillisecond() throws {
+        for first in [0, 1] {
+            let cloud = Throwaway.untrusted("cloud")
+            let phones = [
+                try SyncPhone.joined(cloud, first: true), try SyncPhone.joined(cloud, first: false),
+            ]
+            let higher = try phones[0].device.writerID() > phones[1].device.writerID() ? 0 : 1
+            let pinned = SyncClock.now() + 1
+            try SyncClock.$pinned.withValue(pinned) {
+                try phones[0].add("tie", "from-0")
+                try phones[1].add("tie", "from-1")
+            }
+            for device in [first, 1 - first, first] { _ = try phones[device].sync() }
+            #expect(phones.map { $0.read("tie") } == Array(repeating: "from-\(higher)", count: 2))
+            // The lower writer deletes, the higher writer updates, at one later millisecond.
+            waitForTheNextMillisecond()
+            try SyncClock.$pinned.withValue(SyncClock.now() + 1) {
+                try phones[1 - higher].delete("tie")
+                try phones[higher].keychain.update(
+                    matching: GenericPasswordQuery(
+                        service: "s", account: "tie", synchronizable: .yes),
+                    with: GenericPasswordChanges(data: Data("kept".utf8)))
+            }
+            for device in [first, 1 - first, first] { _ = try phones[device].sync() }
+            #expect(phones.map { $0.read("tie") } == ["kept", "kept"])
+        }
+    }
+
+    @Test(
         "convergence: concurrent changes from three devices, synced in every order, end the same on every device and as the rule says (the latest write wins, a deletion included)"
     )
     func convergence() throws {
