@@ -83,7 +83,11 @@ struct LocalLayout {
     }
 
     func read(_ name: String) throws(BlockStoreError) -> BlockStoreEntry? {
-        try read(file(name), name: name, deleted: false)
+        guard let entry = try read(file(name), name: name, deleted: false) else { return nil }
+        // A deletion stopped between its two files (the marker written, the entry not yet
+        // removed): the later of the two is what the device holds.
+        if let gone = try? readTombstone(name), gone.version > entry.version { return nil }
+        return entry
     }
 
     /// The deletion marker of `name`, if the key was deleted here (and not stored again since).
@@ -151,7 +155,7 @@ struct LocalLayout {
         }
     }
 
-    private func tombstoneFile(_ name: String) -> URL {
+    func tombstoneFile(_ name: String) -> URL {
         directory.appendingPathComponent(name + ".gone")
     }
 

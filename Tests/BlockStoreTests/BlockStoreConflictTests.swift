@@ -2,6 +2,7 @@
 import CloudAccount
 import Foundation
 import KeepsakeTestSupport
+import Platform
 import Testing
 
 /// Block Store's cloud copy under the one conflict rule (`SyncVersion`). Entries do not sync
@@ -100,6 +101,35 @@ struct BlockStoreConflictTests {
         #expect(try Self.cloudCopy(a, "k") == "deleted")
         // A restore on B brings nothing back: its own deletion is later than anything held.
         #expect(try b.sync.restore() == 0)
+    }
+
+    @Test(
+        "a deletion stopped between its marker and the entry's removal reads as deleted, and syncs as a deletion"
+    )
+    func deletionStoppedHalfway() throws {
+        let cloud = newCloud()
+        let phone = try Self.joined(cloud, first: true)
+        try Self.put(phone, "k", "v")
+        #expect(try phone.sync.sync().uploaded == 1)
+        // What a process killed inside `deleteBytes` leaves: the marker written, the entry not
+        // yet removed.
+        let layout = try LocalLayout(device: phone.device, app: try phone.app())
+        let name = layout.name("k")
+        let entry = try #require(try layout.read(name))
+        try Files.writeAtomically(
+            layout.seal(entry.tombstone(modified: SyncClock.now(), writer: "")),
+            to: layout.tombstoneFile(name))
+        #expect(FileManager.default.fileExists(atPath: layout.file(name).path))
+        #expect(try phone.client().retrieveBytes(RetrieveBytesRequest(retrieveAll: true)) == [:])
+        #expect(try phone.sync.sync().removed == 1)
+        #expect(try Self.cloudCopy(phone, "k") == "deleted")
+        // A store after it is the later write again.
+        try Self.put(phone, "k", "back")
+        #expect(
+            try phone.client().retrieveBytes(RetrieveBytesRequest(keys: ["k"])) == [
+                "k": Data("back".utf8)
+            ])
+        #expect(try phone.sync.sync().uploaded == 1)
     }
 
     @Test(
