@@ -209,9 +209,28 @@ package struct ItemAttribute: Sendable {
     /// Whether `item` has the value `given` asks for (true when `given` asks nothing).
     func matches(given: ItemFields, item: ItemFields) -> Bool {
         switch value {
-        case .string(let field): given[keyPath: field].map { $0 == item[keyPath: field] } ?? true
+        case .string(let field):
+            given[keyPath: field].map { ExactNames.equal($0, item[keyPath: field]) } ?? true
         case .data(let field): given[keyPath: field].map { $0 == item[keyPath: field] } ?? true
         case .number(let field, _): given[keyPath: field].map { $0 == item[keyPath: field] } ?? true
+        }
+    }
+
+    /// Whether `a` and `b` hold the same value of this field (strings byte for byte).
+    func equal(_ a: ItemFields, _ b: ItemFields) -> Bool {
+        switch value {
+        case .string(let field): ExactNames.equal(a[keyPath: field], b[keyPath: field])
+        case .data(let field): a[keyPath: field] == b[keyPath: field]
+        case .number(let field, _): a[keyPath: field] == b[keyPath: field]
+        }
+    }
+
+    /// This field of `fields` into `hasher` (strings as their bytes).
+    func hash(_ fields: ItemFields, into hasher: inout Hasher) {
+        switch value {
+        case .string(let field): ExactNames.hash(fields[keyPath: field], into: &hasher)
+        case .data(let field): hasher.combine(fields[keyPath: field])
+        case .number(let field, _): hasher.combine(fields[keyPath: field])
         }
     }
 

@@ -367,7 +367,7 @@ public final class Keychain: Sendable {
                 throw KeychainError(
                     KeychainStatus.decode, "an item's record does not match its index")
             }
-            guard groups.contains(record.key.accessGroup),
+            guard ExactNames.contains(groups, record.key.accessGroup),
                 indexDecides || query.matches(record.attributes)
             else { continue }
             matches.append(Match(path: path, record: record))
@@ -419,7 +419,8 @@ public final class Keychain: Sendable {
         }
         guard let bytes = read.secrets[path],
             let record = try? open(bytes, keys: &read.classKeys),
-            app.accessGroups.contains(record.key.accessGroup), query.matches(record.attributes)
+            ExactNames.contains(app.accessGroups, record.key.accessGroup),
+            query.matches(record.attributes)
         else {
             pathCache.withLock { _ = $0.removeValue(forKey: query) }
             return nil
@@ -469,7 +470,7 @@ public final class Keychain: Sendable {
     }
 
     private func checkEntitlement(_ group: String) throws(KeychainError) {
-        guard app.accessGroups.contains(group) else {
+        guard ExactNames.contains(app.accessGroups, group) else {
             throw KeychainError(
                 KeychainStatus.missingEntitlement,
                 "the app is not entitled to access group \(group)")

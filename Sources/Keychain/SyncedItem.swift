@@ -75,8 +75,9 @@ struct SyncedItem: Codable, Equatable {
         guard let record else { return nil }
         let stored = try StoredRecord.decode(record)
         guard stored.attributes.synchronizable, !stored.attributes.accessible.isThisDeviceOnly,
-            stored.key.accessGroup == accessGroup, stored.key.service == service,
-            stored.key.account == account, stored.key.internet == internet
+            ExactNames.equal(stored.key.accessGroup, accessGroup),
+            ExactNames.equal(stored.key.service, service),
+            ExactNames.equal(stored.key.account, account), stored.key.internet == internet
         else {
             throw KeychainError(KeychainStatus.decode, "a synced item does not match its envelope")
         }
