@@ -9,8 +9,25 @@
  *   errSecNotAvailable -25291, …), Google's status codes (positive) for Block Store.
  * - `char **error` (may be NULL): on failure, a message the caller frees with
  *   keepsake_string_free; never a secret. Set to NULL on success.
- * - Strings in are UTF-8, at most 64 KiB; secrets and values at most 1 MiB. Bad input (NULL
- *   where a value is needed, invalid UTF-8, too long) is errSecParam, never a crash.
+ * - Strings in are UTF-8, at most 64 KiB; a name is its bytes (two names that differ in bytes are
+ *   two items, whatever Unicode normalization would say). The limits enforced past that are the
+ *   stores' own: a password's secret at most 64 KiB (the Keychain's), a Block Store key and value
+ *   together at most 4096 bytes (Google's), a passcode at most 1 KiB. Bad input (NULL where the
+ *   table below does not allow it, invalid UTF-8, too long, JSON with a key given twice) is
+ *   errSecParam, never a crash.
+ * - NULL, per argument (everywhere else NULL is errSecParam):
+ *     error, notice                      may be NULL: nothing is reported there
+ *     options_json (app_open)            NULL: no options
+ *     accessible (password_add)          NULL: when-unlocked
+ *     account (password_delete)          NULL: every account of the service
+ *     service, account (password_search) NULL: any
+ *     secret / value / passcode          NULL only with a length of 0
+ *   service and account of password_get and password_update are never NULL: NULL is not "any".
+ *   An empty string is a name like any other, never "any"; an empty option value (an empty
+ *   "deviceDirectory") is errSecParam, never the working directory.
+ * - Secrets the library copies in are wiped before their memory is freed, and so are its own
+ *   copies of what it returns; what it returns is the caller's to free with
+ *   keepsake_secret_free (which wipes it).
  * - Strings out are freed with keepsake_string_free; secrets out with keepsake_secret_free,
  *   which wipes them first.
  * - Handles are opaque numbers: a handle used after keepsake_app_close is errSecParam.
@@ -55,16 +72,18 @@ int32_t keepsake_password_get(keepsake_app *app, const char *service, const char
 int32_t keepsake_password_update(keepsake_app *app, const char *service, const char *account,
                                  int32_t synchronizable, const uint8_t *secret, size_t length,
                                  char **error);
-/* account NULL: every account of service. */
+/* account NULL: every account of service; service is never NULL. */
 int32_t keepsake_password_delete(keepsake_app *app, const char *service, const char *account,
                                  int32_t synchronizable, char **error);
-/* A JSON array of the matching items' attributes (never a secret); [] when none. */
+/* A JSON array of the matching items' attributes (never a secret); [] when none. service and
+ * account NULL: any. */
 int32_t keepsake_password_search(keepsake_app *app, const char *service, const char *account,
                                  int32_t synchronizable, char **json, char **error);
 
 /* The recovery hint, with the plugin's semantics. get never fails: the hint as a JSON object,
  * or "null"; NULL only for a handle that is not open. set merges the fields given and refuses an
- * empty payload (errSecParam). */
+ * empty, malformed or invalid payload (errSecParam): each string field at most 256 bytes of
+ * UTF-8, no control or bidirectional-formatting character, no key given twice. */
 char *keepsake_hint_get(keepsake_app *app);
 int32_t keepsake_hint_set(keepsake_app *app, const char *json, char **error);
 int32_t keepsake_hint_clear(keepsake_app *app, char **error);

@@ -46,8 +46,10 @@ struct LocalLayout {
     }
 
     func seal(_ entry: BlockStoreEntry, nonce: [UInt8]? = nil) -> Data {
-        Envelope.seal(
-            entry.encoded(), key: entryKey, associatedData: associatedData(name(entry.key)),
+        var plaintext = entry.encoded()
+        defer { plaintext.wipe() }
+        return Envelope.seal(
+            plaintext, key: entryKey, associatedData: associatedData(name(entry.key)),
             nonce: nonce)
     }
 
@@ -56,7 +58,8 @@ struct LocalLayout {
             let entry = try Envelope.open(
                 bytes, key: entryKey, associatedData: associatedData(name)
             ) {
-                plaintext in try BlockStoreEntry.decode(Data(plaintext)).entry
+                plaintext in
+                try withTransientData(plaintext) { try BlockStoreEntry.decode($0).entry }
             }
             guard self.name(entry.key) == name else {
                 throw BlockStoreError(.internalError, "an entry is stored under another key's name")
@@ -123,7 +126,8 @@ struct LocalLayout {
     /// Deletes the entry at `name`, leaving its deletion marker (the newest
     /// `maximumTombstones` markers are kept).
     func remove(_ name: String, writer: String, at modified: Int64) throws(BlockStoreError) {
-        guard let entry = try read(name) else { return }
+        guard var entry = try read(name) else { return }
+        defer { entry.bytes.wipe() }  // the value read only to be deleted
         do {
             try Files.writeAtomically(
                 seal(entry.tombstone(modified: modified, writer: writer)), to: tombstoneFile(name))

@@ -2,6 +2,7 @@ import BlockStore
 import Device
 import Foundation
 import Keychain
+import RecoveryHint
 import KeepsakeCLI
 import Sealing
 import Platform
@@ -33,6 +34,10 @@ struct CFailure: Error {
         case let error as BlockStoreError:
             self.init(Int32(error.code.rawValue ?? 8), error.description)
         case let error as CommandError: self.init(-50, error.message)
+        case let error as HintError:
+            // A payload that is not a hint is the caller's to fix (errSecParam); stores that
+            // could not be reached are not.
+            self.init(error.code == .allStoresFailed ? -25291 : -50, error.description)
         case let error as any KeepsakeError: self.init(-25291, error.description)
         default: self.init(-25291, "\(error)")
         }
@@ -80,14 +85,26 @@ func bytes(_ pointer: UnsafePointer<UInt8>?, _ length: Int, _ name: String) thro
     return Data(bytes: pointer, count: length)
 }
 
+/// Bytes in (`bytes`), for the length of `body` only: the copy is wiped when `body` returns, so
+/// no plaintext the caller gave is left in freed memory by the boundary.
+func withBytes<R>(
+    _ pointer: UnsafePointer<UInt8>?, _ length: Int, _ name: String, _ body: (Data) throws -> R
+) throws -> R {
+    var data = try bytes(pointer, length, name)
+    defer { data.wipe() }
+    return try body(data)
+}
+
 /// A string out: malloc'd, NUL-terminated, freed with `keepsake_string_free`.
 func cString(_ text: String) -> UnsafeMutablePointer<CChar>? { strdup(text) }
 
 /// Bytes out: malloc'd, freed (and wiped) with `keepsake_secret_free`.
+/// `data` (the boundary's own copy) is wiped once copied out, and on every failure.
 func secretOut(
-    _ data: Data, _ out: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>?,
+    _ data: inout Data, _ out: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>?,
     _ length: UnsafeMutablePointer<Int>?
 ) throws(CFailure) {
+    defer { data.wipe() }
     guard let out, let length else { throw CFailure(-50, "the output pointers are NULL") }
     let buffer = malloc(max(data.count, 1))!.assumingMemoryBound(to: UInt8.self)
     data.copyBytes(to: buffer, count: data.count)

@@ -5,6 +5,7 @@ import Foundation
 import Keychain
 import KeepsakeCLI
 import RecoveryHint
+import Platform
 import Sealing
 
 #if canImport(Glibc)
@@ -32,9 +33,10 @@ public func keepsake_app_open(
         out.pointee = nil
         var arguments = ["--app-id", try required(appID, "app_id")]
         if let json = try string(options, "options_json", optional: true) {
-            guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)),
-                let options = object as? [String: Any]
-            else { throw CFailure(-50, "options_json is not a JSON object") }
+            let options: [String: Any]
+            do { options = try StrictJSON.object(Data(json.utf8)) } catch {
+                throw CFailure(-50, "options_json: \(error)")
+            }
             let names = [
                 "deviceDirectory": "device-dir", "container": "container", "cloud": "cloud",
                 "cloudCA": "cloud-ca", "escrow": "escrow", "counter": "counter",
@@ -43,6 +45,8 @@ public func keepsake_app_open(
                 guard let option = names[key], let text = value as? String else {
                     throw CFailure(-50, "options_json: unknown option or not a string: \(key)")
                 }
+                // An empty path is no path: never the working directory.
+                guard !text.isEmpty else { throw CFailure(-50, "options_json: \(key) is empty") }
                 arguments += ["--\(option)", text]
             }
         }
@@ -71,10 +75,12 @@ public func keepsake_secret_free(_ bytes: UnsafeMutablePointer<UInt8>?, _ length
 
 // MARK: - Generic passwords
 
-/// The query of `service` / `account` (NULL: any) and `synchronizable` (0 no, 1 yes, 2 any).
+/// The query of `service` and `account` and `synchronizable` (0 no, 1 yes, 2 any). NULL means
+/// "any" only where the header says so (`nullMeansAny`); elsewhere it is errSecParam. An empty
+/// string is a name like any other, never "any".
 private func query(
     _ service: UnsafePointer<CChar>?, _ account: UnsafePointer<CChar>?, _ synchronizable: Int32,
-    accountRequired: Bool
+    nullMeansAny: (service: Bool, account: Bool)
 ) throws(CFailure) -> GenericPasswordQuery {
     let match: SynchronizableMatch
     switch synchronizable {
@@ -84,9 +90,10 @@ private func query(
     default: throw CFailure(-50, "synchronizable is 0 (no), 1 (yes) or 2 (any)")
     }
     return GenericPasswordQuery(
-        service: try string(service, "service", optional: true),
-        account: accountRequired
-            ? try required(account, "account") : try string(account, "account", optional: true),
+        service: nullMeansAny.service
+            ? try string(service, "service", optional: true) : try required(service, "service"),
+        account: nullMeansAny.account
+            ? try string(account, "account", optional: true) : try required(account, "account"),
         synchronizable: match)
 }
 
@@ -106,16 +113,17 @@ public func keepsake_password_add(
         guard synchronizable == 0 || synchronizable == 1 else {
             throw CFailure(-50, "synchronizable is 0 or 1 for an add")
         }
-        try open.keychain.add(
-            GenericPasswordAttributes(
-                service: try required(service, "service"),
-                account: try required(account, "account"),
-                synchronizable: synchronizable == 1, accessible: accessibility),
-            data: try bytes(secret, length, "secret"))
+        let attributes = GenericPasswordAttributes(
+            service: try required(service, "service"), account: try required(account, "account"),
+            synchronizable: synchronizable == 1, accessible: accessibility)
+        try withBytes(secret, length, "secret") { data in
+            try open.keychain.add(attributes, data: data)
+        }
     }
 }
 
-/// The secret of the first generic password matching; freed with `keepsake_secret_free`.
+/// The secret of the generic password `service` / `account` (neither may be NULL); freed with
+/// `keepsake_secret_free`.
 @_cdecl("keepsake_password_get")
 public func keepsake_password_get(
     _ app: OpaquePointer?, _ service: UnsafePointer<CChar>?, _ account: UnsafePointer<CChar>?,
@@ -125,13 +133,14 @@ public func keepsake_password_get(
 ) -> Int32 {
     boundary(error) {
         let open = try Handles.app(app)
-        let data = try open.keychain.data(
-            matching: try query(service, account, synchronizable, accountRequired: false))
-        try secretOut(data, secret, length)
+        var data = try open.keychain.data(
+            matching: try query(
+                service, account, synchronizable, nullMeansAny: (service: false, account: false)))
+        try secretOut(&data, secret, length)
     }
 }
 
-/// Replaces the secret of every generic password matching.
+/// Replaces the secret of the generic password `service` / `account` (neither may be NULL).
 @_cdecl("keepsake_password_update")
 public func keepsake_password_update(
     _ app: OpaquePointer?, _ service: UnsafePointer<CChar>?, _ account: UnsafePointer<CChar>?,
@@ -140,13 +149,16 @@ public func keepsake_password_update(
 ) -> Int32 {
     boundary(error) {
         let open = try Handles.app(app)
-        try open.keychain.update(
-            matching: try query(service, account, synchronizable, accountRequired: false),
-            with: GenericPasswordChanges(data: try bytes(secret, length, "secret")))
+        let query = try query(
+            service, account, synchronizable, nullMeansAny: (service: false, account: false))
+        try withBytes(secret, length, "secret") { data in
+            try open.keychain.update(matching: query, with: GenericPasswordChanges(data: data))
+        }
     }
 }
 
-/// Deletes every generic password matching (`account` NULL: every account of `service`).
+/// Deletes the generic password `service` / `account` (`account` NULL: every account of
+/// `service`; `service` may not be NULL).
 @_cdecl("keepsake_password_delete")
 public func keepsake_password_delete(
     _ app: OpaquePointer?, _ service: UnsafePointer<CChar>?, _ account: UnsafePointer<CChar>?,
@@ -155,12 +167,13 @@ public func keepsake_password_delete(
     boundary(error) {
         let open = try Handles.app(app)
         try open.keychain.delete(
-            matching: try query(service, account, synchronizable, accountRequired: false))
+            matching: try query(
+                service, account, synchronizable, nullMeansAny: (service: false, account: true)))
     }
 }
 
 /// The attributes of every generic password matching, as a JSON array (never a secret); an
-/// empty array when none matches.
+/// empty array when none matches. `service` and `account` NULL: any.
 @_cdecl("keepsake_password_search")
 public func keepsake_password_search(
     _ app: OpaquePointer?, _ service: UnsafePointer<CChar>?, _ account: UnsafePointer<CChar>?,
@@ -171,7 +184,9 @@ public func keepsake_password_search(
         let open = try Handles.app(app)
         guard let json else { throw CFailure(-50, "json is NULL") }
         let items = try KeychainCommand.listItems(
-            open.keychain, try query(service, account, synchronizable, accountRequired: false))
+            open.keychain,
+            try query(
+                service, account, synchronizable, nullMeansAny: (service: true, account: true)))
         let array = items.map { KeychainCommand.json($0.attributes) }
         let data = try JSONSerialization.data(withJSONObject: array, options: [.sortedKeys])
         json.pointee = cString(String(decoding: data, as: UTF8.self))
@@ -276,10 +291,11 @@ public func keepsake_blockstore_store(
     boundary(error) {
         let open = try Handles.app(app)
         let client = BlockStoreClient(app: open.context.app, device: open.device)
-        _ = try client.storeBytes(
-            StoreBytesData(
-                bytes: try bytes(value, length, "value"), key: try required(key, "key"),
-                shouldBackupToCloud: backup != 0))
+        let key = try required(key, "key")
+        try withBytes(value, length, "value") { bytes in
+            _ = try client.storeBytes(
+                StoreBytesData(bytes: bytes, key: key, shouldBackupToCloud: backup != 0))
+        }
     }
 }
 
@@ -296,10 +312,10 @@ public func keepsake_blockstore_retrieve(
         let open = try Handles.app(app)
         let name = try required(key, "key")
         let client = BlockStoreClient(app: open.context.app, device: open.device)
-        guard let found = try client.retrieveBytes(RetrieveBytesRequest(keys: [name]))[name] else {
+        guard var found = try client.retrieveBytes(RetrieveBytesRequest(keys: [name]))[name] else {
             throw CFailure(-25300, "no Block Store entry under this key")
         }
-        try secretOut(found, value, length)
+        try secretOut(&found, value, length)
     }
 }
 

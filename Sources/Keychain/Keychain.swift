@@ -188,6 +188,9 @@ public final class Keychain: Sendable {
         if let group = changes.accessGroup { try checkEntitlement(group) }
         let matches = try find(query)
         guard !matches.isEmpty else { throw Self.notFound }
+        // The old secrets were read only to be replaced (or carried into records already
+        // written by then): none is left in freed memory.
+        defer { for match in matches { match.record.data.wipeShared() } }
 
         let now = Self.now()
         var planned: [(old: Match, new: StoredRecord)] = []

@@ -57,8 +57,10 @@ struct SealedItem: Equatable {
     static func seal(_ record: StoredRecord, key classKey: SecureBytes) -> Data {
         let accessible = record.attributes.accessible
         var out = header(accessible, record.key)
+        var plaintext = record.encoded()
+        defer { plaintext.wipe() }
         let envelope = Envelope.seal(
-            record.encoded(), key: classKey, associatedData: associatedData(out.bytes))
+            plaintext, key: classKey, associatedData: associatedData(out.bytes))
         out.append(6, envelope)
         return out.bytes
     }
@@ -136,7 +138,9 @@ struct SealedItem: Equatable {
                 envelope, key: classKey, associatedData: Self.associatedData(clearHeader),
                 decoding: { plaintext in
                     opened = Result { () throws(KeychainError) in
-                        try StoredRecord.decode(Data(plaintext))
+                        try withTransientData(plaintext) { (bytes) throws(KeychainError) in
+                            try StoredRecord.decode(bytes)
+                        }
                     }
                     return true
                 })

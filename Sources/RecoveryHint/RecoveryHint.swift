@@ -8,7 +8,8 @@ import Platform
 /// JSON: `{"lastAuthenticatorId": String?, "lastWallet": String?, "lastLoginAt": Int64?}`, these
 /// names exactly; `lastLoginAt` in milliseconds since 1970.
 public struct RecoveryHint: Sendable, Hashable, Codable {
-    /// The authenticator used last: 1…256 characters, no control character.
+    /// The authenticator used last: 1…256 bytes of UTF-8, no control or bidirectional-formatting
+    /// character.
     public var lastAuthenticatorId: String?
     /// The wallet used last: an EVM address, `0x` and 40 hex digits.
     public var lastWallet: String?
@@ -37,7 +38,8 @@ public struct RecoveryHint: Sendable, Hashable, Codable {
             lastLoginAt: changes.lastLoginAt ?? lastLoginAt)
     }
 
-    /// The longest string field, in characters.
+    /// The longest string field, in bytes of UTF-8 (a character may take up to 4, and one
+    /// user-perceived character any number: the limit is on what is stored).
     public static let maximumFieldLength = 256
     /// The latest accepted `lastLoginAt` (year 3000), in milliseconds.
     public static let latestLoginAt: Int64 = 32_503_680_000_000
@@ -49,12 +51,19 @@ public struct RecoveryHint: Sendable, Hashable, Codable {
         ] {
             guard let value else { continue }
             if value.isEmpty { throw HintError(.invalidField, "\(name) is empty") }
-            if value.count > Self.maximumFieldLength {
+            if value.utf8.count > Self.maximumFieldLength {
                 throw HintError(
-                    .invalidField, "\(name) is longer than \(Self.maximumFieldLength) characters")
+                    .invalidField,
+                    "\(name) is longer than \(Self.maximumFieldLength) bytes of UTF-8")
             }
             if value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
                 throw HintError(.invalidField, "\(name) contains a control character")
+            }
+            // A bidirectional override or isolate would show a welcome screen another name
+            // than the one stored.
+            if value.unicodeScalars.contains(where: { $0.properties.isBidiControl }) {
+                throw HintError(
+                    .invalidField, "\(name) contains a bidirectional formatting character")
             }
         }
         if let lastWallet, !Self.isAddress(lastWallet) {
@@ -85,10 +94,9 @@ public struct RecoveryHint: Sendable, Hashable, Codable {
 
     /// Strict decoding: an object with only the three known fields, of the right types, valid.
     public static func decode(json data: Data) throws(HintError) -> RecoveryHint {
-        guard let object = try? JSONSerialization.jsonObject(with: data),
-            let fields = object as? [String: Any]
-        else {
-            throw HintError(.malformed, "the hint is not a JSON object")
+        let fields: [String: Any]
+        do { fields = try StrictJSON.object(data, maximumDepth: 2) } catch {
+            throw HintError(.malformed, "the hint is not a JSON object of distinct keys: \(error)")
         }
         let known: Set<String> = ["lastAuthenticatorId", "lastWallet", "lastLoginAt"]
         if let unknown = fields.keys.sorted().first(where: { !known.contains($0) }) {

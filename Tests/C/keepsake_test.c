@@ -93,6 +93,32 @@ int main(int argc, char **argv) {
           "search of none is []");
     keepsake_string_free(json);
 
+    /* NULL is "any" only where the header says so: never a wildcard for a secret's name. */
+    CHECK(keepsake_password_add(app, "c-null", "bob", secret, sizeof secret - 1, NULL, 0, NULL) == 0,
+          "add for the NULL checks");
+    CHECK(keepsake_password_get(app, NULL, "bob", 0, &bytes, &length, NULL) == -50,
+          "get with a NULL service is errSecParam");
+    CHECK(keepsake_password_get(app, "c-null", NULL, 0, &bytes, &length, NULL) == -50,
+          "get with a NULL account is errSecParam");
+    CHECK(keepsake_password_update(app, NULL, NULL, 0, changed, 7, NULL) == -50,
+          "update with NULL names is errSecParam");
+    CHECK(keepsake_password_delete(app, NULL, NULL, 0, NULL) == -50,
+          "delete with a NULL service is errSecParam");
+    CHECK(keepsake_password_get(app, "", "bob", 0, &bytes, &length, NULL) == -25300,
+          "an empty service is a name, not any");
+    CHECK(keepsake_password_get(app, "c-null", "bob", 0, &bytes, &length, NULL) == 0 &&
+              length == sizeof secret - 1 && memcmp(bytes, secret, length) == 0,
+          "the item is untouched");
+    keepsake_secret_free(bytes, length);
+    CHECK(keepsake_password_delete(app, "c-null", NULL, 0, NULL) == 0,
+          "delete with a NULL account: every account of the service");
+    keepsake_app *empty = NULL;
+    CHECK(keepsake_app_open("com.example.c-test", "{\"deviceDirectory\": \"\"}", &empty, NULL) == -50 &&
+              empty == NULL,
+          "an empty deviceDirectory is errSecParam, not the working directory");
+    CHECK(keepsake_app_open("com.example.c-test", "{\"cloud\": \"a\", \"cloud\": \"b\"}", &empty, NULL) == -50,
+          "a duplicate option is errSecParam");
+
     /* The recovery hint. */
     char *hint = keepsake_hint_get(app);
     CHECK(hint && strcmp(hint, "null") == 0, "no hint yet: null");
@@ -105,6 +131,11 @@ int main(int argc, char **argv) {
     keepsake_string_free(hint);
     CHECK(keepsake_hint_set(app, "{}", &error) == -50 && error, "an empty payload is refused");
     keepsake_string_free(error);
+    CHECK(keepsake_hint_set(app, "not json", NULL) == -50, "a malformed payload is errSecParam");
+    CHECK(keepsake_hint_set(app, "{\"lastWallet\":\"nope\"}", NULL) == -50,
+          "an invalid field is errSecParam");
+    CHECK(keepsake_hint_set(app, "{\"lastAuthenticatorId\":\"a\",\"lastAuthenticatorId\":\"b\"}", NULL) == -50,
+          "a duplicate key is errSecParam");
     CHECK(keepsake_hint_clear(app, NULL) == 0, "hint clear");
     hint = keepsake_hint_get(app);
     CHECK(hint && strcmp(hint, "null") == 0, "null after clear");

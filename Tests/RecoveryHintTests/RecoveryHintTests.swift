@@ -116,6 +116,31 @@ struct RecoveryHintServiceTests {
         #expect(try hints.get().hint == RecoveryHint(lastWallet: testWallet("kept")))
     }
 
+    @Test(
+        "the field limit is 256 bytes of UTF-8, bidirectional controls are refused, a key given twice is refused"
+    )
+    func exactLimits() throws {
+        func valid(_ id: String) -> Bool {
+            (try? RecoveryHint(lastAuthenticatorId: id).validate()) != nil
+        }
+        #expect(valid(String(repeating: "a", count: 256)))
+        #expect(!valid(String(repeating: "a", count: 257)))
+        #expect(valid(String(repeating: "\u{E9}", count: 128)))  // 256 bytes
+        #expect(!valid(String(repeating: "\u{E9}", count: 129)))  // 129 characters, 258 bytes
+        // One character of 20,000 combining marks (40 KB) is far over, as its bytes say.
+        #expect(!valid("e" + String(repeating: "\u{301}", count: 20_000)))
+        #expect(!valid("passkey\u{202E}1-yek"))  // a right-to-left override
+        #expect(!valid("\u{2067}passkey"))  // an isolate
+        #expect(valid("passkey-\u{1F511}"))
+        #expect(throws: HintError(.malformed, "")) {
+            try RecoveryHint.decode(
+                json: Data(#"{"lastAuthenticatorId":"a","lastAuthenticatorId":"b"}"#.utf8))
+        }
+        #expect(throws: HintError(.invalidField, "")) {
+            try RecoveryHint.decode(json: Data(#"{"lastAuthenticatorId":{"x":1}}"#.utf8))
+        }
+    }
+
     @Test("when the primary is gone, the fallback answers")
     func fallbackWhenPrimaryMissing() throws {
         let phone = try HintPhone()
