@@ -18,7 +18,8 @@ struct StrictJSONTests {
         // dictionary cannot hold apart — refused as well, never merged into one.
         #expect((try? StrictJSON.checkKeys(Data(#"{"caf\u00e9":1,"cafe\u0301":2}"#.utf8))) != nil)
         #expect(refused(#"{"caf\u00e9":1,"cafe\u0301":2}"#))
-        #expect(try StrictJSON.object(Data(#"{"a":{"a":1},"b":[{"a":1},{"a":2}]}"#.utf8)).count == 2)
+        #expect(
+            try StrictJSON.object(Data(#"{"a":{"a":1},"b":[{"a":1},{"a":2}]}"#.utf8)).count == 2)
         // A value equal to a key is no key; strings with escaped quotes are read whole.
         #expect(try StrictJSON.object(Data(#"{"a":"a","b":"\"a\"","c":"}"}"#.utf8)).count == 3)
         // Two lone surrogates are two keys to the scan (the parser then refuses them).
