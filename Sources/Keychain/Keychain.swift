@@ -259,7 +259,8 @@ public final class Keychain: Sendable {
 
     // MARK: - Delete
 
-    /// Deletes every item matching `query`. Mirrors `SecItemDelete`.
+    /// Deletes every item matching `query`. Mirrors `SecItemDelete`: `errSecItemNotFound` when
+    /// nothing matched, or when every match was deleted by a concurrent call first.
     public func delete(matching query: GenericPasswordQuery) throws(KeychainError) {
         let paths = try findPaths(query)
         guard !paths.isEmpty else { throw Self.notFound }
@@ -276,15 +277,20 @@ public final class Keychain: Sendable {
                     service: service, account: account, accessGroup: query.fields.accessGroup)
             }
         }
+        // One answer per deletion, as Apple's: of concurrent deletes of one item, the one whose
+        // call removed it succeeds and the others find nothing (errSecItemNotFound).
+        var deleted = 0
         for path in paths {
             do {
                 try secretService.deleteItem(at: path)
+                deleted += 1
             } catch  where error.code == .noSuchObject {
-                continue  // deleted concurrently: the outcome is the same
+                continue  // deleted concurrently, by that other call
             } catch {
                 throw KeychainError(error)
             }
         }
+        guard deleted > 0 else { throw Self.notFound }
     }
 
     // MARK: - Engine

@@ -208,6 +208,31 @@ struct KeychainBehaviourTests {
             try keychain.data(matching: GenericPasswordQuery(service: service, account: "a"))
                 == Data("1".utf8))
     }
+
+    @Test("of eight concurrent deletes of one item exactly one succeeds; the others find nothing")
+    func oneAnswerPerDelete() throws {
+        let first = try makeKeychain()
+        for round in 0..<5 {
+            let service = "delete-race-\(round)-\(UUID().uuidString)"
+            try first.add(
+                GenericPasswordAttributes(service: service, account: "a"), data: Data("x".utf8))
+            // Eight keychains of the one app and device, as eight processes would hold.
+            let keychains = (0..<8).map { _ in Keychain(app: first.app, device: first.device) }
+            let outcomes = Mutex<[KeychainStatus]>([])
+            DispatchQueue.concurrentPerform(iterations: 8) { index in
+                let status: KeychainStatus
+                do {
+                    try keychains[index].delete(
+                        matching: GenericPasswordQuery(service: service, account: "a"))
+                    status = .success
+                } catch { status = (error as? KeychainError)?.status ?? .param }
+                outcomes.withLock { $0.append(status) }
+            }
+            let seen = outcomes.withLock { $0 }
+            #expect(seen.filter { $0 == .success }.count == 1, "round \(round): \(seen)")
+            #expect(seen.filter { $0 == .itemNotFound }.count == 7, "round \(round): \(seen)")
+        }
+    }
 }
 
 @Suite("Keychain when the Secret Service is unavailable, locked or restarted", .serialized)
