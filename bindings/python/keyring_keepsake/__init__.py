@@ -12,6 +12,7 @@ Service backend's). The app the passwords belong to: KEEPSAKE_KEYRING_APP, else
 import ctypes
 import ctypes.util
 import os
+import threading
 
 from keyring import errors
 from keyring.backend import KeyringBackend
@@ -51,7 +52,7 @@ def _load():
         "keepsake_string_free": ([ctypes.c_void_p], None),
         "keepsake_secret_free": ([ctypes.c_void_p, ctypes.c_size_t], None),
         "keepsake_password_add": (
-            [handle, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
+            [handle, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
              ctypes.c_char_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p)],
             ctypes.c_int32,
         ),
@@ -61,7 +62,7 @@ def _load():
             ctypes.c_int32,
         ),
         "keepsake_password_update": (
-            [handle, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_char_p,
+            [handle, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_void_p,
              ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)],
             ctypes.c_int32,
         ),
@@ -71,7 +72,7 @@ def _load():
             ctypes.c_int32,
         ),
         "keepsake_lockscreen_unlock": (
-            [handle, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p),
+            [handle, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p),
              ctypes.POINTER(ctypes.c_void_p)],
             ctypes.c_int32,
         ),
@@ -87,23 +88,28 @@ def _load():
 
 
 class _Library:
-    """The loaded library and one open app handle, made at first use."""
+    """The loaded library and one open app handle, made at first use (once, whichever thread
+    comes first: the others wait for it)."""
 
     library = None
     app = None
+    lock = threading.Lock()
 
     @classmethod
     def get(cls):
-        if cls.library is None:
-            cls.library = _load()
-        if cls.app is None:
-            app = ctypes.c_void_p()
-            error = ctypes.c_void_p()
-            app_id = os.environ.get("KEEPSAKE_KEYRING_APP", "org.python.keyring")
-            status = cls.library.keepsake_app_open(app_id.encode(), None, ctypes.byref(app), ctypes.byref(error))
-            cls.check(status, error)
-            cls.app = app
-        return cls.library, cls.app
+        with cls.lock:
+            if cls.library is None:
+                cls.library = _load()
+            if cls.app is None:
+                app = ctypes.c_void_p()
+                error = ctypes.c_void_p()
+                app_id = os.environ.get("KEEPSAKE_KEYRING_APP", "org.python.keyring")
+                status = cls.library.keepsake_app_open(
+                    _text(app_id, "KEEPSAKE_KEYRING_APP"), None, ctypes.byref(app),
+                    ctypes.byref(error))
+                cls.check(status, error)
+                cls.app = app
+            return cls.library, cls.app
 
     @classmethod
     def check(cls, status, error):
@@ -115,11 +121,78 @@ class _Library:
             cls.library.keepsake_string_free(error)
         raise KeepsakeError(status, message)
 
+    @classmethod
+    def discard(cls, error):
+        if error.value:
+            cls.library.keepsake_string_free(error)
+
 
 def _text(value, name):
+    """A name for C: UTF-8, and no NUL (C would cut the name there: another item's name)."""
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str")
-    return value.encode("utf-8")
+    if "\0" in value:
+        raise ValueError(f"{name} contains a NUL character, which a C string cannot carry")
+    encoded = None
+    try:
+        encoded = value.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    if encoded is None:  # raised here, outside the handler: no exception holds the value
+        raise ValueError(f"{name} is not valid Unicode text (a lone surrogate)")
+    return encoded
+
+
+class _Secret:
+    """A secret's UTF-8 bytes in a buffer this module wipes when done (`with`), never an
+    immutable `bytes` that stays in memory; errors never hold the text."""
+
+    def __init__(self, text, name):
+        if not isinstance(text, str):
+            raise TypeError(f"{name} must be a str")
+        buffer = None
+        try:
+            buffer = bytearray(text, "utf-8")
+        except UnicodeEncodeError:
+            pass
+        if buffer is None:
+            raise ValueError(f"{name} is not valid Unicode text (a lone surrogate)")
+        self.buffer = buffer
+        self.length = len(buffer)
+        self.array = (ctypes.c_char * max(self.length, 1)).from_buffer(
+            self.buffer if self.length else bytearray(1))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        ctypes.memset(ctypes.addressof(self.array), 0, self.length)
+        del self.array
+
+    @property
+    def pointer(self):
+        return ctypes.addressof(self.array)
+
+
+def _read_secret(library, secret, length):
+    """The library's secret as text: copied into a buffer that is wiped, the library's copy
+    wiped and freed; a secret that is not UTF-8 raises an error that does not hold it."""
+    buffer = bytearray(length.value)
+    try:
+        if length.value:
+            ctypes.memmove((ctypes.c_char * length.value).from_buffer(buffer), secret, length.value)
+        text = None
+        try:
+            text = buffer.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        if text is None:
+            raise KeepsakeError(-26275, "the stored secret is not UTF-8 text")  # errSecDecode
+        return text
+    finally:
+        for index in range(len(buffer)):
+            buffer[index] = 0
+        library.keepsake_secret_free(secret, length)
 
 
 class KeepsakeKeyring(KeyringBackend):
@@ -135,48 +208,52 @@ class KeepsakeKeyring(KeyringBackend):
 
     def get_password(self, service, username):
         library, app = _Library.get()
+        service, username = _text(service, "service"), _text(username, "username")
         secret = ctypes.POINTER(ctypes.c_uint8)()
         length = ctypes.c_size_t()
         error = ctypes.c_void_p()
         status = library.keepsake_password_get(
-            app, _text(service, "service"), _text(username, "username"), 0,
-            ctypes.byref(secret), ctypes.byref(length), ctypes.byref(error))
+            app, service, username, 0, ctypes.byref(secret), ctypes.byref(length),
+            ctypes.byref(error))
         if status == ITEM_NOT_FOUND:
-            if error.value:
-                library.keepsake_string_free(error)
+            _Library.discard(error)
             return None
         _Library.check(status, error)
-        try:
-            return ctypes.string_at(secret, length.value).decode("utf-8")
-        finally:
-            library.keepsake_secret_free(secret, length)
+        return _read_secret(library, secret, length)
 
     def set_password(self, service, username, password):
+        """Adds, or replaces, the password: atomic from the caller's view — a delete landing
+        between the add and the update is answered by adding again."""
         library, app = _Library.get()
-        data = _text(password, "password")
-        error = ctypes.c_void_p()
-        status = library.keepsake_password_add(
-            app, _text(service, "service"), _text(username, "username"), data, len(data),
-            b"after-first-unlock-this-device-only", 0, ctypes.byref(error))
-        if status == DUPLICATE_ITEM:
-            if error.value:
-                library.keepsake_string_free(error)
-            error = ctypes.c_void_p()
-            status = library.keepsake_password_update(
-                app, _text(service, "service"), _text(username, "username"), 0, data, len(data),
-                ctypes.byref(error))
-        try:
-            _Library.check(status, error)
-        except KeepsakeError as failure:
-            raise errors.PasswordSetError(str(failure)) from failure
+        service, username = _text(service, "service"), _text(username, "username")
+        with _Secret(password, "password") as data:
+            for _ in range(8):
+                error = ctypes.c_void_p()
+                status = library.keepsake_password_add(
+                    app, service, username, data.pointer, data.length,
+                    b"after-first-unlock-this-device-only", 0, ctypes.byref(error))
+                if status != DUPLICATE_ITEM:
+                    break
+                _Library.discard(error)
+                error = ctypes.c_void_p()
+                status = library.keepsake_password_update(
+                    app, service, username, 0, data.pointer, data.length, ctypes.byref(error))
+                if status != ITEM_NOT_FOUND:
+                    break
+                _Library.discard(error)  # deleted between the two: add again
+            try:
+                _Library.check(status, error)
+            except KeepsakeError as failure:
+                raise errors.PasswordSetError(str(failure)) from failure
 
     def delete_password(self, service, username):
         library, app = _Library.get()
-        if self.get_password(service, username) is None:
-            raise errors.PasswordDeleteError("no such password")
+        service, username = _text(service, "service"), _text(username, "username")
         error = ctypes.c_void_p()
-        status = library.keepsake_password_delete(
-            app, _text(service, "service"), _text(username, "username"), 0, ctypes.byref(error))
+        status = library.keepsake_password_delete(app, service, username, 0, ctypes.byref(error))
+        if status == ITEM_NOT_FOUND:
+            _Library.discard(error)
+            raise errors.PasswordDeleteError("no such password")
         try:
             _Library.check(status, error)
         except KeepsakeError as failure:
@@ -193,8 +270,15 @@ def unlock(passcode):
     library, app = _Library.get()
     notice = ctypes.c_void_p()
     error = ctypes.c_void_p()
-    status = library.keepsake_lockscreen_unlock(
-        app, bytes(passcode), len(passcode), ctypes.byref(notice), ctypes.byref(error))
+    buffer = bytearray(passcode)
+    try:
+        array = (ctypes.c_char * max(len(buffer), 1)).from_buffer(buffer if buffer else bytearray(1))
+        status = library.keepsake_lockscreen_unlock(
+            app, ctypes.addressof(array), len(buffer), ctypes.byref(notice), ctypes.byref(error))
+        del array
+    finally:
+        for index in range(len(buffer)):
+            buffer[index] = 0
     told = None
     if notice.value:
         told = ctypes.string_at(notice.value).decode("utf-8", "replace")
