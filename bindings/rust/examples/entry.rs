@@ -23,7 +23,7 @@ fn main() {
     });
     let entry = keepsake.entry(service, account);
     let result = match (verb.as_str(), rest) {
-        ("get", []) => entry.get_password().map(|password| println!("{password}")),
+        ("get", []) => entry.get_password().map(|password| println!("{}", password.expose())),
         ("set", []) => {
             let mut line = String::new();
             std::io::stdin().lock().read_line(&mut line).expect("stdin");

@@ -8,6 +8,9 @@ use std::fmt;
 use std::ptr;
 
 pub mod plugin;
+mod secret;
+
+pub use secret::{Secret, SecretString};
 
 mod ffi {
     use std::os::raw::c_char;
@@ -165,6 +168,8 @@ impl Keepsake {
     /// line each — the tries it reports come back as it is returned, so show it. `Ok(None)`:
     /// nothing to tell (or no lock screen). A wrong passcode is `Error::Locked`, counted.
     pub fn unlock(&self, passcode: &[u8]) -> Result<Option<String>, Error> {
+        // Empty means no passcode at all, which the library tells apart from a NULL pointer
+        // only by the length: an empty slice's pointer is dangling but never read.
         let mut notice = ptr::null_mut();
         let mut error = ptr::null_mut();
         let status = unsafe {
@@ -202,36 +207,48 @@ impl Entry<'_> {
         self.set_secret(password.as_bytes())
     }
 
-    pub fn get_password(&self) -> Result<String, Error> {
-        let bytes = self.get_secret()?;
-        String::from_utf8(bytes).map_err(|_| Error::Invalid("the secret is not UTF-8".into()))
+    /// The password, in memory that is wiped when it is dropped. A secret that is not UTF-8 is
+    /// `Error::Invalid`, and is wiped too.
+    pub fn get_password(&self) -> Result<SecretString, Error> {
+        SecretString::from_secret(self.get_secret()?)
+            .map_err(|_| Error::Invalid("the secret is not UTF-8".into()))
     }
 
+    /// Adds or replaces the secret: atomic from the caller's view (a delete landing between the
+    /// add and the update is answered by adding again).
     pub fn set_secret(&self, secret: &[u8]) -> Result<(), Error> {
         let (service, account) = (text(&self.service)?, text(&self.account)?);
         let class = text("after-first-unlock-this-device-only")?;
-        let mut error = ptr::null_mut();
-        let status = unsafe {
-            ffi::keepsake_password_add(
-                self.keepsake.app, service.as_ptr(), account.as_ptr(), secret.as_ptr(),
-                secret.len(), class.as_ptr(), 0, &mut error,
-            )
-        };
-        if status != DUPLICATE_ITEM {
-            return check(status, error);
+        for _ in 0..8 {
+            let mut error = ptr::null_mut();
+            let status = unsafe {
+                ffi::keepsake_password_add(
+                    self.keepsake.app, service.as_ptr(), account.as_ptr(), secret.as_ptr(),
+                    secret.len(), class.as_ptr(), 0, &mut error,
+                )
+            };
+            if status != DUPLICATE_ITEM {
+                return check(status, error);
+            }
+            unsafe { take(error) };
+            let mut error = ptr::null_mut();
+            let status = unsafe {
+                ffi::keepsake_password_update(
+                    self.keepsake.app, service.as_ptr(), account.as_ptr(), 0, secret.as_ptr(),
+                    secret.len(), &mut error,
+                )
+            };
+            if status != ITEM_NOT_FOUND {
+                return check(status, error);
+            }
+            unsafe { take(error) };  // deleted between the two: add again
         }
-        unsafe { take(error) };
-        let mut error = ptr::null_mut();
-        let status = unsafe {
-            ffi::keepsake_password_update(
-                self.keepsake.app, service.as_ptr(), account.as_ptr(), 0, secret.as_ptr(),
-                secret.len(), &mut error,
-            )
-        };
-        check(status, error)
+        Err(Error::Failed { status: DUPLICATE_ITEM, message: "the item kept changing".into() })
     }
 
-    pub fn get_secret(&self) -> Result<Vec<u8>, Error> {
+    /// The secret, in memory that is wiped when it is dropped (the library's copy is wiped and
+    /// freed before this returns).
+    pub fn get_secret(&self) -> Result<Secret, Error> {
         let (service, account) = (text(&self.service)?, text(&self.account)?);
         let mut bytes = ptr::null_mut();
         let mut length = 0usize;
@@ -243,13 +260,14 @@ impl Entry<'_> {
             )
         };
         check(status, error)?;
-        let secret = unsafe { std::slice::from_raw_parts(bytes, length) }.to_vec();
+        let secret = Secret::copy_from(unsafe { std::slice::from_raw_parts(bytes, length) });
         unsafe { ffi::keepsake_secret_free(bytes, length) };
         Ok(secret)
     }
 
+    /// Deletes the entry: `Error::NoEntry` when there was none (or a concurrent delete removed
+    /// it first), as the keyring crate answers.
     pub fn delete_credential(&self) -> Result<(), Error> {
-        self.get_secret()?;  // absent: NoEntry, as the keyring crate answers
         let (service, account) = (text(&self.service)?, text(&self.account)?);
         let mut error = ptr::null_mut();
         let status = unsafe {

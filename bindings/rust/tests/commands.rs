@@ -90,3 +90,46 @@ fn unlock_passes_on_the_notice() {
     // No lock screen on this device: nothing to unlock, nothing to tell.
     assert_eq!(keepsake.unlock(b"1234"), Ok(None));
 }
+
+#[test]
+fn one_answer_per_delete_and_a_set_that_stays_whole() {
+    let app = "com.example.rust-deletes";
+    let keepsake = std::sync::Arc::new(Keepsake::open(app, Some(&options(app))).unwrap());
+    for round in 0..3 {
+        let account = format!("race-{round}");
+        keepsake.entry("rust-deletes", &account).set_password("x").unwrap();
+        let outcomes: Vec<_> = (0..8)
+            .map(|_| {
+                let keepsake = keepsake.clone();
+                let account = account.clone();
+                std::thread::spawn(move || keepsake.entry("rust-deletes", &account).delete_credential())
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|thread| thread.join().unwrap())
+            .collect();
+        assert_eq!(outcomes.iter().filter(|o| o.is_ok()).count(), 1, "{outcomes:?}");
+        assert!(outcomes.iter().filter(|o| o.is_err()).all(|o| *o == Err(Error::NoEntry)));
+    }
+    // Sets while another thread deletes: every set succeeds.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let deleter = {
+        let (keepsake, stop) = (keepsake.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let _ = keepsake.entry("rust-deletes", "set-race").delete_credential();
+            }
+        })
+    };
+    for round in 0..30 {
+        keepsake.entry("rust-deletes", "set-race").set_password(&format!("v{round}")).unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    deleter.join().unwrap();
+    // A password read back shows its length only when printed by mistake.
+    let entry = keepsake.entry("rust-deletes", "debug");
+    entry.set_password("never-printed-7c1").unwrap();
+    let printed = format!("{:?}", entry.get_password().unwrap());
+    assert!(!printed.contains("never-printed"), "{printed}");
+    entry.delete_credential().unwrap();
+}
