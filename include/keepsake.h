@@ -81,7 +81,7 @@ int32_t keepsake_password_search(keepsake_app *app, const char *service, const c
                                  int32_t synchronizable, char **json, char **error);
 
 /* The recovery hint, with the plugin's semantics. get never fails: the hint as a JSON object,
- * or "null"; NULL only for a handle that is not open. set merges the fields given and refuses an
+ * or {} when there is none or it cannot be read (never "null"); NULL only for a handle that is not open. set merges the fields given and refuses an
  * empty, malformed or invalid payload (errSecParam): each string field at most 256 bytes of
  * UTF-8, no control or bidirectional-formatting character, no key given twice. */
 char *keepsake_hint_get(keepsake_app *app);

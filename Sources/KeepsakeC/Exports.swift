@@ -195,13 +195,15 @@ public func keepsake_password_search(
 
 // MARK: - The recovery hint (the plugin's semantics: never fails a get)
 
-/// The hint as JSON (`{"lastAuthenticatorId":…,"lastWallet":…,"lastLoginAt":…}`), or `null`
+/// The hint as JSON (`{"lastAuthenticatorId":…,"lastWallet":…,"lastLoginAt":…}`), or `{}`
 /// when there is none or it cannot be read; NULL only for a handle that is not open.
 @_cdecl("keepsake_hint_get")
 public func keepsake_hint_get(_ app: OpaquePointer?) -> UnsafeMutablePointer<CChar>? {
     guard let open = try? Handles.app(app) else { return nil }
     let hint = open.hints.get()
-    return cString(hint.isEmpty ? "null" : String(decoding: hint.json(), as: UTF8.self))
+    // `{}` when there is none, as the seed plugin's native sides answer (never `null`: its
+    // callers read `hint.lastAuthenticatorId` straight off the answer).
+    return cString(hint.isEmpty ? "{}" : String(decoding: hint.json(), as: UTF8.self))
 }
 
 /// Merges the fields `json` gives into the hint; an empty payload is refused (errSecParam).
@@ -214,7 +216,7 @@ public func keepsake_hint_set(
         let open = try Handles.app(app)
         let changes = try RecoveryHint.decode(json: Data(try required(json, "json").utf8))
         guard !changes.isEmpty else {
-            throw CFailure(-50, "an empty hint payload: give at least one field")
+            throw CFailure(-50, "Refusing to persist an empty recovery hint")
         }
         guard let service = open.hints.service else {
             throw CFailure(-25291, "the hint stores could not be opened")

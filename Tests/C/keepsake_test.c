@@ -121,7 +121,7 @@ int main(int argc, char **argv) {
 
     /* The recovery hint. */
     char *hint = keepsake_hint_get(app);
-    CHECK(hint && strcmp(hint, "null") == 0, "no hint yet: null");
+    CHECK(hint && strcmp(hint, "{}") == 0, "no hint yet: {}");
     keepsake_string_free(hint);
     CHECK(keepsake_hint_set(app, "{\"lastWallet\":\"0x8a3f000000000000000000000000000000000000\"}", NULL) == 0, "hint set");
     CHECK(keepsake_hint_set(app, "{\"lastAuthenticatorId\":\"passkey-1\"}", NULL) == 0,
@@ -138,7 +138,7 @@ int main(int argc, char **argv) {
           "a duplicate key is errSecParam");
     CHECK(keepsake_hint_clear(app, NULL) == 0, "hint clear");
     hint = keepsake_hint_get(app);
-    CHECK(hint && strcmp(hint, "null") == 0, "null after clear");
+    CHECK(hint && strcmp(hint, "{}") == 0, "{} after clear");
     keepsake_string_free(hint);
 
     /* The lock screen. */

@@ -2,11 +2,12 @@
 (service = keyring's service name, account = its username), sealed under the device's class keys
 before it reaches the Secret Service, through libKeepsakeC.so (include/keepsake.h).
 
-Install: build the library (`swift build -c release`), make it findable (the system's library
-path, or LD_LIBRARY_PATH, or KEEPSAKE_LIBRARY=/path/to/libKeepsakeC.so), then
-`pip install bindings/python`. keyring then picks this backend (its priority is above the Secret
-Service backend's). The app the passwords belong to: KEEPSAKE_KEYRING_APP, else
-`org.python.keyring`.
+Install: `pip install keyring_keepsake-….whl` — the wheel carries the library, with Swift's
+standard library linked in, so no Swift toolchain is needed (scripts/build-wheel makes it;
+docs/python.md). The library is looked for in KEEPSAKE_LIBRARY (a path), then beside this file
+(the wheel's), then on the system's library path (the libkeepsake package). keyring then picks
+this backend (its priority is above the Secret Service backend's). The app the passwords belong
+to: KEEPSAKE_KEYRING_APP, else `org.python.keyring`.
 """
 
 import ctypes
@@ -36,7 +37,10 @@ class KeepsakeError(errors.KeyringError):
 
 
 def _load():
-    path = os.environ.get("KEEPSAKE_LIBRARY") or ctypes.util.find_library("KeepsakeC")
+    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libKeepsakeC.so")
+    path = (os.environ.get("KEEPSAKE_LIBRARY")
+            or (bundled if os.path.exists(bundled) else None)
+            or ctypes.util.find_library("KeepsakeC"))
     library = ctypes.CDLL(path or "libKeepsakeC.so")
     c_char_pp = ctypes.POINTER(ctypes.c_char_p)
     byte_pp = ctypes.POINTER(ctypes.POINTER(ctypes.c_uint8))

@@ -145,7 +145,7 @@ impl Keepsake {
     /// The recovery hint as JSON, or `None` when there is none (never fails).
     pub fn hint(&self) -> Option<String> {
         let json = unsafe { take(ffi::keepsake_hint_get(self.app)) }?;
-        if json == "null" { None } else { Some(json) }
+        if json == "{}" || json == "null" { None } else { Some(json) }
     }
 
     /// Merges the fields `json` gives into the hint; an empty payload is refused.

@@ -1,6 +1,8 @@
 //! The recovery-hint plugin's desktop commands, with the plugin's semantics: JSON in and out as
 //! the webview sends and reads it; `set` merges the fields given and refuses an empty payload;
-//! `get` never rejects (no hint, or one that cannot be read, answers `null`).
+//! `get` never rejects (no hint, or one that cannot be read, answers `{}` — never `null`: the
+//! TypeScript facade's callers read `hint.lastAuthenticatorId` straight off the answer); `set`
+//! resolves with no value and refuses `{}` with the seed's words; `clear` resolves.
 //!
 //! A Tauri app's desktop build registers them in three lines (Tauri itself cannot be fetched
 //! where Keepsake is built, so this snippet is not compiled here):
@@ -29,17 +31,19 @@ impl RecoveryHintCommands {
         Ok(RecoveryHintCommands { keepsake: Keepsake::open(app_id, options_json)? })
     }
 
-    /// `get_recovery_hint`: the hint's JSON, or `null`. Never rejects.
+    /// `get_recovery_hint`: the hint's JSON object, or `{}`. Never rejects.
     pub fn get_recovery_hint(&self) -> String {
-        self.keepsake.hint().unwrap_or_else(|| "null".to_owned())
+        self.keepsake.hint().unwrap_or_else(|| "{}".to_owned())
     }
 
-    /// `set_recovery_hint(payload)`: merges the payload's fields into the hint and answers the
-    /// hint as it now stands; an empty payload (or one that is not an object of the hint's
-    /// fields) rejects with the reason.
-    pub fn set_recovery_hint(&self, payload: &str) -> Result<String, String> {
-        self.keepsake.set_hint(payload).map_err(|error| error.to_string())?;
-        Ok(self.get_recovery_hint())
+    /// `set_recovery_hint(payload)`: merges the payload's fields into the hint and resolves with
+    /// no value, as the seed's native sides; an empty payload rejects with "Refusing to persist
+    /// an empty recovery hint", one that is not an object of the hint's fields with the reason.
+    pub fn set_recovery_hint(&self, payload: &str) -> Result<(), String> {
+        self.keepsake.set_hint(payload).map_err(|error| match error {
+            crate::Error::Invalid(message) => message,
+            other => other.to_string(),
+        })
     }
 
     /// `clear_recovery_hint`: clears it.
