@@ -14,7 +14,7 @@ package struct Arguments {
 
     static let flagNames: Set<String> = [
         "all", "backup", "help", "approval", "recovery-key", "passcode", "with-passcode",
-        "with-app-password", "skip-protected",
+        "with-app-password", "skip-protected", "version", "roff",
     ]
 
     static func fromProcess() throws(CommandError) -> Arguments {

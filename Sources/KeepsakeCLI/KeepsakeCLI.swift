@@ -31,10 +31,10 @@ package enum KeepsakeCLI {
         do {
             let arguments = try Arguments.fromProcess()
             let words = arguments.words
-            guard let command = words.first, !arguments.has("help") else {
-                Output.line(usage)
-                return words.isEmpty && !arguments.has("help") ? 2 : 0
+            if let answered = try help(arguments, extraCommands: extraCommands) {
+                return answered
             }
+            guard let command = words.first else { return 2 }
             let verb = words.dropFirst().first
             try checkWords(words, extraCommands: extraCommands)
             let context = try Context(arguments, tuning: tuning)
@@ -64,21 +64,72 @@ package enum KeepsakeCLI {
 }
 
 extension KeepsakeCLI {
-    /// Each command's subcommands: a missing or unknown one, or a word after it, is a usage error
-    /// (exit 2) that names what is wanted, before anything is opened or read.
-    static let subcommands: [String: [String]] = [
-        "keychain": ["add", "get", "update", "delete", "list", "sync"],
-        "app": ["uninstall"],
-        "lockscreen": ["set", "unlock", "lock", "status"],
-        "device": [
-            "reboot", "wipe", "transfer", "settings", "join", "requests", "approve", "recovery-key",
-            "devices", "remove",
-        ],
-        "blockstore": ["store", "retrieve", "delete", "e2ee", "sync"],
-        "hint": ["get", "set", "clear"],
-        "kv": ["set", "get", "remove", "synchronize"],
-        "cloud": ["login", "logout", "status"],
-    ]
+    /// Each command's subcommands (`CommandHelp`'s table): a missing or unknown one, or a word
+    /// after it, is a usage error (exit 2) that names what is wanted, before anything is opened
+    /// or read.
+    static let subcommands: [String: [String]] = Dictionary(
+        uniqueKeysWithValues: CommandHelp.all.filter { !$0.verbs.isEmpty }.map {
+            ($0.name, $0.verbs)
+        })
+
+    /// `--version`, `help [COMMAND]`, `COMMAND --help`, `help --roff` (the man page) and
+    /// `completion bash|zsh`, answered from `CommandHelp`'s table with the exit status to end
+    /// with; nil for every other command line. No words at all: the usage, exit 2.
+    static func help(_ arguments: Arguments, extraCommands: [String: ExtraCommand])
+        throws(CommandError) -> Int32?
+    {
+        let words = arguments.words
+        if arguments.has("version") {
+            guard words.isEmpty else { throw CommandError.usage("--version takes no command") }
+            Output.line("keepsake \(CommandHelp.version)")
+            return 0
+        }
+        if arguments.has("roff") {
+            guard words == ["help"] else { throw CommandError.usage("--roff is help's") }
+            Output.raw(Data(CommandHelp.roff.utf8))
+            return 0
+        }
+        guard let command = words.first else {
+            // Asked for: the usage on standard output; a command line with no command: on
+            // standard error, a usage error.
+            guard arguments.has("help") else {
+                Output.error(CommandHelp.usage)
+                return 2
+            }
+            Output.line(CommandHelp.usage)
+            return 0
+        }
+        switch command {
+        case "help":
+            guard words.count <= 2 else { throw CommandError.usage("help takes one command") }
+            guard let name = words.dropFirst().first else {
+                Output.line(CommandHelp.usage)
+                return 0
+            }
+            guard let topic = CommandHelp.named(name) else {
+                throw CommandError.usage("no command \(name)\n\(CommandHelp.usage)")
+            }
+            Output.line(topic.text)
+            return 0
+        case "completion":
+            guard !arguments.has("help") else { break }
+            guard words.count == 2, let script = CommandHelp.completion(words[1]) else {
+                throw CommandError.usage("keepsake completion bash|zsh")
+            }
+            Output.raw(Data(script.utf8))
+            return 0
+        default: break
+        }
+        guard arguments.has("help") else { return nil }
+        if let topic = CommandHelp.named(command) {
+            Output.line(topic.text)
+        } else if extraCommands[command] == nil {
+            throw CommandError.usage("unknown command \(command)\n\(CommandHelp.usage)")
+        } else {
+            Output.line(CommandHelp.usage)
+        }
+        return 0
+    }
 
     static func checkWords(_ words: [String], extraCommands: [String: ExtraCommand])
         throws(CommandError)
@@ -111,24 +162,8 @@ extension KeepsakeCLI {
     }
 }
 
-let usage = """
-    usage: keepsake [--app-id ID] [--container DIR] [--device-dir DIR] [--cloud DIR|URL] [--cloud-ca FILE] [--tpm TCTI] [--counter URL] [--escrow URL] COMMAND
-      keychain add|get|update|delete|list --service S [--account A] [--sync yes|no|any]
-                                          [--accessible CLASS] [--label L] [--access-group G]
-      keychain sync                       (synchronizable items with --cloud, now)
-      lockscreen set --kind none|swipe|pin|pattern|password   (stdin: current passcode line, new one)
-      lockscreen unlock | lock | status
-      device reboot | wipe | transfer --out FILE | --in FILE | settings [--block-store yes|no] [--device-backup yes|no]
-      device join --approval [--timeout S] | --recovery-key | --passcode   (stdin: the key or passcode)
-      device requests | approve --code C | recovery-key | devices | remove --id ID
-      blockstore store --key K [--backup] | retrieve [--key K ...|--all] | delete [--key K ...|--all] | e2ee | sync
-      kv set|get|remove|synchronize --key K
-      hint get | set [--authenticator-id X] [--wallet W] [--login-at MS] | clear [--profile linux|apple|android]
-      app uninstall
-      cloud login | logout | status       (--cloud https://…; login: user name and password on stdin)
-      status [--profile linux|apple|android]   (each store: local, cloud, last sync, pending, why not)
-    Secrets are read from standard input and written raw to standard output.
-    """
+/// The usage text (`CommandHelp`'s table).
+var usage: String { CommandHelp.usage }
 
 extension KeepsakeCLI {
     /// SIGINT and SIGTERM (Ctrl-C, a service manager stopping a sync) first release the cloud

@@ -13,6 +13,9 @@ enum StatusCommand {
         guard let profile = HintProfile(rawValue: profileName) else {
             throw CommandError.usage("--profile linux|apple|android")
         }
+        // It reports only what it could look at: with no Secret Service (or a locked
+        // collection) it says why and exits 1, never "nothing found" for what it could not read.
+        _ = try context.device.status()
         let status = SyncStatus.read(
             app: context.app, account: try context.account, profile: profile)
         let account = status.account
