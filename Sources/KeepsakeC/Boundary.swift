@@ -87,6 +87,7 @@ func bytes(_ pointer: UnsafePointer<UInt8>?, _ length: Int, _ name: String) thro
 
 /// Bytes in (`bytes`), for the length of `body` only: the copy is wiped when `body` returns, so
 /// no plaintext the caller gave is left in freed memory by the boundary.
+@discardableResult
 func withBytes<R>(
     _ pointer: UnsafePointer<UInt8>?, _ length: Int, _ name: String, _ body: (Data) throws -> R
 ) throws -> R {
