@@ -372,7 +372,16 @@ package final class PrivateEscrow: @unchecked Sendable {
             // and the caller may start another escrow on that directory next.
             process.killWhileRunning()
             process.waitUntilGone()
-            throw HarnessError("keepsake-escrow did not start (\(Self.executable.path)): \(text)")
+            // The shipped (release) keepsake-escrow refuses a private TPM emulator: the demo and
+            // the benchmark need the build with the harness's hooks, which scripts/demo makes.
+            let missing = !FileManager.default.isExecutableFile(atPath: Self.executable.path)
+            let refusedEmulator = text.contains("--tpm takes the machine's TPM")
+            let what =
+                missing || refusedEmulator
+                ? " — run scripts/demo (or scripts/bench), which builds the keepsake-escrow these need, or build it yourself: swift build -c release --product keepsake-escrow --scratch-path .build/harness-escrow -Xswiftc -DKEEPSAKE_TEST_HOOKS, then KEEPSAKE_HARNESS_ESCROW=$PWD/.build/harness-escrow/release/keepsake-escrow"
+                : ""
+            throw HarnessError(
+                "keepsake-escrow did not start (\(Self.executable.path)): \(text)\(what)")
         }
         self.url = url
         self.process = process
