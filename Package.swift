@@ -122,7 +122,10 @@ let package = Package(
         // Apple-source-compatible surface: SecItem*, kSec* constants, CF aliases.
         .target(
             name: "Security",
-            dependencies: ["Keychain", "Device", "Sealing", "LocalAuthentication"]),
+            dependencies: [
+                "Keychain", "Device", "Sealing", "LocalAuthentication", "KeyValueStore",
+                "CloudAccount",
+            ]),
         // Apple's LocalAuthentication names (LAContext, LAPolicy, LAError), as far as they mean
         // something on Linux. Knows nothing of keychains: it holds the credentials a use of a
         // protected item is given.

@@ -33,10 +33,14 @@ enum KeyValueCommand {
             let value = String(decoding: try Context.readStandardInput(), as: UTF8.self)
             try write(.string(value), forKey: try key())
         case "get":
-            guard let value = store.string(forKey: try key()) else {
-                throw CommandError(statusName: "not found", message: "no value for that key")
+            // A string or data raw (what `set` wrote, or an app's `set(_:forKey:)`); any other
+            // value as its JSON.
+            switch store.object(forKey: try key()) {
+            case nil: throw CommandError(statusName: "not found", message: "no value for that key")
+            case .string(let value): Output.raw(Data(value.utf8))
+            case .data(let value): Output.raw(value)
+            case let value?: Output.json(Self.json(value))
             }
-            Output.raw(Data(value.utf8))
         case "remove":
             try write(nil, forKey: try key())
         case "synchronize":
@@ -52,6 +56,20 @@ enum KeyValueCommand {
             }
         default:
             throw CommandError.usage("kv set|get|remove|synchronize --key K")
+        }
+    }
+
+    /// A value as JSON: data as base64, a date as ISO 8601.
+    static func json(_ value: KVValue) -> Any {
+        switch value {
+        case .string(let value): value
+        case .data(let value): value.base64EncodedString()
+        case .int(let value): value
+        case .double(let value): value.isFinite ? value : "\(value)"
+        case .bool(let value): value
+        case .date(let value): ISO8601DateFormatter().string(from: value)
+        case .array(let items): items.map(json)
+        case .dictionary(let entries): entries.mapValues(json)
         }
     }
 }

@@ -17,14 +17,22 @@ public enum KVValue: Sendable, Hashable, Codable {
     case double(Double)
     /// A boolean, counted as 1 byte.
     case bool(Bool)
+    /// A date, counted as 8 bytes.
+    case date(Date)
+    /// An array of values, counted as its values.
+    case array([KVValue])
+    /// A dictionary of values, counted as its keys (UTF-8) and values.
+    case dictionary([String: KVValue])
 
     /// Bytes counted against the 1 MB quota (the value's own size).
     var size: Int {
         switch self {
         case .string(let s): s.utf8.count
         case .data(let d): d.count
-        case .int, .double: 8
+        case .int, .double, .date: 8
         case .bool: 1
+        case .array(let items): items.reduce(0) { $0 + $1.size }
+        case .dictionary(let entries): entries.reduce(0) { $0 + $1.key.utf8.count + $1.value.size }
         }
     }
 }

@@ -170,6 +170,10 @@ public final class UbiquitousKeyValueStore: Sendable {
     /// `.noCloudAccount` (nothing to exchange with) or `.notSynchronized` with the cloud's own
     /// error underneath.
     public func checkedSynchronize() throws(KeyValueStoreError) {
+        // Other processes' writes to the device's cache are read again first (every write of
+        // this one is in the cache already), signed in or not, as Apple's synchronize reconciles
+        // memory with disk.
+        state.withLock { $0 = nil }
         let session: CloudSession?
         do { session = try account.cloudSession() } catch {
             throw KeyValueStoreError(

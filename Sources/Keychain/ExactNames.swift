@@ -53,20 +53,6 @@ extension InternetLocation {
     }
 }
 
-extension PrimaryKey {
-    static func == (a: PrimaryKey, b: PrimaryKey) -> Bool {
-        a.synchronizable == b.synchronizable && a.internet == b.internet
-            && ExactNames.equal(a.accessGroup, b.accessGroup)
-            && ExactNames.equal(a.service, b.service) && ExactNames.equal(a.account, b.account)
-    }
-
-    func hash(into hasher: inout Hasher) {
-        hasher.combine(synchronizable)
-        hasher.combine(internet)
-        for part in [accessGroup, service, account] { ExactNames.hash(part, into: &hasher) }
-    }
-}
-
 extension GenericPasswordAttributes {
     public static func == (a: GenericPasswordAttributes, b: GenericPasswordAttributes) -> Bool {
         ExactNames.equal(a.service, b.service) && ExactNames.equal(a.account, b.account)

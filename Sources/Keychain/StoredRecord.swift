@@ -79,6 +79,21 @@ struct PrimaryKey: Hashable, Sendable {
     }
 }
 
+/// A primary key is its bytes (`ExactNames`): canonically equivalent names are two keys.
+extension PrimaryKey {
+    static func == (a: PrimaryKey, b: PrimaryKey) -> Bool {
+        a.synchronizable == b.synchronizable && a.internet == b.internet
+            && ExactNames.equal(a.accessGroup, b.accessGroup)
+            && ExactNames.equal(a.service, b.service) && ExactNames.equal(a.account, b.account)
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(synchronizable)
+        hasher.combine(internet)
+        for part in [accessGroup, service, account] { ExactNames.hash(part, into: &hasher) }
+    }
+}
+
 /// The item as stored in the Secret Service's secret: a versioned, self-describing record.
 ///
 /// Format (version 1): the magic `KSK1`, then `TLV` fields. Strings are UTF-8, dates are milliseconds since 1970 as 8 bytes big endian,

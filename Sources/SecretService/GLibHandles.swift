@@ -60,6 +60,9 @@ private func classify(domain: String, code: Int32, dbusName: String?, message: S
     case "org.freedesktop.Secret.Error.NoSuchObject", "org.freedesktop.DBus.Error.UnknownObject",
         "org.freedesktop.DBus.Error.UnknownMethod":
         return .noSuchObject
+    case "org.freedesktop.DBus.Error.UnknownInterface":
+        // KeePassXC's answer at the path of an item deleted a moment before: its object is gone.
+        return message.contains("/org/freedesktop/secrets/collection/") ? .noSuchObject : .failed
     case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner",
         "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Disconnected":
         return .serviceUnavailable

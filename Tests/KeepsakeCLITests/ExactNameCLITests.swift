@@ -11,7 +11,7 @@ struct ExactNameCLITests {
     func twoItemsSynced() throws {
         let pair = try Pair()
         // (Not a dictionary: Swift's would take the two names for one key.)
-        let names = [("caf\u{E9}", "VICTIM"), ("cafe\u{301}", "ATTACKER")]
+        let names = [("caf\u{E9}", "VICTIM's secret"), ("cafe\u{301}", "ATTACKER's secret")]
         func item(_ service: String) -> [String] {
             ["--service", service, "--account", "a", "--sync", "yes"]
         }
@@ -32,7 +32,7 @@ struct ExactNameCLITests {
         #expect(try pair.run(1, ["keychain", "sync"]).status == 0)
         #expect(try pair.run(0, ["keychain", "sync"]).status == 0)
         for device in [0, 1] {
-            #expect(try pair.run(device, ["keychain", "get"] + item("caf\u{E9}")).text == "VICTIM")
+            #expect(try pair.run(device, ["keychain", "get"] + item("caf\u{E9}")).text == "VICTIM's secret")
             #expect(try pair.run(device, ["keychain", "get"] + item("cafe\u{301}")).status != 0)
         }
     }

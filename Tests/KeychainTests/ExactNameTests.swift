@@ -50,14 +50,14 @@ struct ExactNameTests {
         let keychain = try Self.keychain()
         try keychain.add(
             GenericPasswordAttributes(service: Self.composed, account: "a"),
-            data: Data("VICTIM".utf8))
-        #expect(try Self.read(keychain, Self.composed) == "VICTIM")  // now cached
+            data: Data("VICTIM's secret".utf8))
+        #expect(try Self.read(keychain, Self.composed) == "VICTIM's secret")  // now cached
         try keychain.add(
             GenericPasswordAttributes(service: Self.decomposed, account: "a"),
-            data: Data("ATTACKER".utf8))
+            data: Data("ATTACKER's secret".utf8))
         for _ in 0..<2 {  // the second time from the read cache
-            #expect(try Self.read(keychain, Self.composed) == "VICTIM")
-            #expect(try Self.read(keychain, Self.decomposed) == "ATTACKER")
+            #expect(try Self.read(keychain, Self.composed) == "VICTIM's secret")
+            #expect(try Self.read(keychain, Self.decomposed) == "ATTACKER's secret")
         }
         // A search of every item lists both; a search by one name finds that one only.
         let all = try keychain.items(
@@ -67,14 +67,14 @@ struct ExactNameTests {
         #expect(services.contains(Array(Self.decomposed.utf8)))
         let found = try keychain.items(
             matching: GenericPasswordQuery(service: Self.decomposed), limit: .all)
-        #expect(found.map(\.data) == [Data("ATTACKER".utf8)])
+        #expect(found.map(\.data) == [Data("ATTACKER's secret".utf8)])
         // An update and a delete by one name leave the other item as it was.
         try keychain.update(
             matching: GenericPasswordQuery(service: Self.decomposed, account: "a"),
             with: GenericPasswordChanges(data: Data("CHANGED".utf8)))
-        #expect(try Self.read(keychain, Self.composed) == "VICTIM")
+        #expect(try Self.read(keychain, Self.composed) == "VICTIM's secret")
         try keychain.delete(matching: GenericPasswordQuery(service: Self.decomposed, account: "a"))
-        #expect(try Self.read(keychain, Self.composed) == "VICTIM")
+        #expect(try Self.read(keychain, Self.composed) == "VICTIM's secret")
         #expect(try Self.read(keychain, Self.decomposed) == nil)
         try keychain.delete(matching: GenericPasswordQuery(service: Self.composed, account: "a"))
     }
