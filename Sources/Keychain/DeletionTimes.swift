@@ -47,6 +47,14 @@ struct DeletionTimes {
         write(times)
     }
 
+    /// Notes `path` as deleted at `milliseconds` (a remote deletion this device applies: its
+    /// own time, not the sync's).
+    func note(_ path: ItemPath, at milliseconds: Int64) {
+        var times = read()
+        times[path.rawValue] = milliseconds
+        write(times)
+    }
+
     /// Notes a deletion by primary key (`accessGroup` nil: in any of the app's groups) now.
     func note(service: String, account: String, accessGroup: String?) {
         var times = read()

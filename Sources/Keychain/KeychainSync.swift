@@ -140,6 +140,11 @@ public struct KeychainSync: Sendable {
                 }
                 if remote.version > mineVersion {
                     if remote.deleted {
+                        // Dated at the remote deletion, before the item goes: a sync that dies
+                        // after this, its record of it unwritten, finds the item gone at its
+                        // next run and must not take that for a deletion made then (a tombstone
+                        // dated now would beat every write made since, elsewhere).
+                        deletionTimes.note(mine.path, at: remote.modified)
                         do { try secretService.deleteItem(at: mine.path) } catch {
                             throw KeychainError(error)
                         }

@@ -213,4 +213,48 @@ struct KilledSyncTests {
             #expect(blockStoreEntries(read) == expected)
         }
     }
+
+    @Test(
+        "a sync killed after it applied another device's deletion, before it recorded it, does not later date that deletion at its next sync: a write made since, elsewhere, wins (found by soak seed 4 on Apache)"
+    )
+    func appliedDeletionKeepsItsTime() throws {
+        let pair = try Pair()
+        func item(_ account: String) -> [String] {
+            ["--service", "applied", "--account", account, "--sync", "yes"]
+        }
+        var killedAfterTheDelete = 0
+        for dieAfter in 0..<4 {
+            let account = "k\(dieAfter)"
+            #expect(try pair.run(0, ["keychain", "add"] + item(account), "first").status == 0)
+            #expect(try pair.run(0, ["keychain", "sync"]).status == 0)
+            #expect(try pair.run(1, ["keychain", "sync"]).status == 0)
+            #expect(try pair.run(1, ["keychain", "delete"] + item(account)).status == 0)
+            #expect(try pair.run(1, ["keychain", "sync"]).status == 0)
+            // Device 0's sync dies at one of its cloud changes — an upload of its own gives it
+            // some after the loop that applies the deletion — its local deletion made.
+            #expect(
+                try pair.run(0, ["keychain", "add"] + item("own\(dieAfter)"), "own").status == 0)
+            let killed = try pair.run(0, ["keychain", "sync"], dieAfter: dieAfter)
+            if killed.status == 128 + SIGKILL,
+                try pair.run(0, ["keychain", "get"] + item(account)).status != 0
+            {
+                killedAfterTheDelete += 1
+            }
+            // A write after the deletion, on the other device: the latest write of the item.
+            waitForTheNextMillisecond()
+            #expect(try pair.run(1, ["keychain", "add"] + item(account), "later").status == 0)
+            #expect(try pair.run(1, ["keychain", "sync"]).status == 0)
+            for device in [0, 1, 0, 1] {
+                #expect(try pair.run(device, ["keychain", "sync"]).status == 0)
+            }
+            for device in [0, 1] {
+                let read = try pair.run(device, ["keychain", "get"] + item(account))
+                #expect(
+                    read.text == "later",
+                    "killed before change \(dieAfter): device \(device) reads \(read.text)")
+            }
+        }
+        // At least one kill point fell between the local deletion and the record of it.
+        #expect(killedAfterTheDelete > 0)
+    }
 }
