@@ -330,7 +330,13 @@ public struct KeychainSync: Sendable {
                     at: old.path, from: old.record, to: record, secret: secret)
                 return old.path
             }
-            if let old { try device.secretService.deleteItem(at: old.path) }
+            if let old {
+                // Noted just before the remote write, before the old copy goes: a sync killed
+                // between the two never takes the gap for a deletion made at its next run (one
+                // dated then would beat the very write being downloaded).
+                DeletionTimes(device: device).note(old.path, at: remote.modified - 1)
+                try device.secretService.deleteItem(at: old.path)
+            }
             return try device.secretService.createItem(
                 label: record.secretServiceLabel, attributes: record.secretServiceAttributes,
                 secret: secret)
