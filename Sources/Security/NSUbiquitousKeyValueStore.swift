@@ -121,7 +121,9 @@ public final class NSUbiquitousKeyValueStore: @unchecked Sendable {
         set(aDictionary as Any?, forKey: aKey)
     }
     public func set(_ value: Int64, forKey aKey: String) { store.set(.int(value), forKey: aKey) }
-    public func set(_ value: Double, forKey aKey: String) { store.set(.double(value), forKey: aKey) }
+    public func set(_ value: Double, forKey aKey: String) {
+        store.set(.double(value), forKey: aKey)
+    }
     public func set(_ value: Bool, forKey aKey: String) { store.set(.bool(value), forKey: aKey) }
 
     public func removeObject(forKey aKey: String) { store.removeObject(forKey: aKey) }
@@ -144,7 +146,8 @@ public final class NSUbiquitousKeyValueStore: @unchecked Sendable {
     /// Posted on `NotificationCenter.default` when values changed from outside this process's
     /// writes: another device's (server change), the first exchange with an account (initial
     /// sync), a write over the quota (quota violation), another account (account change).
-    public static let didChangeExternallyNotification = NSUbiquitousKeyValueStoreDidChangeExternallyNotification
+    public static let didChangeExternallyNotification =
+        NSUbiquitousKeyValueStoreDidChangeExternallyNotification
 
     // MARK: - Bridging
 

@@ -32,7 +32,9 @@ struct ExactNameCLITests {
         #expect(try pair.run(1, ["keychain", "sync"]).status == 0)
         #expect(try pair.run(0, ["keychain", "sync"]).status == 0)
         for device in [0, 1] {
-            #expect(try pair.run(device, ["keychain", "get"] + item("caf\u{E9}")).text == "VICTIM's secret")
+            #expect(
+                try pair.run(device, ["keychain", "get"] + item("caf\u{E9}")).text
+                    == "VICTIM's secret")
             #expect(try pair.run(device, ["keychain", "get"] + item("cafe\u{301}")).status != 0)
         }
     }

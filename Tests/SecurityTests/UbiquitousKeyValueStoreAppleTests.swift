@@ -41,7 +41,9 @@ private struct ApplePhone {
 
 @Suite("NSUbiquitousKeyValueStore by Apple's name, beside SecItem")
 struct UbiquitousKeyValueStoreAppleTests {
-    @Test("an Apple-style plugin: get on a fresh device is [:], {} is refused, set writes both, get falls back to the key-value store")
+    @Test(
+        "an Apple-style plugin: get on a fresh device is [:], {} is refused, set writes both, get falls back to the key-value store"
+    )
     func onePhone() throws {
         let phone = try ApplePhone(cloud: nil)
         try phone.run {
@@ -49,11 +51,15 @@ struct UbiquitousKeyValueStoreAppleTests {
             #expect(plugin.get().isEmpty)
             #expect(throws: AppleStyleHintPlugin.EmptyHint.self) { try plugin.set([:]) }
             try plugin.set(["lastWallet": "0x8a3f000000000000000000000000000000000000"])
-            #expect(plugin.get()["lastWallet"] as? String == "0x8a3f000000000000000000000000000000000000")
+            #expect(
+                plugin.get()["lastWallet"] as? String
+                    == "0x8a3f000000000000000000000000000000000000")
             #expect(NSUbiquitousKeyValueStore.default.data(forKey: AppleStyleHintPlugin.key) != nil)
             // The keychain item gone: the key-value store answers.
             plugin.forgetKeychainItem()
-            #expect(plugin.get()["lastWallet"] as? String == "0x8a3f000000000000000000000000000000000000")
+            #expect(
+                plugin.get()["lastWallet"] as? String
+                    == "0x8a3f000000000000000000000000000000000000")
             plugin.clear()
             #expect(plugin.get().isEmpty)
             // Signed out, synchronize still answers true: the values are persisted.
@@ -71,7 +77,8 @@ struct UbiquitousKeyValueStoreAppleTests {
         store.set(true, forKey: "b")
         store.set(Data([0, 1, 2]), forKey: "data")
         store.set(["a", 1, ["k": false]] as [Any], forKey: "array")
-        store.set(["when": Date(timeIntervalSince1970: 1_700_000_000)] as [String: Any], forKey: "dict")
+        store.set(
+            ["when": Date(timeIntervalSince1970: 1_700_000_000)] as [String: Any], forKey: "dict")
         #expect(store.string(forKey: "s") == "text")
         #expect(store.longLong(forKey: "i") == 42 && store.double(forKey: "i") == 42)
         #expect(store.double(forKey: "d") == 2.5)
@@ -96,7 +103,9 @@ struct UbiquitousKeyValueStoreAppleTests {
         withExtendedLifetime(phone) {}
     }
 
-    @Test("a change from another device arrives as Apple's notification: server change, the key, the store as its object")
+    @Test(
+        "a change from another device arrives as Apple's notification: server change, the key, the store as its object"
+    )
     func twoPhones() throws {
         let cloud = Throwaway.untrusted("cloud")
         let first = try ApplePhone(cloud: cloud)
@@ -107,7 +116,8 @@ struct UbiquitousKeyValueStoreAppleTests {
             forName: NSUbiquitousKeyValueStore.didChangeExternallyNotification, object: nil,
             queue: nil
         ) { notification in
-            let object = (notification.object as? NSUbiquitousKeyValueStore).map(ObjectIdentifier.init)
+            let object = (notification.object as? NSUbiquitousKeyValueStore).map(
+                ObjectIdentifier.init)
             posted.withLock {
                 $0.append(
                     (
