@@ -54,11 +54,15 @@ public final class NSUbiquitousKeyValueStore: @unchecked Sendable {
     /// `Int64`, `Double`, `[Any]`, `[String: Any]`; nil when absent.
     public func object(forKey aKey: String) -> Any? { store.object(forKey: aKey).map(Self.bridge) }
 
+    /// The value when it is a string, else nil.
     public func string(forKey aKey: String) -> String? { object(forKey: aKey) as? String }
+    /// The value when it is an array, else nil.
     public func array(forKey aKey: String) -> [Any]? { object(forKey: aKey) as? [Any] }
+    /// The value when it is a dictionary, else nil.
     public func dictionary(forKey aKey: String) -> [String: Any]? {
         object(forKey: aKey) as? [String: Any]
     }
+    /// The value when it is data, else nil.
     public func data(forKey aKey: String) -> Data? { object(forKey: aKey) as? Data }
 
     /// The value as a 64-bit integer; 0 when absent or not a number (Apple's).
@@ -114,18 +118,26 @@ public final class NSUbiquitousKeyValueStore: @unchecked Sendable {
         store.set(value, forKey: aKey)
     }
 
+    /// Sets a string (nil: removes).
     public func set(_ aString: String?, forKey aKey: String) { set(aString as Any?, forKey: aKey) }
+    /// Sets data (nil: removes).
     public func set(_ aData: Data?, forKey aKey: String) { set(aData as Any?, forKey: aKey) }
+    /// Sets an array of property-list values (nil: removes).
     public func set(_ anArray: [Any]?, forKey aKey: String) { set(anArray as Any?, forKey: aKey) }
+    /// Sets a dictionary of property-list values (nil: removes).
     public func set(_ aDictionary: [String: Any]?, forKey aKey: String) {
         set(aDictionary as Any?, forKey: aKey)
     }
+    /// Sets a 64-bit integer.
     public func set(_ value: Int64, forKey aKey: String) { store.set(.int(value), forKey: aKey) }
+    /// Sets a double.
     public func set(_ value: Double, forKey aKey: String) {
         store.set(.double(value), forKey: aKey)
     }
+    /// Sets a boolean.
     public func set(_ value: Bool, forKey aKey: String) { store.set(.bool(value), forKey: aKey) }
 
+    /// Removes the key's value.
     public func removeObject(forKey aKey: String) { store.removeObject(forKey: aKey) }
 
     /// Exchanges with the cloud account now. True when the values are persisted (every write is,
