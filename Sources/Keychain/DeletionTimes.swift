@@ -6,7 +6,7 @@ import Sealing
 import SecretService
 
 /// When items were deleted on this device (its directory's `keychain-sync/deletions`: a line
-/// `<Secret Service path of the item> <ms since 1970>` each — paths, never what the items were),
+/// `<Secret Service path of the item> x<ms since 1970, hex>` each — paths, never what the items were),
 /// so that the next sync dates its tombstone at the deletion, not at the sync: an update another
 /// device made between the two is later than the deletion and wins, as the later write should.
 ///
@@ -102,11 +102,11 @@ struct DeletionTimes {
     }
 
     private func write(_ times: [String: Int64]) {
-        // Notes by key carry their time in hex: a decimal time beside a hash reads like the
-        // digits an app may keep in a secret (a login time), which the suite's sweep looks for.
+        // Times in hex: a decimal time reads like the digits an app may keep in a secret (a
+        // login time), which the suite's sweep looks for. (Decimal ones of older files still
+        // read.)
         let text = times.sorted { $0.key < $1.key }.map {
-            $0.key.hasPrefix(Self.keyPrefix)
-                ? "\($0.key) x\(String($0.value, radix: 16))\n" : "\($0.key) \($0.value)\n"
+            "\($0.key) x\(String($0.value, radix: 16))\n"
         }.joined()
         try? Files.writeAtomically(Data(text.utf8), to: file)
     }

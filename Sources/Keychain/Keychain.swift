@@ -262,6 +262,12 @@ public final class Keychain: Sendable {
     /// Deletes every item matching `query`. Mirrors `SecItemDelete`: `errSecItemNotFound` when
     /// nothing matched, or when every match was deleted by a concurrent call first.
     public func delete(matching query: GenericPasswordQuery) throws(KeychainError) {
+        // Found and deleted under the device's keychain lock (every process of the device takes
+        // it): of concurrent deletes of one item, the first finds and deletes it, the others
+        // find nothing — whatever the provider answers for a second delete of a gone item
+        // (KWallet answers success).
+        let lock = try primaryKeyLock()
+        defer { withExtendedLifetime(lock) {} }
         let paths = try findPaths(query)
         guard !paths.isEmpty else { throw Self.notFound }
         // Dated for the next sync's tombstones (`KeychainSync`), before anything goes.

@@ -6,7 +6,7 @@ import Foundation
 import KeyValueStore
 
 /// Apple's `NSUbiquitousKeyValueStore` by its own name, as `SecItem…` are Apple's Keychain
-/// functions: a thin layer over ``KeyValueStore/UbiquitousKeyValueStore``, so that iOS code that
+/// functions: a thin layer over the key-value store's `UbiquitousKeyValueStore`, so that iOS code that
 /// keeps values in iCloud's key-value store runs on Linux as written.
 ///
 /// Values are property-list values — `String`, `Data`, `Date`, `Bool`, integers, `Double`/`Float`,
