@@ -409,6 +409,13 @@ public final class Keychain: Sendable {
         (record.attributes.creationDate ?? .distantPast, record.id)
     }
 
+    /// The rule for duplicates of one primary key, for every reader (the Keychain's own, and
+    /// the sync's): whether `record` was created before `other` — it wins.
+    static func createdBefore(_ record: StoredRecord, _ other: StoredRecord) -> Bool {
+        let (a, b) = (creationOrder(record), creationOrder(other))
+        return (a.date, a.id) < (b.date, b.id)
+    }
+
     /// One item per primary key: the first created. `matches` is in `find`'s order, where the
     /// items of one primary key (one access group) are in `creationOrder`, so the first of
     /// each key is its winner.

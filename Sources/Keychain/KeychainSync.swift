@@ -296,11 +296,8 @@ public struct KeychainSync: Sendable {
             }
             let record = try sealed.open(key: read.classKeys[protection]!)
             let name = names.name(record.key)
-            // Duplicates: the first created wins (creation time, then id — as Keychain reads).
-            if let existing = local[name],
-                (existing.record.attributes.creationDate ?? .distantPast, existing.record.id)
-                    <= (record.attributes.creationDate ?? .distantPast, record.id)
-            {
+            // Duplicates: the Keychain's own rule (the first created wins).
+            if let existing = local[name], !Keychain.createdBefore(record, existing.record) {
                 continue
             }
             local[name] = Local(path: path, record: record)
