@@ -29,13 +29,29 @@ fn main() {
         println!("cargo:rustc-link-lib=dylib=KeepsakeC");
         return;
     }
-    match candidates.iter().find(|d| d.join("libKeepsakeC.so").exists()) {
-        Some(directory) => link(directory, &out),
-        None => panic!(
-            "libKeepsakeC.so not found: install the libkeepsake package, run scripts/build-library \
-             in the Keepsake checkout, or set KEEPSAKE_LIB_DIR to the directory that holds it"
-        ),
+    if let Some(directory) = candidates.iter().find(|d| d.join("libKeepsakeC.so").exists()) {
+        return link(directory, &out);
     }
+    // Nothing built yet in this checkout: where there is a Swift toolchain, build the library
+    // as the packages ship it (a few minutes, once), so that `cargo test` just works.
+    let script = checkout.join("scripts/build-library");
+    let has_swift = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("command -v swift")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if has_swift && script.exists() {
+        println!("cargo:warning=building libKeepsakeC.so with scripts/build-library (once)");
+        let built = std::process::Command::new(&script).status();
+        if matches!(built, Ok(status) if status.success()) {
+            return link(&checkout.join(".build/static/lib"), &out);
+        }
+    }
+    panic!(
+        "libKeepsakeC.so not found: install the libkeepsake package, run scripts/build-library \
+         in the Keepsake checkout, or set KEEPSAKE_LIB_DIR to the directory that holds it"
+    );
 }
 
 /// Copies the library into OUT_DIR and links it from there (the run path too, for a binary run
