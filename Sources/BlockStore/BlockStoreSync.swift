@@ -40,11 +40,11 @@ public struct BlockStoreSync: Sendable {
         }
         let keys = CloudEntries(session.key)
         var report = Report()
-        var plans = try plans(keys: keys, listed: Set(session.list()))
+        let listed = Set(session.list())
+        let plans = try plans(keys: keys, listed: listed)
         // What the cloud holds for every name about to be written: a write goes up only if it is
         // later than the copy there, whichever device's and whenever that copy arrived.
-        let contested = plans.flatMap { $0.uploads.map(\.name) }.filter(
-            Set(session.list()).contains)
+        let contested = plans.flatMap { $0.uploads.map(\.name) }.filter(listed.contains)
         let held = try network { try session.read(contested) }
         for index in plans.indices {
             var uploads: [(name: String, data: Data)] = []
@@ -61,7 +61,6 @@ public struct BlockStoreSync: Sendable {
                 if upload.entry.deleted { report.removed += 1 } else { report.uploaded += 1 }
             }
             try network { try session.write(uploads) }
-            plans[index].uploads = []
         }
         try network { try session.commit() }
         // What was synced is recorded only once the account's manifest holds it: a commit that

@@ -37,21 +37,13 @@ struct DeletionTimes {
         return times
     }
 
-    /// Notes `paths` as deleted now (best effort: without the note, a tombstone is dated at the
-    /// sync that finds the deletion).
-    func note(_ paths: [ItemPath]) {
+    /// Notes `paths` as deleted at `milliseconds`: now for a deletion made here, the remote
+    /// deletion's own time for one this device applies (best effort: without the note, a
+    /// tombstone is dated at the sync that finds the deletion).
+    func note(_ paths: [ItemPath], at milliseconds: Int64 = SyncClock.now()) {
         guard !paths.isEmpty else { return }
-        let now = SyncClock.now()
         var times = read()
-        for path in paths { times[path.rawValue] = now }
-        write(times)
-    }
-
-    /// Notes `path` as deleted at `milliseconds` (a remote deletion this device applies: its
-    /// own time, not the sync's).
-    func note(_ path: ItemPath, at milliseconds: Int64) {
-        var times = read()
-        times[path.rawValue] = milliseconds
+        for path in paths { times[path.rawValue] = milliseconds }
         write(times)
     }
 

@@ -144,7 +144,7 @@ public struct KeychainSync: Sendable {
                         // after this, its record of it unwritten, finds the item gone at its
                         // next run and must not take that for a deletion made then (a tombstone
                         // dated now would beat every write made since, elsewhere).
-                        deletionTimes.note(mine.path, at: remote.modified)
+                        deletionTimes.note([mine.path], at: remote.modified)
                         do { try secretService.deleteItem(at: mine.path) } catch {
                             throw KeychainError(error)
                         }
@@ -331,7 +331,7 @@ public struct KeychainSync: Sendable {
                 // Noted just before the remote write, before the old copy goes: a sync killed
                 // between the two never takes the gap for a deletion made at its next run (one
                 // dated then would beat the very write being downloaded).
-                DeletionTimes(device: device).note(old.path, at: remote.modified - 1)
+                DeletionTimes(device: device).note([old.path], at: remote.modified - 1)
                 try device.secretService.deleteItem(at: old.path)
             }
             return try device.secretService.createItem(

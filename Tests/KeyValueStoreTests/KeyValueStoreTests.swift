@@ -34,6 +34,17 @@ private struct Mac {
     }
 
     var posted: [KVExternalChange] { changes.list.withLock { $0 } }
+
+    /// Two devices of one new account on `cloud`: the first makes it (pin 1234), the second
+    /// (pin 5678) joins with the first's passcode.
+    static func joinedPair(_ cloud: URL) throws -> (Mac, Mac) {
+        let one = try Mac(cloud: cloud)
+        try one.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
+        let two = try Mac(cloud: cloud)
+        try two.account.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
+        try two.account.join(passcode: "1234")
+        return (one, two)
+    }
 }
 
 @Suite(
@@ -129,11 +140,7 @@ struct KeyValueStoreTests {
     )
     func twoDevices() throws {
         let cloud = Throwaway.untrusted("cloud")
-        let one = try Mac(cloud: cloud)
-        try one.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-        let two = try Mac(cloud: cloud)
-        try two.account.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
-        try two.account.join(passcode: "1234")
+        let (one, two) = try Mac.joinedPair(cloud)
         one.store().set("first", forKey: "hint")
         #expect(one.store().synchronize())
         let storeTwo = two.store()
@@ -155,11 +162,7 @@ struct KeyValueStoreTests {
     @Test("a remote change newer than a pending local write wins; an older one does not")
     func newerWins() throws {
         let cloud = Throwaway.untrusted("cloud")
-        let one = try Mac(cloud: cloud)
-        try one.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-        let two = try Mac(cloud: cloud)
-        try two.account.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
-        try two.account.join(passcode: "1234")
+        let (one, two) = try Mac.joinedPair(cloud)
         let local = two.store()
         local.set("pending local", forKey: "a")  // older
         waitForTheNextMillisecond()
@@ -182,12 +185,7 @@ struct KeyValueStoreTests {
     )
     func sameMillisecond() throws {
         for first in [0, 1] {
-            let cloud = Throwaway.untrusted("cloud")
-            let one = try Mac(cloud: cloud)
-            try one.account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-            let two = try Mac(cloud: cloud)
-            try two.account.setLockScreen(.pin, passcode: "5678", currentPasscode: nil)
-            try two.account.join(passcode: "1234")
+            let (one, two) = try Mac.joinedPair(Throwaway.untrusted("cloud"))
             let stores = [one.store(), two.store()]
             let higher = try one.device.writerID() > two.device.writerID() ? 0 : 1
             SyncClock.$pinned.withValue(SyncClock.now() + 1) {
