@@ -116,7 +116,7 @@ public final class BlockStoreClient: Sendable {
 
     /// This device as the writer of a store or a deletion (`SyncVersion.writer`; "" when it
     /// cannot say, which sorts lowest at the same millisecond).
-    private var writer: String { (try? device.writerID()) ?? "" }
+    private var writer: String { (try? device.deviceID()) ?? "" }
 
     private static func now() -> Int64 { SyncClock.now() }
 

@@ -1,9 +1,9 @@
 import Device
 import Foundation
 
-/// The cloud account's own record on this device: one JSON object, kept as the device record's
-/// `accountRecord` (bytes the device stores and never reads, and drops with the last knowledge
-/// factor); its names are the ones records have always stored. Read field by field (a value that
+/// The cloud account's own record on this device: one JSON object, kept in the device record
+/// (`HeldAccountState.bytes`: bytes the device stores and never reads, and drops with the last
+/// knowledge factor); its names are the ones it has always stored. Read field by field (a value that
 /// does not read loses only that field) and written over only its own names (a name it does not
 /// know, a later version's, is kept).
 struct AccountState: Codable, Equatable {
@@ -21,7 +21,7 @@ struct AccountState: Codable, Equatable {
     /// key (nil: 0): a passcode changed since, through the account or the device alone, has the
     /// next unlock rotate the key. Following another device's rotation does not note it.
     var keyPasscodeChanges: Int?
-    /// A rotation owed to a passcode change, in records whose device noted it itself: the next
+    /// A rotation owed to a passcode change, where this device noted it itself: the next
     /// unlock rotates the key, which clears it.
     var rotationPending: Bool?
 
@@ -44,21 +44,21 @@ struct AccountState: Codable, Equatable {
     }
 }
 
-extension DeviceRecord {
-    /// The cloud account's own record in this device record (empty when there is none).
+extension HeldAccountState {
+    /// The cloud account's own record as the device holds it (empty when there is none).
     var account: AccountState {
         get {
-            accountRecord.flatMap { try? JSONDecoder().decode(AccountState.self, from: $0) }
+            bytes.flatMap { try? JSONDecoder().decode(AccountState.self, from: $0) }
                 ?? AccountState()
         }
         set {
-            var names = Self.names(in: accountRecord)
+            var names = Self.names(in: bytes)
             let own = Self.names(in: try? JSONEncoder().encode(newValue))
             // Its own names are written over (a nil one removed); any other is kept.
             for name in AccountState.CodingKeys.allCases.map(\.stringValue) {
                 names[name] = own[name]
             }
-            accountRecord =
+            bytes =
                 names.isEmpty
                 ? nil : try? JSONSerialization.data(withJSONObject: names, options: .sortedKeys)
         }
@@ -67,18 +67,6 @@ extension DeviceRecord {
     /// The names of the JSON object `bytes` (none when they are not one).
     private static func names(in bytes: Data?) -> [String: Any] {
         bytes.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] } ?? [:]
-    }
-
-    /// Whether this record (as it is now) may take account state an operation began from `read`
-    /// with: the same device (not erased since), and no knowledge factor removed since. One
-    /// removed and set again has a new presence key, and has lost the account key `read` held
-    /// (which tells it in a record without a presence key yet: the next unlock makes one).
-    func mayTakeAccountState(from read: DeviceRecord) -> Bool {
-        guard deviceID == read.deviceID else { return false }
-        guard read.kind.hasKnowledgeFactor else { return true }
-        return kind.hasKnowledgeFactor
-            && (read.presencePublicKey == nil || presencePublicKey == read.presencePublicKey)
-            && (read.account.wrappedCloudKey == nil || account.wrappedCloudKey != nil)
     }
 
     /// The account key `wrapped` (sealed under a class key) held from now on, at `epoch`. Made,

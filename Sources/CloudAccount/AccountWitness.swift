@@ -141,13 +141,13 @@ extension AccountKeyKeeper {
     /// The witness seed of the account `accountKey` is in: the copy the cloud holds under this
     /// epoch's key (a recovery key replaced on another device brings a new one), else the one
     /// this device keeps in its record (a cloud that withholds the object changes nothing).
-    func witnessSeed(_ accountKey: SecureBytes, record: DeviceRecord? = nil) -> SecureBytes? {
+    func witnessSeed(_ accountKey: SecureBytes, record: HeldAccountState? = nil) -> SecureBytes? {
         if let cloud, let bytes = try? cloud.read(AccountWitness.object),
             let seed = AccountWitness.open(bytes, under: accountKey)
         {
             return seed
         }
-        let kept = record ?? (try? device.records.load().record)
+        let kept = record ?? (try? device.accountState())
         return kept?.account.wrappedWitnessSeed.flatMap { try? openWitnessSeed($0) }
     }
 

@@ -39,11 +39,11 @@ extension AccountKeyKeeper {
     /// asking the cloud whether it is still the account's (`cloudKey` follows rotations): nil
     /// when signed out, not in an account, or (for uploads) without E2EE.
     func heldCloudKey(forUpload: Bool) throws(DeviceError) -> (
-        key: SecureBytes, record: DeviceRecord
+        key: SecureBytes, record: HeldAccountState
     )? {
         guard cloud != nil else { return nil }
-        let record = try device.records.load().record
-        if forUpload && !record.kind.hasKnowledgeFactor { return nil }
+        let record = try device.accountState()
+        if forUpload && !record.hasKnowledgeFactor { return nil }
         guard let wrapped = record.account.wrappedCloudKey else { return nil }
         return (try openCloudKey(wrapped), record)
     }
@@ -95,7 +95,7 @@ extension AccountKeyKeeper {
             } catch {
                 return error.message
             }
-            if let removed = try? removedOn(key) {
+            if let removed = try? removedOn(key, deviceID: record.deviceID) {
                 return
                     "this device was removed from the cloud account on \(removed): join it again (keepsake device join)"
             }
@@ -107,8 +107,7 @@ extension AccountKeyKeeper {
 
     /// When another device removed this one (`removed-<id>`, sealed under the key this device
     /// still holds), as an ISO 8601 date; nil when no such record opens.
-    private func removedOn(_ heldKey: SecureBytes) throws -> String? {
-        let id = try device.records.load().record.deviceID
+    private func removedOn(_ heldKey: SecureBytes, deviceID id: String) throws -> String? {
         guard let bytes = try cloud?.read(AccountObjects.removed(id)),
             let date = AccountObjects.removalDate(bytes, deviceID: id, heldKey: heldKey)
         else { return nil }
@@ -158,9 +157,9 @@ extension AccountKeyKeeper {
     /// device's count of passcode changes against the one the account noted), the account key
     /// is rotated (every cloud object re-sealed, the escrow registered under the new passcode).
     func maintainCloudKey(
-        _ record: inout DeviceRecord, passcode: SecureBytes
+        _ record: inout HeldAccountState, passcode: SecureBytes
     ) throws(DeviceError) -> (changed: Bool, recoveryKey: SecureBytes?) {
-        guard record.kind.hasKnowledgeFactor, let cloud else { return (false, nil) }
+        guard record.hasKnowledgeFactor, let cloud else { return (false, nil) }
         var changed = false
         var recoveryKey: SecureBytes?
         let account = try readAccount()
@@ -296,7 +295,7 @@ extension AccountKeyKeeper {
     /// or a device erased since, keeps nothing (`.notAvailable`).
     func adopt(
         _ accountKey: SecureBytes, witnessSeed: SecureBytes? = nil, followed: Bool = false,
-        since read: DeviceRecord
+        since read: HeldAccountState
     ) throws(DeviceError) {
         let account = try checkAccount(accountKey)
         // The account's state as its sealed manifest says, checked against the newest this
@@ -312,25 +311,22 @@ extension AccountKeyKeeper {
         } else {
             epoch = account.epoch ?? 0
         }
-        let record = try device.guessLimit.exclusively { () throws(DeviceError) in
-            let loaded = try device.records.load()
-            guard loaded.record.mayTakeAccountState(from: read) else {
-                throw DeviceError(
-                    .notAvailable,
-                    "the lock screen's passcode was removed (or the device erased) meanwhile: the account key is not kept; join again"
-                )
-            }
-            var record = loaded.record
-            record.holdAccountKey(
-                try sealCloudKey(accountKey), epoch: epoch, underThisPasscode: !followed)
-            if let witnessSeed {
-                record.account.wrappedWitnessSeed = try sealWitnessSeed(witnessSeed)
-            }
-            try device.records.store(record, replacing: loaded.path)
-            return record
+        let sealed = try sealCloudKey(accountKey)
+        let sealedSeed = try witnessSeed.map { seed throws(DeviceError) in
+            try sealWitnessSeed(seed)
+        }
+        let stored = try device.replaceAccountState(since: read) { record throws(DeviceError) in
+            record.holdAccountKey(sealed, epoch: epoch, underThisPasscode: !followed)
+            if let sealedSeed { record.account.wrappedWitnessSeed = sealedSeed }
+        }
+        guard let record = stored else {
+            throw DeviceError(
+                .notAvailable,
+                "the lock screen's passcode was removed (or the device erased) meanwhile: the account key is not kept; join again"
+            )
         }
         // In the manifest's device list, so that rotations seal the next key to it too (the
-        // cloud reached once the guess lock is released).
+        // cloud reached once the device's lock is released).
         try self.account.manifests.enter(record, key: accountKey)
         try? cloud?.delete(AccountObjects.removed(record.deviceID))  // back in: no longer true
     }
@@ -408,20 +404,17 @@ extension AccountKeyKeeper {
 
 extension AccountKeyKeeper {
     /// Stores what the cloud account's upkeep changed in the record (the account key, its epoch,
-    /// the escrow registration) onto the record as it is now, under the guess lock again: another
+    /// the escrow registration) onto the record as it is now, under the device's lock again: another
     /// process may have unlocked (counted a guess) or set a lock screen meanwhile. Under a newer
     /// generation only a key this upkeep made or rotated to is kept (it is sealed under a class
     /// key, which a passcode change keeps); the escrow is registered again at the next unlock.
     /// Nothing is kept in a record whose state went meanwhile (the passcode removed, and set
     /// again).
-    func storeAfterCloud(_ record: DeviceRecord, read: DeviceRecord) throws(DeviceError) {
-        let stored = try device.guessLimit.exclusively { () throws(DeviceError) -> Int? in
-            let (path, current) = try device.records.load()
-            // The passcode went meanwhile (another process), or went and came back, or the
-            // device was erased: the account's keys went with it, and none comes back.
-            guard current.mayTakeAccountState(from: read) else { return nil }
+    func storeAfterCloud(_ record: HeldAccountState, read: HeldAccountState) throws(DeviceError) {
+        // Nothing when the passcode went meanwhile (another process), or went and came back, or
+        // the device was erased: the account's keys went with it, and none comes back.
+        let stored = try device.replaceAccountState(since: read) { current in
             let (kept, now) = (record.account, current.account)
-            var merged = current
             var state = now
             // The witness seed is the account's, whatever the passcode: kept once known.
             if kept.wrappedWitnessSeed != nil { state.wrappedWitnessSeed = kept.wrappedWitnessSeed }
@@ -443,13 +436,11 @@ extension AccountKeyKeeper {
                     kept.wrappedCloudKey, kept.cloudEpoch, kept.keyPasscodeChanges
                 )
             }
-            merged.account = state
-            if merged != current { try device.records.store(merged, replacing: path) }
-            return merged.account.cloudEpoch
+            current.account = state
         }
         // The rotation's key sealed to this device (`rotateAccountKey`) is not needed once the
-        // record holds it (the cloud is reached after the guess lock, never under it).
-        if let stored, stored > (read.account.cloudEpoch ?? 0) {
+        // record holds it (the cloud is reached after the device's lock, never under it).
+        if let stored = stored?.account.cloudEpoch, stored > (read.account.cloudEpoch ?? 0) {
             try? cloud?.delete(AccountObjects.rekey(read.deviceID, epoch: stored))
         }
     }

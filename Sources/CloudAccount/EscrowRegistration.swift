@@ -15,7 +15,7 @@ struct EscrowRegistration {
     /// never undoes what was done before it — an account just made, a rotation just switched.
     func registerOrRetry(
         _ accountKey: SecureBytes, passcode: SecureBytes, escrow: EscrowConfiguration,
-        cloud: any CloudStorage, previousKey: SecureBytes? = nil, _ record: inout DeviceRecord
+        cloud: any CloudStorage, previousKey: SecureBytes? = nil, _ record: inout HeldAccountState
     ) -> Bool {
         guard
             (try? register(
@@ -53,7 +53,7 @@ struct EscrowRegistration {
         let register = { (inherit: (slot: Data, reader: SecureBytes)?) throws(EscrowError) in
             try client.register(
                 secret, owner: accountKey, passcodeKey: passcodeKey, salt: salt,
-                cost: keys.device.passcodeCost, limit: Int(GuessLimit.hardLimit),
+                cost: keys.device.passcodeCost, limit: Int(EscrowProtocol.maximumLimit),
                 reader: EscrowProtocol.reader(secret: accountKey).publicKey, inherit: inherit
             ).slot
         }

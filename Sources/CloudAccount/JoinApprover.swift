@@ -42,7 +42,7 @@ struct JoinApprover {
                 "no join request is waiting: start the join on the new device (device join --approval), then type the code it shows"
             )
         }
-        let record = try account.device.records.load().record
+        let record = try account.device.accountState()
         // The state this device itself has seen (its own file, or its key's epoch): never the
         // cloud's account record, whose epoch the cloud could lower to void the vouching.
         let seen = account.manifests.seen.read(account: SeenManifest.account(accountKey))
@@ -52,7 +52,7 @@ struct JoinApprover {
         ).encoded()
         // A code is answered once, whatever the cloud lists: a cloud that hid the new device's
         // request (so the user types the code again) gets no second guess of it.
-        try answeredCodes.insert(code, deviceSecret: record.deviceSecret)
+        try answeredCodes.insert(code, device: record)
         let mine = PasswordKeyExchange.share(
             password: SecureBytes(copying: Data(code.utf8)), session: JoinCode.session(id))
         let key: SecureBytes
@@ -102,15 +102,14 @@ struct AnsweredCodes {
     /// Records `code`, or refuses it when it was answered before: read, checked and written
     /// under a lock every process of the user takes, so two approvals of one code at once answer
     /// once.
-    func insert(_ code: String, deviceSecret: Data) throws(DeviceError) {
+    func insert(_ code: String, device: HeldAccountState) throws(DeviceError) {
         let lock = try DeviceError.lock(
             file.deletingLastPathComponent().appendingPathComponent(
                 file.lastPathComponent + ".lock"),
             "the approved codes' lock")
         defer { withExtendedLifetime(lock) {} }
-        let digest = KeyDerivation.keyedHash(
-            key: SecureBytes(copying: deviceSecret), context: "keepsake.join.answered-code.v1",
-            Data(code.utf8)
+        let digest = device.keyedHash(
+            context: "keepsake.join.answered-code.v1", Data(code.utf8)
         ).unsafeData().hexString
         // A list that cannot be read is no empty list: written over, it would forget every code.
         let stored: Data?

@@ -45,7 +45,7 @@ extension CloudAccount {
             )
         }
         try LockScreenKind.checkGuess(passcode)  // never a claim: refused before the escrow
-        let read = try device.records.load().record
+        let read = try device.accountState()
         guard let found = try cloud.checked.read(AccountObjects.escrow) else {
             throw DeviceError(
                 .notAvailable,
@@ -110,7 +110,7 @@ extension CloudAccount {
         guard let key = RecoveryKey.parse(text) else {
             throw DeviceError(.invalidPasscode, "a recovery key is 32 base32 characters")
         }
-        let read = try device.records.load().record
+        let read = try device.accountState()
         guard let sealed = try cloud.checked.read(AccountObjects.recovery) else {
             throw DeviceError(.notAvailable, "the cloud account has no recovery record")
         }
@@ -179,7 +179,7 @@ extension CloudAccount {
         }
         // Whatever ends the wait ends the request, a join included: a request is answered once.
         defer { for name in AccountObjects.joinObjects(ticket.id) { try? cloud.delete(name) } }
-        let read = try device.records.load().record
+        let read = try device.accountState()
         guard
             let approval = try ticket.approval(on: cloud, until: ContinuousClock.now + timeout)
         else { return false }

@@ -20,7 +20,7 @@ extension CloudAccount {
         guard let session = try cloudSession(forUpload: false) else {
             throw DeviceError(.notAvailable, "this device is not in a cloud account")
         }
-        let me = try device.records.load().record.deviceID
+        let me = try device.deviceID()
         return session.manifest.devices.keys.sorted().map {
             AccountDevice(id: $0, isThisDevice: $0 == me)
         }
@@ -76,9 +76,9 @@ extension AccountRotation {
             throw DeviceError(
                 .interactionNotAllowed, "this needs the device unlocked and in the cloud account")
         }
-        // The cloud work outside the guess lock (a slow cloud never holds up an unlock); what it
-        // changed in the record is merged in under the lock afterwards.
-        let read = try device.records.load().record
+        // The cloud work outside the device's lock (a slow cloud never holds up an unlock); what
+        // it changed in the record is merged in under the lock afterwards.
+        let read = try device.accountState()
         var record = read
         let recovery = try rotateAccountKey(
             &record, from: key, passcode: nil, removing: removing,
@@ -89,7 +89,7 @@ extension AccountRotation {
 
     /// The rotation itself; the caller stores `record` (`storeAfterCloud`).
     func rotateAccountKey(
-        _ record: inout DeviceRecord, from oldKey: SecureBytes, passcode: SecureBytes?,
+        _ record: inout HeldAccountState, from oldKey: SecureBytes, passcode: SecureBytes?,
         removing: String? = nil, replacingRecoveryKey: Bool = false
     ) throws(DeviceError) -> SecureBytes? {
         let cloud = try self.account.keys.signedIn()
@@ -242,7 +242,9 @@ extension AccountRotation {
     /// The account's current key, from `held` (an older epoch's): each rotation's key sealed to
     /// this device, opened in turn. nil when one is missing or does not open (this device was
     /// removed, or the cloud is not the account's) — then the device joins again.
-    func followRotations(from held: SecureBytes, record: DeviceRecord, to account: AccountRecord)
+    func followRotations(
+        from held: SecureBytes, record: HeldAccountState, to account: AccountRecord
+    )
         throws(DeviceError) -> SecureBytes?
     {
         let cloud = try self.account.keys.signedIn()

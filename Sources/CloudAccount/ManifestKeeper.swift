@@ -46,7 +46,7 @@ struct ManifestKeeper {
     }
 
     /// Lists this device in the manifest's devices (under the account's lock), when it is not.
-    func enter(_ deviceRecord: DeviceRecord, key: SecureBytes) throws(DeviceError) {
+    func enter(_ deviceRecord: HeldAccountState, key: SecureBytes) throws(DeviceError) {
         guard let cloud = account.cloud, let accountRecord = try account.keys.readAccount() else {
             return
         }
@@ -70,14 +70,13 @@ struct ManifestKeeper {
     /// This device's id and the public half of its X25519 key pair (derived from the device
     /// secret): rotations seal the account's new key to it.
     func deviceBoxPublicKey() throws(DeviceError) -> (id: String, publicKey: Data) {
-        let record = try account.device.records.load().record
+        let record = try account.device.accountState()
         return (record.deviceID, Self.boxKeyPair(record).publicKey)
     }
 
-    static func boxKeyPair(_ record: DeviceRecord) -> (publicKey: Data, secretKey: SecureBytes) {
-        SealedBox.keyPair(
-            seed: KeyDerivation.keyedHash(
-                key: SecureBytes(copying: record.deviceSecret), context: "keepsake.device.box.v1"))
+    static func boxKeyPair(_ record: HeldAccountState) -> (publicKey: Data, secretKey: SecureBytes)
+    {
+        SealedBox.keyPair(seed: record.keyedHash(context: "keepsake.device.box.v1"))
     }
 }
 

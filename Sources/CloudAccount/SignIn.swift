@@ -89,7 +89,7 @@ extension CloudAccount {
     /// `unlock`, with what the owner is to be told.
     public func unlockReporting(passcode: SecureBytes) throws(DeviceError) -> UnlockReport {
         let unlocked = try device.unlockReporting(passcode: passcode)
-        guard let record = unlocked.record else {
+        guard let record = unlocked.account else {
             return UnlockReport(wrongPasscodes: unlocked.wrongPasscodes)
         }
         let upkeep = keepUp(after: record, passcode: passcode)
@@ -112,7 +112,7 @@ extension CloudAccount {
             knowledgeFactorRemoved: changed.knowledgeFactorRemoved,
             wrongPasscodes: changed.wrongPasscodes)
         if let passcode, kind.hasKnowledgeFactor {
-            let upkeep = keepUp(after: changed.record, passcode: passcode)
+            let upkeep = keepUp(after: changed.account, passcode: passcode)
             (change.recoveryKey, change.problem) = (upkeep.recoveryKey, upkeep.problem)
         }
         return change
@@ -120,11 +120,11 @@ extension CloudAccount {
 
     /// After a passcode was set (a first one, or one replacing another) or the device unlocked
     /// with it (`record`: the device record as that change or unlock stored it), after
-    /// the device's guess lock was released (a slow or hostile cloud never holds up another
+    /// the device's lock was released (a slow or hostile cloud never holds up another
     /// process's unlock): the account makes, joins, re-registers or rotates its key. Returns the
     /// recovery key it made, if it made the account (even when something failed after), and what
     /// stopped it, for the caller to say.
-    private func keepUp(after record: DeviceRecord, passcode: SecureBytes)
+    private func keepUp(after record: HeldAccountState, passcode: SecureBytes)
         -> (recoveryKey: SecureBytes?, problem: String?)
     {
         guard cloud != nil else { return (nil, nil) }

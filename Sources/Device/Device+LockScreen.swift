@@ -14,7 +14,7 @@ import SecretService
 /// keys are dropped at lock. Changing the passcode rewraps the class keys; no item is re-encrypted.
 extension Device {
     package var guessLimit: GuessLimit {
-        GuessLimit(directory: directory, tuning: tuning, tpm: tpm, counter: counter)
+        GuessLimit(tuning: tuning, tpm: tpm, counter: counter)
     }
 
     /// The kind of lock screen set on the device, as its record says.
@@ -76,8 +76,8 @@ extension Device {
         /// Wrong passcodes since the owner was last told, reported by the proof of the current
         /// passcode: tell the owner (`notice`).
         public var wrongPasscodes: WrongPasscodes?
-        /// The device record as the change stored it.
-        package var record: DeviceRecord
+        /// The signed-in account's state as the change stored it.
+        package var account: HeldAccountState
     }
 
     /// Sets, changes or removes the lock screen. With a knowledge factor set, `currentPasscode`
@@ -100,8 +100,8 @@ extension Device {
             newPasscode = try kind.validate(passcode)
         }
         var wrongPasscodes: WrongPasscodes?
-        let changed = try guessLimit.exclusively {
-            () throws(DeviceError) -> (record: DeviceRecord, hadKnowledgeFactor: Bool) in
+        let changed = try records.exclusively {
+            (held) throws(DeviceError) -> (record: DeviceRecord, hadKnowledgeFactor: Bool) in
             var (path, record) = try records.load()
             if newPasscode != nil { try guessLimit.refuseDirectTPM(record.passcode) }
             let hadKnowledgeFactor = record.kind.hasKnowledgeFactor
@@ -114,7 +114,7 @@ extension Device {
                 guard let currentPasscode else {
                     throw DeviceError(.authFailed, "the current passcode is required")
                 }
-                let proof = try prove(currentPasscode, loaded: (path, record))
+                let proof = try prove(currentPasscode, loaded: (path, record), held)
                 wrongPasscodes = proof.wrongPasscodes
                 claim = proof.claim
                 (path, record) = (proof.path, proof.record)
@@ -151,13 +151,13 @@ extension Device {
             path = try store(
                 updated, replacing: (path, record),
                 slotSecrets: (new: newCounterSecret, old: proofCounterSecret),
-                acknowledging: claim)
+                acknowledging: claim, held)
             if newPasscode == nil { runtime.forget([.whenPasscodeSetThisDeviceOnly]) }
             return (updated, hadKnowledgeFactor)
         }
         return LockScreenChange(
             knowledgeFactorRemoved: changed.hadKnowledgeFactor && newPasscode == nil,
-            wrongPasscodes: wrongPasscodes, record: changed.record)
+            wrongPasscodes: wrongPasscodes, account: HeldAccountState(changed.record))
     }
 
     /// Unlocks with the passcode: every class key becomes available. Without a knowledge factor
@@ -174,9 +174,9 @@ extension Device {
         /// Wrong passcodes since the last unlock (on a counted device, every claim the guess
         /// counter counted, through Keepsake or around it): tell the owner (`notice`).
         public var wrongPasscodes: WrongPasscodes?
-        /// The device record as the unlock left it; nil when there was nothing to unlock (no
-        /// knowledge factor).
-        package var record: DeviceRecord?
+        /// The signed-in account's state as the unlock left it; nil when there was nothing to
+        /// unlock (no knowledge factor).
+        package var account: HeldAccountState?
     }
 
     /// `unlock`, with what the owner is to be told: how many wrong passcodes came since the last
@@ -184,11 +184,11 @@ extension Device {
     public func unlockReporting(passcode: SecureBytes) throws(DeviceError) -> UnlockReport {
         var wrongPasscodes: WrongPasscodes?
         // The record is read once, under the guess lock, for the lock screen's kind and the proof.
-        let unlocked = try guessLimit.exclusively { () throws(DeviceError) -> DeviceRecord? in
+        let unlocked = try records.exclusively { (held) throws(DeviceError) -> DeviceRecord? in
             let loaded = try records.load()
             guard loaded.record.kind.hasKnowledgeFactor else { return nil }
-            try LockScreenKind.checkGuess(passcode)  // never a guess: refused, not counted
-            let proof = try prove(passcode, loaded: loaded)
+            // Checked once, there: a passcode of no guess's shape is refused, not counted.
+            let proof = try prove(passcode, loaded: loaded, held)
             wrongPasscodes = proof.wrongPasscodes
             var (path, record) = (proof.path, proof.record)
             let keys = try PasscodeKeys.unwrap(record.wrappedKeys, kek: proof.kek)
@@ -200,7 +200,7 @@ extension Device {
                 // A record without the runtime keys' checks (or whose keys changed): the checks
                 // are written now.
                 record.keyChecks = checks
-                path = try records.store(record, replacing: path)
+                path = try records.store(record, replacing: path, held)
             }
             // A direct TPM slot (records may hold one) moves off the TPM while the passcode is at
             // hand (`GuessLimit.movesOffTPM`). Otherwise it stays as it is, its Argon2id cost
@@ -219,19 +219,20 @@ extension Device {
                 path = try store(
                     upgraded, replacing: (path, record),
                     slotSecrets: (new: newCounterSecret, old: proof.counterSecret),
-                    acknowledging: proof.claim)
+                    acknowledging: proof.claim, held)
                 record = upgraded
                 return record
             } else if presence == nil {
                 // A passcode record without a presence key: the key is made at this unlock.
                 record.setPresence(SecureBytes(randomCount: 32), kek: proof.kek)
-                path = try records.store(record, replacing: path)
+                path = try records.store(record, replacing: path, held)
             }
             // The unlock went through whole: its report goes back to the caller now.
             guessLimit.acknowledge(proof.claim)
             return record
         }
-        return UnlockReport(wrongPasscodes: wrongPasscodes, record: unlocked)
+        return UnlockReport(
+            wrongPasscodes: wrongPasscodes, account: unlocked.map(HeldAccountState.init))
     }
 
     /// The public key that items needing the passcode at each use (`.devicePasscode`,
@@ -263,8 +264,8 @@ extension Device {
         guard try lockScreenKind().hasKnowledgeFactor else {
             throw DeviceError(.authFailed, "no passcode is set on this device")
         }
-        return try guessLimit.exclusively { () throws(DeviceError) in
-            let proof = try prove(passcode)
+        return try records.exclusively { (held) throws(DeviceError) in
+            let proof = try prove(passcode, held)
             guard
                 let seed = try PasscodeKeys.unwrapPresence(proof.record.wrappedKeys, kek: proof.kek)
             else { throw DeviceError(.interactionNotAllowed, "unlock the device once first") }
@@ -308,7 +309,7 @@ extension Device {
     ///   items cannot be deleted); `.notAvailable` when the Secret Service fails underneath (a
     ///   wipe can be repeated: it goes on from what is left).
     public func wipe() throws(DeviceError) {
-        try guessLimit.exclusively { () throws(DeviceError) in
+        try records.exclusively { _ throws(DeviceError) in
             let locked = try records.call { () throws(SecretServiceError) in
                 try secretService.isLocked()
             }

@@ -21,17 +21,19 @@ extension Device {
     }
 
     /// Checks `passcode`, counted first (`GuessLimit.prove`): the failure is stored before the
-    /// slow derivation and cleared only after the passcode proved right. Call inside
-    /// `guessLimit.exclusively`.
+    /// slow derivation and cleared only after the passcode proved right, holding the device's
+    /// lock (`held`); `loaded` is the record as read under it.
     func prove(
-        _ passcode: SecureBytes, loaded: (path: ItemPath, record: DeviceRecord)? = nil
+        _ passcode: SecureBytes, loaded: (path: ItemPath, record: DeviceRecord)? = nil,
+        _ held: DeviceRecordStore.DeviceLock
     ) throws(DeviceError) -> Proof {
         // Before anything is read: a guess of no passcode's shape touches nothing (`prove`
         // refuses it again, as the one way in).
         try LockScreenKind.checkGuess(passcode)
         var (path, record) = if let loaded { loaded } else { try records.load() }
         let (kek, counterSecret, wrong, claim) = try guessLimit.prove(passcode, &record) {
-            (counted) throws(DeviceError) in path = try records.store(counted, replacing: path)
+            (counted) throws(DeviceError) in
+            path = try records.store(counted, replacing: path, held)
         }
         return Proof(
             path: path, record: record, kek: kek, counterSecret: counterSecret,
@@ -44,11 +46,11 @@ extension Device {
     func store(
         _ updated: DeviceRecord, replacing stored: (path: ItemPath, record: DeviceRecord),
         slotSecrets: (new: SecureBytes?, old: SecureBytes?),
-        acknowledging claim: CounterClaim? = nil
+        acknowledging claim: CounterClaim? = nil, _ held: DeviceRecordStore.DeviceLock
     ) throws(DeviceError) -> ItemPath {
         let path: ItemPath
         do throws(DeviceError) {
-            path = try records.store(updated, replacing: stored.path)
+            path = try records.store(updated, replacing: stored.path, held)
         } catch {
             guessLimit.remove(
                 updated.passcode, keeping: stored.record.passcode, secret: slotSecrets.new)

@@ -93,9 +93,9 @@ public final class Device: Sendable {
         return dataHome.appendingPathComponent("keepsake/device")
     }
 
-    /// The device's ID as the writer of its synced changes (`SyncVersion.writer`): the one
-    /// noted in the device directory, else the record's.
-    package func writerID() throws(DeviceError) -> String {
+    /// The device's stable public identifier (also the writer of its synced changes,
+    /// `SyncVersion.writer`): the one noted in the device directory, else the record's.
+    package func deviceID() throws(DeviceError) -> String {
         if let noted = records.notedDeviceID { return noted }
         return try records.load().record.deviceID
     }

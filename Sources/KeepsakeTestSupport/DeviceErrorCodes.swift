@@ -1,4 +1,5 @@
 import Device
+import SecretService
 import Foundation
 
 // Shared by the device, passcode and cloud account suites.
@@ -41,5 +42,16 @@ package func resetStoredFailures(_ device: Device) throws {
     var record = loaded.record
     record.failures = 0
     record.notBefore = 0
-    try device.records.store(record, replacing: loaded.path)
+    try writeStoredRecord(device, record, at: loaded.path)
+}
+
+/// What another process of the user can do to the record: write `record` over the item at `path`
+/// straight through the Secret Service, around the device's lock (as any process of the user
+/// reaches it). Returns the path.
+@discardableResult
+package func writeStoredRecord(_ device: Device, _ record: DeviceRecord, at path: ItemPath) throws
+    -> ItemPath
+{
+    try device.secretService.replaceItem(at: path, secret: record.encoded())
+    return path
 }

@@ -120,7 +120,7 @@ public final class UbiquitousKeyValueStore: Sendable {
     public func removeObject(forKey key: String) { set(nil, forKey: key) }
 
     /// This device as the writer of its values (`SyncVersion.writer`; "" when it cannot say).
-    private var writer: String { (try? account.device.writerID()) ?? "" }
+    private var writer: String { (try? account.device.deviceID()) ?? "" }
 
     /// The checked write underneath `set` and `removeObject` (`nil` removes): throws
     /// `.quotaViolation` (and posts the quota-violation change) when over a limit, `.notPersisted`

@@ -59,7 +59,7 @@ public struct KeychainSync: Sendable {
         let local = try localItems(names)
         let secretService = device.secretService
         let me: String
-        do { me = try device.writerID() } catch { throw KeychainError(error) }
+        do { me = try device.deviceID() } catch { throw KeychainError(error) }
 
         // What this device synced last time, to tell deletions from items never seen.
         let manifestFile = SyncManifest(

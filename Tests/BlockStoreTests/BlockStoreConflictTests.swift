@@ -138,7 +138,7 @@ struct BlockStoreConflictTests {
         let cloud = newCloud()
         let phones = [try Self.joined(cloud, first: true), try Self.joined(cloud, first: false)]
         _ = try phones[0].sync.sync()
-        let higher = try phones[0].device.writerID() > phones[1].device.writerID() ? 0 : 1
+        let higher = try phones[0].device.deviceID() > phones[1].device.deviceID() ? 0 : 1
         for first in [0, 1] {
             let key = "tie-\(first)"
             try SyncClock.$pinned.withValue(SyncClock.now() + 1) {

@@ -57,15 +57,15 @@ struct AccountStateTests {
     /// An upkeep on `account` that read its record, made `change` of it, and stored that
     /// (`storeAfterCloud`) after `meanwhile` ran: the record it read, and the record after.
     private func upkeep(
-        on account: CloudAccount, making change: (inout DeviceRecord) -> Void,
+        on account: CloudAccount, making change: (inout HeldAccountState) -> Void,
         meanwhile: () throws -> Void
-    ) throws -> (read: DeviceRecord, now: DeviceRecord) {
-        let read = try account.device.records.load().record
+    ) throws -> (read: HeldAccountState, now: DeviceRecord) {
+        let read = try account.device.accountState()
         var kept = read
         change(&kept)
         try meanwhile()
         try account.keys.storeAfterCloud(kept, read: read)
-        return (read, try account.device.records.load().record)
+        return (read, try storedRecord(account.device))
     }
 
     /// The names of the account's record in `record`.
@@ -85,24 +85,24 @@ struct AccountStateTests {
         var (path, record) = try device.records.load()
         record.holdAccountKey(Data(repeating: 7, count: 72), epoch: 1, underThisPasscode: true)
         #expect(!record.account.owesRotation(passcodeChanges: record.passcodeChanges))
-        _ = try device.records.store(record, replacing: path)
+        try writeStoredRecord(device, record, at: path)
 
         // An unlock that raises the passcode's cost re-seals the record (a new generation), and
         // changes no passcode.
         let raising = service.device(
             tuning: DeviceTuning(passcodeCost: .interactive, retryPolicy: .fast))
         try raising.unlock(passcode: "1234")
-        let resealed = try device.records.load().record
+        let resealed = try storedRecord(device)
         #expect(resealed.generation != record.generation)
         #expect(!resealed.account.owesRotation(passcodeChanges: resealed.passcodeChanges))
 
         try device.setLockScreen(.pin, passcode: "5678", currentPasscode: "1234")
-        record = try device.records.load().record
+        record = try storedRecord(device)
         #expect(record.account.owesRotation(passcodeChanges: record.passcodeChanges))
         #expect(record.account.wrappedCloudKey == Data(repeating: 7, count: 72))
 
         try device.setLockScreen(.swipe, passcode: nil, currentPasscode: "5678")
-        record = try device.records.load().record
+        record = try storedRecord(device)
         #expect(record.accountRecord == nil)
         #expect(record.account == AccountState())
     }
@@ -200,7 +200,7 @@ struct AccountStateTests {
         let change = try account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
         #expect(change.problem != nil)
         #expect(change.recoveryKey == nil)
-        let record = try account.device.records.load().record
+        let record = try storedRecord(account.device)
         #expect(record.account.wrappedCloudKey == nil)
         #expect(record.account.wrappedWitnessSeed == nil)
     }
@@ -233,22 +233,22 @@ struct AccountStateTests {
         defer { service.stop() }
         let account = service.account(cloud: Throwaway.untrusted("adopt-across"))
         try account.setLockScreen(.pin, passcode: "1234", currentPasscode: nil)
-        let read = try account.device.records.load().record
+        let read = try account.device.accountState()
         let key = try #require(try account.keys.cloudKey())
 
         try account.device.setLockScreen(.swipe, passcode: nil, currentPasscode: "1234")
         #expect(code { try account.keys.adopt(key, followed: true, since: read) } == .notAvailable)
-        #expect(try account.device.records.load().record.accountRecord == nil)
+        #expect(try storedRecord(account.device).accountRecord == nil)
 
         // The same read, the device erased since: a new record, which takes nothing either.
         try account.device.wipe()
         #expect(code { try account.keys.adopt(key, since: read) } == .notAvailable)
-        #expect(try account.device.records.load().record.accountRecord == nil)
+        #expect(try storedRecord(account.device).accountRecord == nil)
 
         // A join that began on this record (no passcode) keeps the key: nothing went since.
-        let now = try account.device.records.load().record
+        let now = try account.device.accountState()
         try account.keys.adopt(key, since: now)
-        #expect(try account.device.records.load().record.account.wrappedCloudKey != nil)
+        #expect(try storedRecord(account.device).account.wrappedCloudKey != nil)
     }
 
     @Test(
@@ -283,5 +283,25 @@ struct AccountStateTests {
         read = try DeviceRecord.decode(
             Data("KDS1".utf8) + JSONSerialization.data(withJSONObject: object))
         #expect(read.account.escrowGeneration == 4)
+    }
+}
+
+extension DeviceRecord {
+    /// The account's state in this record, read and written as the account does through the
+    /// device (`HeldAccountState`).
+    var account: AccountState {
+        get { HeldAccountState(self).account }
+        set {
+            var held = HeldAccountState(self)
+            held.account = newValue
+            accountRecord = held.bytes
+        }
+    }
+
+    /// `HeldAccountState.holdAccountKey` on this record.
+    mutating func holdAccountKey(_ wrapped: Data, epoch: Int, underThisPasscode: Bool) {
+        var held = HeldAccountState(self)
+        held.holdAccountKey(wrapped, epoch: epoch, underThisPasscode: underThisPasscode)
+        accountRecord = held.bytes
     }
 }

@@ -268,7 +268,7 @@ struct AnsweredCodesTests {
     func concurrentApprovals() throws {
         let directory = Throwaway.directory("answered")
         let codes = AnsweredCodes(file: directory.appendingPathComponent("join-codes-answered"))
-        let secret = KeyDerivation.randomBytes(32)
+        let device = HeldAccountState(DeviceRecord.fresh())
         for round in 0..<5 {
             let code = String(format: "%06d", 100_000 + round * 7919)
             let outcomes = Mutex<[Bool]>([])
@@ -276,7 +276,7 @@ struct AnsweredCodesTests {
             for _ in 0..<16 {
                 group.enter()
                 Thread {
-                    let recorded = (try? codes.insert(code, deviceSecret: secret)) != nil
+                    let recorded = (try? codes.insert(code, device: device)) != nil
                     outcomes.withLock { $0.append(recorded) }
                     group.leave()
                 }.start()
@@ -284,6 +284,6 @@ struct AnsweredCodesTests {
             group.wait()
             #expect(outcomes.withLock { $0.filter { $0 }.count } == 1, "round \(round)")
         }
-        try codes.insert("999999", deviceSecret: secret)
+        try codes.insert("999999", device: device)
     }
 }

@@ -187,7 +187,7 @@ struct KeyValueStoreTests {
         for first in [0, 1] {
             let (one, two) = try Mac.joinedPair(Throwaway.untrusted("cloud"))
             let stores = [one.store(), two.store()]
-            let higher = try one.device.writerID() > two.device.writerID() ? 0 : 1
+            let higher = try one.device.deviceID() > two.device.deviceID() ? 0 : 1
             SyncClock.$pinned.withValue(SyncClock.now() + 1) {
                 stores[0].set("from-0", forKey: "tie")
                 stores[1].set("from-1", forKey: "tie")

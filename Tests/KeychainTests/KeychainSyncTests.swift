@@ -249,7 +249,7 @@ struct KeychainSyncTests {
             let phones = [
                 try SyncPhone.joined(cloud, first: true), try SyncPhone.joined(cloud, first: false),
             ]
-            let higher = try phones[0].device.writerID() > phones[1].device.writerID() ? 0 : 1
+            let higher = try phones[0].device.deviceID() > phones[1].device.deviceID() ? 0 : 1
             let pinned = SyncClock.now() + 1
             try SyncClock.$pinned.withValue(pinned) {
                 try phones[0].add("tie", "from-0")

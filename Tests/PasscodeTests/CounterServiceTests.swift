@@ -132,7 +132,7 @@ struct CounterServiceTests {
         case "salt": edited.passcode.salt = Data(repeating: 7, count: KeyDerivation.saltLength)
         default: edited = earlier.record
         }
-        try device.records.store(edited, replacing: loaded.path)
+        try writeStoredRecord(device, edited, at: loaded.path)
         // What the user's processes can reach says 4: a slot registered now starts there.
         let reader = EscrowProtocol.reader(secret: SecureBytes(randomCount: 32))
         let client = counter.configuration.client(peer: .user(PrivateEscrow.counterUser))
@@ -164,9 +164,9 @@ struct CounterServiceTests {
         let loaded = try device.records.load()
         var tampered = loaded.record
         tampered.passcode.salt = Data(repeating: 9, count: KeyDerivation.saltLength)
-        let tamperedPath = try device.records.store(tampered, replacing: loaded.path)
+        let tamperedPath = try writeStoredRecord(device, tampered, at: loaded.path)
         #expect(code { try device.unlock(passcode: "246810") } == .corrupt)
-        try device.records.store(loaded.record, replacing: tamperedPath)
+        try writeStoredRecord(device, loaded.record, at: tamperedPath)
         try device.unlock(passcode: "246810")
         try device.reboot()
         // Removing the slot takes its secret: a key derived from anything in the record fails.
@@ -349,12 +349,12 @@ extension CounterServiceTests {
         try device.setLockScreen(.pin, passcode: "111222", currentPasscode: nil)
         let old = try #require(try storedRecord(device).passcode.counterSlot)
         // The change as setLockScreen makes it, stopped after the store.
-        try device.guessLimit.exclusively { () throws(DeviceError) in
-            let proof = try device.prove("111222")
+        try device.records.exclusively { (held) throws(DeviceError) in
+            let proof = try device.prove("111222", held)
             let keys = try PasscodeKeys.unwrap(proof.record.wrappedKeys, kek: proof.kek)
             var updated = proof.record
             try device.seal(keys, passcode: "333444", into: &updated)
-            _ = try device.records.store(updated, replacing: proof.path)
+            _ = try device.records.store(updated, replacing: proof.path, held)
         }
         #expect(try storedRecord(device).passcode.retiredCounterSlots == [old])
         let client = counter.configuration.client()
@@ -381,7 +381,7 @@ extension CounterServiceTests {
         var earlier = loaded.record
         let slot = try #require(earlier.passcode.counterSlot)
         earlier.passcode.counterPin = nil
-        try device.records.store(earlier, replacing: loaded.path)
+        try writeStoredRecord(device, earlier, at: loaded.path)
         try device.reboot()
         try device.unlock(passcode: "424242")
         let record = try storedRecord(device)

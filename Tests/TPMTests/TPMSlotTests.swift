@@ -315,9 +315,9 @@ struct TPMSlotTests {
             let loaded = try now.records.load()
             var older = loaded.record
             older.passcode.version = 1
-            let olderPath = try now.records.store(older, replacing: loaded.path)
+            let olderPath = try writeStoredRecord(now, older, at: loaded.path)
             #expect(code { _ = try now.lockScreenKind() } == .corrupt)
-            try now.records.store(loaded.record, replacing: olderPath)
+            try writeStoredRecord(now, loaded.record, at: olderPath)
             // The lockout authorization emptied (as on most machines): the next right unlock moves
             // the slot off, to the counter when one is named, else to the software path.
             try tpm.clearLockoutAuthorization()

@@ -15,13 +15,13 @@ package protocol CountedRecord {
 
 /// Where passcode guesses are counted, and how fast they may come.
 ///
-/// Every attempt (unlock, a lock-screen change proving the current passcode) runs inside one
-/// cross-process lock (`flock` on `lockscreen.lock` in the device directory) around
-/// check-and-record: the earned delay is sat out (or the attempt refused at once when it is
+/// Every attempt (unlock, a lock-screen change proving the current passcode) runs holding the
+/// device's lock (`DeviceRecordStore.exclusively`, a `flock` every process of the user takes)
+/// around check-and-record: the earned delay is sat out (or the attempt refused at once when it is
 /// long), the failure is **recorded before** the slow derivation, and cleared only after the
 /// passcode proved right. So N parallel wrong guesses leave N counted, and a guess racing a
-/// passcode change cannot write the old record back (they are serialized, and every write
-/// re-checks the record's generation).
+/// passcode change cannot write the old record back (they are serialized, and every write of the
+/// record is made holding that lock by a writer that read the record under it).
 ///
 /// What counts the guesses depends on the device:
 /// - **Guess counter service** (`counter`): the service releases the secret the
@@ -38,7 +38,6 @@ package struct GuessLimit: Sendable {
     /// Wrong passcodes in a row after which a counted (or TPM) device is disabled.
     package static let hardLimit: UInt64 = 10
 
-    let lockFile: URL
     let policy: RetryPolicy
     let clock: GuessClock
     /// The Argon2id cost of a newly set passcode.
@@ -49,12 +48,8 @@ package struct GuessLimit: Sendable {
     /// The guess counter service that holds the device's passcode slot, when it uses one.
     package let counter: EscrowConfiguration?
 
-    /// The guess limit of the device whose directory is `directory`.
-    package init(
-        directory: URL, tuning: DeviceTuning, tpm: TPMConfiguration?,
-        counter: EscrowConfiguration?
-    ) {
-        lockFile = directory.appendingPathComponent("lockscreen.lock")
+    /// The guess limit of a device tuned by `tuning`, with its TPM and guess counter.
+    package init(tuning: DeviceTuning, tpm: TPMConfiguration?, counter: EscrowConfiguration?) {
         policy = tuning.retryPolicy
         clock = tuning.clock
         cost = tuning.passcodeCost
@@ -62,19 +57,12 @@ package struct GuessLimit: Sendable {
         self.counter = counter
     }
 
-    /// Runs `body` holding the device's guess lock (every process of the user takes the same).
-    package func exclusively<R>(_ body: () throws(DeviceError) -> R) throws(DeviceError) -> R {
-        let lock = try DeviceError.lock(lockFile, "the lock-screen lock")
-        defer { withExtendedLifetime(lock) {} }
-        return try body()
-    }
-
     /// Checks `passcode` against `record`'s slot, counted first: the delay earned is sat out (or
     /// the attempt refused at once), the failure counted and stored (`store`) before the slow
     /// derivation, and cleared and stored again only after the passcode proved right. On the TPM
     /// path a right passcode rebases the slot; the old one is destroyed once the new one is
     /// stored. Returns the key-encryption key and, on the counted path, the secret the counter
-    /// released. Call inside `exclusively`: the one way a device's own passcode is checked (a
+    /// released. Call holding the device's lock (`DeviceRecordStore.exclusively`): the one way a device's own passcode is checked (a
     /// join's claim at the account's escrow is counted by the escrow).
     package func prove<Record: CountedRecord>(
         _ passcode: SecureBytes, _ record: inout Record,

@@ -58,8 +58,8 @@ package struct PasscodeSlot: Codable, Sendable, Equatable {
 }
 
 /// The passcode slot's three paths: checking a passcode (only through `prove`, which counts it
-/// first), making a slot for a new one, removing one no record names any more. Called inside
-/// `exclusively`.
+/// first), making a slot for a new one, removing one no record names any more. Called holding
+/// the device's lock (`DeviceRecordStore.exclusively`).
 extension GuessLimit {
     /// The key-encryption key for `passcode` (and on the counted path what the counter
     /// released), or `.authFailed` when it is wrong. On the TPM path a right passcode rebases
