@@ -172,10 +172,11 @@ extension AccountKeyKeeper {
     /// reached lags until the next change, and a joiner is then vouched for the state it last
     /// kept; a newer statement there (another device's) stands.
     func witness(
-        _ accountKey: SecureBytes, epoch: Int, version: UInt64, seed: SecureBytes? = nil
+        _ accountKey: SecureBytes, epoch: Int, version: UInt64, seed: SecureBytes? = nil,
+        record: HeldAccountState? = nil
     ) {
         guard let escrow,
-            let seed = seed ?? witnessSeed(accountKey)
+            let seed = seed ?? witnessSeed(accountKey, record: record)
         else { return }
         let statement = AccountWitness.Statement(
             epoch: epoch, version: version, accountKey: accountKey)

@@ -473,9 +473,12 @@ extension CloudAccount {
     /// - Throws: `.corrupt` for a manifest that is older than one this device saw, gone after
     ///   this device saw one, or does not open; `.notAvailable` when the cloud is unreachable.
     package func cloudSession(forUpload: Bool = true) throws(DeviceError) -> CloudSession? {
-        guard let cloud, var key = try self.keys.heldCloudKey(forUpload: forUpload)?.key else {
+        // The device record, read once for the whole session.
+        guard let cloud, let held = try self.keys.heldCloudKey(forUpload: forUpload) else {
             return nil
         }
+        var key = held.key
+        var record: HeldAccountState? = held.record
         // Usually the key this device holds is the account's: one read of the account record,
         // under the account's lock.
         var lock: AnyObject? = try cloud.checked.lock()
@@ -486,7 +489,7 @@ extension CloudAccount {
             // meanwhile.
             lock = nil
             guard let followed = try self.keys.cloudKey(forUpload: forUpload) else { return nil }
-            key = followed
+            (key, record) = (followed, nil)
             lock = try cloud.checked.lock()
             account = try self.keys.readAccount()
         }
@@ -517,7 +520,7 @@ extension CloudAccount {
             strays = []
         } else {
             strays = StrayObjects(directory: device.directory).old(among: strays)
-            let (id, publicKey) = try manifests.deviceBoxPublicKey()
+            let (id, publicKey) = try manifests.deviceBoxPublicKey(record)
             if manifest.devices[id] != publicKey {
                 manifest.devices[id] = publicKey
                 dirty = true
@@ -529,7 +532,7 @@ extension CloudAccount {
         if forUpload { try session.moveToCurrentLayout() }
         if escrow != nil {
             session.afterCommit = { epoch, version in
-                self.keys.witness(key, epoch: epoch, version: version)
+                self.keys.witness(key, epoch: epoch, version: version, record: record)
             }
         }
         return session

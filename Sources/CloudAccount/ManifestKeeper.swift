@@ -68,9 +68,12 @@ struct ManifestKeeper {
     }
 
     /// This device's id and the public half of its X25519 key pair (derived from the device
-    /// secret): rotations seal the account's new key to it.
-    func deviceBoxPublicKey() throws(DeviceError) -> (id: String, publicKey: Data) {
-        let record = try account.device.accountState()
+    /// secret): rotations seal the account's new key to it. From `read` when the caller read the
+    /// device's state already.
+    func deviceBoxPublicKey(_ read: HeldAccountState? = nil) throws(DeviceError) -> (
+        id: String, publicKey: Data
+    ) {
+        let record = if let read { read } else { try account.device.accountState() }
         return (record.deviceID, Self.boxKeyPair(record).publicKey)
     }
 

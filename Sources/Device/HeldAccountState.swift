@@ -58,8 +58,12 @@ package struct HeldAccountState: Sendable {
 
 extension Device {
     /// The signed-in account's state as the device record holds it now: one read of the record.
+    /// The class keys' lookups that follow (sealing the account's keys on this device) read it
+    /// no more: the runtime state is found through this read.
     package func accountState() throws(DeviceError) -> HeldAccountState {
-        HeldAccountState(try records.load().record)
+        let record = try records.load().record
+        _ = try runtime(record)
+        return HeldAccountState(record)
     }
 
     /// Replaces the account's bytes by a compare-and-swap on the device's state as the account

@@ -475,7 +475,7 @@ struct KeychainBenchmark {
             "  first read after start (hint get less --help: from main to the hint in hand) \(format(hint.median - help.median))"
         )
         // What each lookup asks of the bus, seen by dbus-monitor on the private bus.
-        let keepsakeCalls = try Self.busCalls(service) {
+        let keepsakeCalls = try BusCalls.during(on: service) {
             _ = try run(
                 shipped, ["keychain", "get", "--service", "cold", "--account", "a"] + options)
         }
@@ -483,7 +483,7 @@ struct KeychainBenchmark {
         var toolCalls: BusCalls?
         for _ in 1...3 where toolCalls == nil {
             var found = false
-            let calls = try Self.busCalls(service) {
+            let calls = try BusCalls.during(on: service) {
                 found = (try? run(secretTool, lookupArguments)) != nil
             }
             if found { toolCalls = calls } else { lookupFailures += 1 }
@@ -491,7 +491,7 @@ struct KeychainBenchmark {
         guard let toolCalls else {
             throw HarnessError("secret-tool lookup found nothing three times in a row")
         }
-        let hintCalls = try Self.busCalls(service) {
+        let hintCalls = try BusCalls.during(on: service) {
             _ = try run(shipped, ["hint", "get"] + options)
         }
         print(
@@ -511,53 +511,10 @@ struct KeychainBenchmark {
         let pin = Throwaway.directory("bench-cold-input").appendingPathComponent("pin")
         try Data("123456\n".utf8).write(to: pin)
         _ = try run(shipped, ["lockscreen", "lock"] + options)
-        let unlockCalls = try Self.busCalls(service) {
+        let unlockCalls = try BusCalls.during(on: service) {
             _ = try run(shipped, ["lockscreen", "unlock"] + options, input: pin)
         }
         print("  D-Bus calls of keepsake lockscreen unlock: \(unlockCalls)")
-    }
-
-    /// The method calls made on `service`'s bus while `body` runs (every client's: a lookup's
-    /// own connections' `Hello` and match rules included), as `dbus-monitor` sees them.
-    struct BusCalls: CustomStringConvertible {
-        var toService = 0
-        var toBus = 0
-        var connections = 0
-        var all: Int { toService + toBus }
-        var description: String {
-            "\(all) (\(toService) to the Secret Service, \(toBus) to the bus, \(connections) connection\(connections == 1 ? "" : "s"))"
-        }
-    }
-
-    static func busCalls(_ service: PrivateSecretService, _ body: () throws -> Void) throws
-        -> BusCalls
-    {
-        let log = Throwaway.directory("bench-calls").appendingPathComponent("monitor")
-        // Its own shell, so that its output goes to `log` (the harness sends a daemon's own
-        // output to a log of its own).
-        let monitor = try Daemon(
-            "exec /bin/sh -c 'exec /usr/bin/dbus-monitor --address \(service.busAddress) --monitor > \(log.path)'",
-            environment: service.environment)
-        defer { monitor.stop() }
-        // Ready once it has said it is monitoring (its NameLost / NameAcquired signals).
-        let deadline = Date().addingTimeInterval(10)
-        while ((try? Data(contentsOf: log))?.isEmpty ?? true) && Date() < deadline {
-            usleep(20_000)
-        }
-        try body()
-        usleep(200_000)  // what the monitor has yet to write out
-        monitor.stop()
-        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-        var calls = BusCalls()
-        for line in text.split(separator: "\n") where line.hasPrefix("method call ") {
-            if line.contains("destination=org.freedesktop.DBus ") {
-                calls.toBus += 1
-                if line.contains("member=Hello") { calls.connections += 1 }
-            } else {
-                calls.toService += 1
-            }
-        }
-        return calls
     }
 
     /// How long `body` took on a thread of its own, or nil when it had not returned after
