@@ -141,12 +141,17 @@ let package = Package(
             // libsecret's own calls, the baseline the benchmark and tests compare with (the
             // library modules load libsecret when they first connect: CKeepsakeShims/loader.c).
             linkerSettings: [.linkedLibrary("secret-1"), .linkedLibrary("gio-2.0")]),
+        // The app's wiring: what opens an app, its device, its cloud and its stores from typed
+        // options; the command line, the C interface and the development tool all build on it.
+        .target(
+            name: "AppWiring",
+            dependencies: ["Keychain", "SecretService", "Device", "CloudAccount", "Sealing"]),
         // The command line's commands, shared by the shipped `keepsake` and `keepsake-dev`.
         // Knows the library modules, never the test harness.
         .target(
             name: "KeepsakeCLI",
             dependencies: [
-                "Keychain", "Security", "BlockStore", "KeyValueStore", "Preferences",
+                "AppWiring", "Keychain", "Security", "BlockStore", "KeyValueStore", "Preferences",
                 "RecoveryHint", "SecretService", "Device", "CloudAccount", "Platform", "Sealing",
                 "CKeepsakeShims",
             ]),
@@ -161,15 +166,17 @@ let package = Package(
         .executableTarget(
             name: "keepsake-dev",
             dependencies: [
-                "KeepsakeCLI", "KeepsakeTestSupport", "Keychain", "BlockStore", "RecoveryHint",
+                "KeepsakeCLI", "AppWiring", "KeepsakeTestSupport", "Keychain", "BlockStore",
+                "RecoveryHint",
                 "Device", "CloudAccount", "Platform", "Sealing", "SecretService",
             ]),
 
-        // The C ABI over the products, built as the command line builds its app and device.
+        // The C ABI over the products: its apps opened by the app's wiring, as the command
+        // line's are.
         .target(
             name: "KeepsakeC",
             dependencies: [
-                "KeepsakeCLI", "CloudAccount", "Device", "Keychain", "BlockStore", "RecoveryHint",
+                "AppWiring", "CloudAccount", "Device", "Keychain", "BlockStore", "RecoveryHint",
                 "Sealing", "Platform",
             ]),
         .testTarget(name: "SealingTests", dependencies: ["Sealing", "KeepsakeTestSupport"]),

@@ -33,7 +33,6 @@ public struct CloudAccount: Sendable {
         self.escrow = escrow
         // A lock left on the server by a process of this device that died is released by the
         // next one, not waited out (WebDAV locks last two minutes).
-        (cloud?.underlying as? WebDAVCloud)?.keepLockTokens(
-            in: device.directory.appendingPathComponent("cloud-locks"))
+        cloud?.keepLockTokens(in: device.directory.appendingPathComponent("cloud-locks"))
     }
 }

@@ -85,6 +85,21 @@ extension CloudStorage {
     package var underlying: any CloudStorage {
         (self as? any WrappedCloud)?.inner.underlying ?? self
     }
+
+    /// Asks the storage underneath every wrapper to note the lock tokens this device's processes
+    /// hold in `file`, when its locks outlive a process (`LocksOutliveProcesses`: a WebDAV
+    /// server's); a storage whose locks die with their process has nothing to note.
+    package func keepLockTokens(in file: URL) {
+        (underlying as? any LocksOutliveProcesses)?.keepLockTokens(in: file)
+    }
+}
+
+/// A storage capability: its locks outlive the process that took them (a WebDAV server's last
+/// until they time out), so a device notes their tokens for the next process to release one left
+/// by a process that died.
+package protocol LocksOutliveProcesses {
+    /// Notes the tokens of the locks this device's processes hold in `file`.
+    func keepLockTokens(in file: URL)
 }
 
 /// Which copy of an object was read: a digest of its bytes, and the server's tag for it (an

@@ -8,7 +8,7 @@ import Synchronization
 
 /// The account's lock on a WebDAV server (RFC 4918 `LOCK`), its refreshes and release, and the
 /// tokens a process of this device noted so that the next one releases a lock a dead one left.
-extension WebDAVCloud {
+extension WebDAVCloud: LocksOutliveProcesses {
     /// Takes the account's lock: an exclusive WebDAV write lock (RFC 4918 `LOCK`) on the
     /// collection's `.lock` resource, which the server grants to one holder at a time (a
     /// conditional PUT is no lock: Apache checks `If-None-Match` and writes in two steps, so two

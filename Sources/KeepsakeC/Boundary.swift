@@ -3,7 +3,7 @@ import Device
 import Foundation
 import Keychain
 import RecoveryHint
-import KeepsakeCLI
+import AppWiring
 import Sealing
 import Platform
 
@@ -33,7 +33,7 @@ struct CFailure: Error {
             self.init(status.status.rawValue, status.description)
         case let error as BlockStoreError:
             self.init(Int32(error.code.rawValue ?? 8), error.description)
-        case let error as CommandError: self.init(-50, error.message)
+        case let error as OptionError: self.init(-50, error.description)
         case let error as HintError:
             // A payload that is not a hint is the caller's to fix (errSecParam); stores that
             // could not be reached are not.

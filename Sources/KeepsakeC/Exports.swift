@@ -1,9 +1,9 @@
+import AppWiring
 import BlockStore
 import CloudAccount
 import Device
 import Foundation
 import Keychain
-import KeepsakeCLI
 import RecoveryHint
 import Platform
 import Sealing
@@ -31,27 +31,56 @@ public func keepsake_app_open(
     boundary(error) {
         guard let out else { throw CFailure(-50, "out is NULL") }
         out.pointee = nil
-        var arguments = ["--app-id", try required(appID, "app_id")]
+        var opening = AppOptions(appID: try required(appID, "app_id"))
         if let json = try string(options, "options_json", optional: true) {
-            let options: [String: Any]
-            do { options = try StrictJSON.object(Data(json.utf8)) } catch {
+            let given: [String: Any]
+            do { given = try StrictJSON.object(Data(json.utf8)) } catch {
                 throw CFailure(-50, "options_json: \(error)")
             }
-            let names = [
-                "deviceDirectory": "device-dir", "container": "container", "cloud": "cloud",
-                "cloudCA": "cloud-ca", "escrow": "escrow", "counter": "counter",
-            ]
-            for (key, value) in options.sorted(by: { $0.key < $1.key }) {
-                guard let option = names[key], let text = value as? String else {
+            for (key, value) in given.sorted(by: { $0.key < $1.key }) {
+                guard let text = value as? String else {
                     throw CFailure(-50, "options_json: unknown option or not a string: \(key)")
                 }
                 // An empty path is no path: never the working directory.
                 guard !text.isEmpty else { throw CFailure(-50, "options_json: \(key) is empty") }
-                arguments += ["--\(option)", text]
+                try opening.set(key, text)
             }
         }
-        let context = try Context(Arguments(arguments), tuning: .real)
-        out.pointee = Handles.add(try OpenApp(context))
+        out.pointee = Handles.add(try OpenApp(opening))
+    }
+}
+
+extension AppOptions {
+    /// Sets the option `name` of `options_json` (named as the command line's `--device-dir`, …
+    /// are, in camel case) to `text`.
+    fileprivate mutating func set(_ name: String, _ text: String) throws(CFailure) {
+        switch name {
+        case "deviceDirectory": deviceDirectory = URL(fileURLWithPath: text)
+        case "container": container = URL(fileURLWithPath: text)
+        case "cloud": cloud = text
+        case "cloudCA": cloudCA = text
+        case "escrow":
+            guard let url = URL(string: text), EscrowConfiguration(url: url) != nil else {
+                throw CFailure(
+                    -50,
+                    "options_json: escrow takes the escrow's address: https://… (plain http at 127.0.0.1 only)"
+                )
+            }
+            escrow = url
+        case "counter":
+            if text == "none" {
+                counter = .none
+            } else if let url = URL(string: text), let configuration = EscrowConfiguration(url: url)
+            {
+                counter = .at(configuration)
+            } else {
+                throw CFailure(
+                    -50,
+                    "options_json: counter takes the guess counter's address: unix:/run/keepsake/counter.sock (or none)"
+                )
+            }
+        default: throw CFailure(-50, "options_json: unknown option or not a string: \(name)")
+        }
     }
 }
 
@@ -183,11 +212,10 @@ public func keepsake_password_search(
     boundary(error) {
         let open = try Handles.app(app)
         guard let json else { throw CFailure(-50, "json is NULL") }
-        let items = try KeychainCommand.listItems(
-            open.keychain,
+        let items = try open.keychain.listing(
             try query(
                 service, account, synchronizable, nullMeansAny: (service: true, account: true)))
-        let array = items.map { KeychainCommand.json($0.attributes) }
+        let array = items.map(\.attributes.jsonObject)
         let data = try JSONSerialization.data(withJSONObject: array, options: [.sortedKeys])
         json.pointee = cString(String(decoding: data, as: UTF8.self))
     }
@@ -292,7 +320,7 @@ public func keepsake_blockstore_store(
 ) -> Int32 {
     boundary(error) {
         let open = try Handles.app(app)
-        let client = BlockStoreClient(app: open.context.app, device: open.device)
+        let client = BlockStoreClient(app: open.app, device: open.device)
         let key = try required(key, "key")
         try withBytes(value, length, "value") { bytes in
             _ = try client.storeBytes(
@@ -313,7 +341,7 @@ public func keepsake_blockstore_retrieve(
     boundary(error) {
         let open = try Handles.app(app)
         let name = try required(key, "key")
-        let client = BlockStoreClient(app: open.context.app, device: open.device)
+        let client = BlockStoreClient(app: open.app, device: open.device)
         guard var found = try client.retrieveBytes(RetrieveBytesRequest(keys: [name]))[name] else {
             throw CFailure(-25300, "no Block Store entry under this key")
         }
@@ -328,7 +356,7 @@ public func keepsake_blockstore_delete(
 ) -> Int32 {
     boundary(error) {
         let open = try Handles.app(app)
-        let client = BlockStoreClient(app: open.context.app, device: open.device)
+        let client = BlockStoreClient(app: open.app, device: open.device)
         _ = try client.deleteBytes(DeleteBytesRequest(keys: [try required(key, "key")]))
     }
 }

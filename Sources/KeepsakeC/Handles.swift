@@ -2,27 +2,28 @@ import CloudAccount
 import Device
 import Foundation
 import Keychain
-import KeepsakeCLI
+import AppWiring
 import RecoveryHint
 import Synchronization
 
 /// What one `keepsake_app` handle holds: the app, its device and the cloud account it is signed
-/// in to, and the stores over them, built once at `keepsake_app_open` the way the command line
-/// builds them (`Context`).
+/// in to, and the stores over them, built once at `keepsake_app_open` by the app's wiring
+/// (`OpenedApp`), as the command line's are.
 final class OpenApp: Sendable {
-    let context: Context
+    let opened: OpenedApp
     let account: CloudAccount
+    var app: App { opened.app }
     var device: Device { account.device }
     let keychain: Keychain
     let hints: RecoveryHints
 
-    init(_ context: Context) throws {
-        self.context = context
-        account = try context.account
-        keychain = Keychain(app: context.app, device: account.device)
+    init(_ options: AppOptions) throws {
+        opened = try OpenedApp(options)
+        account = try opened.account()
+        keychain = Keychain(app: opened.app, device: account.device)
         hints = RecoveryHints(
             service: try? RecoveryHintService.make(
-                profile: .linux, app: context.app, account: account),
+                profile: .linux, app: opened.app, account: account),
             log: { _ in })
     }
 }

@@ -5,7 +5,7 @@ import Foundation
 enum BlockStoreCommand {
     static func run(_ verb: String?, _ context: Context) throws {
         let arguments = context.arguments
-        let client = BlockStoreClient(app: context.app, device: try context.device)
+        let client = BlockStoreClient(app: context.app, device: context.device)
         switch verb {
         case "store":
             try arguments.allowOnly(["key", "backup"])

@@ -1,3 +1,4 @@
+import AppWiring
 import CloudAccount
 import Device
 import Foundation
@@ -12,7 +13,7 @@ enum CloudCommand {
         guard let url = context.webDAVURL else {
             throw CommandError.usage("keepsake cloud \(verb ?? "") needs --cloud https://…")
         }
-        let keychain = try CloudCredentials.keychain(context, device: context.localDevice)
+        let keychain = try CloudCredentials.keychain(device: context.localDevice)
         switch verb {
         case "login":
             let (lines, _) = try SecretInput.leadingLines(2)
@@ -44,8 +45,7 @@ enum CloudCommand {
             try? keychain.delete(matching: CloudCredentials.query(url))
             Output.json(["stored": false])
         case "status":
-            let found = try CloudCredentials.find(
-                for: url, context, device: context.localDevice)
+            let found = try CloudCredentials.find(for: url, device: context.localDevice)
             var object: [String: Any] = ["credentials": found?.source ?? "none"]
             let cloud = try WebDAVCloud(
                 url: url, username: found?.user, password: found?.password,

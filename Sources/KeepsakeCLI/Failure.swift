@@ -1,3 +1,4 @@
+import AppWiring
 import BlockStore
 import Device
 import Keychain
@@ -15,6 +16,9 @@ struct Failure {
         switch error {
         case let error as CommandError:
             (statusName, message, exitCode) = (error.statusName, error.message, error.exitCode)
+        case let error as OptionError:
+            let param = CommandError.param(error.description)
+            (statusName, message, exitCode) = (param.statusName, param.message, param.exitCode)
         case let error as KeychainError:
             (statusName, message, exitCode) = (error.statusName, error.message, 1)
         case let error as DeviceError:

@@ -85,8 +85,8 @@ package enum KeychainCommand {
         case "delete":
             try keychain.delete(matching: query)
         case "list":
-            let items = try listItems(keychain, query)
-            Output.json(items.map { json($0.attributes) })
+            let items = try keychain.listing(query)
+            Output.json(items.map(\.attributes.jsonObject))
         default:
             throw CommandError.usage("keychain add|get|update|delete|list|sync")
         }
@@ -137,17 +137,6 @@ package enum KeychainCommand {
         return constraints
     }
 
-    /// Every match; an empty listing is not an error.
-    package static func listItems(_ keychain: Keychain, _ query: GenericPasswordQuery) throws
-        -> [GenericPasswordItem]
-    {
-        do {
-            return try keychain.items(matching: query, limit: .all, returnData: false)
-        } catch  where error.status == KeychainStatus.itemNotFound {
-            return []
-        }
-    }
-
     static func synchronizable(_ value: String?) throws(CommandError) -> SynchronizableMatch {
         switch value {
         case nil, "no": .no
@@ -164,26 +153,5 @@ package enum KeychainCommand {
                     + Accessibility.allCases.map(\.commandLineName).joined(separator: ", "))
         }
         return value
-    }
-
-    /// An item's attributes as JSON; never its secret.
-    package static func json(_ a: GenericPasswordAttributes) -> [String: Any] {
-        var object: [String: Any] = [
-            "synchronizable": a.synchronizable, "accessible": a.accessible.commandLineName,
-        ]
-        // Every field the item has, as `ItemAttribute` names it (`generic` is bytes: not shown).
-        for attribute in ItemAttribute.all {
-            if case .data = attribute.value { continue }
-            object[attribute.json] = attribute.foundationValue(in: a.fields)
-        }
-        object["accessGroup"] = a.accessGroup ?? ""
-        if !a.accessControl.isEmpty {
-            object["accessControl"] = a.accessControl.rawValue
-        }
-        object["creationDate"] = a.creationDate.map { Int64($0.timeIntervalSince1970 * 1000) }
-        object["modificationDate"] = a.modificationDate.map {
-            Int64($0.timeIntervalSince1970 * 1000)
-        }
-        return object
     }
 }

@@ -1,3 +1,4 @@
+import AppWiring
 import BlockStore
 import CloudAccount
 import Device
@@ -41,7 +42,7 @@ enum DemoCommand {
             // Credentials from ~/.netrc only: the demo never reads the user's own keyring.
             let base = context.webDAVURL!
             let login = try Netrc.credentials(
-                for: base.host ?? "", in: context.homeDirectory)
+                for: base.host ?? "", in: AppOptions.homeDirectory)
             let run = UUID().uuidString.prefix(8).lowercased()
             makeCloud = { name in
                 DemoCloud(
@@ -323,8 +324,7 @@ enum DemoCommand {
                 + (FileManager.default.fileExists(atPath: container.path)
                     ? (files.isEmpty ? "(empty)" : files.joined(separator: ", ")) : "(gone)"))
         let keychain = Keychain(app: phone.app, device: phone.device)
-        let items = try KeychainCommand.listItems(
-            keychain, GenericPasswordQuery(service: KeychainHintStore.service))
+        let items = try keychain.listing(GenericPasswordQuery(service: KeychainHintStore.service))
         say(
             "   keychain:   "
                 + (items.isEmpty

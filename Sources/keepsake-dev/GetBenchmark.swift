@@ -13,7 +13,7 @@ enum GetBenchmark {
         guard let service = context.arguments.value("service"),
             let account = context.arguments.value("account")
         else { throw CommandError.usage("bench get --app-id A --service S --account A") }
-        let keychain = Keychain(app: context.app, device: try context.device)
+        let keychain = Keychain(app: context.app, device: context.device)
         let query = GenericPasswordQuery(service: service, account: account, synchronizable: .no)
         _ = try keychain.data(matching: query)
         var times: [Double] = []

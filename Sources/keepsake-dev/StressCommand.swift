@@ -1,3 +1,4 @@
+import AppWiring
 import BlockStore
 import Device
 import Foundation
@@ -19,10 +20,12 @@ enum StressCommand {
         // 5 s bound itself is the fault suites' business. Eight workers beside a whole parallel
         // suite on two starved cores can wait longer than that for gnome-keyring, so the workers
         // wait up to 60 s.
-        let account = try context.account(
+        let account = try OpenedApp(
+            try Context.options(context.arguments, tuning: context.opened.options.tuning),
             secretService: SecretServiceConnection(
                 busAddress: ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"],
-                timeout: .seconds(60)))
+                timeout: .seconds(60))
+        ).account()
         let device = account.device
         let keychain = Keychain(app: context.app, device: device)
         let blockStore = BlockStoreClient(app: context.app, device: device)

@@ -21,10 +21,7 @@ exit(
             // process is ended: how the suite interrupts a command that holds the lock.
             "hold-cloud-lock": { _, context in
                 guard
-                    let cloud = try context.cloud(
-                        secretService: SecretServiceConnection(
-                            busAddress: ProcessInfo.processInfo.environment[
-                                "DBUS_SESSION_BUS_ADDRESS"]))
+                    let cloud = try context.opened.cloud()
                 else { throw HarnessError("hold-cloud-lock needs --cloud") }
                 let lock = try cloud.lock()
                 FileHandle.standardOutput.write(Data("held\n".utf8))

@@ -4,36 +4,38 @@ import Foundation
 import Keychain
 import Sealing
 
-/// Where the command line finds a WebDAV cloud's credentials: a Keychain item of Keepsake's own
+/// Where an opened app (`OpenedApp`) finds a WebDAV cloud's credentials: a Keychain item of Keepsake's own
 /// (`keepsake cloud login`), else `~/.netrc` — never the command line or the environment.
 ///
 /// The item: app `org.keepsake.cloud`, service `org.keepsake.cloud`, account the cloud's URL,
 /// `generic` the user name, the password as its secret; `AfterFirstUnlockThisDeviceOnly`, so a
 /// sync works in the background after the first unlock and the password never leaves the device.
-enum CloudCredentials {
-    struct Found {
-        var user: String
-        var password: String
-        var source: String
+package enum CloudCredentials {
+    package struct Found {
+        package var user: String
+        package var password: String
+        package var source: String
         /// What `cloud login` learnt of the server (kept in the item's comment; nil for
         /// `~/.netrc`, whose server is probed once per process).
-        var capabilities: WebDAVCapabilities?
+        package var capabilities: WebDAVCapabilities?
     }
 
-    static let appID = "org.keepsake.cloud"
-    static let service = "org.keepsake.cloud"
+    package static let appID = "org.keepsake.cloud"
+    package static let service = "org.keepsake.cloud"
 
-    static func keychain(_ context: Context, device: Device) throws -> Keychain {
-        let container = context.dataHome.appendingPathComponent("keepsake/containers/\(appID)")
+    /// The Keychain of Keepsake's own app the items are in, on `device`.
+    package static func keychain(device: Device) throws -> Keychain {
+        let container = AppOptions.dataHome.appendingPathComponent(
+            "keepsake/containers/\(appID)")
         return Keychain(app: try App(id: appID, container: container), device: device)
     }
 
-    static func account(_ url: URL) -> String {
+    package static func account(_ url: URL) -> String {
         url.absoluteString.hasSuffix("/") ? url.absoluteString : url.absoluteString + "/"
     }
 
     /// The item that holds `url`'s credentials.
-    static func query(_ url: URL) -> GenericPasswordQuery {
+    package static func query(_ url: URL) -> GenericPasswordQuery {
         GenericPasswordQuery(service: service, account: account(url))
     }
 
@@ -41,8 +43,8 @@ enum CloudCredentials {
     /// there sends the search on to `~/.netrc`: a Secret Service that could not answer (busy, or
     /// locked) is its own error, never "no credentials" (the server's 401 would then tell the
     /// user to log in again when nothing is wrong with the login).
-    static func find(for url: URL, _ context: Context, device: Device) throws -> Found? {
-        let keychain = try keychain(context, device: device)
+    package static func find(for url: URL, device: Device) throws -> Found? {
+        let keychain = try keychain(device: device)
         if let item = try stored(in: keychain, for: url),
             let user = item.attributes.generic.flatMap({ String(data: $0, encoding: .utf8) }),
             let password = item.data.flatMap({ String(data: $0, encoding: .utf8) })
@@ -54,7 +56,7 @@ enum CloudCredentials {
                 user: user, password: password, source: "keychain", capabilities: capabilities)
         }
         guard let host = url.host else { return nil }
-        return try Netrc.credentials(for: host, in: context.homeDirectory)
+        return try Netrc.credentials(for: host, in: AppOptions.homeDirectory)
             .map { Found(user: $0.user, password: $0.password, source: "netrc") }
     }
 
@@ -68,7 +70,7 @@ enum CloudCredentials {
     }
 
     /// `keepsake cloud login`: stores (or replaces) the item.
-    static func store(
+    package static func store(
         user: String, password: SecureBytes, capabilities: WebDAVCapabilities, for url: URL,
         keychain: Keychain
     ) throws {
@@ -95,16 +97,16 @@ package enum Netrc {
             return nil
         }
         if let mode = attributes[.posixPermissions] as? Int, mode & 0o077 != 0 {
-            throw CommandError.param("~/.netrc may be read by other users: chmod 600 it")
+            throw OptionError("~/.netrc may be read by other users: chmod 600 it")
         }
         guard let size = attributes[.size] as? Int, size <= 64 * 1024,
             let text = try? String(contentsOf: file, encoding: .utf8)
-        else { throw CommandError.param("~/.netrc is larger than 64 KiB or not UTF-8") }
+        else { throw OptionError("~/.netrc is larger than 64 KiB or not UTF-8") }
         return parse(text, host: host)
     }
 
     /// The first `machine HOST` entry's login and password, else the `default` entry's.
-    static func parse(_ text: String, host: String) -> (user: String, password: String)? {
+    package static func parse(_ text: String, host: String) -> (user: String, password: String)? {
         var tokens = text.split(whereSeparator: \.isWhitespace).map(String.init)[...]
         var entries: [(machine: String?, user: String?, password: String?)] = []
         while let token = tokens.popFirst() {

@@ -1,3 +1,5 @@
+// The module's test hooks, gathered: compiled only into debug builds (`KEEPSAKE_TEST_HOOKS`,
+// Package.swift), as swift-system's `Mocking.swift`.
 #if KEEPSAKE_TEST_HOOKS
     import Foundation
 
@@ -56,6 +58,43 @@
         package func write(_ objects: [(name: String, data: Data)]) throws {
             // One at a time, so that a death falls between two of them.
             for object in objects { try write(object.name, object.data) }
+        }
+    }
+#endif
+
+#if KEEPSAKE_TEST_HOOKS
+    extension CloudAccount {
+        /// Test hook: re-writes the account manifest to vouch for the store objects the cloud
+        /// holds now, as only a holder of the account key could — so a test reaches each store's
+        /// own checks (sealing bound to name, kind and account) behind the manifest.
+        package func vouchForCloudAsIs() throws(DeviceError) {
+            guard let cloud, let key = try self.keys.cloudKey(forUpload: false) else { return }
+            let account = SeenManifest.account(key)
+            let seen = manifests.seen
+            let current = try cloud.checked.read(AccountManifest.name).flatMap {
+                try? AccountManifest.open($0, under: key)
+            }
+            var manifest =
+                current ?? AccountManifest(version: 0, epoch: 0, objects: [:], devices: [:])
+            manifest.version = max(manifest.version, seen.read(account: account)?.version ?? 0) + 1
+            manifest.objects = [:]
+            manifest.layout = AccountManifest.layout
+            // Each copy is vouched for under its object's name, and moved to the stored name
+            // that its MAC gives (a test puts bytes under either).
+            for stored in try cloud.checked.list()
+            where CloudObjects.kind(ofObjectNamed: stored) != nil {
+                guard let bytes = try cloud.checked.read(stored) else { continue }
+                let name = AccountManifest.objectName(ofStored: stored)
+                let mac = AccountManifest.mac(bytes, name: name, under: key)
+                manifest.objects[Data(name.utf8)] = mac
+                let target = AccountManifest.storedName(name, mac: mac, layout: manifest.layout)
+                if target != stored {
+                    try cloud.checked.write(target, bytes)
+                    try cloud.checked.delete(stored)
+                }
+            }
+            try cloud.checked.write(AccountManifest.name, manifest.sealed(under: key))
+            try seen.write(account: account, epoch: manifest.epoch, version: manifest.version)
         }
     }
 #endif
