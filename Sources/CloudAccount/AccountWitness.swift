@@ -188,33 +188,25 @@ extension AccountKeyKeeper {
     /// At a recovery-key or passcode join, before the key is adopted: the account state the cloud
     /// shows (`account`, the record that confirmed the key, and its manifest, sealed under the
     /// key, with the epoch in it) checked against what its
-    /// witness keeps. Returns what to tell the user when nothing vouched for it (no escrow, no
-    /// seed, no statement kept yet, or a witness one rotation behind).
+    /// witness keeps. Returns whether anything vouched for it (no escrow, no seed, no statement
+    /// kept yet, or a witness one rotation behind: not).
     ///
     /// - Throws: `.corrupt` when the cloud shows an older epoch or manifest version than the
     ///   witness keeps (rolled back), an account whose keys the witness does not know (planted),
     ///   or a manifest that is missing, does not open or disagrees with the account record;
     ///   `.notAvailable` when the escrow could not be asked.
     func checkWitness(_ accountKey: SecureBytes, seed: SecureBytes?, account: AccountRecord)
-        throws(DeviceError) -> String?
+        throws(DeviceError) -> JoinVouching
     {
-        let unvouched = "nothing vouched that the cloud shows this account's latest state"
-        guard let escrow else {
-            return
-                "\(unvouched) (no escrow service is configured: --escrow URL): a cloud that rolled the account back would not be noticed at this join"
-        }
-        guard let seed else {
-            return "\(unvouched) (the account's escrow slot holds no witness seed)"
-        }
+        guard let escrow else { return .noEscrow }
+        guard let seed else { return .noWitnessSeed }
         let cloud = try signedIn()
         let kept: Data?
         do {
             kept = try escrow.client().witnessed(
                 AccountWitness.id(seed), publicKey: AccountWitness.keyPair(seed).publicKey)
         } catch { throw DeviceError(escrow: error) }
-        guard let kept else {
-            return "\(unvouched) (the escrow keeps no state of this account yet)"
-        }
+        guard let kept else { return .nothingWitnessed }
         guard let witnessed = AccountWitness.Statement.parse(kept) else {
             throw DeviceError(
                 .corrupt, "the account's witness keeps a statement that does not decode")
@@ -269,9 +261,43 @@ extension AccountKeyKeeper {
         if manifest.epoch > witnessed.epoch {
             // A real rotation the witness did not hear of (the key opened this epoch's manifest,
             // and its name key is the witnessed one): vouched for the lineage, not the version.
-            return
-                "\(unvouched) (its escrow witnessed epoch \(witnessed.epoch), the account is at \(manifest.epoch): the version is not vouched for)"
+            return .witnessBehind(witnessed: witnessed.epoch, current: manifest.epoch)
         }
-        return nil
+        return .vouched
+    }
+}
+
+/// Whether anything vouched that a join by recovery key or passcode took the account's latest
+/// state: the account's escrow witness, which keeps the newest state any device signed. Unvouched,
+/// a cloud that rolled the account back would not be noticed at the join — tell the user
+/// (`warning`).
+public enum JoinVouching: Sendable, Equatable {
+    /// The escrow's witness vouched for the state joined.
+    case vouched
+    /// No escrow service is configured (`--escrow URL`).
+    case noEscrow
+    /// The account's escrow slot holds no witness seed.
+    case noWitnessSeed
+    /// The escrow keeps no state of this account yet.
+    case nothingWitnessed
+    /// The witness is behind a rotation: the key's lineage is vouched for (the witnessed epoch's
+    /// name key), the version at the current epoch is not.
+    case witnessBehind(witnessed: Int, current: Int)
+
+    /// Whether the witness vouched for the state joined.
+    public var isVouched: Bool { self == .vouched }
+
+    /// What to tell the user when nothing vouched for the state joined; nil when the witness did.
+    public var warning: String? {
+        let unvouched = "nothing vouched that the cloud shows this account's latest state"
+        return switch self {
+        case .vouched: nil
+        case .noEscrow:
+            "\(unvouched) (no escrow service is configured: --escrow URL): a cloud that rolled the account back would not be noticed at this join"
+        case .noWitnessSeed: "\(unvouched) (the account's escrow slot holds no witness seed)"
+        case .nothingWitnessed: "\(unvouched) (the escrow keeps no state of this account yet)"
+        case .witnessBehind(let witnessed, let current):
+            "\(unvouched) (its escrow witnessed epoch \(witnessed), the account is at \(current): the version is not vouched for)"
+        }
     }
 }

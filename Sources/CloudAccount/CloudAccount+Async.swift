@@ -14,13 +14,13 @@ extension CloudAccount {
 
     /// The async form of `join(passcode:)`: runs the blocking join off the caller's thread.
     @discardableResult
-    public func join(passcode: SecureBytes) async throws(DeviceError) -> String? {
+    public func join(passcode: SecureBytes) async throws(DeviceError) -> JoinVouching {
         try await offThePool { () throws(DeviceError) in try self.join(passcode: passcode) }
     }
 
     /// The async form of `join(recoveryKey:)`: runs the blocking join off the caller's thread.
     @discardableResult
-    public func join(recoveryKey: SecureBytes) async throws(DeviceError) -> String? {
+    public func join(recoveryKey: SecureBytes) async throws(DeviceError) -> JoinVouching {
         try await offThePool { () throws(DeviceError) in try self.join(recoveryKey: recoveryKey) }
     }
 }

@@ -18,17 +18,17 @@ extension CloudAccount {
     ///   approval or with the recovery key instead), when the record is gone or the escrow
     ///   unreachable; `.corrupt` when the cloud shows an older account state than the escrow's
     ///   witness keeps (rolled back: nothing joined).
-    /// - Returns: what to tell the user when nothing vouched that the cloud shows the account's
-    ///   latest state (nil when the escrow's witness did).
+    /// - Returns: whether the escrow's witness vouched that the cloud shows the account's latest
+    ///   state (tell the user its `warning` when not).
     @discardableResult
-    public func join(passcode: SecureBytes) throws(DeviceError) -> String? {
-        try joinReporting(passcode: passcode).note
+    public func join(passcode: SecureBytes) throws(DeviceError) -> JoinVouching {
+        try joinReporting(passcode: passcode).vouching
     }
 
     /// What a join by passcode did and has to tell the owner.
     public struct PasscodeJoin: Sendable {
-        /// What to tell the user when nothing vouched for the account's state (`join`).
-        public var note: String?
+        /// Whether anything vouched for the account's state joined (`join`).
+        public var vouching: JoinVouching
         /// Wrong passcode claims at the account's escrow before this right one (by this or
         /// other devices trying to join): tell the owner.
         public var wrongPasscodes: WrongPasscodes?
@@ -67,7 +67,8 @@ extension CloudAccount {
             throw error
         }
         let account = try self.keys.checkAccount(released.key)
-        let note = try self.keys.checkWitness(released.key, seed: released.seed, account: account)
+        let vouching = try self.keys.checkWitness(
+            released.key, seed: released.seed, account: account)
         try self.keys.adopt(released.key, witnessSeed: released.seed, since: read)
         try? escrow.client().acknowledge(record.slot, report)
         let wrong =
@@ -76,7 +77,7 @@ extension CloudAccount {
             : WrongPasscodes(
                 count: report.wrongSinceRight, last: report.lastWrong, since: report.firstWrong,
                 atAccountEscrow: true)
-        return PasscodeJoin(note: note, wrongPasscodes: wrong)
+        return PasscodeJoin(vouching: vouching, wrongPasscodes: wrong)
     }
 
     /// Wrong passcode claims at the account's escrow (devices trying to join with a passcode)
@@ -102,10 +103,10 @@ extension CloudAccount {
     /// - Throws: `.authFailed` for a key that is not the account's; `.invalidPasscode` for text
     ///   that is not a recovery key; `.corrupt` when the cloud shows an older account state than
     ///   the escrow's witness keeps, or an account the witness does not know (planted).
-    /// - Returns: what to tell the user when nothing vouched that the cloud shows the account's
-    ///   latest state (nil when the escrow's witness did).
+    /// - Returns: whether the escrow's witness vouched that the cloud shows the account's latest
+    ///   state (tell the user its `warning` when not).
     @discardableResult
-    public func join(recoveryKey text: SecureBytes) throws(DeviceError) -> String? {
+    public func join(recoveryKey text: SecureBytes) throws(DeviceError) -> JoinVouching {
         let cloud = try self.keys.signedIn()
         guard let key = RecoveryKey.parse(text) else {
             throw DeviceError(.invalidPasscode, "a recovery key is 32 base32 characters")
@@ -127,9 +128,9 @@ extension CloudAccount {
         }
         let account = try self.keys.checkAccount(accountKey)
         let seed = AccountWitness.seed(recoveryKey: key)
-        let note = try self.keys.checkWitness(accountKey, seed: seed, account: account)
+        let vouching = try self.keys.checkWitness(accountKey, seed: seed, account: account)
         try self.keys.adopt(accountKey, witnessSeed: seed, since: read)
-        return note
+        return vouching
     }
 
     /// Posts a join request: a new random six-digit code to show (`awaitCode`) and this device's

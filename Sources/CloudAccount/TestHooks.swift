@@ -1,6 +1,7 @@
 // The module's test hooks, gathered: compiled only into debug builds (`KEEPSAKE_TEST_HOOKS`,
 // Package.swift), as swift-system's `Mocking.swift`.
 #if KEEPSAKE_TEST_HOOKS
+    import Device
     import Foundation
 
     /// Test hook (debug builds only): a cloud account whose process is killed (SIGKILL, as a

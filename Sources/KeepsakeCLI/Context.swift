@@ -85,6 +85,13 @@ package struct Context {
     /// The device, for what never touches the cloud (its credentials are not looked up).
     var localDevice: Device { opened.device }
 
+    /// `lock` or `reboot`: a command that takes no option and forgets runtime keys through
+    /// `forgetting`, which never waits (no cloud, nor its credentials, and no Secret Service).
+    func forget(_ forgetting: (Device) throws -> Void) throws {
+        try arguments.allowOnly([])
+        try forgetting(opened.device)
+    }
+
     /// Standard input as lines, without their line ends.
     package static func readLines() throws(CommandError) -> [String] {
         String(decoding: try readStandardInput(), as: UTF8.self)

@@ -11,11 +11,7 @@ import Sealing
 /// `keepsake lockscreen set|unlock|lock|status`. Passcodes come from standard input, one per line.
 enum LockScreenCommand {
     static func run(_ verb: String?, _ context: Context) throws {
-        if verb == "lock" {
-            // Forgetting never waits: no cloud (nor its credentials) and no Secret Service.
-            try context.arguments.allowOnly([])
-            return try context.localDevice.lock()
-        }
+        if verb == "lock" { return try context.forget { try $0.lock() } }
         let account = try context.account
         let device = account.device
         switch verb {
@@ -91,11 +87,7 @@ enum LockScreenCommand {
 /// transfer | settings`.
 enum DeviceCommand {
     static func run(_ verb: String?, _ context: Context) throws {
-        if verb == "reboot" {
-            // Forgetting never waits: no cloud (nor its credentials) and no Secret Service.
-            try context.arguments.allowOnly([])
-            return try context.localDevice.reboot()
-        }
+        if verb == "reboot" { return try context.forget { try $0.reboot() } }
         let account = try context.account
         switch verb {
         case "wipe":
@@ -138,11 +130,12 @@ enum DeviceCommand {
                 }
             case "recovery-key":
                 note = try account.join(
-                    recoveryKey: try SecretInput.lines().first ?? SecureBytes(copying: []))
+                    recoveryKey: try SecretInput.lines().first ?? SecureBytes(copying: [])
+                ).warning
             default:
                 let joined = try account.joinReporting(
                     passcode: try SecretInput.lines().first ?? SecureBytes(copying: []))
-                note = joined.note
+                note = joined.vouching.warning
                 if let wrong = joined.wrongPasscodes { Output.error("keepsake: \(wrong.notice)") }
             }
             // Said where the user sees it: the state restored is the one the cloud showed.
@@ -186,14 +179,14 @@ enum DeviceCommand {
             try context.arguments.allowOnly(["out", "in"])
             let transfer = DeviceTransfer(app: context.app, device: account.device)
             if let out = context.arguments.value("out") {
-                let (bundle, key) = try transfer.export()
+                let (bundle, key) = try transfer.transferOut()
                 try Files.writeAtomically(bundle, to: URL(fileURLWithPath: out))
                 Output.line(key)
             } else if let input = context.arguments.value("in") {
                 guard let bytes = try Files.read(URL(fileURLWithPath: input)) else {
                     throw CommandError.usage("no transfer file at \(input)")
                 }
-                let count = try transfer.import(bytes, key: try Context.readLines().first ?? "")
+                let count = try transfer.transferIn(bytes, key: try Context.readLines().first ?? "")
                 Output.json(["imported": count])
             } else {
                 throw CommandError.usage("device transfer --out FILE | --in FILE")

@@ -93,14 +93,16 @@ public struct KeychainSync: Sendable {
                 try remoteNames.contains(name)
                 ? names.open(try cloudRead(cloud, name), name: name) : nil
             kept[name] = .some(mineKept)
-            switch (mine, remote) {
-            case (let mine?, nil):
+            /// This device's item goes up as the copy of `name`, dated `modified`, written here.
+            func upload(_ item: StoredRecord, modified: Int64) throws(KeychainError) {
                 try cloudWrite(
                     cloud, name,
-                    names.seal(
-                        SyncedItem(item: mine.record, modified: mineModified!, writer: me),
-                        name: name))
+                    names.seal(SyncedItem(item: item, modified: modified, writer: me), name: name))
                 report.uploaded += 1
+            }
+            switch (mine, remote) {
+            case (let mine?, nil):
+                try upload(mine.record, modified: mineModified!)
             case (nil, let remote?) where remote.deleted:
                 continue
             case (nil, let remote?):
@@ -156,12 +158,7 @@ public struct KeychainSync: Sendable {
                         report.downloaded += 1
                     }
                 } else if remote.version < mineVersion {
-                    try cloudWrite(
-                        cloud, name,
-                        names.seal(
-                            SyncedItem(item: mine.record, modified: mineModified!, writer: me),
-                            name: name))
-                    report.uploaded += 1
+                    try upload(mine.record, modified: mineModified!)
                 }
             case (nil, nil):
                 continue

@@ -203,12 +203,12 @@ public struct AutoBackup: Sendable {
     // MARK: - Device-to-device transfer
 
     /// The app's `device-transfer` files, for a transfer bundle.
-    public func transferPayload() throws(PreferencesError) -> Data {
+    public func transferOut() throws(PreferencesError) -> Data {
         BackupBundle.encode(try snapshot(forTransfer: true))
     }
 
     /// Puts a transfer payload's files into the container.
-    public func receiveTransfer(_ payload: Data) throws(PreferencesError) {
+    public func transferIn(_ payload: Data) throws(PreferencesError) {
         try write(try BackupBundle.decode(payload))
     }
 

@@ -30,7 +30,7 @@ public struct DeviceTransfer: Sendable {
     }
 
     /// Seals a new bundle and returns it with its one-time key (64 hex digits).
-    public func export() throws -> (bundle: Data, key: String) {
+    public func transferOut() throws -> (bundle: Data, key: String) {
         let key = SecureBytes(randomCount: Envelope.keyLength)
         let preferences = try PreferencesHintStore(app: app, device: device).backup
         var bundle = TLV(magic: Self.magic)
@@ -39,7 +39,7 @@ public struct DeviceTransfer: Sendable {
         bundle.append(
             2,
             Envelope.seal(
-                try preferences.transferPayload(), key: key,
+                try preferences.transferOut(), key: key,
                 associatedData: preferencesAssociatedData))
         return (bundle.bytes, key.unsafeData().hexString)
     }
@@ -51,7 +51,7 @@ public struct DeviceTransfer: Sendable {
     /// - Throws: `BlockStoreError` `.invalidArgument` for a malformed key, `.internalError` for a
     ///   bundle that is not one or does not open (wrong key, tampered, corrupt).
     @discardableResult
-    public func `import`(_ bundle: Data, key hexKey: String) throws -> Int {
+    public func transferIn(_ bundle: Data, key hexKey: String) throws -> Int {
         guard let keyBytes = Data(hexString: hexKey), keyBytes.count == Envelope.keyLength else {
             throw BlockStoreError(.invalidArgument, "the transfer key is 64 hex digits")
         }
@@ -76,7 +76,7 @@ public struct DeviceTransfer: Sendable {
             try device.settings().blockStoreAvailable
             ? try BlockStoreSync(account: CloudAccount(device, cloud: nil)).transferIn(
                 try fields.required(1), key: key) : 0
-        try preferences.receiveTransfer(payload)
+        try preferences.transferIn(payload)
         return count
     }
 }

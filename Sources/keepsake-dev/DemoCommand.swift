@@ -162,7 +162,7 @@ enum DemoCommand {
         let desktop = try DemoDevice(provider: provider, name: "desktop", cloud: cloud)
         defer { desktop.service.stop() }
         if let recoveryKey {
-            let unvouched = try desktop.account.join(recoveryKey: recoveryKey)
+            let unvouched = try desktop.account.join(recoveryKey: recoveryKey).warning
             let recovered = try BlockStoreSync(account: desktop.account).restore()
             say(
                 "   with the recovery key: \(recovered) entry restored, the account's state "

@@ -159,6 +159,19 @@ private struct Soak {
 
     mutating func fault(_ name: String) { faults[name, default: 0] += 1 }
 
+    /// What a Keychain put (`value`) or delete (nil) of `key` left: acknowledged, the item's one
+    /// possible end; killed, one more possible end (and the fault `killed` counted); refused,
+    /// nothing.
+    mutating func settle(_ key: String, to value: String?, by outcome: Outcome, killed: String) {
+        if outcome.status == 0 {
+            keychain[key] = [value]
+            acknowledged += 1
+        } else if outcome.status == 128 + SIGKILL {
+            keychain[key, default: [nil]].append(value)
+            fault(killed)
+        }
+    }
+
     mutating func step(_ index: Int) throws {
         let device = random.below(services.count)
         let roll = random.below(100)
@@ -176,13 +189,7 @@ private struct Soak {
             if outcome.status != 0 && outcome.status != 128 + SIGKILL {
                 outcome = try run(device, ["keychain", "add"] + item, value, dieAfterWrites: kill)
             }
-            if outcome.status == 0 {
-                keychain[key] = [value]
-                acknowledged += 1
-            } else if outcome.status == 128 + SIGKILL {
-                keychain[key, default: [nil]].append(value)
-                fault("put killed")
-            }
+            settle(key, to: value, by: outcome, killed: "put killed")
             said +=
                 "keychain put \(key)=\(value)\(kill.map { " (killed before write \($0))" } ?? ""): \(outcome.status == 0 ? "ok" : outcome.status == 128 + SIGKILL ? "killed" : "refused")"
         case 30..<40:
@@ -191,13 +198,7 @@ private struct Soak {
                 device,
                 ["keychain", "delete", "--service", "soak", "--account", key, "--sync", "yes"],
                 dieAfterWrites: kill)
-            if outcome.status == 0 {
-                keychain[key] = [nil]
-                acknowledged += 1
-            } else if outcome.status == 128 + SIGKILL {
-                keychain[key, default: [nil]].append(nil)
-                fault("delete killed")
-            }
+            settle(key, to: nil, by: outcome, killed: "delete killed")
             said +=
                 "keychain delete \(key)\(kill.map { " (killed before write \($0))" } ?? ""): \(outcome.status == 0 ? "ok" : outcome.status == 128 + SIGKILL ? "killed" : "not there")"
         case 40..<50:

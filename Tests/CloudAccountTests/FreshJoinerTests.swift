@@ -79,7 +79,7 @@ struct FreshJoinerTests {
         #expect(try laptop.keys.cloudKey(forUpload: false) == nil)
         // Shown the real state, the same device joins, vouched for.
         try restore(current, to: cloud)
-        #expect(try laptop.join(recoveryKey: recoveryKey) == nil)
+        #expect(try laptop.join(recoveryKey: recoveryKey) == .vouched)
         #expect(
             try laptop.keys.cloudKey(forUpload: false)
                 == (try phone.keys.cloudKey()))
@@ -178,7 +178,7 @@ struct FreshJoinerTests {
         #expect(raised.code == .corrupt, "\(raised)")
         #expect(try tablet.keys.cloudKey(forUpload: false) == nil)
         try restore(current, to: cloud)
-        #expect(try tablet.join(passcode: "4711") == nil)
+        #expect(try tablet.join(passcode: "4711") == .vouched)
         // What the witness kept is what the tablet saw: an older manifest is refused from now on.
         try restore(older, to: cloud)
         #expect(
@@ -199,7 +199,9 @@ struct FreshJoinerTests {
         let laptopService = try PrivateSecretService.start()
         defer { withExtendedLifetime(laptopService) {} }
         let laptop = laptopService.account(cloud: CloudDirectory(cloud), tuning: .fast)
-        let note = try #require(try laptop.join(recoveryKey: recoveryKey))
+        let vouching = try laptop.join(recoveryKey: recoveryKey)
+        #expect(vouching == .noEscrow)
+        let note = try #require(vouching.warning)
         #expect(note.contains("nothing vouched") && note.contains("--escrow"), "\(note)")
         #expect(
             try laptop.keys.cloudKey(forUpload: false)

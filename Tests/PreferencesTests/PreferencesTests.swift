@@ -213,9 +213,9 @@ struct AutoBackupTests {
         let phone = try Android()
         try phone.writePrefs("recovery_hint", ["hint": "carried"])
         try phone.writePrefs("settings", ["theme": "dark"])
-        let payload = try phone.backup().transferPayload()  // no E2EE: cloud backup is off
+        let payload = try phone.backup().transferOut()  // no E2EE: cloud backup is off
         let other = try Android()
-        try other.backup().receiveTransfer(payload)
+        try other.backup().transferIn(payload)
         #expect(
             try SharedPreferences(app: other.app, name: "recovery_hint").string(forKey: "hint")
                 == "carried")
