@@ -45,6 +45,8 @@ let package = Package(
             providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(
             name: "CKeyutils", pkgConfig: "libkeyutils", providers: [.apt(["libkeyutils-dev"])]),
+        // PostgreSQL's client library: the escrow's shared store (keepsake-escrow --store).
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         // libcurl's variadic setopt behind one bounded request function (WebDAV); libcurl is
         // loaded at the first request (dlopen), so a process that never uses a cloud never
         // loads it. Its headers come from libcurl4-openssl-dev.
@@ -160,7 +162,12 @@ let package = Package(
         // The escrow service a cloud account's devices join through with a passcode: it owns
         // its state (slots, counts) and answers only `EscrowProtocol`.
         .executableTarget(
-            name: "keepsake-escrow", dependencies: ["Escrow", "Platform", "TPM", "Sealing"]),
+            name: "keepsake-escrow",
+            dependencies: ["Escrow", "EscrowPostgres", "Platform", "TPM", "Sealing"]),
+        // The escrow's shared store: slots and sessions as rows of PostgreSQL, sealed under a
+        // service key the database never holds, each request one serializable transaction.
+        .target(
+            name: "EscrowPostgres", dependencies: ["Escrow", "CLibPQ", "Sealing", "Platform"]),
         // The development tool, not a product: the command line at test speed plus demo, bench
         // and the load-test worker on the private harness. Never shipped.
         .executableTarget(

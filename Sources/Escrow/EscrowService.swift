@@ -13,72 +13,47 @@ package protocol SlotStorage: Sendable {
     func count() -> Int
 }
 
-/// The escrow's side of `EscrowProtocol`: slots, their callers' budgets, challenges. One request
-/// at a time (state changes are serialized under one lock; each is a few microseconds plus one
-/// synced write).
+/// The escrow's side of `EscrowProtocol`: slots, their callers' budgets, challenges. Each request
+/// is one transaction of its store (`EscrowStore`): the embedded one serializes requests under
+/// one lock (each a few microseconds plus one synced write); a shared one (PostgreSQL) lets any
+/// number of escrow nodes serve the same slots, each claim counted once.
 package final class EscrowService: Sendable {
     /// What `status` reports the count is kept in (`file`: the escrow's own state directory).
-    package let counter: String
-    private let storage: any SlotStorage
+    package var counter: String { store.counter }
+    private let store: any EscrowStore
     private let maximumSlots: Int
     private let clock: EscrowClock
     private let policy: ClaimPolicy
     /// The paths it answers (a guess counter on its socket answers the slots' alone: no
     /// witness, which any caller could fill).
     private let paths: Set<EscrowProtocol.Path>
-    private let state = Mutex(Volatile())
-
-    /// Half-done registrations and outstanding challenges: in memory only (a restart voids them,
-    /// which costs a retry, never a count).
-    private struct Volatile {
-        var pending: [Data: Pending] = [:]
-        /// A claim's challenge, and its budget as it was before the claim was counted (what a
-        /// right proof puts back, unless other claims were counted meanwhile).
-        var claims: [Data: (challenge: Data, expires: Date, before: CallerBudget)] = [:]
-        /// A right claim's report, until its claimer acknowledges it: the token and how many
-        /// wrong claims it showed.
-        var reports: [Data: (token: Data, shown: Int64, expires: Date)] = [:]
-        /// Challenges for a removal or for reading the count.
-        /// Several at once a slot (the newest 8), each taken once: a caller asking for
-        /// challenges in a loop cannot void the slot's device's own.
-        var challenges: [Data: [(challenge: Data, expires: Date)]] = [:]
-
-        /// Takes `offered` from the slot's outstanding challenges when it is one of them.
-        mutating func take(_ offered: Data, for slot: Data, at now: Date) -> Bool {
-            guard var issued = challenges[slot],
-                let index = issued.firstIndex(where: {
-                    $0.expires > now && constantTimeEquals($0.challenge, offered)
-                })
-            else { return false }
-            issued.remove(at: index)
-            challenges[slot] = issued.isEmpty ? nil : issued
-            return true
-        }
-    }
-
-    /// A registration under way: the slot's key, and the budget of the user who asked (nil over
-    /// the network, where the budget is named at the finish).
-    private struct Pending {
-        var key: SecureBytes
-        var expires: Date
-        var budget: Data?
-    }
 
     /// Registrations one local user may have under way at once (the oldest goes first).
     private static let pendingPerUser = 8
 
+    /// An escrow over `store`, with at most `maximumSlots` records.
     package init(
+        store: any EscrowStore, maximumSlots: Int = 100_000, policy: ClaimPolicy = .real,
+        paths: Set<EscrowProtocol.Path> = Set(EscrowProtocol.Path.allCases),
+        clock: EscrowClock = .system
+    ) {
+        self.store = store
+        self.policy = policy
+        self.paths = paths
+        self.maximumSlots = maximumSlots
+        self.clock = clock
+    }
+
+    /// An escrow embedded in one process over `storage` (`LocalEscrowStore`).
+    package convenience init(
         storage: any SlotStorage, counter: String, maximumSlots: Int = 100_000,
         policy: ClaimPolicy = .real,
         paths: Set<EscrowProtocol.Path> = Set(EscrowProtocol.Path.allCases),
         clock: EscrowClock = .system
     ) {
-        self.storage = storage
-        self.policy = policy
-        self.paths = paths
-        self.counter = counter
-        self.maximumSlots = maximumSlots
-        self.clock = clock
+        self.init(
+            store: LocalEscrowStore(storage: storage, counter: counter),
+            maximumSlots: maximumSlots, policy: policy, paths: paths, clock: clock)
     }
 
     /// Answers one request from `caller`: the HTTP status and body. Never throws; every failure
@@ -111,7 +86,7 @@ package final class EscrowService: Sendable {
             case .status:
                 reply = [
                     (.counter, Data(counter.utf8)),
-                    (.slots, EscrowProtocol.integer(Int64(storage.count()))),
+                    (.slots, EscrowProtocol.integer(Int64(store.count()))),
                 ]
             }
             return (200, EscrowProtocol.message(reply))
@@ -131,23 +106,26 @@ package final class EscrowService: Sendable {
         let slot = KeyDerivation.randomBytes(EscrowProtocol.slotIDLength)
         let budget: Data? =
             if case .user(let uid) = caller { CallerBudget.id(user: uid) } else { nil }
-        try state.withLock { (state) throws(EscrowError) in
+        try store.transaction { (state) throws(EscrowError) in
             let now = clock.wall()
-            state.pending = state.pending.filter { $0.value.expires > now }
             if let budget {
                 // One user's registrations in a loop void its own oldest, nobody else's.
-                let own = state.pending.filter { $0.value.budget == budget }
-                    .sorted { $0.value.expires < $1.value.expires }
-                for (oldest, _) in own.prefix(max(0, own.count - Self.pendingPerUser + 1)) {
-                    state.pending[oldest] = nil
+                let own = try state.registrations(of: budget, at: now)
+                for oldest in own.prefix(max(0, own.count - Self.pendingPerUser + 1)) {
+                    var session = try state.session(oldest.slot)
+                    session.pending = nil
+                    try state.setSession(oldest.slot, session)
                 }
             }
-            guard state.pending.count < 1024, storage.count() < maximumSlots else {
+            guard try state.registrations(of: nil, at: now).count < 1024,
+                store.count() < maximumSlots
+            else {
                 throw EscrowError(
                     .busy, "too many slots or registrations under way: try again later")
             }
-            state.pending[slot] = Pending(
-                key: key, expires: now + EscrowProtocol.challengeLifetime, budget: budget)
+            var session = try state.session(slot)
+            session.pending = (key, now + EscrowProtocol.challengeLifetime, budget)
+            try state.setSession(slot, session)
         }
         return [
             (.slot, slot), (.evaluated, evaluated), (.publicKey, OPRF.publicKey(key)),
@@ -182,10 +160,14 @@ package final class EscrowService: Sendable {
         let successionReport =
             fields[EscrowProtocol.Tag.report.rawValue] == nil
             ? nil : try fields.exactly(.report, EscrowProtocol.challengeLength)
-        try state.withLock { (state) throws(EscrowError) in
-            guard let pending = state.pending.removeValue(forKey: slot),
-                pending.expires > clock.wall()
-            else { throw EscrowError(.stale, "no registration under way for this slot (expired?)") }
+        try store.transaction { (state) throws(EscrowError) in
+            var session = try state.session(slot)
+            let pending = session.pending
+            session.pending = nil
+            try state.setSession(slot, session)
+            guard let pending, pending.expires > clock.wall() else {
+                throw EscrowError(.stale, "no registration under way for this slot (expired?)")
+            }
             if case .user(let uid) = caller, pending.budget != CallerBudget.id(user: uid) {
                 throw EscrowError(.stale, "no registration under way for this slot (expired?)")
             }
@@ -195,17 +177,18 @@ package final class EscrowService: Sendable {
             if let own = pending.budget {
                 budgetID = own
             } else {
-                budgetID = try budget(joining: inherit, slot: slot)
+                budgetID = try budget(joining: inherit, slot: slot, state)
             }
             record.budget = budgetID
-            var budget = try loadBudget(budgetID)
+            var budget = try loadBudget(budgetID, state)
             budget.touch(slot)
             if let predecessor, budget.slots.contains(predecessor) {
                 if inherit != nil, caller == .network {
                     // Signed by its reader (checked): an account's device. Never on the socket,
                     // where any process of the user derives the reader key from the record.
                     budget.successors[predecessor] = slot
-                } else if let successionReport, let report = state.reports[predecessor],
+                } else if let successionReport,
+                    let report = try state.session(predecessor).report,
                     report.expires > clock.wall(),
                     constantTimeEquals(report.token, successionReport)
                 {
@@ -216,10 +199,10 @@ package final class EscrowService: Sendable {
             while budget.slots.count > CallerBudget.maximumSlots {
                 let retired = budget.slots[0]
                 budget.drop(retired)
-                try delete(retired, &state)
+                try delete(retired, state)
             }
-            try save(slot, record)
-            try saveBudget(budgetID, budget)
+            try state.save(slot, record.encoded())
+            try state.save(budgetID, budget.encoded())
         }
         return []
     }
@@ -227,11 +210,12 @@ package final class EscrowService: Sendable {
     /// The budget a network registration joins: an earlier slot's, when the registration is
     /// signed by that slot's reader key (an account's device re-registering after a rotation);
     /// else a budget of its own.
-    private func budget(joining inherit: (slot: Data, signature: Data)?, slot: Data)
-        throws(EscrowError) -> Data
-    {
+    private func budget(
+        joining inherit: (slot: Data, signature: Data)?, slot: Data,
+        _ state: any EscrowTransaction
+    ) throws(EscrowError) -> Data {
         guard let inherit else { return CallerBudget.id(slot: slot) }
-        let earlier = try load(inherit.slot, for: .network)
+        let earlier = try load(inherit.slot, for: .network, state)
         guard let reader = earlier.reader,
             Signature.verify(
                 inherit.signature,
@@ -250,14 +234,14 @@ package final class EscrowService: Sendable {
         do { try OPRF.validate(blinded) } catch {  // bad input is never a claim
             throw EscrowError(.malformed, "the blinded element: \(error)")
         }
-        return try state.withLock { (state) throws(EscrowError) in
-            let record = try load(slot, for: caller)
+        return try store.transaction { (state) throws(EscrowError) in
+            let record = try load(slot, for: caller, state)
             let budgetID = record.budget!
-            var budget = try loadBudget(budgetID)
+            var budget = try loadBudget(budgetID, state)
             let (wall, boot) = (clock.wall(), clock.boot())
-            if budget.carry(into: boot, wall: wall) { try saveBudget(budgetID, budget) }
+            if budget.carry(into: boot, wall: wall) { try state.save(budgetID, budget.encoded()) }
             guard budget.spent < record.limit else {
-                try exhaust(budgetID, budget, slot, &state, caller: caller)
+                try exhaust(budgetID, budget, slot, state, caller: caller)
                 throw EscrowError(
                     .destroyed,
                     "\(record.limit) claims without the right passcode: the slot is destroyed")
@@ -272,10 +256,12 @@ package final class EscrowService: Sendable {
             let before = budget
             budget.countWrong(on: slot, at: wall, boot: boot)
             budget.touch(slot)
-            try saveBudget(budgetID, budget)
+            try state.save(budgetID, budget.encoded())
             let (evaluated, proof) = try evaluate(blinded, record.key)
             let challenge = KeyDerivation.randomBytes(EscrowProtocol.challengeLength)
-            state.claims[slot] = (challenge, wall + EscrowProtocol.challengeLifetime, before)
+            var session = try state.session(slot)
+            session.claim = (challenge, wall + EscrowProtocol.challengeLifetime, before)
+            try state.setSession(slot, session)
             return [(.evaluated, evaluated), (.proof, proof), (.challenge, challenge)]
         }
     }
@@ -287,20 +273,25 @@ package final class EscrowService: Sendable {
         let challenge = try fields.exactly(.challenge, EscrowProtocol.challengeLength)
         let boxKey = try fields.exactly(.boxKey, SealedBox.publicKeyLength)
         let signature = try fields.exactly(.signature, Signature.length)
-        return try state.withLock { (state) throws(EscrowError) in
-            let record = try load(slot, for: caller)
+        return try store.transaction { (state) throws(EscrowError) in
+            let record = try load(slot, for: caller, state)
             let budgetID = record.budget!
-            var budget = try loadBudget(budgetID)
-            // One proof per counted claim: the challenge goes whatever the proof says.
-            guard let issued = state.claims.removeValue(forKey: slot),
-                issued.expires > clock.wall(), constantTimeEquals(issued.challenge, challenge)
+            var budget = try loadBudget(budgetID, state)
+            // One proof per counted claim: the challenge goes whatever the proof says (a refusal
+            // commits what its transaction changed: `EscrowStore.transaction`).
+            var session = try state.session(slot)
+            let issued = session.claim
+            session.claim = nil
+            try state.setSession(slot, session)
+            guard let issued, issued.expires > clock.wall(),
+                constantTimeEquals(issued.challenge, challenge)
             else {
                 throw EscrowError(.stale, "no claim under way with this challenge: claim again")
             }
             let proof = EscrowProtocol.claimProof(slot: slot, challenge: challenge, boxKey: boxKey)
             guard Signature.verify(signature, of: proof, publicKey: record.verifier) else {
                 if budget.spent >= record.limit {
-                    try exhaust(budgetID, budget, slot, &state, caller: caller)
+                    try exhaust(budgetID, budget, slot, state, caller: caller)
                     throw EscrowError(
                         .destroyed,
                         "\(record.limit) claims without the right passcode: the slot is destroyed")
@@ -312,7 +303,7 @@ package final class EscrowService: Sendable {
             // report that shows them is acknowledged.
             budget.giveBack(1, on: slot)
             if budget.spent == issued.before.spent { budget.times = issued.before.times }
-            try saveBudget(budgetID, budget)
+            try state.save(budgetID, budget.encoded())
             // What the report shows: this slot's wrong claims (and those of the slots it
             // succeeded), never another slot's.
             let shown = budget.attributed[slot] ?? 0
@@ -323,7 +314,8 @@ package final class EscrowService: Sendable {
                 throw EscrowError(.malformed, "the claim's key: \(error)")
             }
             let token = KeyDerivation.randomBytes(EscrowProtocol.challengeLength)
-            state.reports[slot] = (token, shown, clock.wall() + EscrowProtocol.challengeLifetime)
+            session.report = (token, shown, clock.wall() + EscrowProtocol.challengeLifetime)
+            try state.setSession(slot, session)
             return [
                 (.sealed, sealed), (.sinceRight, EscrowProtocol.integer(shown)),
                 (.lastWrong, EscrowProtocol.integer(shown > 0 ? budget.lastWrong : 0)),
@@ -340,15 +332,17 @@ package final class EscrowService: Sendable {
     {
         let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
         let token = try fields.exactly(.report, EscrowProtocol.challengeLength)
-        try state.withLock { (state) throws(EscrowError) in
-            let record = try load(slot, for: caller)
-            guard let report = state.reports[slot], report.expires > clock.wall(),
+        try store.transaction { (state) throws(EscrowError) in
+            let record = try load(slot, for: caller, state)
+            var session = try state.session(slot)
+            guard let report = session.report, report.expires > clock.wall(),
                 constantTimeEquals(report.token, token)
             else { throw EscrowError(.stale, "no report under way with this token") }
-            state.reports[slot] = nil
-            var budget = try loadBudget(record.budget!)
+            session.report = nil
+            try state.setSession(slot, session)
+            var budget = try loadBudget(record.budget!, state)
             budget.giveBack(report.shown, on: slot)
-            try saveBudget(record.budget!, budget)
+            try state.save(record.budget!, budget.encoded())
         }
         return []
     }
@@ -357,12 +351,15 @@ package final class EscrowService: Sendable {
         EscrowProtocol.Tag, Data
     )] {
         let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
-        return try state.withLock { (state) throws(EscrowError) in
-            _ = try load(slot, for: caller)
+        return try store.transaction { (state) throws(EscrowError) in
+            _ = try load(slot, for: caller, state)
             let challenge = KeyDerivation.randomBytes(EscrowProtocol.challengeLength)
             let now = clock.wall()
-            let live = (state.challenges[slot] ?? []).filter { $0.expires > now }.suffix(7)
-            state.challenges[slot] = live + [(challenge, now + EscrowProtocol.challengeLifetime)]
+            var session = try state.session(slot)
+            session.challenges =
+                session.challenges.filter { $0.expires > now }.suffix(7)
+                + [(challenge, now + EscrowProtocol.challengeLifetime)]
+            try state.setSession(slot, session)
             return [(.challenge, challenge)]
         }
     }
@@ -373,9 +370,9 @@ package final class EscrowService: Sendable {
         let slot = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
         let challenge = try fields.exactly(.challenge, EscrowProtocol.challengeLength)
         let signature = try fields.exactly(.signature, Signature.length)
-        try state.withLock { (state) throws(EscrowError) in
-            let record = try load(slot, for: caller)
-            guard state.take(challenge, for: slot, at: clock.wall()) else {
+        try store.transaction { (state) throws(EscrowError) in
+            let record = try load(slot, for: caller, state)
+            guard try take(challenge, for: slot, state) else {
                 throw EscrowError(.stale, "no removal under way with this challenge")
             }
             let proof = EscrowProtocol.removalProof(slot: slot, challenge: challenge)
@@ -390,10 +387,10 @@ package final class EscrowService: Sendable {
                 throw EscrowError(.authFailed, "not signed by the slot's owner or its reader")
             }
             // Its budget keeps what was spent: a removal gives nothing back.
-            var budget = try loadBudget(record.budget!)
+            var budget = try loadBudget(record.budget!, state)
             budget.drop(slot)
-            try saveBudget(record.budget!, budget)
-            try delete(slot, &state)
+            try state.save(record.budget!, budget.encoded())
+            try delete(slot, state)
         }
         return []
     }
@@ -411,8 +408,8 @@ package final class EscrowService: Sendable {
             ? nil : try fields.exactly(.signature, Signature.length)
         let offered =
             signature == nil ? nil : try fields.exactly(.challenge, EscrowProtocol.challengeLength)
-        return try state.withLock { (state) throws(EscrowError) in
-            let record = try load(slot, for: caller)
+        return try store.transaction { (state) throws(EscrowError) in
+            let record = try load(slot, for: caller, state)
             var reply: [(EscrowProtocol.Tag, Data)] = [
                 (.salt, record.salt), (.operations, EscrowProtocol.integer(record.operations)),
                 (.memory, EscrowProtocol.integer(record.memory)),
@@ -421,16 +418,18 @@ package final class EscrowService: Sendable {
             ]
             guard let signature, let offered else { return reply }
             guard let reader = record.reader,
-                state.take(offered, for: slot, at: clock.wall()),
+                try take(offered, for: slot, state),
                 Signature.verify(
                     signature, of: EscrowProtocol.readProof(slot: slot, challenge: offered),
                     publicKey: reader)
             else {
                 throw EscrowError(.authFailed, "the count is told only to the slot's device")
             }
-            var budget = try loadBudget(record.budget!)
+            var budget = try loadBudget(record.budget!, state)
             let (wall, boot) = (clock.wall(), clock.boot())
-            if budget.carry(into: boot, wall: wall) { try saveBudget(record.budget!, budget) }
+            if budget.carry(into: boot, wall: wall) {
+                try state.save(record.budget!, budget.encoded())
+            }
             let notBefore = budget.notBefore(policy, wall: wall, boot: boot)
             reply += [
                 (.failures, EscrowProtocol.integer(min(budget.spent, record.limit))),
@@ -463,8 +462,8 @@ package final class EscrowService: Sendable {
                 of: EscrowProtocol.witnessProof(id: id, statement: offered.statement),
                 publicKey: offered.publicKey)
         else { throw EscrowError(.authFailed, "the statement is not signed by its key") }
-        try state.withLock { _ throws(EscrowError) in
-            if let kept = try loadWitness(id) {
+        try store.transaction { (state) throws(EscrowError) in
+            if let kept = try loadWitness(id, state) {
                 guard constantTimeEquals(kept.publicKey, offered.publicKey) else {
                     throw EscrowError(.authFailed, "not signed by this witness's key")
                 }
@@ -473,14 +472,10 @@ package final class EscrowService: Sendable {
                     throw EscrowError(.stale, "older than the state this witness keeps")
                 }
                 if order == keptOrder { return }
-            } else if storage.count() >= maximumSlots {
+            } else if store.count() >= maximumSlots {
                 throw EscrowError(.busy, "the escrow is full: try again later")
             }
-            do { try storage.save(id, offered.encoded()) } catch {
-                throw EscrowError(
-                    .unavailable,
-                    "the escrow could not keep the statement: \(error.localizedDescription)")
-            }
+            try state.save(id, offered.encoded())
         }
         return []
     }
@@ -489,19 +484,19 @@ package final class EscrowService: Sendable {
         EscrowProtocol.Tag, Data
     )] {
         let id = try fields.exactly(.slot, EscrowProtocol.slotIDLength)
-        let kept = try state.withLock { _ throws(EscrowError) in try loadWitness(id) }
+        let kept = try store.transaction { (state) throws(EscrowError) in
+            try loadWitness(id, state)
+        }
         guard let kept else { throw EscrowError(.notFound, "no statement under this ID") }
         return [
             (.owner, kept.publicKey), (.statement, kept.statement), (.signature, kept.signature),
         ]
     }
 
-    private func loadWitness(_ id: Data) throws(EscrowError) -> WitnessRecord? {
-        let bytes: Data?
-        do { bytes = try storage.load(id) } catch {
-            throw EscrowError(.unavailable, "the escrow's state: \(error.localizedDescription)")
-        }
-        guard let bytes else { return nil }
+    private func loadWitness(_ id: Data, _ state: any EscrowTransaction) throws(EscrowError)
+        -> WitnessRecord?
+    {
+        guard let bytes = try state.load(id) else { return nil }
         guard let record = WitnessRecord.parse(bytes) else {
             throw EscrowError(.unavailable, "the escrow's record under this ID is not a statement")
         }
@@ -523,16 +518,15 @@ package final class EscrowService: Sendable {
     /// The slot's record, with the budget it answers to: a local user's slot only to its own
     /// user (another is told there is no such slot); a slot from before budgets joins its
     /// caller's budget (a local user's) or one of its own, with what it had spent.
-    private func load(_ slot: Data, for caller: EscrowCaller) throws(EscrowError) -> SlotRecord {
-        let bytes: Data?
-        do { bytes = try storage.load(slot) } catch {
-            throw EscrowError(.unavailable, "the escrow's state: \(error.localizedDescription)")
-        }
+    private func load(_ slot: Data, for caller: EscrowCaller, _ state: any EscrowTransaction)
+        throws(EscrowError) -> SlotRecord
+    {
+        let bytes = try state.load(slot)
         guard let bytes, !bytes.starts(with: CallerBudget.magic) else {
             // A local user's slot destroyed at its budget's limit leaves no record: its budget
             // names it.
             if bytes == nil, case .user(let uid) = caller,
-                try loadBudget(CallerBudget.id(user: uid)).destroyed.contains(slot)
+                try loadBudget(CallerBudget.id(user: uid), state).destroyed.contains(slot)
             {
                 throw EscrowError(.destroyed, "the slot is destroyed")
             }
@@ -556,24 +550,22 @@ package final class EscrowService: Sendable {
             } else {
                 id = CallerBudget.id(slot: slot)
             }
-            var budget = try loadBudget(id)
+            var budget = try loadBudget(id, state)
             budget.spent += record.failures
             if record.failures > 0 { budget.attributed[slot, default: 0] += record.failures }
             budget.touch(slot)
             record.budget = id
             record.failures = 0
-            try saveBudget(id, budget)
-            try save(slot, record)
+            try state.save(id, budget.encoded())
+            try state.save(slot, record.encoded())
         }
         return record
     }
 
-    private func loadBudget(_ id: Data) throws(EscrowError) -> CallerBudget {
-        let bytes: Data?
-        do { bytes = try storage.load(id) } catch {
-            throw EscrowError(.unavailable, "the escrow's state: \(error.localizedDescription)")
-        }
-        guard let bytes else { return CallerBudget() }
+    private func loadBudget(_ id: Data, _ state: any EscrowTransaction) throws(EscrowError)
+        -> CallerBudget
+    {
+        guard let bytes = try state.load(id) else { return CallerBudget() }
         guard let budget = CallerBudget.parse(bytes) else {
             throw EscrowError(
                 .unavailable, "the escrow's record of a caller's count does not decode")
@@ -581,29 +573,19 @@ package final class EscrowService: Sendable {
         return budget
     }
 
-    private func saveBudget(_ id: Data, _ budget: CallerBudget) throws(EscrowError) {
-        do { try storage.save(id, budget.encoded()) } catch {
-            throw EscrowError(
-                .unavailable, "the escrow could not record the count: \(error.localizedDescription)"
-            )
-        }
+    /// Takes `offered` from `slot`'s outstanding challenges when it is one of them.
+    private func take(_ offered: Data, for slot: Data, _ state: any EscrowTransaction)
+        throws(EscrowError) -> Bool
+    {
+        var session = try state.session(slot)
+        guard session.take(offered, at: clock.wall()) else { return false }
+        try state.setSession(slot, session)
+        return true
     }
 
-    private func save(_ slot: Data, _ record: SlotRecord) throws(EscrowError) {
-        do { try storage.save(slot, record.encoded()) } catch {
-            throw EscrowError(
-                .unavailable, "the escrow could not record the slot: \(error.localizedDescription)")
-        }
-    }
-
-    private func delete(_ slot: Data, _ state: inout Volatile) throws(EscrowError) {
-        state.claims[slot] = nil
-        state.challenges[slot] = nil
-        state.reports[slot] = nil
-        do { try storage.delete(slot) } catch {
-            throw EscrowError(
-                .unavailable, "the escrow could not remove the slot: \(error.localizedDescription)")
-        }
+    private func delete(_ slot: Data, _ state: any EscrowTransaction) throws(EscrowError) {
+        try state.setSession(slot, SlotSession())
+        try state.delete(slot)
     }
 
     /// The budget is spent: every slot it lists (and `slot`) is destroyed for good — a tombstone
@@ -611,29 +593,21 @@ package final class EscrowService: Sendable {
     /// A local user's budget lists the slots it destroyed (the newest 32) in place of a
     /// tombstone each: a user's loop of exhausted slots never grows the table.
     private func exhaust(
-        _ id: Data, _ budget: CallerBudget, _ slot: Data, _ state: inout Volatile,
+        _ id: Data, _ budget: CallerBudget, _ slot: Data, _ state: any EscrowTransaction,
         caller: EscrowCaller
     ) throws(EscrowError) {
         var next = CallerBudget()
         for destroyed in Set(budget.slots + [slot]).sorted(by: { $0.lexicographicallyPrecedes($1) })
         {
-            state.claims[destroyed] = nil
-            state.challenges[destroyed] = nil
-            state.reports[destroyed] = nil
-            do {
-                if case .user = caller {
-                    try storage.delete(destroyed)
-                    next.destroyed.append(destroyed)
-                } else {
-                    try storage.save(destroyed, SlotRecord.tombstone)
-                }
-            } catch {
-                throw EscrowError(
-                    .unavailable,
-                    "the escrow could not destroy the slot: \(error.localizedDescription)")
+            try state.setSession(destroyed, SlotSession())
+            if case .user = caller {
+                try state.delete(destroyed)
+                next.destroyed.append(destroyed)
+            } else {
+                try state.save(destroyed, SlotRecord.tombstone)
             }
         }
         next.destroyed = Array((budget.destroyed + next.destroyed).suffix(32))
-        try saveBudget(id, next)
+        try state.save(id, next.encoded())
     }
 }

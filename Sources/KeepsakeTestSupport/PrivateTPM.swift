@@ -319,15 +319,19 @@ package final class PrivateEscrow: @unchecked Sendable {
     /// `tcti`: how it reaches `tpm`, when not directly (through a relay).
     /// `socket` and `user`: on that UNIX socket, as that user (`counter`). `delays`: the real
     /// delays between wrong claims.
+    /// `store`: a node of the escrow whose state is that PostgreSQL store (`--store`), its rows
+    /// sealed under the key in the file `serviceKey`, on a loopback port of its own.
     package init(
         stateDirectory: URL? = nil, tpm: PrivateTPM? = nil, files: Bool = false,
-        tcti: String? = nil, socket: URL? = nil, user: uid_t? = nil, delays: Bool = false
+        tcti: String? = nil, socket: URL? = nil, user: uid_t? = nil, delays: Bool = false,
+        store: (uri: String, serviceKey: URL)? = nil
     ) throws {
         self.stateDirectory = stateDirectory ?? Throwaway.directory("escrow")
-        self.tpm = files ? nil : try tpm ?? PrivateTPM(unixSocket: true)
+        self.tpm = files || store != nil ? nil : try tpm ?? PrivateTPM(unixSocket: true)
         let process = Process()
         let arguments =
-            ["--state", self.stateDirectory.path]
+            (store.map { ["--store", $0.uri, "--service-key", $0.serviceKey.path] }
+                ?? ["--state", self.stateDirectory.path])
             + (socket.map { ["--socket", $0.path] } ?? ["--listen", "127.0.0.1:0"])
             + (self.tpm.map { ["--tpm", tcti ?? $0.tcti] } ?? [])
         if let user {

@@ -14,6 +14,14 @@ import Synchronization
 enum BenchCommand {
     static func run(_ verb: String?, _ context: Context) throws {
         if verb == "get" { return try GetBenchmark.run(context) }
+        if verb == "escrow" {
+            try context.arguments.allowOnly(["slots", "claims"])
+            return try EscrowBenchmark(
+                slots: try context.arguments.count(
+                    "slots", default: 1_000_000, in: 1000...10_000_000),
+                claims: try context.arguments.count("claims", default: 2000, in: 10...1_000_000)
+            ).run()
+        }
         try context.arguments.allowOnly(["items", "rounds", "provider", "attempts"])
         let items = try context.arguments.count("items", default: 1000, in: 1...100_000)
         let rounds = try context.arguments.count("rounds", default: 300, in: 1...100_000)
@@ -33,7 +41,7 @@ enum BenchCommand {
             ).run()
         default:
             throw CommandError.usage(
-                "bench keychain [--items N] [--rounds N] [--provider P] [--attempts N] | bench blockstore [--rounds N] | bench cloud [--rounds N] | bench get --app-id A --service S --account A [--rounds N]"
+                "bench keychain [--items N] [--rounds N] [--provider P] [--attempts N] | bench blockstore [--rounds N] | bench cloud [--rounds N] | bench escrow [--slots N] [--claims N] | bench get --app-id A --service S --account A [--rounds N]"
             )
         }
     }

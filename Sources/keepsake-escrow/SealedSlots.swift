@@ -157,6 +157,9 @@ final class SealedSlots: SlotStorage {
 
     func count() -> Int { state.withLock { $0.slots.count } }
 
+    /// Every record's ID, as the table names them.
+    func ids() -> [Data] { state.withLock { Array($0.slots.keys) } }
+
     // MARK: - Files
 
     private static func fileName(_ slot: Data, _ digest: Data) -> String {

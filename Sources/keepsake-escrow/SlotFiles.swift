@@ -43,6 +43,14 @@ final class SlotFiles: SlotStorage {
     }
 
     func count() -> Int { known.withLock { $0 } }
+
+    /// Every record's ID (its file's name read back: 32 hex digits).
+    func ids() -> [Data] {
+        Files.list(directory).compactMap { name in
+            guard name.count == 2 * EscrowProtocol.slotIDLength else { return nil }
+            return Data(hexString: name)
+        }
+    }
 }
 
 /// Makes the state directory when needed (0700), checks it is this user's alone, and takes its

@@ -1,5 +1,8 @@
 import Escrow
+import EscrowPostgres
 import Foundation
+import Platform
+import Sealing
 
 // keepsake-escrow: the service a cloud account's devices join through with a passcode. It owns
 // its state directory (run it as a user of its own); devices reach it only through
@@ -8,8 +11,20 @@ import Foundation
 
 let usage = """
     usage: keepsake-escrow --state DIR [--tpm TCTI] [--socket PATH | --listen HOST:PORT]
+           keepsake-escrow --store postgresql://… --service-key FILE [--listen HOST:PORT]
+           keepsake-escrow migrate --from DIR [--tpm TCTI] --to postgresql://… --service-key FILE
 
       --state DIR        the escrow's slots and counts (made 0700; must be this user's alone)
+      --store URI        keep them in PostgreSQL instead (libpq's URI: several hosts with
+                         target_session_attrs=read-write follow a failover): any number of
+                         escrow nodes share one store, each claim counted once (docs/running.md,
+                         "Many escrow nodes on PostgreSQL"). For the account's escrow only: a
+                         guess counter (--socket) keeps its state on its machine.
+      --service-key FILE the 32-byte key (raw, or 64 hex digits) every row is sealed under, which
+                         the database never holds: this user's file, readable by it alone, the
+                         same on every node.
+      migrate            moves every slot and count of a stopped escrow's state directory into
+                         the PostgreSQL store (the directory is left as it was).
       --tpm TCTI         keep them under the machine's TPM (device:/dev/tpmrm0), which only this
                          service's user reaches: the state key in the TPM, the count stamped with
                          its counter. Without it the state directory is all (a copy of it put back
@@ -32,19 +47,82 @@ func fail(_ message: String, status: Int32) -> Never {
 
 var options: [String: String] = [:]
 var arguments = CommandLine.arguments.dropFirst()
+let migrating = arguments.first == "migrate"
+if migrating { arguments.removeFirst() }
 while let argument = arguments.popFirst() {
     if argument == "--help" || argument == "-h" {
         print(usage)
         exit(0)
     }
-    guard ["--state", "--listen", "--socket", "--tpm"].contains(argument),
-        let value = arguments.popFirst()
-    else {
+    let known =
+        migrating
+        ? ["--from", "--to", "--tpm", "--service-key"]
+        : ["--state", "--listen", "--socket", "--tpm", "--store", "--service-key"]
+    guard known.contains(argument), let value = arguments.popFirst() else {
         fail("unknown option or missing value: \(argument)\n\(usage)", status: 2)
     }
     options[argument] = value
 }
-guard let state = options["--state"] else { fail("--state DIR is required\n\(usage)", status: 2) }
+
+/// The service key `--service-key` names: this user's file, readable by it alone; 32 raw bytes
+/// or 64 hex digits.
+@MainActor func serviceKey() -> SecureBytes {
+    guard let path = options["--service-key"] else {
+        fail("a PostgreSQL store needs --service-key FILE\n\(usage)", status: 2)
+    }
+    let file = URL(fileURLWithPath: path)
+    var info = stat()
+    guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+        fail("--service-key: \(path) is not a file", status: 2)
+    }
+    guard info.st_uid == geteuid(), info.st_mode & 0o077 == 0 else {
+        fail(
+            "--service-key: \(path) must be this user's and readable by it alone (chmod 600)",
+            status: 2)
+    }
+    guard let bytes = try? Files.read(file, limit: 256) else {
+        fail("--service-key: \(path) cannot be read", status: 2)
+    }
+    let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(
+        in: .whitespacesAndNewlines)
+    if bytes.count == Envelope.keyLength { return SecureBytes(copying: bytes) }
+    if let decoded = Data(hexString: text), decoded.count == Envelope.keyLength {
+        return SecureBytes(copying: decoded)
+    }
+    fail("--service-key: \(path) holds 32 bytes, or 64 hex digits", status: 2)
+}
+
+/// The PostgreSQL store at `uri`, under the service key.
+@MainActor func postgres(_ uri: String) -> PostgresEscrowStore {
+    do { return try PostgresEscrowStore(uri, serviceKey: serviceKey()) } catch {
+        fail("\(uri.split(separator: "@").last ?? ""): \(error.message)", status: 1)
+    }
+}
+
+if migrating {
+    guard let from = options["--from"], let to = options["--to"] else {
+        fail("migrate takes --from DIR and --to postgresql://…\n\(usage)", status: 2)
+    }
+    do {
+        let moved = try Migration.run(
+            from: URL(fileURLWithPath: from, isDirectory: true), tpm: options["--tpm"],
+            to: postgres(to))
+        print("keepsake-escrow: migrated \(moved) records from \(from)")
+        exit(0)
+    } catch {
+        fail("migrate: \(error)", status: 1)
+    }
+}
+let store = options["--store"]
+guard (options["--state"] == nil) != (store == nil) else {
+    fail("one of --state DIR or --store postgresql://… is required\n\(usage)", status: 2)
+}
+if store != nil && (options["--socket"] != nil || options["--tpm"] != nil) {
+    fail(
+        "--store is the account's escrow's: a guess counter (--socket) keeps its state on its machine, and the rows are sealed under --service-key, not a TPM",
+        status: 2)
+}
+let state = options["--state"] ?? ""
 let listenAddress = options["--listen"] ?? "127.0.0.1:8443"
 guard let colon = listenAddress.lastIndex(of: ":"),
     let port = UInt16(listenAddress[listenAddress.index(after: colon)...])
@@ -72,7 +150,10 @@ signal(SIGPIPE, SIG_IGN)
 do {
     let directory = URL(fileURLWithPath: state, isDirectory: true)
     let service: EscrowService
-    if let tcti = options["--tpm"] {
+    if let store {
+        service = EscrowService(
+            store: postgres(store), maximumSlots: 50_000_000, policy: policy, paths: paths)
+    } else if let tcti = options["--tpm"] {
         #if !KEEPSAKE_TEST_HOOKS
             // A software TPM's state is a file beside the service's: a copy of the machine
             // (a backup) holds the state key and the count, and putting it back winds counts
@@ -114,7 +195,9 @@ do {
     }
     // The first line of standard output: where it answers (a harness reads the port from it).
     FileHandle.standardOutput.write(
-        Data("keepsake-escrow listening on \(address) (state \(state))\n".utf8))
+        Data(
+            "keepsake-escrow listening on \(address) (state \(store == nil ? state : "in PostgreSQL"))\n"
+                .utf8))
     listener.run()
 } catch {
     fail("\(error)", status: 1)

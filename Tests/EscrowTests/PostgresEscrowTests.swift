@@ -1,0 +1,291 @@
+import Foundation
+import KeepsakeTestSupport
+import Sealing
+import Synchronization
+import Testing
+
+@testable import Device
+@testable import Escrow
+
+/// A file of its own holding a random service key (32 bytes, this user's alone).
+private func serviceKeyFile() throws -> URL {
+    let file = Throwaway.directory("service-key").appendingPathComponent("key")
+    try KeyDerivation.randomBytes(32).write(to: file)
+    chmod(file.path, 0o600)
+    return file
+}
+
+/// A slot registered through `escrow`: its ID and public key, its passcode's key, its reader's
+/// secret, and the secret it holds.
+private struct TestSlot: Sendable {
+    let slot: Data
+    let publicKey: Data
+    let passcodeKey: SecureBytes
+    let readerSecret: SecureBytes
+    let secret: SecureBytes
+
+    init(on escrow: EscrowConfiguration, limit: Int = 10) throws {
+        passcodeKey = SecureBytes(randomCount: 32)
+        readerSecret = SecureBytes(randomCount: 32)
+        secret = SecureBytes(randomCount: 32)
+        let registered = try escrow.client().register(
+            secret, passcodeKey: passcodeKey, salt: KeyDerivation.randomBytes(16),
+            cost: .minimum, limit: limit,
+            reader: EscrowProtocol.reader(secret: readerSecret).publicKey)
+        (slot, publicKey) = (registered.slot, registered.publicKey)
+    }
+
+    /// One claim with a wrong passcode: its refusal's code (`.authFailed`: counted).
+    func wrongClaim(on escrow: EscrowConfiguration) -> EscrowError.Code? {
+        do {
+            _ = try escrow.client().claim(
+                slot, passcodeKey: SecureBytes(randomCount: 32), publicKey: publicKey)
+            return nil
+        } catch {
+            return error.code
+        }
+    }
+
+    /// A claim's first step alone, with a random guess (`/v1/claim`): the HTTP status — 200 (a
+    /// challenge: the claim is counted) or the refusal's.
+    func countedStep(on escrow: EscrowConfiguration) -> Int {
+        let blinded = OPRF.blind(SecureBytes(randomCount: 32), context: "a guess").blinded
+        let answer = try? escrow.transport()(
+            "POST", EscrowProtocol.Path.claim.rawValue,
+            EscrowProtocol.message([(.slot, slot), (.blinded, blinded)]))
+        return answer?.status ?? 0
+    }
+
+    /// The count as the slot's reader is told it.
+    func spent(on escrow: EscrowConfiguration) throws -> Int {
+        try #require(
+            try escrow.client().count(
+                of: slot, reader: EscrowProtocol.reader(secret: readerSecret)
+            ).count
+        ).spent
+    }
+}
+
+/// Runs `body` for each of `count` indices on `threads` threads at once.
+private func concurrently(_ count: Int, threads: Int, _ body: @escaping @Sendable (Int) -> Void) {
+    let next = Mutex(0)
+    let group = DispatchGroup()
+    for _ in 0..<threads {
+        group.enter()
+        Thread {
+            while true {
+                let index = next.withLock { (value: inout Int) -> Int in
+                    defer { value += 1 }
+                    return value
+                }
+                guard index < count else { break }
+                body(index)
+            }
+            group.leave()
+        }.start()
+    }
+    group.wait()
+}
+
+@Suite("The account's escrow on PostgreSQL: many nodes, one exact count, failover", .serialized)
+struct PostgresEscrowTests {
+    @Test(
+        "two escrow nodes on one PostgreSQL count every claim once: 7 claims at once through both are each counted (the count is 7); of 14 at once exactly 10 are counted and 4 refused as the slot is destroyed at its limit"
+    )
+    func twoNodesOneCount() throws {
+        let database = try PrivatePostgres.start()
+        defer { database.stop() }
+        let key = try serviceKeyFile()
+        let nodes = try (0..<2).map { _ in
+            try PrivateEscrow(store: (database.uri, key))
+        }
+        defer { nodes.forEach { $0.stop() } }
+        let escrows = nodes.map(\.configuration)
+
+        // A claim's first step is where it is counted: answered with a challenge, or refused.
+        let seven = try TestSlot(on: escrows[0])
+        let answers = Mutex<[Int]>([])
+        concurrently(7, threads: 7) { index in
+            let status = seven.countedStep(on: escrows[index % 2])
+            answers.withLock { $0.append(status) }
+        }
+        #expect(answers.withLock { $0 } == Array(repeating: 200, count: 7))
+        #expect(try seven.spent(on: escrows[1]) == 7)
+        #expect(try seven.spent(on: escrows[0]) == 7)
+        // The right passcode through the other node: the secret, and the 7 wrong claims reported.
+        let right = try escrows[1].client().claim(
+            seven.slot, passcodeKey: seven.passcodeKey, publicKey: seven.publicKey)
+        #expect(right.secret == seven.secret)
+        #expect(right.wrongSinceRight == 7)
+
+        let fourteen = try TestSlot(on: escrows[1])
+        answers.withLock { $0 = [] }
+        concurrently(14, threads: 7) { index in
+            let status = fourteen.countedStep(on: escrows[index % 2])
+            answers.withLock { $0.append(status) }
+        }
+        let statuses = answers.withLock { $0 }
+        #expect(statuses.filter { $0 == 200 }.count == 10, "\(statuses)")
+        #expect(statuses.filter { $0 != 200 }.count == 4, "\(statuses)")
+        #expect(fourteen.wrongClaim(on: escrows[0]) == .destroyed)
+        #expect(throws: EscrowError.self) {
+            try escrows[1].client().claim(
+                fourteen.slot, passcodeKey: fourteen.passcodeKey, publicKey: fourteen.publicKey)
+        }
+    }
+
+    @Test(
+        "a dump of the database holds no slot's secret, key or envelope in clear; a node started with another service key is refused, and a row moved to another slot's ID does not open"
+    )
+    func dumpHoldsNothing() throws {
+        let database = try PrivatePostgres.start()
+        defer { database.stop() }
+        let key = try serviceKeyFile()
+        let node = try PrivateEscrow(store: (database.uri, key))
+        defer { node.stop() }
+        let slots = try (0..<3).map { _ in try TestSlot(on: node.configuration) }
+        #expect(slots[0].wrongClaim(on: node.configuration) == .authFailed)
+
+        let dump = try database.dump().lowercased()
+        #expect(dump.contains("keepsake_escrow_records"))
+        for slot in slots {
+            for secret in [slot.secret, slot.passcodeKey, slot.readerSecret] {
+                #expect(!dump.contains(secret.unsafeData().hexString))
+            }
+            // The slot's OPRF public key is public; its reader's public key is in no row either.
+            #expect(
+                !dump.contains(
+                    EscrowProtocol.reader(secret: slot.readerSecret).publicKey.hexString))
+        }
+
+        #expect(throws: HarnessError.self) {
+            _ = try PrivateEscrow(store: (database.uri, try serviceKeyFile()))
+        }
+
+        // Another slot's row put in place of the first's: refused, not read.
+        let ids = [slots[0].slot, slots[1].slot].map { "'\\x\($0.hexString)'::bytea" }
+        try database.sql(
+            "UPDATE keepsake_escrow_records SET sealed = (SELECT sealed FROM keepsake_escrow_records WHERE id = \(ids[1])) WHERE id = \(ids[0])"
+        )
+        #expect(slots[0].wrongClaim(on: node.configuration) == .unavailable)
+        #expect(slots[2].wrongClaim(on: node.configuration) == .authFailed)
+    }
+
+    @Test(
+        "the primary killed during 1,000 concurrent claims through two nodes, its synchronous standby promoted: every claim answered is counted exactly once, no count goes back, the nodes reconnect by themselves"
+    )
+    func failover() throws {
+        let primary = try PrivatePostgres.start()
+        defer { primary.stop() }
+        let standby = try primary.standby()
+        defer { standby.stop() }
+        let key = try serviceKeyFile()
+        let uri = PrivatePostgres.uri(ports: [primary.port, standby.port])
+        let nodes = try (0..<2).map { _ in try PrivateEscrow(store: (uri, key)) }
+        defer { nodes.forEach { $0.stop() } }
+        let escrows = nodes.map(\.configuration)
+
+        // 125 slots, 8 wrong claims each: below the limit, so each count only goes up.
+        let slots = try (0..<125).map { try TestSlot(on: escrows[$0 % 2]) }
+        struct Tally {
+            var answered = [Int](repeating: 0, count: 125)
+            var failed = [Int](repeating: 0, count: 125)
+            var other: [EscrowError.Code?] = []
+        }
+        let tally = Mutex(Tally())
+        let killed = Mutex(false)
+        let answeredAtKill = Mutex(0)
+        // Each slot's claims in a fixed order across the stream: claim i goes to slot i % 125.
+        concurrently(1000, threads: 8) { index in
+            let slot = index % 125
+            let code = slots[slot].wrongClaim(on: escrows[index % 2])
+            let answered = tally.withLock { tally -> Int in
+                switch code {
+                case .authFailed: tally.answered[slot] += 1
+                case .unavailable, .malformed, .stale: tally.failed[slot] += 1
+                default: tally.other.append(code)
+                }
+                return tally.answered.reduce(0, +)
+            }
+            // At the 300th answered claim, the primary dies; its standby takes over.
+            let first = killed.withLock { done -> Bool in
+                guard answered >= 300, !done else { return false }
+                done = true
+                return true
+            }
+            if first {
+                answeredAtKill.withLock { $0 = answered }
+                primary.crash()
+                try? standby.promote()
+            }
+        }
+        let outcome = tally.withLock { $0 }
+        #expect(killed.withLock { $0 })
+        #expect(outcome.other.isEmpty, "\(outcome.other)")
+        var lost = 0
+        var double = 0
+        var counted = 0
+        for (index, slot) in slots.enumerated() {
+            let spent = try slot.spent(on: escrows[index % 2])
+            counted += spent
+            lost += max(0, outcome.answered[index] - spent)
+            double += max(0, spent - outcome.answered[index] - outcome.failed[index])
+        }
+        let answered = outcome.answered.reduce(0, +)
+        let failed = outcome.failed.reduce(0, +)
+        let before = answeredAtKill.withLock { $0 }
+        print(
+            "failover: 1000 claims, \(answered) answered as counted (\(before) before the primary was killed, \(answered - before) after, on the promoted standby), \(failed) failed (the primary went under them), \(counted) counted; \(lost) lost, \(double) counted twice"
+        )
+        #expect(try standby.sql("SELECT pg_is_in_recovery()") == "f")
+        #expect(answered - before > 300)
+        #expect(lost == 0)
+        #expect(double == 0)
+        #expect(answered + failed == 1000)
+        // The nodes took claims after the failover: a claim on each node now is counted.
+        for (index, escrow) in escrows.enumerated() {
+            #expect(slots[index].wrongClaim(on: escrow) == .authFailed)
+        }
+    }
+
+    @Test(
+        "keepsake-escrow migrate moves a stopped file escrow's slots with their counts into PostgreSQL: the count read there is the count kept before, the right passcode reports it, and a second migration over other bytes is refused"
+    )
+    func migrate() throws {
+        let files = try PrivateEscrow(files: true)
+        let slot = try TestSlot(on: files.configuration)
+        for _ in 0..<3 { #expect(slot.wrongClaim(on: files.configuration) == .authFailed) }
+        let other = try TestSlot(on: files.configuration)
+        files.stop()
+
+        let database = try PrivatePostgres.start()
+        defer { database.stop() }
+        let key = try serviceKeyFile()
+        let migrate = {
+            try Spawn.capture(
+                PrivateEscrow.executable.path,
+                [
+                    "migrate", "--from", files.stateDirectory.path, "--to", database.uri,
+                    "--service-key", key.path,
+                ], environment: ProcessInfo.processInfo.environment)
+        }
+        let moved = try migrate()
+        #expect(moved.status == 0, "\(String(decoding: moved.stderr, as: UTF8.self))")
+        #expect(String(decoding: moved.stdout, as: UTF8.self).contains("migrated"))
+
+        let node = try PrivateEscrow(store: (database.uri, key))
+        defer { node.stop() }
+        #expect(try slot.spent(on: node.configuration) == 3)
+        #expect(try other.spent(on: node.configuration) == 0)
+        let right = try node.configuration.client().claim(
+            slot.slot, passcodeKey: slot.passcodeKey, publicKey: slot.publicKey)
+        #expect(right.secret == slot.secret && right.wrongSinceRight == 3)
+
+        // The store changed since (a claim counted there): migrating the old state again would
+        // write a count back, and is refused whole.
+        #expect(other.wrongClaim(on: node.configuration) == .authFailed)
+        let again = try migrate()
+        #expect(again.status != 0)
+        #expect(try other.spent(on: node.configuration) == 1)
+    }
+}
