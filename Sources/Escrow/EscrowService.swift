@@ -27,6 +27,10 @@ package final class EscrowService: Sendable {
     /// The paths it answers (a guess counter on its socket answers the slots' alone: no
     /// witness, which any caller could fill).
     private let paths: Set<EscrowProtocol.Path>
+    /// Registrations and claims a network source may make a minute, across every node of the
+    /// store (nil: no limit). The budget of each account is the limit on guesses; this one keeps
+    /// one source from spreading guesses over many accounts' slots, or filling the table.
+    private let sourceLimit: Int?
 
     /// Registrations one local user may have under way at once (the oldest goes first).
     private static let pendingPerUser = 8
@@ -35,9 +39,10 @@ package final class EscrowService: Sendable {
     package init(
         store: any EscrowStore, maximumSlots: Int = 100_000, policy: ClaimPolicy = .real,
         paths: Set<EscrowProtocol.Path> = Set(EscrowProtocol.Path.allCases),
-        clock: EscrowClock = .system
+        clock: EscrowClock = .system, sourceLimit: Int? = nil
     ) {
         self.store = store
+        self.sourceLimit = sourceLimit
         self.policy = policy
         self.paths = paths
         self.maximumSlots = maximumSlots
@@ -49,18 +54,20 @@ package final class EscrowService: Sendable {
         storage: any SlotStorage, counter: String, maximumSlots: Int = 100_000,
         policy: ClaimPolicy = .real,
         paths: Set<EscrowProtocol.Path> = Set(EscrowProtocol.Path.allCases),
-        clock: EscrowClock = .system
+        clock: EscrowClock = .system, sourceLimit: Int? = nil
     ) {
         self.init(
             store: LocalEscrowStore(storage: storage, counter: counter),
-            maximumSlots: maximumSlots, policy: policy, paths: paths, clock: clock)
+            maximumSlots: maximumSlots, policy: policy, paths: paths, clock: clock,
+            sourceLimit: sourceLimit)
     }
 
-    /// Answers one request from `caller`: the HTTP status and body. Never throws; every failure
-    /// is an answer that names it (without anything secret: the escrow holds nothing a message
-    /// may echo).
+    /// Answers one request from `caller` (over the network, from `source`: its address): the
+    /// HTTP status and body. Never throws; every failure is an answer that names it (without
+    /// anything secret: the escrow holds nothing a message may echo).
     package func answer(
-        method: String, path: String, body: Data, caller: EscrowCaller = .network
+        method: String, path: String, body: Data, caller: EscrowCaller = .network,
+        source: String? = nil
     ) -> (status: Int, body: Data) {
         do throws(EscrowError) {
             guard let route = EscrowProtocol.Path(rawValue: path), paths.contains(route) else {
@@ -71,6 +78,15 @@ package final class EscrowService: Sendable {
                     .malformed, "\(route.rawValue) takes \(route == .status ? "GET" : "POST")")
             }
             let fields = try route == .status ? nil : EscrowProtocol.fields(body)
+            if let sourceLimit, let source, route == .claim || route == .register {
+                let window = clock.wall().milliseconds / 60_000
+                guard try store.charge(source: source, window: window, limit: sourceLimit) else {
+                    throw EscrowError(
+                        .wait,
+                        "more than \(sourceLimit) registrations and claims this minute from this address: try again after \(EscrowProtocol.time(Date(timeIntervalSince1970: Double((window + 1) * 60))))"
+                    )
+                }
+            }
             let reply: [(EscrowProtocol.Tag, Data)]
             switch route {
             case .register: reply = try register(fields!, caller)

@@ -25,6 +25,9 @@ package protocol EscrowStore: Sendable {
     /// How many records the store holds (slots, budgets, witnesses): for `status` and the cap
     /// on new slots. A shared store may answer an estimate.
     func count() -> Int
+    /// Charges one request to `source` (a network caller's address) in the minute `window`:
+    /// whether it is within `limit` requests that minute — kept where every node sees it.
+    func charge(source: String, window: Int64, limit: Int) throws(EscrowError) -> Bool
 }
 
 /// One transaction of an `EscrowStore`.
@@ -166,6 +169,8 @@ package final class LocalEscrowStore: EscrowStore {
     package let counter: String
     private let storage: any SlotStorage
     private let sessions = Mutex<[Data: SlotSession]>([:])
+    /// Each source's requests in its current minute (the oldest sources go past 4,096).
+    private let sources = Mutex<[String: (window: Int64, count: Int)]>([:])
 
     package init(storage: any SlotStorage, counter: String) {
         self.storage = storage
@@ -173,6 +178,17 @@ package final class LocalEscrowStore: EscrowStore {
     }
 
     package func count() -> Int { storage.count() }
+
+    package func charge(source: String, window: Int64, limit: Int) -> Bool {
+        sources.withLock { sources in
+            if sources.count > 4096 { sources = sources.filter { $0.value.window == window } }
+            var entry = sources[source] ?? (window, 0)
+            if entry.window != window { entry = (window, 0) }
+            entry.count += 1
+            sources[source] = entry
+            return entry.count <= limit
+        }
+    }
 
     package func transaction<R>(_ body: (any EscrowTransaction) throws(EscrowError) -> R)
         throws(EscrowError) -> R

@@ -53,6 +53,10 @@ package final class PostgresEscrowStore: EscrowStore {
         """
         CREATE TABLE IF NOT EXISTS keepsake_escrow_meta (name text PRIMARY KEY, value bytea NOT NULL)
         """,
+        """
+        CREATE TABLE IF NOT EXISTS keepsake_escrow_sources (
+            source bytea PRIMARY KEY, minute bigint NOT NULL, requests integer NOT NULL)
+        """,
     ]
 
     /// The store at `conninfo`, its rows sealed under `serviceKey` (32 bytes). Makes the tables
@@ -98,6 +102,33 @@ package final class PostgresEscrowStore: EscrowStore {
         let count = fresh.map(Int.init) ?? known
         counted.withLock { $0 = (count, Date()) }
         return count
+    }
+
+    /// One request more for `source` (kept as a keyed hash under the service key: a dump lists no
+    /// address) in `window`, in a transaction of its own.
+    package func charge(source: String, window: Int64, limit: Int) throws(EscrowError) -> Bool {
+        let id = KeyDerivation.keyedHash(
+            key: serviceKey, context: "keepsake-escrow source", Data(source.utf8)
+        ).unsafeData().prefix(16)
+        let count = try transactionOnce(retrying: true) { (connection) throws(PostgresError) in
+            // Sources of minutes past go now and then (one request in 256 sweeps them).
+            if Int.random(in: 0..<256) == 0 {
+                try connection.execute(
+                    "DELETE FROM keepsake_escrow_sources WHERE minute < $1", [.integer(window)])
+            }
+            return PostgresConnection.integer(
+                try connection.execute(
+                    """
+                    INSERT INTO keepsake_escrow_sources (source, minute, requests) VALUES ($1, $2, 1)
+                    ON CONFLICT (source) DO UPDATE SET
+                        requests = CASE WHEN keepsake_escrow_sources.minute = excluded.minute
+                            THEN keepsake_escrow_sources.requests + 1 ELSE 1 END,
+                        minute = excluded.minute
+                    RETURNING requests::bigint
+                    """, [.bytes(Data(id)), .integer(window)]
+                ).first?[0] ?? nil)
+        }
+        return (count ?? Int64.max) <= Int64(limit)
     }
 
     package func transaction<R>(_ body: (any EscrowTransaction) throws(EscrowError) -> R)

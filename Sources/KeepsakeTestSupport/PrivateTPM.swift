@@ -320,11 +320,12 @@ package final class PrivateEscrow: @unchecked Sendable {
     /// `socket` and `user`: on that UNIX socket, as that user (`counter`). `delays`: the real
     /// delays between wrong claims.
     /// `store`: a node of the escrow whose state is that PostgreSQL store (`--store`), its rows
-    /// sealed under the key in the file `serviceKey`, on a loopback port of its own.
+    /// sealed under the key in the file `serviceKey`, on a loopback port of its own. `arguments`:
+    /// more of keepsake-escrow's options (`--source-limit N`).
     package init(
         stateDirectory: URL? = nil, tpm: PrivateTPM? = nil, files: Bool = false,
         tcti: String? = nil, socket: URL? = nil, user: uid_t? = nil, delays: Bool = false,
-        store: (uri: String, serviceKey: URL)? = nil
+        store: (uri: String, serviceKey: URL)? = nil, arguments extra: [String] = []
     ) throws {
         self.stateDirectory = stateDirectory ?? Throwaway.directory("escrow")
         self.tpm = files || store != nil ? nil : try tpm ?? PrivateTPM(unixSocket: true)
@@ -333,7 +334,7 @@ package final class PrivateEscrow: @unchecked Sendable {
             (store.map { ["--store", $0.uri, "--service-key", $0.serviceKey.path] }
                 ?? ["--state", self.stateDirectory.path])
             + (socket.map { ["--socket", $0.path] } ?? ["--listen", "127.0.0.1:0"])
-            + (self.tpm.map { ["--tpm", tcti ?? $0.tcti] } ?? [])
+            + (self.tpm.map { ["--tpm", tcti ?? $0.tcti] } ?? []) + extra
         if let user {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
             process.arguments =

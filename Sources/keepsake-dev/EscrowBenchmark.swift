@@ -11,7 +11,7 @@ import Synchronization
 ///
 /// The stores are filled to size with rows of a slot record's size under random IDs (a million
 /// registrations would take the benchmark's whole time), beside 200 slots registered through the
-/// protocol that the claims go to: each claim is a right one (counted, proved, its count given
+/// protocol (each with its budget's record) that the claims go to: each claim is a right one (counted, proved, its count given
 /// back), two requests and two transactions, from 8 client threads.
 struct EscrowBenchmark {
     let slots: Int
@@ -39,7 +39,7 @@ struct EscrowBenchmark {
             INSERT INTO keepsake_escrow_records (id, sealed)
             SELECT substring(sha256(int8send(i)) FROM 1 FOR 16),
                    decode(repeat(md5(i::text), 10), 'hex') || sha256(int8send(i))
-            FROM generate_series(1, \(max(0, slots - Self.registered))) AS i
+            FROM generate_series(1, \(max(0, slots - 2 * Self.registered))) AS i
             """)
         try database.sql("ANALYZE keepsake_escrow_records")
         let registered = try (0..<Self.registered).map { _ in
@@ -63,7 +63,7 @@ struct EscrowBenchmark {
         // The file store filled before it starts (it counts its files then).
         let fileSlots = 100_000
         let state = Throwaway.directory("bench-file-escrow")
-        for index in 0..<(fileSlots - Self.registered) {
+        for index in 0..<(fileSlots - 2 * Self.registered) {
             let id = KeyDerivation.keyedHash(
                 key: SecureBytes(copying: Data(count: 32)), context: "bench filler",
                 Data(String(index).utf8)

@@ -17,9 +17,10 @@ import Synchronization
 final class HTTPListener: @unchecked Sendable {
     // Sendable: `listener` is written once in init; the connection counts are under a lock.
     typealias Handler =
-        @Sendable (_ method: String, _ path: String, _ body: Data, _ caller: EscrowCaller) -> (
-            status: Int, body: Data
-        )
+        @Sendable (
+            _ method: String, _ path: String, _ body: Data, _ caller: EscrowCaller,
+            _ source: String?
+        ) -> (status: Int, body: Data)
 
     /// The TCP port (0 on a UNIX socket).
     let port: UInt16
@@ -112,8 +113,18 @@ final class HTTPListener: @unchecked Sendable {
     /// Accepts connections until the process ends.
     func run() -> Never {
         while true {
-            let connection = accept(listener, nil, nil)
+            var peer = sockaddr_in()
+            var peerLength = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let connection = withUnsafeMutablePointer(to: &peer) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    accept(listener, $0, &peerLength)
+                }
+            }
             guard connection >= 0 else { continue }
+            // Over TCP, where the request came from (its IPv4 address).
+            let address: String? =
+                isLocal || peer.sin_family != sa_family_t(AF_INET)
+                ? nil : String(cString: inet_ntoa(peer.sin_addr))
             _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
             let uid = isLocal ? LocalService.peerUser(connection) : nil
             if isLocal && uid == nil {
@@ -126,7 +137,7 @@ final class HTTPListener: @unchecked Sendable {
                 continue
             }
             let thread = Thread { [self] in
-                serve(connection, caller)
+                serve(connection, caller, from: address)
                 close(connection)
                 release(caller)
             }
@@ -158,7 +169,10 @@ final class HTTPListener: @unchecked Sendable {
         }
     }
 
-    private func serve(_ connection: Int32, _ caller: EscrowCaller) {
+    /// Serves one request. `address`: the TCP peer's; behind a reverse proxy on this machine (a
+    /// loopback peer) the request's source is the address the proxy appended to
+    /// `X-Forwarded-For` (its last entry), what no client can forge past the proxy.
+    private func serve(_ connection: Int32, _ caller: EscrowCaller, from address: String?) {
         // A local caller sends its few hundred bytes at once: a second is plenty, and a
         // half-open connection is closed within it.
         let seconds = isLocal ? 1 : 5
@@ -184,11 +198,18 @@ final class HTTPListener: @unchecked Sendable {
             return reply(connection, 400, Data("not an HTTP/1.x request".utf8))
         }
         var length = 0
+        var forwardedFor: String?
         for line in lines {
             let parts = line.split(separator: ":", maxSplits: 1)
             guard parts.count == 2 else { continue }
             let name = parts[0].trimmingCharacters(in: .whitespaces).lowercased()
             let value = parts[1].trimmingCharacters(in: .whitespaces)
+            if name == "x-forwarded-for" {
+                forwardedFor =
+                    value.split(separator: ",").last.map {
+                        String($0.trimmingCharacters(in: .whitespaces).prefix(64))
+                    }
+            }
             if name == "transfer-encoding" {
                 return reply(connection, 411, Data("a body with Content-Length only".utf8))
             }
@@ -210,7 +231,9 @@ final class HTTPListener: @unchecked Sendable {
         guard body.count == length else {
             return reply(connection, 400, Data("more bytes than Content-Length".utf8))
         }
-        let answer = handle(String(requestLine[0]), String(requestLine[1]), body, caller)
+        let source =
+            address?.hasPrefix("127.") == true ? forwardedFor ?? address : address
+        let answer = handle(String(requestLine[0]), String(requestLine[1]), body, caller, source)
         reply(connection, answer.status, answer.body)
     }
 

@@ -23,6 +23,10 @@ let usage = """
       --service-key FILE the 32-byte key (raw, or 64 hex digits) every row is sealed under, which
                          the database never holds: this user's file, readable by it alone, the
                          same on every node.
+      --source-limit N   at most N registrations and claims a minute from one network address
+                         (behind a proxy on this machine, the X-Forwarded-For it appends), across
+                         every node of a PostgreSQL store (default: no limit; each account's
+                         budget limits its guesses whatever the source).
       migrate            moves every slot and count of a stopped escrow's state directory into
                          the PostgreSQL store (the directory is left as it was).
       --tpm TCTI         keep them under the machine's TPM (device:/dev/tpmrm0), which only this
@@ -57,7 +61,10 @@ while let argument = arguments.popFirst() {
     let known =
         migrating
         ? ["--from", "--to", "--tpm", "--service-key"]
-        : ["--state", "--listen", "--socket", "--tpm", "--store", "--service-key"]
+        : [
+            "--state", "--listen", "--socket", "--tpm", "--store", "--service-key",
+            "--source-limit",
+        ]
     guard known.contains(argument), let value = arguments.popFirst() else {
         fail("unknown option or missing value: \(argument)\n\(usage)", status: 2)
     }
@@ -123,6 +130,17 @@ if store != nil && (options["--socket"] != nil || options["--tpm"] != nil) {
         status: 2)
 }
 let state = options["--state"] ?? ""
+let sourceLimit = options["--source-limit"].map { text -> Int in
+    guard let limit = Int(text), limit > 0, limit <= 1_000_000 else {
+        fail("--source-limit takes a number of requests a minute (1 … 1000000)", status: 2)
+    }
+    return limit
+}
+if sourceLimit != nil && options["--socket"] != nil {
+    fail(
+        "--source-limit is for the network escrow: a guess counter limits each local user",
+        status: 2)
+}
 let listenAddress = options["--listen"] ?? "127.0.0.1:8443"
 guard let colon = listenAddress.lastIndex(of: ":"),
     let port = UInt16(listenAddress[listenAddress.index(after: colon)...])
@@ -152,7 +170,8 @@ do {
     let service: EscrowService
     if let store {
         service = EscrowService(
-            store: postgres(store), maximumSlots: 50_000_000, policy: policy, paths: paths)
+            store: postgres(store), maximumSlots: 50_000_000, policy: policy, paths: paths,
+            sourceLimit: sourceLimit)
     } else if let tcti = options["--tpm"] {
         #if !KEEPSAKE_TEST_HOOKS
             // A software TPM's state is a file beside the service's: a copy of the machine
@@ -168,13 +187,14 @@ do {
         let slots = try SealedSlots(directory, tcti: tcti, maximumSlots: maximumSlots)
         service = EscrowService(
             storage: slots, counter: slots.counter, maximumSlots: maximumSlots, policy: policy,
-            paths: paths)
+            paths: paths, sourceLimit: sourceLimit)
     } else {
         service = EscrowService(
-            storage: try SlotFiles(directory), counter: "file", policy: policy, paths: paths)
+            storage: try SlotFiles(directory), counter: "file", policy: policy, paths: paths,
+            sourceLimit: sourceLimit)
     }
-    let handle: HTTPListener.Handler = { method, path, body, caller in
-        service.answer(method: method, path: path, body: body, caller: caller)
+    let handle: HTTPListener.Handler = { method, path, body, caller, source in
+        service.answer(method: method, path: path, body: body, caller: caller, source: source)
     }
     let maximumBody = EscrowProtocol.maximumMessage
     let listener: HTTPListener

@@ -288,4 +288,62 @@ struct PostgresEscrowTests {
         #expect(again.status != 0)
         #expect(try other.spent(on: node.configuration) == 1)
     }
+
+    @Test(
+        "a source limit holds across nodes: with --source-limit 7, a registration and six claims from one address through either node are taken and the next refused (wait) by both; another address behind the proxy (the X-Forwarded-For it appended) is its own"
+    )
+    func sourceLimitAcrossNodes() throws {
+        let database = try PrivatePostgres.start()
+        defer { database.stop() }
+        let key = try serviceKeyFile()
+        let nodes = try (0..<2).map { _ in
+            try PrivateEscrow(store: (database.uri, key), arguments: ["--source-limit", "7"])
+        }
+        defer { nodes.forEach { $0.stop() } }
+        let escrows = nodes.map(\.configuration)
+        // The limit is per wall-clock minute: started with 40 s of this one left, so the steps
+        // below (a second or two) stay in it on a busy machine.
+        let second = Date().timeIntervalSince1970.truncatingRemainder(dividingBy: 60)
+        if second > 20 { Thread.sleep(forTimeInterval: 60.5 - second) }
+        // The registration is one request of the seven (a claim's second step is not charged).
+        let slot = try TestSlot(on: escrows[0])
+        #expect(slot.countedStep(on: escrows[0]) == 200)
+        #expect(slot.countedStep(on: escrows[1]) == 200)
+        #expect(slot.countedStep(on: escrows[0]) == 200)
+        #expect(slot.countedStep(on: escrows[1]) == 200)
+        #expect(slot.countedStep(on: escrows[0]) == 200)
+        #expect(slot.countedStep(on: escrows[1]) == 200)
+        #expect(slot.countedStep(on: escrows[0]) == 429)
+        #expect(slot.countedStep(on: escrows[1]) == 429)
+        #expect(try slot.spent(on: escrows[0]) == 6)
+        // Behind a proxy on the machine: the address it appended is the source.
+        let blinded = OPRF.blind(SecureBytes(randomCount: 32), context: "a guess").blinded
+        let body = EscrowProtocol.message([(.slot, slot.slot), (.blinded, blinded)])
+        #expect(try post(body, to: nodes[1], forwardedFor: "203.0.113.9, 198.51.100.7") == 200)
+        #expect(try slot.spent(on: escrows[1]) == 7)
+    }
+}
+
+/// POSTs a claim's first step to `node` as a reverse proxy on this machine would, with
+/// `X-Forwarded-For`: the status of the answer.
+private func post(_ body: Data, to node: PrivateEscrow, forwardedFor: String) throws -> Int {
+    let port = UInt16(try #require(node.url.port))
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = Loopback.address(port)
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+    }
+    try #require(connected == 0)
+    let request =
+        Data(
+            "POST \(EscrowProtocol.Path.claim.rawValue) HTTP/1.1\r\nHost: escrow\r\nX-Forwarded-For: \(forwardedFor)\r\nContent-Length: \(body.count)\r\n\r\n"
+                .utf8) + body
+    _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    var reply = [UInt8](repeating: 0, count: 64)
+    let got = recv(fd, &reply, reply.count, 0)
+    let line = String(decoding: reply.prefix(max(0, got)), as: UTF8.self)
+    return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
 }
