@@ -5,6 +5,10 @@ import KeepsakeTestSupport
 import Sealing
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// `keepsake-dev bench escrow [--slots N] [--claims N]`: claims per second and a claim's p50/p99
 /// on the PostgreSQL store at `--slots` records, through one node and through two, against the
 /// file store at 100,000 — in one run, on this machine.
@@ -57,7 +61,7 @@ struct EscrowBenchmark {
             "  two nodes / one node: \(String(format: "%.2f", two.perSecond / one.perSecond))× the claims per second (target ≥ 1.6×: "
                 + (two.perSecond >= 1.6 * one.perSecond
                     ? "met)"
-                    : "missed — both nodes, PostgreSQL and the 8 client threads share this machine's \(ProcessInfo.processInfo.activeProcessorCount) cores: a node's work is the CPU the others wait for)")
+                    : "missed — both nodes, PostgreSQL and the 8 client threads share this machine's \(ProcessInfo.processInfo.activeProcessorCount) cores, \(String(format: "%.0f", one.busy * 100))% busy with one node already: a second node's work is CPU the others then wait for)")
         )
 
         // The file store filled before it starts (it counts its files then).
@@ -100,11 +104,33 @@ struct EscrowBenchmark {
         var p50: Double
         var p99: Double
         var failed: Int
+        /// The machine's cores busy meanwhile (0…1), and the share of it this process (the 8
+        /// client threads) took.
+        var busy: Double
+        var clients: Double
         var description: String {
             String(
-                format: "%.0f claims/s, a claim p50 %.1f ms, p99 %.1f ms%@", perSecond, p50 * 1000,
-                p99 * 1000, failed == 0 ? "" : " (\(failed) failed)")
+                format:
+                    "%.0f claims/s, a claim p50 %.1f ms, p99 %.1f ms; the cores %.0f%% busy (the clients %.0f%% of it)%@",
+                perSecond, p50 * 1000, p99 * 1000, busy * 100, clients * 100,
+                failed == 0 ? "" : " (\(failed) failed)")
         }
+    }
+
+    /// The machine's busy and total CPU time (`/proc/stat`, in ticks) and this process's (user
+    /// and system, in seconds).
+    private static func cpu() -> (busy: Double, total: Double, own: Double) {
+        let line =
+            (try? String(contentsOfFile: "/proc/stat", encoding: .utf8))?.split(separator: "\n")
+            .first ?? ""
+        let ticks = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+        let idle = ticks.count > 4 ? ticks[3] + ticks[4] : 0
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        let own =
+            Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+            + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+        return (ticks.reduce(0, +) - idle, ticks.reduce(0, +), own)
     }
 
     /// `claims` right claims over `slots`, spread over `escrows` in turn, from 8 threads.
@@ -115,6 +141,7 @@ struct EscrowBenchmark {
         let group = DispatchGroup()
         let clock = ContinuousClock()
         let start = clock.now
+        let cpuBefore = Self.cpu()
         for _ in 0..<Self.threads {
             group.enter()
             Thread {
@@ -143,6 +170,7 @@ struct EscrowBenchmark {
             }.start()
         }
         group.wait()
+        let cpuAfter = Self.cpu()
         let elapsed = clock.now - start
         let seconds =
             Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
@@ -151,6 +179,11 @@ struct EscrowBenchmark {
         return Result(
             perSecond: Double(sorted.count) / seconds, p50: sorted[sorted.count / 2],
             p99: sorted[min(sorted.count - 1, sorted.count * 99 / 100)],
-            failed: failed.withLock { $0 })
+            failed: failed.withLock { $0 },
+            busy: (cpuAfter.busy - cpuBefore.busy) / max(1, cpuAfter.total - cpuBefore.total),
+            clients: (cpuAfter.own - cpuBefore.own)
+                / max(
+                    0.001,
+                    (cpuAfter.busy - cpuBefore.busy) / Double(sysconf(Int32(_SC_CLK_TCK)))))
     }
 }
