@@ -99,15 +99,17 @@ struct EscrowBenchmark {
         }
     }
 
+    /// One run's figures.
     struct Result: CustomStringConvertible {
+        /// Claims that went through, a second.
         var perSecond: Double
-        var p50: Double
-        var p99: Double
+        /// The middle and the 99th percentile of a claim's time (seconds).
+        var p50, p99: Double
+        /// Claims that did not go through.
         var failed: Int
         /// The machine's cores busy meanwhile (0…1), and the share of it this process (the 8
         /// client threads) took.
-        var busy: Double
-        var clients: Double
+        var busy, clients: Double
         var description: String {
             String(
                 format:

@@ -347,3 +347,41 @@ private func post(_ body: Data, to node: PrivateEscrow, forwardedFor: String) th
     let line = String(decoding: reply.prefix(max(0, got)), as: UTF8.self)
     return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
 }
+
+@Suite("A slot's session as a shared store keeps it")
+struct SlotSessionTests {
+    @Test(
+        "a session reads back whole (a registration, a claim with its budget before, a report, several challenges); an empty one is empty, and bytes that are not a session read as none"
+    )
+    func roundTrip() throws {
+        var session = SlotSession()
+        #expect(session.isEmpty && session.encoded().count > 0)
+        let now = Date(timeIntervalSince1970: 1_800_000_000.123)
+        var before = CallerBudget()
+        before.countWrong(on: Data(repeating: 1, count: 16), at: now, boot: .now())
+        session.pending = (SecureBytes(randomCount: OPRF.scalarLength), now, Data(count: 16))
+        session.claim = (Data(repeating: 2, count: 32), now + 60, before)
+        session.report = (Data(repeating: 3, count: 32), 4, now + 120)
+        session.challenges = [
+            (Data(repeating: 4, count: 32), now), (Data(repeating: 5, count: 32), now + 1),
+        ]
+        let read = try #require(SlotSession.parse(session.encoded()))
+        #expect(read.pending?.key == session.pending?.key)
+        #expect(read.pending?.budget == Data(count: 16))
+        #expect(read.pendingRegistration?.expires.timeIntervalSince1970 == 1_800_000_000.123)
+        #expect(read.claim?.challenge == Data(repeating: 2, count: 32))
+        #expect(read.claim?.before == before)
+        #expect(read.report?.shown == 4)
+        #expect(read.challenges.map(\.challenge) == session.challenges.map(\.challenge))
+        #expect(read.expiry == now + 120)
+        var taken = read
+        #expect(taken.take(Data(repeating: 5, count: 32), at: now) == true)
+        #expect(taken.challenges.count == 1)
+        let bytes = session.encoded()
+        for cut in [0, 3, bytes.count / 2, bytes.count - 1] {
+            #expect(SlotSession.parse(bytes.prefix(cut)) == nil, "cut at \(cut)")
+        }
+        #expect(SlotSession.parse(bytes.prefix(4))?.isEmpty == true)  // the magic alone
+        #expect(SlotSession.parse(Data("KESS".utf8) + Data(count: 8)) == nil)
+    }
+}
