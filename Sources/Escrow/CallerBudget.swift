@@ -31,6 +31,18 @@ package struct EscrowClock: Sendable {
 
     /// The machine's clocks.
     package static let system = EscrowClock(wall: Date.init, boot: BootInstant.now)
+
+    /// The clocks of an escrow whose nodes share one store: each node's boot clock means nothing
+    /// to another's, so the delays run on the wall clock under one shared ID (a node's clock
+    /// skew shortens or lengthens a delay by that much; a clock that goes back counts as none
+    /// passed).
+    package static let shared = EscrowClock(
+        wall: Date.init,
+        boot: {
+            BootInstant(
+                boot: Data("shared store: wall clock".utf8),
+                milliseconds: Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)))
+        })
 }
 
 /// An instant of one boot: the kernel's boot ID and milliseconds of `CLOCK_BOOTTIME`.

@@ -27,9 +27,10 @@ package final class EscrowService: Sendable {
     /// The paths it answers (a guess counter on its socket answers the slots' alone: no
     /// witness, which any caller could fill).
     private let paths: Set<EscrowProtocol.Path>
-    /// Registrations and claims a network source may make a minute, across every node of the
-    /// store (nil: no limit). The budget of each account is the limit on guesses; this one keeps
-    /// one source from spreading guesses over many accounts' slots, or filling the table.
+    /// Registrations, claims and witness statements a network source may make a minute, across
+    /// every node of the store (nil: no limit). The budget of each account is the limit on
+    /// guesses; this one keeps one source from spreading guesses over many accounts' slots, or
+    /// filling the table.
     private let sourceLimit: Int?
 
     /// Registrations one local user may have under way at once (the oldest goes first).
@@ -78,7 +79,8 @@ package final class EscrowService: Sendable {
                     .malformed, "\(route.rawValue) takes \(route == .status ? "GET" : "POST")")
             }
             let fields = try route == .status ? nil : EscrowProtocol.fields(body)
-            if let sourceLimit, let source, route == .claim || route == .register {
+            // A first witness statement writes a row as a registration does: charged alike.
+            if let sourceLimit, let source, [.claim, .register, .witness].contains(route) {
                 let window = clock.wall().milliseconds / 60_000
                 guard try store.charge(source: source, window: window, limit: sourceLimit) else {
                     throw EscrowError(
@@ -196,7 +198,9 @@ package final class EscrowService: Sendable {
                 budgetID = try budget(joining: inherit, slot: slot, state)
             }
             record.budget = budgetID
-            var budget = try loadBudget(budgetID, state)
+            // A new slot's own budget starts now; one it joins (an earlier slot's) must be there.
+            var budget = try loadBudget(
+                budgetID, state, named: pending.budget == nil && inherit != nil)
             budget.touch(slot)
             if let predecessor, budget.slots.contains(predecessor) {
                 if inherit != nil, caller == .network {
@@ -217,8 +221,9 @@ package final class EscrowService: Sendable {
                 budget.drop(retired)
                 try delete(retired, state)
             }
-            try state.save(slot, record.encoded())
+            // The budget first: a slot is never kept naming a budget that is not there.
             try state.save(budgetID, budget.encoded())
+            try state.save(slot, record.encoded())
         }
         return []
     }
@@ -253,7 +258,7 @@ package final class EscrowService: Sendable {
         return try store.transaction { (state) throws(EscrowError) in
             let record = try load(slot, for: caller, state)
             let budgetID = record.budget!
-            var budget = try loadBudget(budgetID, state)
+            var budget = try loadBudget(budgetID, state, named: true)
             let (wall, boot) = (clock.wall(), clock.boot())
             if budget.carry(into: boot, wall: wall) { try state.save(budgetID, budget.encoded()) }
             guard budget.spent < record.limit else {
@@ -292,7 +297,7 @@ package final class EscrowService: Sendable {
         return try store.transaction { (state) throws(EscrowError) in
             let record = try load(slot, for: caller, state)
             let budgetID = record.budget!
-            var budget = try loadBudget(budgetID, state)
+            var budget = try loadBudget(budgetID, state, named: true)
             // One proof per counted claim: the challenge goes whatever the proof says (a refusal
             // commits what its transaction changed: `EscrowStore.transaction`).
             var session = try state.session(slot)
@@ -356,7 +361,7 @@ package final class EscrowService: Sendable {
             else { throw EscrowError(.stale, "no report under way with this token") }
             session.report = nil
             try state.setSession(slot, session)
-            var budget = try loadBudget(record.budget!, state)
+            var budget = try loadBudget(record.budget!, state, named: true)
             budget.giveBack(report.shown, on: slot)
             try state.save(record.budget!, budget.encoded())
         }
@@ -403,7 +408,7 @@ package final class EscrowService: Sendable {
                 throw EscrowError(.authFailed, "not signed by the slot's owner or its reader")
             }
             // Its budget keeps what was spent: a removal gives nothing back.
-            var budget = try loadBudget(record.budget!, state)
+            var budget = try loadBudget(record.budget!, state, named: true)
             budget.drop(slot)
             try state.save(record.budget!, budget.encoded())
             try delete(slot, state)
@@ -441,7 +446,7 @@ package final class EscrowService: Sendable {
             else {
                 throw EscrowError(.authFailed, "the count is told only to the slot's device")
             }
-            var budget = try loadBudget(record.budget!, state)
+            var budget = try loadBudget(record.budget!, state, named: true)
             let (wall, boot) = (clock.wall(), clock.boot())
             if budget.carry(into: boot, wall: wall) {
                 try state.save(record.budget!, budget.encoded())
@@ -578,10 +583,21 @@ package final class EscrowService: Sendable {
         return record
     }
 
-    private func loadBudget(_ id: Data, _ state: any EscrowTransaction) throws(EscrowError)
-        -> CallerBudget
+    /// The budget `id`; a new one when there is none — unless a slot `named` it: then its record
+    /// went missing (deleted behind the escrow, or not answered by its store), and the request is
+    /// refused rather than started again from nothing.
+    private func loadBudget(_ id: Data, _ state: any EscrowTransaction, named: Bool = false)
+        throws(EscrowError) -> CallerBudget
     {
-        guard let bytes = try state.load(id) else { return CallerBudget() }
+        guard let bytes = try state.load(id) else {
+            guard !named else {
+                throw EscrowError(
+                    .unavailable,
+                    "the count of this slot's caller is missing from the escrow's state: refused, so no count starts again"
+                )
+            }
+            return CallerBudget()
+        }
         guard let budget = CallerBudget.parse(bytes) else {
             throw EscrowError(
                 .unavailable, "the escrow's record of a caller's count does not decode")

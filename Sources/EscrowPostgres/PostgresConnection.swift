@@ -17,9 +17,45 @@ final class PostgresConnection: @unchecked Sendable {
             self.connection = nil
             throw PostgresError(.connection, "could not connect: \(message)")
         }
-        // The server's notices ("relation … already exists, skipping") are not the escrow's to
-        // print: libpq would write them to standard error.
-        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        // The server's notices are kept here, not printed (libpq would write "relation …
+        // already exists, skipping" to standard error): a COMMIT's is read (`commit`).
+        PQsetNoticeProcessor(
+            connection,
+            { context, message in
+                guard let context, let message else { return }
+                Unmanaged<Notices>.fromOpaque(context).takeUnretainedValue().text.append(
+                    String(cString: message))
+            }, Unmanaged.passUnretained(notices).toOpaque())
+        // No limit of the server's or the role's cuts a statement short — a COMMIT cancelled
+        // while it waits for the standby is answered as done, "committed locally" — and a
+        // weaker synchronous_commit set for the role or the database is raised.
+        do {
+            try execute("SET statement_timeout = 0")
+            try execute("SET lock_timeout = 0")
+            let level = try execute("SHOW synchronous_commit").first?[0] ?? nil
+            if let level, ["off", "local"].contains(String(decoding: level, as: UTF8.self)) {
+                try execute("SET synchronous_commit = on")
+            }
+        } catch {
+            PQfinish(connection)
+            self.connection = nil
+            throw error
+        }
+    }
+
+    /// The notices of this connection's last statement.
+    private final class Notices { var text: [String] = [] }
+    private let notices = Notices()
+
+    /// COMMIT: throws when the server says the commit was not confirmed by the synchronous
+    /// standby ("canceling wait for synchronous replication"): committed on the primary alone, a
+    /// failover could lose it — the request is answered as failed (it may be counted).
+    func commit() throws(PostgresError) {
+        notices.text = []
+        try execute("COMMIT")
+        if notices.text.contains(where: { $0.contains("synchronous replication") }) {
+            throw PostgresError(.unconfirmed, "the commit was not confirmed by the standby")
+        }
     }
 
     deinit { if let connection { PQfinish(connection) } }
@@ -128,9 +164,10 @@ final class PostgresConnection: @unchecked Sendable {
 }
 
 /// What went wrong with the database: the connection (another try may reach the primary), a
-/// conflict with another transaction (run again), or the statement itself.
+/// conflict with another transaction (run again), the statement itself, or a commit the
+/// synchronous standby did not confirm.
 struct PostgresError: Error, CustomStringConvertible {
-    enum Kind { case connection, conflict, statement }
+    enum Kind { case connection, conflict, statement, unconfirmed }
     let kind: Kind
     let description: String
     init(_ kind: Kind, _ description: String) {

@@ -4,6 +4,10 @@ import Platform
 import Sealing
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The escrow's shared store: its records and sessions as rows of a PostgreSQL database, so that
 /// any number of stateless escrow nodes (`keepsake-escrow --store postgresql://…`) serve the same
 /// slots.
@@ -51,11 +55,19 @@ package final class PostgresEscrowStore: EscrowStore {
             ON keepsake_escrow_sessions (pending_expires) WHERE pending_expires IS NOT NULL
         """,
         """
+        CREATE INDEX IF NOT EXISTS keepsake_escrow_sessions_expires
+            ON keepsake_escrow_sessions (expires)
+        """,
+        """
         CREATE TABLE IF NOT EXISTS keepsake_escrow_meta (name text PRIMARY KEY, value bytea NOT NULL)
         """,
         """
         CREATE TABLE IF NOT EXISTS keepsake_escrow_sources (
             source bytea PRIMARY KEY, minute bigint NOT NULL, requests integer NOT NULL)
+        """,
+        """
+        CREATE INDEX IF NOT EXISTS keepsake_escrow_sources_minute
+            ON keepsake_escrow_sources (minute)
         """,
     ]
 
@@ -172,7 +184,7 @@ package final class PostgresEscrowStore: EscrowStore {
                     try connection.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
                     let result = try body(connection)
                     committing = true
-                    try connection.execute("COMMIT")
+                    try connection.commit()
                     checkin(connection)
                     return result
                 } catch {
@@ -185,14 +197,16 @@ package final class PostgresEscrowStore: EscrowStore {
             } catch {
                 lastError = error
             }
-            if committing && lastError.kind == .connection {
+            if committing && [.connection, .unconfirmed].contains(lastError.kind) {
+                Self.log(lastError)
                 throw EscrowError(
                     .unavailable,
-                    "the escrow's database went while it committed (the request may have been counted): \(lastError)"
+                    "the escrow's database did not confirm the request (it may have been counted): try again"
                 )
             }
             guard retrying, lastError.kind != .statement, Date() < deadline else {
-                throw EscrowError(.unavailable, "the escrow's database: \(lastError)")
+                Self.log(lastError)
+                throw EscrowError(.unavailable, "the escrow's database is unavailable: try again")
             }
             // A conflict runs again at once (after a moment's jitter); a connection that went
             // waits for a primary to take its place.
@@ -202,6 +216,16 @@ package final class PostgresEscrowStore: EscrowStore {
                 : min(0.05 * Double(attempt), 1)
             Thread.sleep(forTimeInterval: pause)
         }
+    }
+
+    /// What the database said, for the service's operator (standard error, the journal): never in
+    /// an answer, where it would name the database's hosts and roles to any client.
+    /// Written with write(2), whose failure (standard error closed: a harness that stopped
+    /// reading) is no failure of the request — Foundation's `FileHandle.write` would end the
+    /// process.
+    private static func log(_ error: PostgresError) {
+        let line = Array("keepsake-escrow: the database: \(error)\n".utf8)
+        _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
     }
 
     private func checkout() throws(PostgresError) -> PostgresConnection {
@@ -235,7 +259,7 @@ package final class PostgresEscrowStore: EscrowStore {
         {
             do { return try connection.execute(sql, parameters) } catch {
                 failure = error
-                throw EscrowError(.unavailable, "the escrow's database: \(error)")
+                throw EscrowError(.unavailable, "the escrow's database is unavailable")
             }
         }
 
@@ -315,10 +339,12 @@ package final class PostgresEscrowStore: EscrowStore {
         func registrations(of budget: Data?, at now: Date) throws(EscrowError) -> [(
             slot: Data, expires: Date
         )] {
-            // Sessions a day past their expiry go (what a node that died left).
-            try run(
-                "DELETE FROM keepsake_escrow_sessions WHERE expires < $1",
-                [.integer(now.milliseconds - 86_400_000)])
+            // Sessions a day past their expiry go (what a node that died left), now and then.
+            if Int.random(in: 0..<64) == 0 {
+                try run(
+                    "DELETE FROM keepsake_escrow_sessions WHERE expires < $1",
+                    [.integer(now.milliseconds - 86_400_000)])
+            }
             let rows =
                 if let budget {
                     try run(

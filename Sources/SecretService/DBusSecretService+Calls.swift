@@ -85,8 +85,18 @@ extension DBusSecretService {
         in collection: CollectionPath = .default
     ) throws(SecretServiceError) -> ItemPath {
         // Retried only when rejected for a stale session: a create whose reply was lost may have
-        // happened; the caller re-reads.
-        return try call(rejectedOnly: true) { service, cancellable, error -> ItemPath? in
+        // happened; the caller re-reads. KWallet's rejection comes after it registered the item
+        // (`isKWalletSessionRejection`): the retry replaces that half-made item (found by its
+        // attributes, which Keepsake makes unique: an item ID, or the device record made once)
+        // rather than making a second object for one entry.
+        let replace = Mutex(replacing)
+        return try call(
+            rejectedOnly: true,
+            beforeRetry: { failure in
+                if Self.isKWalletSessionRejection(failure) { replace.withLock { $0 = true } }
+            }
+        ) { service, cancellable, error -> ItemPath? in
+            let replacing = replace.withLock { $0 }
             let path = withAttributeArrays(attributes) { count, k, v in
                 secret.withUnsafeBytes { bytes in
                     keepsake_service_create_item(

@@ -30,6 +30,10 @@ final class HTTPListener: @unchecked Sendable {
     /// On a UNIX socket: callers are local users, told apart by uid.
     private let isLocal: Bool
     private let connections = Mutex((total: 0, byUser: [UInt32: Int]()))
+    /// Behind a reverse proxy on this machine (`--trust-forwarded-for`): a request from loopback
+    /// comes from the address the proxy appended to `X-Forwarded-For`, and one without it is
+    /// refused. Set before `run`.
+    var trustsForwardedFor = false
     private static let maximumConnections = 64
     private static let maximumPerUser = 4
 
@@ -169,9 +173,10 @@ final class HTTPListener: @unchecked Sendable {
         }
     }
 
-    /// Serves one request. `address`: the TCP peer's; behind a reverse proxy on this machine (a
-    /// loopback peer) the request's source is the address the proxy appended to
-    /// `X-Forwarded-For` (its last entry), what no client can forge past the proxy.
+    /// Serves one request. `address`: the TCP peer's; behind a reverse proxy on this machine
+    /// (`trustsForwardedFor`, a loopback peer) the request's source is the address the proxy
+    /// appended to `X-Forwarded-For` (its last entry, which no client sets past a proxy that
+    /// appends), grouped as `source(_:)` says.
     private func serve(_ connection: Int32, _ caller: EscrowCaller, from address: String?) {
         // A local caller sends its few hundred bytes at once: a second is plenty, and a
         // half-open connection is closed within it.
@@ -231,10 +236,34 @@ final class HTTPListener: @unchecked Sendable {
         guard body.count == length else {
             return reply(connection, 400, Data("more bytes than Content-Length".utf8))
         }
-        let source =
-            address?.hasPrefix("127.") == true ? forwardedFor ?? address : address
+        var source = address.map(Self.source)
+        if trustsForwardedFor, address?.hasPrefix("127.") == true {
+            guard let forwarded = forwardedFor.map(Self.source), !forwarded.isEmpty else {
+                return reply(
+                    connection, 400,
+                    Data("a request through the proxy names its client (X-Forwarded-For)".utf8))
+            }
+            source = forwarded
+        }
         let answer = handle(String(requestLine[0]), String(requestLine[1]), body, caller, source)
         reply(connection, answer.status, answer.body)
+    }
+
+    /// A client's address as one source: an IPv4 address without a port; an IPv6 address by its
+    /// /64 (one subscriber's prefix: its addresses are one source).
+    static func source(_ text: String) -> String {
+        var text = text.trimmingCharacters(in: .whitespaces)
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {  // [v6]:port
+            text = String(text[text.index(after: text.startIndex)..<close])
+        }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, text, &v6) == 1 {
+            let bytes = withUnsafeBytes(of: v6) { Array($0.prefix(8)) }
+            return "v6:" + bytes.map { String(format: "%02x", $0) }.joined() + "::/64"
+        }
+        if let colon = text.lastIndex(of: ":") { text = String(text[..<colon]) }  // v4:port
+        var v4 = in_addr()
+        return inet_pton(AF_INET, text, &v4) == 1 ? text : ""
     }
 
     /// Reads what arrived; false at end of stream, an error or the receive timeout.

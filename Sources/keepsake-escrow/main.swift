@@ -23,10 +23,15 @@ let usage = """
       --service-key FILE the 32-byte key (raw, or 64 hex digits) every row is sealed under, which
                          the database never holds: this user's file, readable by it alone, the
                          same on every node.
-      --source-limit N   at most N registrations and claims a minute from one network address
-                         (behind a proxy on this machine, the X-Forwarded-For it appends), across
-                         every node of a PostgreSQL store (default: no limit; each account's
-                         budget limits its guesses whatever the source).
+      --source-limit N   at most N registrations, claims and witness statements a minute from one
+                         network address (an IPv6 /64), across every node of a PostgreSQL store
+                         (default: no limit; each account's budget limits its guesses whatever
+                         the source).
+      --trust-forwarded-for yes
+                         behind a reverse proxy on this machine that appends the client's address
+                         to X-Forwarded-For (Apache does; nginx with proxy_set_header
+                         X-Forwarded-For $proxy_add_x_forwarded_for): a request from loopback
+                         comes from that address, and one without it is refused.
       migrate            moves every slot and count of a stopped escrow's state directory into
                          the PostgreSQL store (the directory is left as it was).
       --tpm TCTI         keep them under the machine's TPM (device:/dev/tpmrm0), which only this
@@ -63,7 +68,7 @@ while let argument = arguments.popFirst() {
         ? ["--from", "--to", "--tpm", "--service-key"]
         : [
             "--state", "--listen", "--socket", "--tpm", "--store", "--service-key",
-            "--source-limit",
+            "--source-limit", "--trust-forwarded-for",
         ]
     guard known.contains(argument), let value = arguments.popFirst() else {
         fail("unknown option or missing value: \(argument)\n\(usage)", status: 2)
@@ -99,10 +104,40 @@ while let argument = arguments.popFirst() {
     fail("--service-key: \(path) holds 32 bytes, or 64 hex digits", status: 2)
 }
 
-/// The PostgreSQL store at `uri`, under the service key.
+/// The PostgreSQL store at `uri`, under the service key. The URI names no password (the command
+/// line is any local user's to read: libpq's passfile, `PGPASSFILE`, holds it) and, for a host
+/// off this machine, checks the server's certificate (`sslmode=verify-full`): whoever sits
+/// between the nodes and the database could otherwise answer for it, and put counts back.
 @MainActor func postgres(_ uri: String) -> PostgresEscrowStore {
+    guard uri.hasPrefix("postgresql://") || uri.hasPrefix("postgres://") else {
+        fail("--store takes a postgresql:// URI", status: 2)
+    }
+    let rest = uri.split(separator: "//", maxSplits: 1).last.map(String.init) ?? ""
+    let authority = String(rest.prefix { $0 != "/" && $0 != "?" })
+    let query = rest.split(separator: "?", maxSplits: 1).dropFirst().first.map(String.init) ?? ""
+    let userinfo = authority.contains("@") ? String(authority.prefix { $0 != "@" }) : ""
+    if userinfo.contains(":")
+        || query.split(separator: "&").contains(where: { $0.hasPrefix("password=") })
+    {
+        fail(
+            "--store: a password on the command line is any local user's to read (/proc): put it in libpq's passfile (~/.pgpass, or PGPASSFILE)",
+            status: 2)
+    }
+    let hosts = (authority.split(separator: "@").last.map(String.init) ?? "")
+        .split(separator: ",").map { host -> String in
+            host.hasPrefix("[")
+                ? String(host.prefix { $0 != "]" }.dropFirst()) : String(host.prefix { $0 != ":" })
+        }
+    let local = hosts.allSatisfy {
+        $0.isEmpty || $0 == "localhost" || $0.hasPrefix("127.") || $0 == "::1"
+    }
+    if !local && !query.split(separator: "&").contains("sslmode=verify-full") {
+        fail(
+            "--store: a database off this machine is reached with sslmode=verify-full (its certificate checked): whoever sits between could otherwise answer for it",
+            status: 2)
+    }
     do { return try PostgresEscrowStore(uri, serviceKey: serviceKey()) } catch {
-        fail("\(uri.split(separator: "@").last ?? ""): \(error.message)", status: 1)
+        fail("the PostgreSQL store: \(error.message)", status: 1)
     }
 }
 
@@ -135,6 +170,12 @@ let sourceLimit = options["--source-limit"].map { text -> Int in
         fail("--source-limit takes a number of requests a minute (1 … 1000000)", status: 2)
     }
     return limit
+}
+let trustsForwardedFor: Bool
+switch options["--trust-forwarded-for"] {
+case nil, "no": trustsForwardedFor = false
+case "yes": trustsForwardedFor = true
+default: fail("--trust-forwarded-for takes yes or no", status: 2)
 }
 if sourceLimit != nil && options["--socket"] != nil {
     fail(
@@ -169,9 +210,10 @@ do {
     let directory = URL(fileURLWithPath: state, isDirectory: true)
     let service: EscrowService
     if let store {
+        // Each node's boot clock is its own: a shared store's delays run on the wall clock.
         service = EscrowService(
             store: postgres(store), maximumSlots: 50_000_000, policy: policy, paths: paths,
-            sourceLimit: sourceLimit)
+            clock: .shared, sourceLimit: sourceLimit)
     } else if let tcti = options["--tpm"] {
         #if !KEEPSAKE_TEST_HOOKS
             // A software TPM's state is a file beside the service's: a copy of the machine
@@ -218,6 +260,7 @@ do {
         Data(
             "keepsake-escrow listening on \(address) (state \(store == nil ? state : "in PostgreSQL"))\n"
                 .utf8))
+    listener.trustsForwardedFor = trustsForwardedFor
     listener.run()
 } catch {
     fail("\(error)", status: 1)

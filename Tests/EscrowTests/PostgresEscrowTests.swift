@@ -290,7 +290,7 @@ struct PostgresEscrowTests {
     }
 
     @Test(
-        "a source limit holds across nodes: with --source-limit 7, a registration and six claims from one address through either node are taken and the next refused (wait) by both; another address behind the proxy (the X-Forwarded-For it appended) is its own"
+        "a source limit holds across nodes: with --source-limit 7, a registration and six claims from one address through either node are taken and the next refused (wait) by both; X-Forwarded-For names the source only on a node told to trust its proxy, which refuses a request without it"
     )
     func sourceLimitAcrossNodes() throws {
         let database = try PrivatePostgres.start()
@@ -299,7 +299,10 @@ struct PostgresEscrowTests {
         let nodes = try (0..<2).map { _ in
             try PrivateEscrow(store: (database.uri, key), arguments: ["--source-limit", "7"])
         }
-        defer { nodes.forEach { $0.stop() } }
+        let proxied = try PrivateEscrow(
+            store: (database.uri, key),
+            arguments: ["--source-limit", "7", "--trust-forwarded-for", "yes"])
+        defer { (nodes + [proxied]).forEach { $0.stop() } }
         let escrows = nodes.map(\.configuration)
         // The limit is per wall-clock minute: started with 40 s of this one left, so the steps
         // below (a second or two) stay in it on a busy machine.
@@ -307,26 +310,57 @@ struct PostgresEscrowTests {
         if second > 20 { Thread.sleep(forTimeInterval: 60.5 - second) }
         // The registration is one request of the seven (a claim's second step is not charged).
         let slot = try TestSlot(on: escrows[0])
-        #expect(slot.countedStep(on: escrows[0]) == 200)
-        #expect(slot.countedStep(on: escrows[1]) == 200)
-        #expect(slot.countedStep(on: escrows[0]) == 200)
-        #expect(slot.countedStep(on: escrows[1]) == 200)
-        #expect(slot.countedStep(on: escrows[0]) == 200)
-        #expect(slot.countedStep(on: escrows[1]) == 200)
+        for index in 0..<6 { #expect(slot.countedStep(on: escrows[index % 2]) == 200) }
         #expect(slot.countedStep(on: escrows[0]) == 429)
         #expect(slot.countedStep(on: escrows[1]) == 429)
         #expect(try slot.spent(on: escrows[0]) == 6)
-        // Behind a proxy on the machine: the address it appended is the source.
         let blinded = OPRF.blind(SecureBytes(randomCount: 32), context: "a guess").blinded
         let body = EscrowProtocol.message([(.slot, slot.slot), (.blinded, blinded)])
-        #expect(try post(body, to: nodes[1], forwardedFor: "203.0.113.9, 198.51.100.7") == 200)
+        // A node that does not trust a proxy ignores the header: still this address, refused.
+        #expect(try post(body, to: nodes[1], forwardedFor: "198.51.100.7") == 429)
+        // Behind a trusted proxy: the address it appended (the last entry) is the source.
+        #expect(try post(body, to: proxied, forwardedFor: "203.0.113.9, 198.51.100.7") == 200)
+        #expect(try post(body, to: proxied, forwardedFor: nil) == 400)
         #expect(try slot.spent(on: escrows[1]) == 7)
+    }
+
+    @Test(
+        "a slot whose caller's count went missing from the database (its row deleted behind the escrow) is refused, never counted again from zero; a store address with a password, or off this machine without sslmode=verify-full, is refused at start"
+    )
+    func missingCountAndAddresses() throws {
+        let database = try PrivatePostgres.start()
+        defer { database.stop() }
+        let key = try serviceKeyFile()
+        let node = try PrivateEscrow(store: (database.uri, key))
+        defer { node.stop() }
+        let slot = try TestSlot(on: node.configuration)
+        for _ in 0..<3 { #expect(slot.wrongClaim(on: node.configuration) == .authFailed) }
+        let budget = CallerBudget.id(slot: slot.slot)
+        try database.sql(
+            "DELETE FROM keepsake_escrow_records WHERE id = '\\x\(budget.hexString)'::bytea")
+        #expect(slot.wrongClaim(on: node.configuration) == .unavailable)
+        #expect(throws: (any Error).self) { try slot.spent(on: node.configuration) }
+
+        for (uri, says) in [
+            ("postgresql://keepsake:secret@127.0.0.1:5/escrow", "passfile"),
+            ("postgresql://keepsake@127.0.0.1:5/escrow?password=secret", "passfile"),
+            ("postgresql://keepsake@db.example:5432/escrow", "sslmode=verify-full"),
+            ("postgresql://keepsake@127.0.0.1:5,10.0.0.2:5/escrow?sslmode=require", "verify-full"),
+        ] {
+            let run = try Spawn.capture(
+                PrivateEscrow.executable.path,
+                ["--store", uri, "--service-key", key.path, "--listen", "127.0.0.1:0"],
+                environment: ProcessInfo.processInfo.environment)
+            let text = String(decoding: run.stderr, as: UTF8.self)
+            #expect(run.status == 2 && text.contains(says), "\(uri): \(text)")
+            #expect(!text.contains("secret"), "\(text)")
+        }
     }
 }
 
 /// POSTs a claim's first step to `node` as a reverse proxy on this machine would, with
-/// `X-Forwarded-For`: the status of the answer.
-private func post(_ body: Data, to node: PrivateEscrow, forwardedFor: String) throws -> Int {
+/// `X-Forwarded-For` (nil: without one): the status of the answer.
+private func post(_ body: Data, to node: PrivateEscrow, forwardedFor: String?) throws -> Int {
     let port = UInt16(try #require(node.url.port))
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
@@ -339,7 +373,7 @@ private func post(_ body: Data, to node: PrivateEscrow, forwardedFor: String) th
     try #require(connected == 0)
     let request =
         Data(
-            "POST \(EscrowProtocol.Path.claim.rawValue) HTTP/1.1\r\nHost: escrow\r\nX-Forwarded-For: \(forwardedFor)\r\nContent-Length: \(body.count)\r\n\r\n"
+            "POST \(EscrowProtocol.Path.claim.rawValue) HTTP/1.1\r\nHost: escrow\r\n\(forwardedFor.map { "X-Forwarded-For: \($0)\r\n" } ?? "")Content-Length: \(body.count)\r\n\r\n"
                 .utf8) + body
     _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     var reply = [UInt8](repeating: 0, count: 64)
