@@ -41,7 +41,7 @@ package struct EscrowClock: Sendable {
         boot: {
             BootInstant(
                 boot: Data("shared store: wall clock".utf8),
-                milliseconds: Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)))
+                milliseconds: Date().milliseconds)
         })
 }
 

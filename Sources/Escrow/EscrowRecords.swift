@@ -93,5 +93,5 @@ struct WitnessRecord {
 
 extension Date {
     /// Milliseconds since 1970.
-    var milliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded(.down)) }
+    package var milliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded(.down)) }
 }

@@ -368,7 +368,3 @@ package final class PostgresEscrowStore: EscrowStore {
         }
     }
 }
-
-extension Date {
-    fileprivate var milliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded(.down)) }
-}

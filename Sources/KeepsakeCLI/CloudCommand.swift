@@ -13,7 +13,7 @@ enum CloudCommand {
         guard let url = context.webDAVURL else {
             throw CommandError.usage("keepsake cloud \(verb ?? "") needs --cloud https://…")
         }
-        let keychain = try CloudCredentials.keychain(device: context.localDevice)
+        let keychain = try CloudCredentials.keychain(device: context.device)
         switch verb {
         case "login":
             let (lines, _) = try SecretInput.leadingLines(2)
@@ -45,7 +45,7 @@ enum CloudCommand {
             try? keychain.delete(matching: CloudCredentials.query(url))
             Output.json(["stored": false])
         case "status":
-            let found = try CloudCredentials.find(for: url, device: context.localDevice)
+            let found = try CloudCredentials.find(for: url, device: context.device)
             var object: [String: Any] = ["credentials": found?.source ?? "none"]
             let cloud = try WebDAVCloud(
                 url: url, username: found?.user, password: found?.password,

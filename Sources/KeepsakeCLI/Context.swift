@@ -79,11 +79,9 @@ package struct Context {
         get throws { try opened.account() }
     }
 
-    /// The command's device.
+    /// The command's device (the cloud, and its credentials, are made only when `account` is
+    /// asked for).
     package var device: Device { opened.device }
-
-    /// The device, for what never touches the cloud (its credentials are not looked up).
-    var localDevice: Device { opened.device }
 
     /// `lock` or `reboot`: a command that takes no option and forgets runtime keys through
     /// `forgetting`, which never waits (no cloud, nor its credentials, and no Secret Service).

@@ -29,7 +29,7 @@ package enum KeychainCommand {
             }
         }
         // Items stay on this device: the cloud (and its credentials) is only for `sync`.
-        let keychain = Keychain(app: context.app, device: context.localDevice)
+        let keychain = Keychain(app: context.app, device: context.device)
         // `--server` makes it an internet password (no service); otherwise a generic one.
         let server = arguments.value("server")
         let service = arguments.value("service")

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// How slow this machine is right now, so that a test's bound tells a hang from a busy machine.
 ///
@@ -62,4 +63,21 @@ package func allAtOnce(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) 
         thread.start()
     }
     group.wait()
+}
+
+/// Runs `body(0..<count)` on `threads` threads at once, each taking the next index as it is
+/// done with one (a load of `count` requests from `threads` clients), and returns when every
+/// index was run.
+package func onThreads(_ threads: Int, _ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
+    let next = Mutex(0)
+    allAtOnce(threads) { _ in
+        while true {
+            let index = next.withLock { (value: inout Int) -> Int in
+                defer { value += 1 }
+                return value
+            }
+            guard index < count else { return }
+            body(index)
+        }
+    }
 }

@@ -139,39 +139,25 @@ struct EscrowBenchmark {
     private func measure(_ slots: [Slot], through escrows: [EscrowConfiguration]) throws -> Result {
         let times = Mutex<[Double]>([])
         let failed = Mutex(0)
-        let next = Mutex(0)
-        let group = DispatchGroup()
         let clock = ContinuousClock()
         let start = clock.now
         let cpuBefore = Self.cpu()
-        for _ in 0..<Self.threads {
-            group.enter()
-            Thread {
-                while true {
-                    let index = next.withLock { (value: inout Int) -> Int in
-                        defer { value += 1 }
-                        return value
-                    }
-                    guard index < claims else { break }
-                    let slot = slots[index % slots.count]
-                    let begun = clock.now
-                    do {
-                        _ = try escrows[index % escrows.count].client().claim(
-                            slot.slot, passcodeKey: slot.passcodeKey, publicKey: slot.publicKey)
-                        let took = clock.now - begun
-                        times.withLock {
-                            $0.append(
-                                Double(took.components.seconds) + Double(
-                                    took.components.attoseconds) / 1e18)
-                        }
-                    } catch {
-                        failed.withLock { $0 += 1 }
-                    }
+        onThreads(Self.threads, claims) { index in
+            let slot = slots[index % slots.count]
+            let begun = clock.now
+            do {
+                _ = try escrows[index % escrows.count].client().claim(
+                    slot.slot, passcodeKey: slot.passcodeKey, publicKey: slot.publicKey)
+                let took = clock.now - begun
+                times.withLock {
+                    $0.append(
+                        Double(took.components.seconds) + Double(took.components.attoseconds)
+                            / 1e18)
                 }
-                group.leave()
-            }.start()
+            } catch {
+                failed.withLock { $0 += 1 }
+            }
         }
-        group.wait()
         let cpuAfter = Self.cpu()
         let elapsed = clock.now - start
         let seconds =

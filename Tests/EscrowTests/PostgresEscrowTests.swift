@@ -15,6 +15,32 @@ private func serviceKeyFile() throws -> URL {
     return file
 }
 
+/// A private PostgreSQL (`database`), a service key of its own (`key`) and the escrow nodes
+/// started on it; `stop` stops the nodes, then the database.
+private final class EscrowCluster {
+    let database: PrivatePostgres
+    let key: URL
+    private var started: [PrivateEscrow] = []
+
+    init(_ database: PrivatePostgres? = nil) throws {
+        self.database = try database ?? PrivatePostgres.start()
+        key = try serviceKeyFile()
+    }
+
+    /// A node with `arguments` on `uri` (the database's unless given).
+    func node(_ arguments: [String] = [], uri: String? = nil) throws -> PrivateEscrow {
+        let node = try PrivateEscrow(
+            store: (uri ?? database.uri, key), arguments: arguments)
+        started.append(node)
+        return node
+    }
+
+    func stop() {
+        started.forEach { $0.stop() }
+        database.stop()
+    }
+}
+
 /// A slot registered through `escrow`: its ID and public key, its passcode's key, its reader's
 /// secret, and the secret it holds.
 private struct TestSlot: Sendable {
@@ -66,46 +92,20 @@ private struct TestSlot: Sendable {
     }
 }
 
-/// Runs `body` for each of `count` indices on `threads` threads at once.
-private func concurrently(_ count: Int, threads: Int, _ body: @escaping @Sendable (Int) -> Void) {
-    let next = Mutex(0)
-    let group = DispatchGroup()
-    for _ in 0..<threads {
-        group.enter()
-        Thread {
-            while true {
-                let index = next.withLock { (value: inout Int) -> Int in
-                    defer { value += 1 }
-                    return value
-                }
-                guard index < count else { break }
-                body(index)
-            }
-            group.leave()
-        }.start()
-    }
-    group.wait()
-}
-
 @Suite("The account's escrow on PostgreSQL: many nodes, one exact count, failover", .serialized)
 struct PostgresEscrowTests {
     @Test(
         "two escrow nodes on one PostgreSQL count every claim once: 7 claims at once through both are each counted (the count is 7); of 14 at once exactly 10 are counted and 4 refused as the slot is destroyed at its limit"
     )
     func twoNodesOneCount() throws {
-        let database = try PrivatePostgres.start()
-        defer { database.stop() }
-        let key = try serviceKeyFile()
-        let nodes = try (0..<2).map { _ in
-            try PrivateEscrow(store: (database.uri, key))
-        }
-        defer { nodes.forEach { $0.stop() } }
-        let escrows = nodes.map(\.configuration)
+        let cluster = try EscrowCluster()
+        defer { cluster.stop() }
+        let escrows = try (0..<2).map { _ in try cluster.node().configuration }
 
         // A claim's first step is where it is counted: answered with a challenge, or refused.
         let seven = try TestSlot(on: escrows[0])
         let answers = Mutex<[Int]>([])
-        concurrently(7, threads: 7) { index in
+        onThreads(7, 7) { index in
             let status = seven.countedStep(on: escrows[index % 2])
             answers.withLock { $0.append(status) }
         }
@@ -120,7 +120,7 @@ struct PostgresEscrowTests {
 
         let fourteen = try TestSlot(on: escrows[1])
         answers.withLock { $0 = [] }
-        concurrently(14, threads: 7) { index in
+        onThreads(7, 14) { index in
             let status = fourteen.countedStep(on: escrows[index % 2])
             answers.withLock { $0.append(status) }
         }
@@ -138,11 +138,10 @@ struct PostgresEscrowTests {
         "a dump of the database holds no slot's secret, key or envelope in clear; a node started with another service key is refused, and a row moved to another slot's ID does not open"
     )
     func dumpHoldsNothing() throws {
-        let database = try PrivatePostgres.start()
-        defer { database.stop() }
-        let key = try serviceKeyFile()
-        let node = try PrivateEscrow(store: (database.uri, key))
-        defer { node.stop() }
+        let cluster = try EscrowCluster()
+        defer { cluster.stop() }
+        let database = cluster.database
+        let node = try cluster.node()
         let slots = try (0..<3).map { _ in try TestSlot(on: node.configuration) }
         #expect(slots[0].wrongClaim(on: node.configuration) == .authFailed)
 
@@ -175,15 +174,13 @@ struct PostgresEscrowTests {
         "the primary killed during 1,000 concurrent claims through two nodes, its synchronous standby promoted: every claim answered is counted exactly once, no count goes back, the nodes reconnect by themselves"
     )
     func failover() throws {
-        let primary = try PrivatePostgres.start()
-        defer { primary.stop() }
+        let cluster = try EscrowCluster()
+        defer { cluster.stop() }
+        let primary = cluster.database
         let standby = try primary.standby()
         defer { standby.stop() }
-        let key = try serviceKeyFile()
         let uri = PrivatePostgres.uri(ports: [primary.port, standby.port])
-        let nodes = try (0..<2).map { _ in try PrivateEscrow(store: (uri, key)) }
-        defer { nodes.forEach { $0.stop() } }
-        let escrows = nodes.map(\.configuration)
+        let escrows = try (0..<2).map { _ in try cluster.node(uri: uri).configuration }
 
         // 125 slots, 8 wrong claims each: below the limit, so each count only goes up.
         let slots = try (0..<125).map { try TestSlot(on: escrows[$0 % 2]) }
@@ -196,7 +193,7 @@ struct PostgresEscrowTests {
         let killed = Mutex(false)
         let answeredAtKill = Mutex(0)
         // Each slot's claims in a fixed order across the stream: claim i goes to slot i % 125.
-        concurrently(1000, threads: 8) { index in
+        onThreads(8, 1000) { index in
             let slot = index % 125
             let code = slots[slot].wrongClaim(on: escrows[index % 2])
             let answered = tally.withLock { tally -> Int in
@@ -258,9 +255,9 @@ struct PostgresEscrowTests {
         let other = try TestSlot(on: files.configuration)
         files.stop()
 
-        let database = try PrivatePostgres.start()
-        defer { database.stop() }
-        let key = try serviceKeyFile()
+        let cluster = try EscrowCluster()
+        defer { cluster.stop() }
+        let (database, key) = (cluster.database, cluster.key)
         let migrate = {
             try Spawn.capture(
                 PrivateEscrow.executable.path,
@@ -273,8 +270,7 @@ struct PostgresEscrowTests {
         #expect(moved.status == 0, "\(String(decoding: moved.stderr, as: UTF8.self))")
         #expect(String(decoding: moved.stdout, as: UTF8.self).contains("migrated"))
 
-        let node = try PrivateEscrow(store: (database.uri, key))
-        defer { node.stop() }
+        let node = try cluster.node()
         #expect(try slot.spent(on: node.configuration) == 3)
         #expect(try other.spent(on: node.configuration) == 0)
         let right = try node.configuration.client().claim(
@@ -293,16 +289,10 @@ struct PostgresEscrowTests {
         "a source limit holds across nodes: with --source-limit 7, a registration and six claims from one address through either node are taken and the next refused (wait) by both; X-Forwarded-For names the source only on a node told to trust its proxy, which refuses a request without it"
     )
     func sourceLimitAcrossNodes() throws {
-        let database = try PrivatePostgres.start()
-        defer { database.stop() }
-        let key = try serviceKeyFile()
-        let nodes = try (0..<2).map { _ in
-            try PrivateEscrow(store: (database.uri, key), arguments: ["--source-limit", "7"])
-        }
-        let proxied = try PrivateEscrow(
-            store: (database.uri, key),
-            arguments: ["--source-limit", "7", "--trust-forwarded-for", "yes"])
-        defer { (nodes + [proxied]).forEach { $0.stop() } }
+        let cluster = try EscrowCluster()
+        defer { cluster.stop() }
+        let nodes = try (0..<2).map { _ in try cluster.node(["--source-limit", "7"]) }
+        let proxied = try cluster.node(["--source-limit", "7", "--trust-forwarded-for", "yes"])
         let escrows = nodes.map(\.configuration)
         // The limit is per wall-clock minute: started with 40 s of this one left, so the steps
         // below (a second or two) stay in it on a busy machine.
@@ -328,11 +318,10 @@ struct PostgresEscrowTests {
         "a slot whose caller's count went missing from the database (its row deleted behind the escrow) is refused, never counted again from zero; a store address with a password, or off this machine without sslmode=verify-full, is refused at start"
     )
     func missingCountAndAddresses() throws {
-        let database = try PrivatePostgres.start()
-        defer { database.stop() }
-        let key = try serviceKeyFile()
-        let node = try PrivateEscrow(store: (database.uri, key))
-        defer { node.stop() }
+        let cluster = try EscrowCluster()
+        defer { cluster.stop() }
+        let (database, key) = (cluster.database, cluster.key)
+        let node = try cluster.node()
         let slot = try TestSlot(on: node.configuration)
         for _ in 0..<3 { #expect(slot.wrongClaim(on: node.configuration) == .authFailed) }
         let budget = CallerBudget.id(slot: slot.slot)
