@@ -37,12 +37,12 @@
     X(g_dbus_proxy_get_type) X(g_dbus_proxy_set_default_timeout) X(g_error_free)                   \
     X(g_error_matches) X(g_free) X(g_get_monotonic_time) X(g_initable_get_type)                    \
     X(g_initable_init) X(g_io_error_quark) X(g_malloc0) X(g_malloc0_n) X(g_object_new)             \
-    X(g_object_unref) X(g_propagate_error) X(g_ptr_array_add) X(g_ptr_array_free)                  \
+    X(g_object_get_data) X(g_object_set_data_full) X(g_object_unref) X(g_propagate_error) X(g_ptr_array_add) X(g_ptr_array_free)                  \
     X(g_ptr_array_new) X(g_quark_to_string) X(g_set_error) X(g_set_error_literal) X(g_strdup)      \
     X(g_strfreev) X(g_type_check_instance_cast) X(g_variant_builder_add)                           \
     X(g_variant_builder_end) X(g_variant_builder_init) X(g_variant_get) X(g_variant_get_child)     \
     X(g_variant_get_string) X(g_variant_is_of_type) X(g_variant_lookup_value)                      \
-    X(g_variant_n_children) X(g_variant_new) X(g_variant_new_objv) X(g_variant_new_string)         \
+    X(g_variant_n_children) X(g_variant_new) X(g_variant_new_fixed_array) X(g_variant_new_objv) X(g_variant_new_string)         \
     X(g_variant_type_checked_) X(g_variant_unref) X(secret_error_get_quark)                        \
     X(secret_service_encode_dbus_secret)                                                           \
     X(secret_service_ensure_session_sync) X(secret_service_get_type)                               \
@@ -181,6 +181,10 @@ extern struct keepsake_secret_libs keepsake_secret_libs;
 #define g_malloc0_n keepsake_secret_libs.g_malloc0_n
 #undef g_object_new
 #define g_object_new keepsake_secret_libs.g_object_new
+#undef g_object_get_data
+#define g_object_get_data keepsake_secret_libs.g_object_get_data
+#undef g_object_set_data_full
+#define g_object_set_data_full keepsake_secret_libs.g_object_set_data_full
 #undef g_object_unref
 #define g_object_unref keepsake_secret_libs.g_object_unref
 #undef g_propagate_error
@@ -223,6 +227,8 @@ extern struct keepsake_secret_libs keepsake_secret_libs;
 #define g_variant_n_children keepsake_secret_libs.g_variant_n_children
 #undef g_variant_new
 #define g_variant_new keepsake_secret_libs.g_variant_new
+#undef g_variant_new_fixed_array
+#define g_variant_new_fixed_array keepsake_secret_libs.g_variant_new_fixed_array
 #undef g_variant_new_objv
 #define g_variant_new_objv keepsake_secret_libs.g_variant_new_objv
 #undef g_variant_new_string

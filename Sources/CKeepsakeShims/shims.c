@@ -22,6 +22,33 @@ const char *keepsake_error_message(const GError *error) { return error->message;
  * it); the other calls whose reply is read pass its type to g_dbus_connection_call_sync. The
  * direct reads (reader.c) check their replies' types themselves. */
 
+/* The key under which a connection keeps the path of its plain session. */
+#define PLAIN_SESSION "keepsake-plain-session"
+
+/* Opens a "plain" session: what Keepsake writes is sealed before it leaves the process (an
+ * envelope under a class key, the device record's keys wrapped), as what its reads carry
+ * (reader.c), so the provider's transport encryption adds nothing — and kwalletd5's DH sessions
+ * fail about one exchange in 256 (a public key refused, or a key one byte short that rejects a
+ * CreateItem after registering its item: KDE bug 514194). libsecret's DH session is opened only
+ * for gnome-keyring's master password (`master_secret`). The path, newly allocated. */
+static gchar *open_plain_session(SecretService *service, GCancellable *cancellable,
+                                 GError **error) {
+    GDBusProxy *proxy = G_DBUS_PROXY(service);
+    GVariant *reply = g_dbus_connection_call_sync(
+        g_dbus_proxy_get_connection(proxy), SECRETS_NAME, SECRETS_PATH,
+        "org.freedesktop.Secret.Service", "OpenSession",
+        g_variant_new("(sv)", "plain", g_variant_new_string("")), G_VARIANT_TYPE("(vo)"),
+        G_DBUS_CALL_FLAGS_NO_AUTO_START, g_dbus_proxy_get_default_timeout(proxy), cancellable,
+        error);
+    if (reply == NULL) return NULL;
+    GVariant *output = NULL;
+    gchar *path = NULL;
+    g_variant_get(reply, "(vo)", &output, &path);
+    g_variant_unref(output);
+    g_variant_unref(reply);
+    return path;
+}
+
 SecretService *keepsake_service_open(const char *bus_address, int timeout_ms,
                                      GCancellable *cancellable, GError **error) {
     GDBusConnection *connection;
@@ -58,10 +85,14 @@ SecretService *keepsake_service_open(const char *bus_address, int timeout_ms,
     g_object_unref(connection);
     if (service == NULL) return NULL;
     g_dbus_proxy_set_default_timeout(G_DBUS_PROXY(service), timeout_ms);
-    if (!secret_service_ensure_session_sync(service, cancellable, error)) {
+    // Asked after the proxy's GetAll was answered (gnome-keyring may abort on a client whose
+    // first call is OpenSession: reader.c).
+    gchar *session = open_plain_session(service, cancellable, error);
+    if (session == NULL) {
         g_object_unref(service);
         return NULL;
     }
+    g_object_set_data_full(G_OBJECT(service), PLAIN_SESSION, session, g_free);
     return service;
 }
 
@@ -99,26 +130,33 @@ static gboolean perform_prompt(SecretService *service, const gchar *prompt,
     return TRUE;
 }
 
-/// `secret` as the Secret Service's (oayays) struct, encrypted for the open session; NULL (with
-/// `error` set) when there is no session.
-static GVariant *encoded_secret(SecretService *service, const void *secret, size_t secret_length,
-                                GError **error) {
-    SecretValue *value =
-        secret_value_new(secret_length ? secret : "", secret_length, "application/octet-stream");
-    GVariant *encoded = secret_service_encode_dbus_secret(service, value);
-    secret_value_unref(value);
-    if (encoded == NULL)
-        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "no session to encode a secret");
-    return encoded;
+/// `secret` as the Secret Service's (oayays) struct under the connection's plain session, or
+/// under `session` when it is not NULL (a test's session the provider never opened).
+static GVariant *encoded_secret(SecretService *service, const char *session, const void *secret,
+                                size_t secret_length) {
+    static const guchar none = 0;
+    if (session == NULL) session = g_object_get_data(G_OBJECT(service), PLAIN_SESSION);
+    return g_variant_new(
+        "(o@ay@ays)", session, g_variant_new_fixed_array(G_VARIANT_TYPE_BYTE, &none, 0, 1),
+        g_variant_new_fixed_array(G_VARIANT_TYPE_BYTE, secret_length ? secret : &none,
+                                  secret_length, 1),
+        "application/octet-stream");
 }
+
+static gboolean created_whole(SecretService *service, const char *path, unsigned count,
+                              const char *const *keys, const char *const *values,
+                              const char *session, GCancellable *cancellable, GError **error);
+static GVariant *get_property(SecretService *service, const char *path, const char *interface,
+                              const char *name, const GVariantType *type,
+                              GCancellable *cancellable, GError **error);
 
 gchar *keepsake_service_create_item(SecretService *service, const char *collection_path,
                                     const char *label, unsigned count, const char *const *keys,
                                     const char *const *values, const void *secret,
                                     size_t secret_length, gboolean replace,
-                                    GCancellable *cancellable, GError **error) {
-    GVariant *encoded = encoded_secret(service, secret, secret_length, error);
-    if (encoded == NULL) return NULL;
+                                    const char *session, GCancellable *cancellable,
+                                    GError **error) {
+    GVariant *encoded = encoded_secret(service, session, secret, secret_length);
     GVariantBuilder attributes;
     g_variant_builder_init(&attributes, G_VARIANT_TYPE("a{ss}"));
     for (unsigned i = 0; i < count; i++)
@@ -146,7 +184,55 @@ gchar *keepsake_service_create_item(SecretService *service, const char *collecti
     }
     if (prompted) g_variant_unref(prompted);
     g_variant_unref(reply);
+    if (path != NULL && strcmp(prompt, "/") != 0 &&
+        !created_whole(service, path, count, keys, values, session, cancellable, error)) {
+        g_free(path);
+        return NULL;
+    }
     return path;
+}
+
+/* Whether the item a prompted CreateItem answered with carries the attributes it was given.
+ * libsecret hands back a prompt's result even when the prompt was dismissed, and KeePassXC
+ * dismisses a create whose secret it cannot read (a session it does not have: after it restarted)
+ * after making the item, empty and without attributes. Such an item is deleted, and the create
+ * refused: as under a session the provider does not have (NoSession, which the caller retries on
+ * a new connection) when the session is gone, else as a dismissed prompt. */
+static gboolean created_whole(SecretService *service, const char *path, unsigned count,
+                              const char *const *keys, const char *const *values,
+                              const char *session, GCancellable *cancellable, GError **error) {
+    GVariant *attributes = get_property(service, path, "org.freedesktop.Secret.Item",
+                                        "Attributes", G_VARIANT_TYPE("a{ss}"), cancellable, error);
+    if (attributes == NULL) return FALSE;
+    gboolean whole = TRUE;
+    for (unsigned i = 0; i < count && whole; i++) {
+        GVariant *value = g_variant_lookup_value(attributes, keys[i], G_VARIANT_TYPE_STRING);
+        whole = value != NULL && strcmp(g_variant_get_string(value, NULL), values[i]) == 0;
+        if (value) g_variant_unref(value);
+    }
+    g_variant_unref(attributes);
+    if (whole) return TRUE;
+    keepsake_item_delete(service, path, cancellable, NULL);
+    if (session == NULL) session = g_object_get_data(G_OBJECT(service), PLAIN_SESSION);
+    GDBusProxy *proxy = G_DBUS_PROXY(service);
+    GVariant *alive = g_dbus_connection_call_sync(
+        g_dbus_proxy_get_connection(proxy), SECRETS_NAME, session,
+        "org.freedesktop.DBus.Properties", "GetAll",
+        g_variant_new("(s)", "org.freedesktop.Secret.Session"), G_VARIANT_TYPE("(a{sv})"),
+        G_DBUS_CALL_FLAGS_NO_AUTO_START, g_dbus_proxy_get_default_timeout(proxy), cancellable,
+        NULL);
+    if (alive != NULL) {
+        g_variant_unref(alive);
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
+                    "the Secret Service dismissed the prompt of a create (%s): it needs a person",
+                    path);
+    } else {
+        g_propagate_error(error, g_dbus_error_new_for_dbus_error(
+                                     "org.freedesktop.Secret.Error.NoSession",
+                                     "the Secret Service made an empty item: it has no session"
+                                     " for this connection"));
+    }
+    return FALSE;
 }
 
 gboolean keepsake_item_delete(SecretService *service, const char *item_path,
@@ -213,10 +299,15 @@ gchar *keepsake_item_schema(SecretService *service, const char *item_path,
     return name;
 }
 
-static GVariant *master_secret(SecretService *service, const void *password, size_t length) {
+/* A password in clear: under libsecret's DH session, opened here when first needed. */
+static GVariant *master_secret(SecretService *service, const void *password, size_t length,
+                               GCancellable *cancellable, GError **error) {
+    if (!secret_service_ensure_session_sync(service, cancellable, error)) return NULL;
     SecretValue *value = secret_value_new(length ? password : "", length, "text/plain");
     GVariant *encoded = secret_service_encode_dbus_secret(service, value);
     secret_value_unref(value);
+    if (encoded == NULL)
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "no session to encode a secret");
     return encoded;
 }
 
@@ -224,11 +315,8 @@ gboolean keepsake_service_unlock_with_master_password(SecretService *service,
                                                       const char *collection_path,
                                                       const void *password, size_t length,
                                                       GCancellable *cancellable, GError **error) {
-    GVariant *secret = master_secret(service, password, length);
-    if (secret == NULL) {
-        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "no session to encode a secret");
-        return FALSE;
-    }
+    GVariant *secret = master_secret(service, password, length, cancellable, error);
+    if (secret == NULL) return FALSE;
     GDBusProxy *proxy = G_DBUS_PROXY(service);
     GVariant *reply = g_dbus_connection_call_sync(
         g_dbus_proxy_get_connection(proxy), SECRETS_NAME, SECRETS_PATH, GUILT_RIDDEN,
@@ -243,11 +331,8 @@ gboolean keepsake_service_unlock_with_master_password(SecretService *service,
 gchar *keepsake_service_create_collection_with_master_password(
     SecretService *service, const char *label, const void *password, size_t length,
     GCancellable *cancellable, GError **error) {
-    GVariant *secret = master_secret(service, password, length);
-    if (secret == NULL) {
-        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "no session to encode a secret");
-        return NULL;
-    }
+    GVariant *secret = master_secret(service, password, length, cancellable, error);
+    if (secret == NULL) return NULL;
     GVariantBuilder properties;
     g_variant_builder_init(&properties, G_VARIANT_TYPE("a{sv}"));
     g_variant_builder_add(&properties, "{sv}", "org.freedesktop.Secret.Collection.Label",
@@ -300,10 +385,9 @@ int keepsake_process_harden(void) {
 }
 
 gboolean keepsake_item_set_secret(SecretService *service, const char *item_path, const void *secret,
-                                  size_t secret_length, GCancellable *cancellable,
-                                  GError **error) {
-    GVariant *encoded = encoded_secret(service, secret, secret_length, error);
-    if (encoded == NULL) return FALSE;
+                                  size_t secret_length, const char *session,
+                                  GCancellable *cancellable, GError **error) {
+    GVariant *encoded = encoded_secret(service, session, secret, secret_length);
     GDBusProxy *proxy = G_DBUS_PROXY(service);
     GVariant *reply = g_dbus_connection_call_sync(
         g_dbus_proxy_get_connection(proxy), SECRETS_NAME, item_path, "org.freedesktop.Secret.Item",

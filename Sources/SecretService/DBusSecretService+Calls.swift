@@ -97,11 +97,12 @@ extension DBusSecretService {
             }
         ) { service, cancellable, error -> ItemPath? in
             let replacing = replace.withLock { $0 }
+            let session = self.sessionForWrite()
             let path = withAttributeArrays(attributes) { count, k, v in
                 secret.withUnsafeBytes { bytes in
                     keepsake_service_create_item(
                         service, collection.rawValue, label, count, k, v, bytes.baseAddress,
-                        bytes.count, replacing ? 1 : 0, cancellable, &error)
+                        bytes.count, replacing ? 1 : 0, session, cancellable, &error)
                 }
             }
             guard let path else { return nil }
@@ -127,9 +128,11 @@ extension DBusSecretService {
         }
         // Idempotent: a retry after a lost reply sets the same secret again.
         let _: Bool = try call { service, cancellable, error -> Bool? in
-            secret.withUnsafeBytes { bytes in
+            let session = self.sessionForWrite()
+            return secret.withUnsafeBytes { bytes in
                 keepsake_item_set_secret(
-                    service, path.rawValue, bytes.baseAddress, bytes.count, cancellable, &error)
+                    service, path.rawValue, bytes.baseAddress, bytes.count, session, cancellable,
+                    &error)
             } != 0 ? true : nil
         }
     }

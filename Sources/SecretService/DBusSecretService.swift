@@ -43,6 +43,28 @@ package final class DBusSecretService: SecretServiceBackend {
         package let stallHook = Mutex<(@Sendable () -> Void)?>(nil)
     #endif
 
+    #if KEEPSAKE_TEST_HOOKS
+        /// Test hook (debug builds only): this many of the next secrets written go under a
+        /// session the provider never opened — what a provider that lost the connection's
+        /// session answers (kwalletd after a restart, or KF5's DH key one byte short, KDE bug
+        /// 514194: "Can't find session" after its CreateItem registered the item), so a test
+        /// shows such a write retried whole.
+        package let unknownSessionWrites = Mutex(0)
+    #endif
+
+    /// The session a secret is written under: nil, the connection's own plain session.
+    func sessionForWrite() -> String? {
+        #if KEEPSAKE_TEST_HOOKS
+            let unknown = unknownSessionWrites.withLock { count in
+                guard count > 0 else { return false }
+                count -= 1
+                return true
+            }
+            if unknown { return "/org/freedesktop/secrets/session/keepsake_never_opened" }
+        #endif
+        return nil
+    }
+
     /// How long past the bound a call may take to come back from its cancellation before it is
     /// abandoned.
     package static let grace: Duration = .milliseconds(250)
@@ -118,18 +140,6 @@ package final class DBusSecretService: SecretServiceBackend {
         }
     }
 
-    private func open() throws(SecretServiceError) -> ServiceHandle {
-        // KWallet refuses about one DH public key in 256 (libsecret sends it without its leading
-        // zero byte): a new session has a new key.
-        var attempt = 0
-        while true {
-            do { return try openOnce() } catch
-                where attempt < 3 && error.message.contains("public key size is invalid")
-            {
-                attempt += 1
-            }
-        }
-    }
 
     /// The bus address, or the error that says there is none.
     private func address() throws(SecretServiceError) -> String {
@@ -143,7 +153,7 @@ package final class DBusSecretService: SecretServiceBackend {
         return address
     }
 
-    private func openOnce() throws(SecretServiceError) -> ServiceHandle {
+    private func open() throws(SecretServiceError) -> ServiceHandle {
         ServiceHandle(
             try connect(discard: { keepsake_g_object_unref(UnsafeMutableRawPointer($0.value)) }) {
                 address, milliseconds, cancellable, error in
@@ -298,10 +308,11 @@ package final class DBusSecretService: SecretServiceBackend {
         return !named.isEmpty && !named.contains("/")
     }
 
-    /// KWallet's answer to a session key it could not use ("Can't find session …", Qt's
-    /// InvalidObjectPath): KF5's kwalletd derives a key one byte short from about one exchange in
-    /// 256 (KDE bug 514194, fixed in KF 6.25), and answers so only after a CreateItem registered
-    /// its item — a create then half happened.
+    /// KWallet's answer to a secret under a session it does not have or cannot use ("Can't find
+    /// session …", Qt's InvalidObjectPath: after kwalletd restarted, or under a DH session whose
+    /// key KF5 derived one byte short, KDE bug 514194 — Keepsake's writes use plain sessions, so
+    /// only the first is left), given only after a CreateItem registered its item: a create then
+    /// half happened.
     static func isKWalletSessionRejection(_ error: SecretServiceError) -> Bool {
         error.dbusName == "org.qtproject.QtDBus.Error.InvalidObjectPath"
             && error.message.contains("session")

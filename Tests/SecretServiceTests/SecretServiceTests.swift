@@ -210,9 +210,48 @@ struct SecretServiceTests {
 }
 
 @Suite(
-    "KWallet's half-made create: a CreateItem it rejects for its session after registering the item"
+    "A write under a session the provider does not have (KWallet rejects a CreateItem so after registering its item)"
 )
 struct HalfMadeCreateTests {
+    @Test(
+        "a secret written under a session the provider does not have (kwalletd after a restart, or its DH key one byte short) is written again whole: one item for a create, the new secret for a replace"
+    )
+    func unknownSessionRetried() throws {
+        let service = try PrivateSecretService.start()
+        // The D-Bus conformer itself, its test hook within reach, behind a connection.
+        let bus = DBusSecretService(busAddress: service.busAddress, timeout: .seconds(5))
+        let connection = SecretServiceConnection(backend: bus, timeout: .seconds(5))
+        let attributes = ["xdg:schema": "test", "retried": UUID().uuidString]
+        let before = try connection.items().count
+        bus.unknownSessionWrites.withLock { $0 = 1 }
+        let path = try connection.createItem(
+            label: "retried", attributes: attributes, secret: Data("whole".utf8))
+        #expect(bus.unknownSessionWrites.withLock { $0 } == 0)
+        #expect(try connection.search(attributes).unlocked == [path])
+        #expect(try connection.secrets(at: [path]) == [path: Data("whole".utf8)])
+
+        bus.unknownSessionWrites.withLock { $0 = 1 }
+        try connection.replaceItem(at: path, secret: Data("again".utf8))
+        #expect(bus.unknownSessionWrites.withLock { $0 } == 0)
+        #expect(try connection.search(attributes).unlocked == [path])
+        #expect(try connection.secrets(at: [path]) == [path: Data("again".utf8)])
+
+        // Twice in a row is not retried again: refused, and what the first attempt registered
+        // is taken by the next create rather than left beside it.
+        bus.unknownSessionWrites.withLock { $0 = 2 }
+        let other = ["xdg:schema": "test", "retried": UUID().uuidString]
+        #expect(throws: SecretServiceError.self) {
+            try connection.createItem(label: "refused", attributes: other, secret: Data("x".utf8))
+        }
+        let made = try connection.createItem(
+            label: "refused", attributes: other, secret: Data("y".utf8), replacing: true)
+        #expect(try connection.search(other).unlocked == [made])
+        #expect(try connection.secrets(at: [made]) == [made: Data("y".utf8)])
+        // Two items in the collection, nothing half made beside them (KeePassXC made an empty
+        // item for each create under the unknown session).
+        #expect(try connection.items().count == before + 2)
+    }
+
     @Test(
         "on KWallet, a CreateItem rejected for its session leaves the item's object registered (Can't find session); a create that replaces by attributes, as the retry after that rejection does, takes that object, and search and create agree",
         .enabled(if: PrivateSecretService.defaultProvider == .kwallet, "KWallet's own behaviour")

@@ -43,7 +43,8 @@ void keepsake_g_cancellable_cancel(GCancellable *cancellable);
 const void *keepsake_secret_value_get(SecretValue *value, gsize *length);
 
 /// Why: a SecretService proxy on a bus of our choosing (g_initable_new is variadic), with
-/// exit-on-close off so a dying bus never takes the process with it, and a session opened.
+/// exit-on-close off so a dying bus never takes the process with it, and a plain session opened
+/// (every secret written under it: `session` NULL in the calls below).
 SecretService *keepsake_service_open(const char *bus_address, int timeout_ms,
                                      GCancellable *cancellable, GError **error);
 
@@ -80,7 +81,8 @@ gchar *keepsake_service_create_item(SecretService *service, const char *collecti
                                     const char *label, unsigned count, const char *const *keys,
                                     const char *const *values, const void *secret,
                                     size_t secret_length, gboolean replace,
-                                    GCancellable *cancellable, GError **error);
+                                    const char *session, GCancellable *cancellable,
+                                    GError **error);
 /* Item.Delete, with any prompt it answers with performed under the cancellable. */
 gboolean keepsake_item_delete(SecretService *service, const char *item_path,
                               GCancellable *cancellable, GError **error);
@@ -123,7 +125,8 @@ const char *keepsake_error_domain(const GError *error);
 /// item's secret in place, which every provider allows without a prompt for items the caller
 /// made (unlike CreateItem with replace, which KeePassXC 2.7.4 answers with a dialog).
 gboolean keepsake_item_set_secret(SecretService *service, const char *item_path, const void *secret,
-                                  size_t secret_length, GCancellable *cancellable, GError **error);
+                                  size_t secret_length, const char *session,
+                                  GCancellable *cancellable, GError **error);
 
 /// Why: the Attributes and Label properties are set through org.freedesktop.DBus.Properties with
 /// an a{ss} GVariant built from two C arrays.
