@@ -140,7 +140,6 @@ package final class DBusSecretService: SecretServiceBackend {
         }
     }
 
-
     /// The bus address, or the error that says there is none.
     private func address() throws(SecretServiceError) -> String {
         guard let address = busAddress, !address.isEmpty else {
