@@ -177,14 +177,15 @@ gchar *keepsake_service_create_item(SecretService *service, const char *collecti
     if (reply == NULL) return NULL;
     const gchar *item = NULL, *prompt = NULL;
     g_variant_get(reply, "(&o&o)", &item, &prompt);
+    gboolean asked = strcmp(prompt, "/") != 0;
     gchar *path = NULL;
     GVariant *prompted = NULL;
     if (perform_prompt(service, prompt, G_VARIANT_TYPE("o"), &prompted, cancellable, error)) {
         path = g_strdup(prompted ? g_variant_get_string(prompted, NULL) : item);
     }
     if (prompted) g_variant_unref(prompted);
-    g_variant_unref(reply);
-    if (path != NULL && strcmp(prompt, "/") != 0 &&
+    g_variant_unref(reply);  // `item` and `prompt` are its strings: not read after this
+    if (path != NULL && asked &&
         !created_whole(service, path, count, keys, values, session, cancellable, error)) {
         g_free(path);
         return NULL;
