@@ -30,17 +30,17 @@
     X(dbus_pending_call_block) X(dbus_pending_call_cancel) X(dbus_pending_call_steal_reply)        \
     X(dbus_pending_call_unref) X(dbus_set_error_from_message) X(dbus_threads_init_default)         \
     X(dbus_validate_path) X(dbus_validate_utf8) X(g_bus_get_sync) X(g_cancellable_cancel)          \
-    X(g_cancellable_new) X(g_dbus_address_get_for_bus_sync) X(g_dbus_connection_call_sync)         \
+    X(g_cancellable_is_cancelled) X(g_cancellable_new) X(g_dbus_address_get_for_bus_sync) X(g_dbus_connection_call_sync)         \
     X(g_dbus_connection_new_for_address_sync) X(g_dbus_connection_set_exit_on_close)               \
     X(g_dbus_error_get_remote_error) X(g_dbus_error_new_for_dbus_error)                            \
     X(g_dbus_proxy_call_sync) X(g_dbus_proxy_get_connection) X(g_dbus_proxy_get_default_timeout)   \
     X(g_dbus_proxy_get_type) X(g_dbus_proxy_set_default_timeout) X(g_error_free)                   \
     X(g_error_matches) X(g_free) X(g_get_monotonic_time) X(g_initable_get_type)                    \
     X(g_initable_init) X(g_io_error_quark) X(g_malloc0) X(g_malloc0_n) X(g_object_new)             \
-    X(g_object_get_data) X(g_object_set_data_full) X(g_object_unref) X(g_propagate_error) X(g_ptr_array_add) X(g_ptr_array_free)                  \
+    X(g_object_get_data) X(g_object_set_data_full) X(g_object_unref) X(g_prefix_error) X(g_propagate_error) X(g_ptr_array_add) X(g_ptr_array_free)                  \
     X(g_ptr_array_new) X(g_quark_to_string) X(g_set_error) X(g_set_error_literal) X(g_strdup)      \
     X(g_strfreev) X(g_type_check_instance_cast) X(g_variant_builder_add)                           \
-    X(g_variant_builder_end) X(g_variant_builder_init) X(g_variant_get) X(g_variant_get_child)     \
+    X(g_variant_builder_end) X(g_variant_builder_init) X(g_variant_get) X(g_variant_get_child) X(g_variant_get_fixed_array)     \
     X(g_variant_get_string) X(g_variant_is_of_type) X(g_variant_lookup_value)                      \
     X(g_variant_n_children) X(g_variant_new) X(g_variant_new_fixed_array) X(g_variant_new_objv) X(g_variant_new_string)         \
     X(g_variant_type_checked_) X(g_variant_unref) X(secret_error_get_quark)                        \
@@ -137,6 +137,8 @@ extern struct keepsake_secret_libs keepsake_secret_libs;
 #define g_bus_get_sync keepsake_secret_libs.g_bus_get_sync
 #undef g_cancellable_cancel
 #define g_cancellable_cancel keepsake_secret_libs.g_cancellable_cancel
+#undef g_cancellable_is_cancelled
+#define g_cancellable_is_cancelled keepsake_secret_libs.g_cancellable_is_cancelled
 #undef g_cancellable_new
 #define g_cancellable_new keepsake_secret_libs.g_cancellable_new
 #undef g_dbus_address_get_for_bus_sync
@@ -187,6 +189,8 @@ extern struct keepsake_secret_libs keepsake_secret_libs;
 #define g_object_set_data_full keepsake_secret_libs.g_object_set_data_full
 #undef g_object_unref
 #define g_object_unref keepsake_secret_libs.g_object_unref
+#undef g_prefix_error
+#define g_prefix_error keepsake_secret_libs.g_prefix_error
 #undef g_propagate_error
 #define g_propagate_error keepsake_secret_libs.g_propagate_error
 #undef g_ptr_array_add
@@ -217,6 +221,8 @@ extern struct keepsake_secret_libs keepsake_secret_libs;
 #define g_variant_get keepsake_secret_libs.g_variant_get
 #undef g_variant_get_child
 #define g_variant_get_child keepsake_secret_libs.g_variant_get_child
+#undef g_variant_get_fixed_array
+#define g_variant_get_fixed_array keepsake_secret_libs.g_variant_get_fixed_array
 #undef g_variant_get_string
 #define g_variant_get_string keepsake_secret_libs.g_variant_get_string
 #undef g_variant_is_of_type

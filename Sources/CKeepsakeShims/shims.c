@@ -145,6 +145,7 @@ static GVariant *encoded_secret(SecretService *service, const char *session, con
 
 static gboolean created_whole(SecretService *service, const char *path, unsigned count,
                               const char *const *keys, const char *const *values,
+                              const void *secret, size_t secret_length, gboolean replace,
                               const char *session, GCancellable *cancellable, GError **error);
 static GVariant *get_property(SecretService *service, const char *path, const char *interface,
                               const char *name, const GVariantType *type,
@@ -186,52 +187,127 @@ gchar *keepsake_service_create_item(SecretService *service, const char *collecti
     if (prompted) g_variant_unref(prompted);
     g_variant_unref(reply);  // `item` and `prompt` are its strings: not read after this
     if (path != NULL && asked &&
-        !created_whole(service, path, count, keys, values, session, cancellable, error)) {
+        !created_whole(service, path, count, keys, values, secret, secret_length, replace, session,
+                       cancellable, error)) {
         g_free(path);
         return NULL;
     }
     return path;
 }
 
-/* Whether the item a prompted CreateItem answered with carries the attributes it was given.
- * libsecret hands back a prompt's result even when the prompt was dismissed, and KeePassXC
- * dismisses a create whose secret it cannot read (a session it does not have: after it restarted)
- * after making the item, empty and without attributes. Such an item is deleted, and the create
- * refused: as under a session the provider does not have (NoSession, which the caller retries on
- * a new connection) when the session is gone, else as a dismissed prompt. */
-static gboolean created_whole(SecretService *service, const char *path, unsigned count,
-                              const char *const *keys, const char *const *values,
-                              const char *session, GCancellable *cancellable, GError **error) {
-    GVariant *attributes = get_property(service, path, "org.freedesktop.Secret.Item",
-                                        "Attributes", G_VARIANT_TYPE("a{ss}"), cancellable, error);
-    if (attributes == NULL) return FALSE;
-    gboolean whole = TRUE;
-    for (unsigned i = 0; i < count && whole; i++) {
-        GVariant *value = g_variant_lookup_value(attributes, keys[i], G_VARIANT_TYPE_STRING);
-        whole = value != NULL && strcmp(g_variant_get_string(value, NULL), values[i]) == 0;
-        if (value) g_variant_unref(value);
-    }
-    g_variant_unref(attributes);
-    if (whole) return TRUE;
-    keepsake_item_delete(service, path, cancellable, NULL);
+/* Whether the session this connection writes under (`session`, or its own) is gone from the
+ * provider: its object answers GetAll with an unknown-object error. FALSE with `error` set when the
+ * question itself failed otherwise (cancelled at the bound, the provider gone). */
+static gboolean session_gone(SecretService *service, const char *session, gboolean *gone,
+                             GCancellable *cancellable, GError **error) {
     if (session == NULL) session = g_object_get_data(G_OBJECT(service), PLAIN_SESSION);
     GDBusProxy *proxy = G_DBUS_PROXY(service);
+    GError *failure = NULL;
     GVariant *alive = g_dbus_connection_call_sync(
         g_dbus_proxy_get_connection(proxy), SECRETS_NAME, session,
         "org.freedesktop.DBus.Properties", "GetAll",
         g_variant_new("(s)", "org.freedesktop.Secret.Session"), G_VARIANT_TYPE("(a{sv})"),
         G_DBUS_CALL_FLAGS_NO_AUTO_START, g_dbus_proxy_get_default_timeout(proxy), cancellable,
-        NULL);
+        &failure);
     if (alive != NULL) {
         g_variant_unref(alive);
+        *gone = FALSE;
+        return TRUE;
+    }
+    gchar *name = g_dbus_error_get_remote_error(failure);
+    *gone = name != NULL && (strcmp(name, "org.freedesktop.DBus.Error.UnknownObject") == 0 ||
+                             strcmp(name, "org.freedesktop.DBus.Error.UnknownMethod") == 0 ||
+                             strcmp(name, "org.freedesktop.Secret.Error.NoSuchObject") == 0 ||
+                             strcmp(name, "org.freedesktop.Secret.Error.NoSession") == 0 ||
+                             strcmp(name, "org.qtproject.QtDBus.Error.InvalidObjectPath") == 0);
+    g_free(name);
+    if (*gone) {
+        g_error_free(failure);
+        return TRUE;
+    }
+    g_propagate_error(error, failure);
+    return FALSE;
+}
+
+/* Whether `path`, the item a prompted CreateItem answered with, holds `secret`: libsecret hands
+ * back a prompt's result even when the prompt was dismissed. Read only after a create with
+ * `replace`, the one that may answer with an item that was there before. */
+static gboolean holds_secret(SecretService *service, const char *path, const void *secret,
+                             size_t secret_length, const char *session,
+                             GCancellable *cancellable) {
+    if (session == NULL) session = g_object_get_data(G_OBJECT(service), PLAIN_SESSION);
+    GDBusProxy *proxy = G_DBUS_PROXY(service);
+    GVariant *reply = g_dbus_connection_call_sync(
+        g_dbus_proxy_get_connection(proxy), SECRETS_NAME, path, "org.freedesktop.Secret.Item",
+        "GetSecret", g_variant_new("(o)", session), G_VARIANT_TYPE("((oayays))"),
+        G_DBUS_CALL_FLAGS_NO_AUTO_START, g_dbus_proxy_get_default_timeout(proxy), cancellable,
+        NULL);
+    if (reply == NULL) return FALSE;
+    GVariant *value = NULL;
+    g_variant_get(reply, "((&o@ay@ay&s))", NULL, NULL, &value, NULL);
+    gsize length = 0;
+    const void *bytes = g_variant_get_fixed_array(value, &length, 1);
+    gboolean same = length == secret_length && (length == 0 || memcmp(bytes, secret, length) == 0);
+    g_variant_unref(value);
+    g_variant_unref(reply);
+    return same;
+}
+
+/* Whether a prompted CreateItem made what it was given, judged by what the provider holds:
+ * libsecret hands back a prompt's result even when the prompt was dismissed. KeePassXC dismisses
+ * a create whose secret it cannot read (a session it does not have: after it restarted) after
+ * making the item, empty and without attributes; with `replace` it answers with the item that
+ * matched, unchanged; a create whose collection stayed locked answers "/". An item without any
+ * of the attributes is this create's own and is deleted. The create is then refused: as under a
+ * session the provider does not have (NoSession, which the caller retries on a new connection)
+ * when this connection's session is gone, else as a dismissed prompt (it needs a person). */
+static gboolean created_whole(SecretService *service, const char *path, unsigned count,
+                              const char *const *keys, const char *const *values,
+                              const void *secret, size_t secret_length, gboolean replace,
+                              const char *session, GCancellable *cancellable, GError **error) {
+    if (g_cancellable_is_cancelled(cancellable)) {
+        // Dismissed at the bound (perform_prompt): nothing more can be asked within it.
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
+                    "the Secret Service's create prompt was unanswered within the bound: it needs"
+                    " a person");
+        return FALSE;
+    }
+    unsigned matched = 0;
+    if (strcmp(path, "/") != 0) {
+        GVariant *attributes =
+            get_property(service, path, "org.freedesktop.Secret.Item", "Attributes",
+                         G_VARIANT_TYPE("a{ss}"), cancellable, error);
+        if (attributes == NULL) return FALSE;
+        for (unsigned i = 0; i < count; i++) {
+            GVariant *value = g_variant_lookup_value(attributes, keys[i], G_VARIANT_TYPE_STRING);
+            if (value != NULL && strcmp(g_variant_get_string(value, NULL), values[i]) == 0)
+                matched++;
+            if (value) g_variant_unref(value);
+        }
+        g_variant_unref(attributes);
+        if (matched == count &&
+            (!replace ||
+             holds_secret(service, path, secret, secret_length, session, cancellable)))
+            return TRUE;
+        if (matched == 0 && !keepsake_item_delete(service, path, cancellable, error)) {
+            g_prefix_error(error,
+                           "the Secret Service made an empty item (%s) for a create whose prompt"
+                           " was dismissed, and did not delete it: ",
+                           path);
+            return FALSE;
+        }
+    }
+    gboolean gone = FALSE;
+    if (!session_gone(service, session, &gone, cancellable, error)) return FALSE;
+    if (gone) {
+        g_propagate_error(error, g_dbus_error_new_for_dbus_error(
+                                     "org.freedesktop.Secret.Error.NoSession",
+                                     "the Secret Service dismissed a create: it has no session"
+                                     " for this connection"));
+    } else {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
                     "the Secret Service dismissed the prompt of a create (%s): it needs a person",
                     path);
-    } else {
-        g_propagate_error(error, g_dbus_error_new_for_dbus_error(
-                                     "org.freedesktop.Secret.Error.NoSession",
-                                     "the Secret Service made an empty item: it has no session"
-                                     " for this connection"));
     }
     return FALSE;
 }
