@@ -147,7 +147,9 @@ let package = Package(
         // options; the command line, the C interface and the development tool all build on it.
         .target(
             name: "AppWiring",
-            dependencies: ["Keychain", "SecretService", "Device", "CloudAccount", "Sealing"]),
+            dependencies: [
+                "Keychain", "SecretService", "Device", "CloudAccount", "Sealing", "Platform",
+            ]),
         // The command line's commands, shared by the shipped `keepsake` and `keepsake-dev`.
         // Knows the library modules, never the test harness.
         .target(

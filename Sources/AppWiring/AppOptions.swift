@@ -43,16 +43,4 @@ package struct AppOptions: Sendable {
 
     /// The options of `appID`'s app, every other one its default.
     package init(appID: String) { self.appID = appID }
-
-    /// The user's home directory: `$HOME`, else the password database's.
-    package static var homeDirectory: URL {
-        ProcessInfo.processInfo.environment["HOME"].map { URL(fileURLWithPath: $0) }
-            ?? FileManager.default.homeDirectoryForCurrentUser
-    }
-
-    /// `$XDG_DATA_HOME`, else `~/.local/share`.
-    package static var dataHome: URL {
-        ProcessInfo.processInfo.environment["XDG_DATA_HOME"].map { URL(fileURLWithPath: $0) }
-            ?? homeDirectory.appendingPathComponent(".local/share")
-    }
 }

@@ -2,6 +2,7 @@ import CloudAccount
 import Device
 import Foundation
 import Keychain
+import Platform
 import Sealing
 
 /// Where an opened app (`OpenedApp`) finds a WebDAV cloud's credentials: a Keychain item of Keepsake's own
@@ -25,8 +26,7 @@ package enum CloudCredentials {
 
     /// The Keychain of Keepsake's own app the items are in, on `device`.
     package static func keychain(device: Device) throws -> Keychain {
-        let container = AppOptions.dataHome.appendingPathComponent(
-            "keepsake/containers/\(appID)")
+        let container = UserDirectories.container(of: appID)
         return Keychain(app: try App(id: appID, container: container), device: device)
     }
 
@@ -56,7 +56,7 @@ package enum CloudCredentials {
                 user: user, password: password, source: "keychain", capabilities: capabilities)
         }
         guard let host = url.host else { return nil }
-        return try Netrc.credentials(for: host, in: AppOptions.homeDirectory)
+        return try Netrc.credentials(for: host, in: UserDirectories.home)
             .map { Found(user: $0.user, password: $0.password, source: "netrc") }
     }
 

@@ -2,6 +2,7 @@ import CloudAccount
 import Device
 import Foundation
 import Keychain
+import Platform
 import SecretService
 import Synchronization
 
@@ -30,10 +31,7 @@ package final class OpenedApp: Sendable {
         throws(OptionError)
     {
         self.options = options
-        let dataHome = AppOptions.dataHome
-        let container =
-            options.container
-            ?? dataHome.appendingPathComponent("keepsake/containers/\(options.appID)")
+        let container = options.container ?? UserDirectories.container(of: options.appID)
         do {
             app = try App(
                 id: options.appID, container: container,
@@ -49,8 +47,7 @@ package final class OpenedApp: Sendable {
             }
         device = Device(
             secretService: secretService ?? Self.secretService,
-            directory: options.deviceDirectory
-                ?? dataHome.appendingPathComponent("keepsake/device"),
+            directory: options.deviceDirectory ?? UserDirectories.device,
             tpm: options.tpm.map(TPMConfiguration.init(tcti:)) ?? .machine, counter: counter,
             tuning: options.tuning)
         if let url = options.escrow {

@@ -83,15 +83,8 @@ public final class Device: Sendable {
     package var passcodeCost: Argon2Cost { tuning.passcodeCost }
     package var retryPolicy: RetryPolicy { tuning.retryPolicy }
 
-    /// `$XDG_DATA_HOME/keepsake/device`.
-    public static var defaultDirectory: URL {
-        let environment = ProcessInfo.processInfo.environment
-        let dataHome =
-            environment["XDG_DATA_HOME"].map { URL(fileURLWithPath: $0) }
-            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(
-                ".local/share")
-        return dataHome.appendingPathComponent("keepsake/device")
-    }
+    /// `$XDG_DATA_HOME/keepsake/device` (`~/.local/share/keepsake/device`).
+    public static var defaultDirectory: URL { UserDirectories.device }
 
     /// The device's stable public identifier (also the writer of its synced changes,
     /// `SyncVersion.writer`): the one noted in the device directory, else the record's.

@@ -4,6 +4,7 @@ import CloudAccount
 import Device
 import Foundation
 import KeyValueStore
+import Platform
 
 /// Apple's `NSUbiquitousKeyValueStore` by its own name, as `SecItem…` are Apple's Keychain
 /// functions: a thin layer over the key-value store's `UbiquitousKeyValueStore`, so that iOS code that
@@ -243,18 +244,12 @@ public enum NSUbiquitousKeyValueStoreConfiguration {
     static let fallback: NSUbiquitousKeyValueStore = {
         let environment = ProcessInfo.processInfo.environment
         let id = environment["KEEPSAKE_APP_ID"] ?? "local.keepsake.app"
-        let home =
-            environment["HOME"].map { URL(fileURLWithPath: $0) }
-            ?? FileManager.default.homeDirectoryForCurrentUser
-        let dataHome =
-            environment["XDG_DATA_HOME"].map { URL(fileURLWithPath: $0) }
-            ?? home.appendingPathComponent(".local/share")
-        let container = URL(
-            fileURLWithPath: environment["KEEPSAKE_CONTAINER"]
-                ?? dataHome.appendingPathComponent("keepsake/containers/\(id)").path)
-        let deviceDirectory = URL(
-            fileURLWithPath: environment["KEEPSAKE_DEVICE_DIR"]
-                ?? dataHome.appendingPathComponent("keepsake/device").path)
+        let container =
+            environment["KEEPSAKE_CONTAINER"].map { URL(fileURLWithPath: $0) }
+            ?? UserDirectories.container(of: id)
+        let deviceDirectory =
+            environment["KEEPSAKE_DEVICE_DIR"].map { URL(fileURLWithPath: $0) }
+            ?? UserDirectories.device
         // An app id that is not reverse DNS: the local fallback app, so that reads answer nil
         // and writes go nowhere visible, as an iOS app without the entitlement sees.
         let app =

@@ -42,7 +42,7 @@ enum DemoCommand {
             // Credentials from ~/.netrc only: the demo never reads the user's own keyring.
             let base = context.webDAVURL!
             let login = try Netrc.credentials(
-                for: base.host ?? "", in: AppOptions.homeDirectory)
+                for: base.host ?? "", in: UserDirectories.home)
             let run = UUID().uuidString.prefix(8).lowercased()
             makeCloud = { name in
                 DemoCloud(

@@ -28,7 +28,7 @@ struct Run {
 /// `fileSizeLimit` (in blocks, `ulimit -f`) its writes beyond it fail with EFBIG, as on a full disk.
 func keepsake(
     _ arguments: [String], input: Data = Data(), service: PrivateSecretService?,
-    environment extra: [String: String] = [:], fileSizeLimit: Int? = nil,
+    environment extra: [String: String] = [:], unsetting: [String] = [], fileSizeLimit: Int? = nil,
     executable: URL = keepsakeExecutable
 ) throws -> Run {
     // What the CLI will seal, for the suite-wide sweep (its own seals happen in another process).
@@ -57,6 +57,7 @@ func keepsake(
         environment.removeValue(forKey: "XDG_RUNTIME_DIR")
     }
     environment.merge(extra) { $1 }
+    for name in unsetting { environment.removeValue(forKey: name) }
     // posix_spawn and waitpid directly, output read beside the child (`Spawn.capture`):
     // Foundation's Process here once waited for good on a child that had exited.
     let (status, out, err) = try Spawn.capture(path, argv, environment: environment, input: input)
@@ -158,6 +159,53 @@ struct CLITests {
         let gone = try keepsake(["keychain", "get"] + s + app, service: service)
         #expect(gone.status != 0)
         #expect(gone.stderr.contains("errSecItemNotFound (-25300)"))
+    }
+
+    @Test(
+        "without --device-dir and --container the files go under $XDG_DATA_HOME/keepsake, or under ~/.local/share/keepsake when it is unset, empty or not an absolute path (the XDG rule)"
+    )
+    func defaultDirectories() throws {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "keepsake-home-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let share = home.appendingPathComponent(".local/share")
+        let data = home.appendingPathComponent("data")
+        let app = ["--app-id", "com.example.cli\(UUID().uuidString.prefix(6).lowercased())"]
+        for (value, expected) in [
+            (data.path, data), (nil, share), ("", share), ("relative/share", share),
+        ] {
+            // A device of its own each time: one Secret Service, one device directory.
+            let service = try PrivateSecretService.start()
+            var environment = ["HOME": home.path]
+            environment["XDG_DATA_HOME"] = value
+            let unsetting = value == nil ? ["XDG_DATA_HOME"] : []
+            defer {  // its runtime keyring goes with the test
+                _ = try? keepsake(
+                    ["device", "reboot"], service: service, environment: environment,
+                    unsetting: unsetting)
+            }
+            let add = try keepsake(
+                ["keychain", "add", "--service", "s", "--account", "a"] + app,
+                input: Data("x".utf8), service: service, environment: environment,
+                unsetting: unsetting)
+            #expect(add.status == 0, "\(add.stderr)")
+            let files = expected.appendingPathComponent("keepsake")
+            let said = "XDG_DATA_HOME \(value.map { "\"\($0)\"" } ?? "unset")"
+            #expect(
+                FileManager.default.fileExists(
+                    atPath: files.appendingPathComponent("device/device-id").path), "\(said)")
+            // The app's container there too: what `app uninstall` deletes.
+            let container = files.appendingPathComponent("containers/\(app[1])")
+            try FileManager.default.createDirectory(
+                at: container, withIntermediateDirectories: true)
+            let uninstall = try keepsake(
+                ["app", "uninstall"] + app, service: service, environment: environment,
+                unsetting: unsetting)
+            #expect(uninstall.status == 0, "\(uninstall.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: container.path), "\(said)")
+            #expect(!FileManager.default.fileExists(atPath: "relative"))
+            try? FileManager.default.removeItem(at: files)
+        }
     }
 
     @Test("failures exit non-zero and name the status on standard error")
