@@ -13,6 +13,7 @@ let usage = """
     usage: keepsake-escrow --state DIR [--tpm TCTI] [--socket PATH | --listen HOST:PORT]
            keepsake-escrow --store postgresql://… --service-key FILE [--listen HOST:PORT]
            keepsake-escrow migrate --from DIR [--tpm TCTI] --to postgresql://… --service-key FILE
+           keepsake-escrow seal-service-key --service-key FILE --service-key-tpm TCTI --out FILE
 
       --state DIR        the escrow's slots and counts (made 0700; must be this user's alone)
       --store URI        keep them in PostgreSQL instead (libpq's URI: several hosts with
@@ -23,6 +24,11 @@ let usage = """
       --service-key FILE the 32-byte key (raw, or 64 hex digits) every row is sealed under, which
                          the database never holds: this user's file, readable by it alone, the
                          same on every node.
+      --service-key-tpm TCTI
+                         the --service-key file is sealed to this TPM (device:/dev/tpmrm0), as
+                         seal-service-key wrote it: a copy of the node's disk holds no key.
+      seal-service-key   seals a plain --service-key file to this node's TPM into --out (a new
+                         file, 600); the plain file is then kept off the node.
       --source-limit N   at most N registrations, claims and witness statements a minute from one
                          network address (an IPv6 /64), across every node of a PostgreSQL store
                          (default: no limit; each account's budget limits its guesses whatever
@@ -57,51 +63,63 @@ func fail(_ message: String, status: Int32) -> Never {
 var options: [String: String] = [:]
 var arguments = CommandLine.arguments.dropFirst()
 let migrating = arguments.first == "migrate"
-if migrating { arguments.removeFirst() }
+let sealing = arguments.first == "seal-service-key"
+if migrating || sealing { arguments.removeFirst() }
 while let argument = arguments.popFirst() {
     if argument == "--help" || argument == "-h" {
         print(usage)
         exit(0)
     }
     let known =
-        migrating
-        ? ["--from", "--to", "--tpm", "--service-key"]
-        : [
-            "--state", "--listen", "--socket", "--tpm", "--store", "--service-key",
-            "--source-limit", "--trust-forwarded-for",
-        ]
+        sealing
+        ? ["--service-key", "--service-key-tpm", "--out"]
+        : migrating
+            ? ["--from", "--to", "--tpm", "--service-key", "--service-key-tpm"]
+            : [
+                "--state", "--listen", "--socket", "--tpm", "--store", "--service-key",
+                "--service-key-tpm", "--source-limit", "--trust-forwarded-for",
+            ]
     guard known.contains(argument), let value = arguments.popFirst() else {
         fail("unknown option or missing value: \(argument)\n\(usage)", status: 2)
     }
     options[argument] = value
 }
 
-/// The service key `--service-key` names: this user's file, readable by it alone; 32 raw bytes
-/// or 64 hex digits.
+/// The service key `--service-key` names (`ServiceKey`): the file's own, or with
+/// `--service-key-tpm` the one it holds sealed to that TPM.
 @MainActor func serviceKey() -> SecureBytes {
     guard let path = options["--service-key"] else {
         fail("a PostgreSQL store needs --service-key FILE\n\(usage)", status: 2)
     }
-    let file = URL(fileURLWithPath: path)
-    var info = stat()
-    guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-        fail("--service-key: \(path) is not a file", status: 2)
+    do {
+        let bytes = try ServiceKey.read(path)
+        if let tcti = options["--service-key-tpm"] {
+            checkMachineTPM(tcti, option: "--service-key-tpm")
+            return try ServiceKey.open(bytes, tcti: tcti)
+        }
+        if let key = ServiceKey.plain(bytes) { return key }
+        if ServiceKey.isSealed(bytes) {
+            fail(
+                "--service-key: \(path) is sealed to a TPM: give it with --service-key-tpm TCTI",
+                status: 2)
+        }
+        fail("--service-key: \(path) holds 32 bytes, or 64 hex digits", status: 2)
+    } catch {
+        fail("--service-key: \(error)", status: 2)
     }
-    guard info.st_uid == geteuid(), info.st_mode & 0o077 == 0 else {
-        fail(
-            "--service-key: \(path) must be this user's and readable by it alone (chmod 600)",
-            status: 2)
-    }
-    guard let bytes = try? Files.read(file, limit: 256) else {
-        fail("--service-key: \(path) cannot be read", status: 2)
-    }
-    let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(
-        in: .whitespacesAndNewlines)
-    if bytes.count == Envelope.keyLength { return SecureBytes(copying: bytes) }
-    if let decoded = Data(hexString: text), decoded.count == Envelope.keyLength {
-        return SecureBytes(copying: decoded)
-    }
-    fail("--service-key: \(path) holds 32 bytes, or 64 hex digits", status: 2)
+}
+
+/// Refuses a software TPM in the service users run: its state is a file beside the service's, so
+/// a copy of the machine (a backup) holds what the TPM was to keep. The tests' debug build takes
+/// one.
+@MainActor func checkMachineTPM(_ tcti: String, option: String) {
+    #if !KEEPSAKE_TEST_HOOKS
+        guard tcti.hasPrefix("device:") else {
+            fail(
+                "\(option) takes the machine's TPM (device:/dev/tpmrm0): a software TPM's state is a file that a backup copies and puts back, key and count together (SECURITY.md, \"Counted path\")",
+                status: 2)
+        }
+    #endif
 }
 
 /// The PostgreSQL store at `uri`, under the service key. The URI names no password (the command
@@ -141,6 +159,32 @@ while let argument = arguments.popFirst() {
     }
 }
 
+if sealing {
+    guard let path = options["--service-key"], let tcti = options["--service-key-tpm"],
+        let out = options["--out"]
+    else {
+        fail(
+            "seal-service-key takes --service-key FILE, --service-key-tpm TCTI and --out FILE\n\(usage)",
+            status: 2)
+    }
+    checkMachineTPM(tcti, option: "--service-key-tpm")
+    guard !FileManager.default.fileExists(atPath: out) else {
+        fail("--out: \(out) is there already: a sealed key is never written over", status: 2)
+    }
+    do {
+        guard let key = ServiceKey.plain(try ServiceKey.read(path)) else {
+            fail("--service-key: \(path) holds 32 bytes, or 64 hex digits", status: 2)
+        }
+        try Files.writeAtomically(
+            try ServiceKey.seal(key, tcti: tcti), to: URL(fileURLWithPath: out))
+    } catch {
+        fail("seal-service-key: \(error)", status: 1)
+    }
+    print(
+        "keepsake-escrow: the service key is sealed to the TPM at \(tcti) in \(out); start this node with --service-key \(out) --service-key-tpm \(tcti), and keep \(path) off it (each node seals its own copy)"
+    )
+    exit(0)
+}
 if migrating {
     guard let from = options["--from"], let to = options["--to"] else {
         fail("migrate takes --from DIR and --to postgresql://…\n\(usage)", status: 2)
@@ -158,6 +202,9 @@ if migrating {
 let store = options["--store"]
 guard (options["--state"] == nil) != (store == nil) else {
     fail("one of --state DIR or --store postgresql://… is required\n\(usage)", status: 2)
+}
+if store == nil && options["--service-key-tpm"] != nil {
+    fail("--service-key-tpm opens a PostgreSQL store's service key: give --store", status: 2)
 }
 if store != nil && (options["--socket"] != nil || options["--tpm"] != nil) {
     fail(
@@ -215,16 +262,7 @@ do {
             store: postgres(store), maximumSlots: 50_000_000, policy: policy, paths: paths,
             clock: .shared, sourceLimit: sourceLimit)
     } else if let tcti = options["--tpm"] {
-        #if !KEEPSAKE_TEST_HOOKS
-            // A software TPM's state is a file beside the service's: a copy of the machine
-            // (a backup) holds the state key and the count, and putting it back winds counts
-            // back. The tests' debug build takes one; the service users run takes the machine's.
-            guard tcti.hasPrefix("device:") else {
-                fail(
-                    "--tpm takes the machine's TPM (device:/dev/tpmrm0): a software TPM's state is a file that a backup copies and puts back, key and count together (SECURITY.md, \"Counted path\")",
-                    status: 2)
-            }
-        #endif
+        checkMachineTPM(tcti, option: "--tpm")
         let maximumSlots = 20_000  // the table is rewritten at every change: ~1 MB at most
         let slots = try SealedSlots(directory, tcti: tcti, maximumSlots: maximumSlots)
         service = EscrowService(

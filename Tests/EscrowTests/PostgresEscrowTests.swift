@@ -171,6 +171,74 @@ struct PostgresEscrowTests {
     }
 
     @Test(
+        "a service key sealed to the node's TPM (seal-service-key, --service-key-tpm): the node serves the store with it, the sealed file holds no key, and it opens on no other TPM, not without its TPM and not when changed"
+    )
+    func serviceKeySealedToTPM() throws {
+        let cluster = try EscrowCluster()
+        defer { cluster.stop() }
+        let tpm = try PrivateTPM()
+        let sealedFile = Throwaway.directory("sealed-key").appendingPathComponent("sealed")
+        func seal(_ tcti: String, to out: URL) throws -> (status: Int32, stderr: String) {
+            let run = try Spawn.capture(
+                PrivateEscrow.executable.path,
+                [
+                    "seal-service-key", "--service-key", cluster.key.path, "--service-key-tpm",
+                    tcti, "--out", out.path,
+                ], environment: ProcessInfo.processInfo.environment)
+            return (run.status, String(decoding: run.stderr, as: UTF8.self))
+        }
+        let sealed = try seal(tpm.tcti, to: sealedFile)
+        #expect(sealed.status == 0, "\(sealed.stderr)")
+        // Never written over: a second seal to the same file is refused.
+        #expect(try seal(tpm.tcti, to: sealedFile).status == 2)
+        let bytes = try Data(contentsOf: sealedFile)
+        let key = try Data(contentsOf: cluster.key)
+        #expect(bytes.range(of: key) == nil)
+        #expect(!String(decoding: bytes, as: UTF8.self).lowercased().contains(key.hexString))
+        var info = stat()
+        #expect(stat(sealedFile.path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+
+        // A node with the sealed key and a node with the plain one serve the same slots.
+        let sealedNode = try PrivateEscrow(
+            store: (cluster.database.uri, sealedFile),
+            arguments: ["--service-key-tpm", tpm.tcti])
+        defer { sealedNode.stop() }
+        let plainNode = try cluster.node()
+        let slot = try TestSlot(on: sealedNode.configuration)
+        #expect(slot.wrongClaim(on: plainNode.configuration) == .authFailed)
+        #expect(try slot.spent(on: sealedNode.configuration) == 1)
+        let right = try sealedNode.configuration.client().claim(
+            slot.slot, passcodeKey: slot.passcodeKey, publicKey: slot.publicKey)
+        #expect(right.secret == slot.secret)
+
+        // Refused at start: without its TPM, on another TPM, and changed.
+        #expect(throws: HarnessError.self) {
+            _ = try PrivateEscrow(store: (cluster.database.uri, sealedFile))
+        }
+        let other = try PrivateTPM()
+        do {
+            _ = try PrivateEscrow(
+                store: (cluster.database.uri, sealedFile),
+                arguments: ["--service-key-tpm", other.tcti])
+            Issue.record("a node started with a key sealed to another TPM")
+        } catch {
+            #expect("\(error)".contains("is not the one this state was made on"), "\(error)")
+        }
+        var changed = try JSONSerialization.jsonObject(with: bytes) as! [String: Any]
+        var envelope = try #require(Data(base64Encoded: changed["sealed"] as! String))
+        envelope[envelope.count - 1] ^= 1
+        changed["sealed"] = envelope.base64EncodedString()
+        let changedFile = Throwaway.directory("sealed-key").appendingPathComponent("changed")
+        try JSONSerialization.data(withJSONObject: changed).write(to: changedFile)
+        chmod(changedFile.path, 0o600)
+        #expect(throws: HarnessError.self) {
+            _ = try PrivateEscrow(
+                store: (cluster.database.uri, changedFile),
+                arguments: ["--service-key-tpm", tpm.tcti])
+        }
+    }
+
+    @Test(
         "the primary killed during 1,000 concurrent claims through two nodes, its synchronous standby promoted: every claim answered is counted exactly once, no count goes back, the nodes reconnect by themselves"
     )
     func failover() throws {
