@@ -57,7 +57,8 @@ package final class TPMServiceState: @unchecked Sendable {
             keepsake_tpm_salted_session($0, &name, &nameSize, &session)
         }
         guard rc == 0 else {
-            if rc == 0x9C {  // TPM2_RC_KEY (format one): not the storage key this state was made with
+            // TPM2_RC_KEY (a format-one code): not the storage key this state was made with.
+            if rc == 0x9C {
                 throw TPMError(
                     .failed,
                     "the TPM at \(tcti) is not the one this state was made on (its storage key differs)",
