@@ -15,6 +15,18 @@ package enum Loopback {
         return address
     }
 
+    /// A random port for a server the harness must tell its port (Apache, swtpm and its control
+    /// port `+ 1`): below the kernel's ephemeral range (`ip_local_port_range`), where every
+    /// port-0 listener (an escrow node, a relay) and every outgoing connection gets its own —
+    /// there, a port another test's server already held answered in place of the one that
+    /// could not bind it (a WebDAV write answered 413 by an escrow node).
+    package static func randomServerPort() -> UInt16 {
+        let range = try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range")
+        let low = range?.split(whereSeparator: \.isWhitespace).first.flatMap { UInt16($0) }
+        let top = max(low ?? 32_768, 20_000)
+        return UInt16.random(in: 10_000..<(top - 1))
+    }
+
     /// A listening socket on `port` (0: any free one) and the port it got.
     package static func listen(on port: UInt16 = 0, reuseAddress: Bool = false) throws -> (
         socket: Int32, port: UInt16

@@ -47,7 +47,7 @@ package final class PrivateTPM: Sendable {
         let socket = unixSocket ? directory.appendingPathComponent("sock") : nil
         var started: (UInt16, Process)?
         for _ in 0..<20 {
-            let port = socket == nil ? UInt16.random(in: 20_000...60_000) : 0
+            let port = socket == nil ? Loopback.randomServerPort() : 0
             guard socket != nil || (Self.isFree(port) && Self.isFree(port + 1)) else { continue }
             if let process = try Self.launch(directory, port: port, socket: socket) {
                 started = (port, process)
@@ -152,7 +152,7 @@ package final class PrivateTPM: Sendable {
     package func recordingRelay() throws -> (relay: RecordingRelay, tcti: String) {
         var relays: (RecordingRelay, RecordingRelay)?
         for _ in 0..<20 where relays == nil {
-            let port = UInt16.random(in: 20_000...60_000)
+            let port = Loopback.randomServerPort()
             if let data = try? RecordingRelay(
                 to: self.port, listeningOn: port, replayingTPM: true),
                 let control = try? RecordingRelay(to: self.port + 1, listeningOn: port + 1)

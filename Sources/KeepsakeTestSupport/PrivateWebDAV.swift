@@ -146,7 +146,7 @@ package final class PrivateWebDAV: @unchecked Sendable {
         try FileManager.default.createDirectory(
             at: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         Registry.shared.removeAtExit(root)
-        port = Int.random(in: 20_000..<60_000)
+        port = Int(Loopback.randomServerPort())
     }
 
     private func run() throws {
@@ -359,7 +359,16 @@ package final class PrivateWebDAV: @unchecked Sendable {
         let probe = try WebDAVCloud(
             url: url.deletingLastPathComponent(), username: username, password: password,
             timeout: 2, caFile: tls ? caFile.path : nil, attempts: 1)
-        while (try? probe.list()) == nil {
+        // Up when it serves a file of its own: another server that holds the port (this one then
+        // could not bind it) must not pass for it — an escrow node answered a PROPFIND there
+        // with a 404, which lists as empty.
+        let token = Data(UUID().uuidString.utf8)
+        let tokenName = "probe-\(UUID().uuidString.prefix(8).lowercased())"
+        let tokenFile = documentRoot.appendingPathComponent("dav/\(tokenName)")
+        try token.write(to: tokenFile)
+        chmod(tokenFile.path, 0o644)  // Apache's workers run as www-data
+        defer { try? FileManager.default.removeItem(at: tokenFile) }
+        while (try? probe.read(tokenName)) != token {
             // Gone already (its port taken, say): no use waiting out the deadline.
             if Date() > deadline || !(daemon?.isAlive ?? false) {
                 throw HarnessError(
