@@ -130,12 +130,15 @@ static gboolean perform_prompt(SecretService *service, const gchar *prompt,
     return TRUE;
 }
 
-/// `secret` as the Secret Service's (oayays) struct under the connection's plain session, or
-/// under `session` when it is not NULL (a test's session the provider never opened).
-static GVariant *encoded_secret(SecretService *service, const char *session, const void *secret,
-                                size_t secret_length) {
+/// The session a secret is written under: `given` (a test's session the provider never opened),
+/// else the connection's plain session.
+static const char *write_session(SecretService *service, const char *given) {
+    return given != NULL ? given : g_object_get_data(G_OBJECT(service), PLAIN_SESSION);
+}
+
+/// `secret` as the Secret Service's (oayays) struct under `session`.
+static GVariant *encoded_secret(const char *session, const void *secret, size_t secret_length) {
     static const guchar none = 0;
-    if (session == NULL) session = g_object_get_data(G_OBJECT(service), PLAIN_SESSION);
     return g_variant_new(
         "(o@ay@ays)", session, g_variant_new_fixed_array(G_VARIANT_TYPE_BYTE, &none, 0, 1),
         g_variant_new_fixed_array(G_VARIANT_TYPE_BYTE, secret_length ? secret : &none,
@@ -155,9 +158,10 @@ gchar *keepsake_service_create_item(SecretService *service, const char *collecti
                                     const char *label, unsigned count, const char *const *keys,
                                     const char *const *values, const void *secret,
                                     size_t secret_length, gboolean replace,
-                                    const char *session, GCancellable *cancellable,
+                                    const char *given_session, GCancellable *cancellable,
                                     GError **error) {
-    GVariant *encoded = encoded_secret(service, session, secret, secret_length);
+    const char *session = write_session(service, given_session);
+    GVariant *encoded = encoded_secret(session, secret, secret_length);
     GVariantBuilder attributes;
     g_variant_builder_init(&attributes, G_VARIANT_TYPE("a{ss}"));
     for (unsigned i = 0; i < count; i++)
@@ -195,12 +199,11 @@ gchar *keepsake_service_create_item(SecretService *service, const char *collecti
     return path;
 }
 
-/* Whether the session this connection writes under (`session`, or its own) is gone from the
- * provider: its object answers GetAll with an unknown-object error. FALSE with `error` set when the
- * question itself failed otherwise (cancelled at the bound, the provider gone). */
+/* Whether `session`, the one this connection writes under, is gone from the provider: its object
+ * answers GetAll with an unknown-object error. FALSE with `error` set when the question itself
+ * failed otherwise (cancelled at the bound, the provider gone). */
 static gboolean session_gone(SecretService *service, const char *session, gboolean *gone,
                              GCancellable *cancellable, GError **error) {
-    if (session == NULL) session = g_object_get_data(G_OBJECT(service), PLAIN_SESSION);
     GDBusProxy *proxy = G_DBUS_PROXY(service);
     GError *failure = NULL;
     GVariant *alive = g_dbus_connection_call_sync(
@@ -235,7 +238,6 @@ static gboolean session_gone(SecretService *service, const char *session, gboole
 static gboolean holds_secret(SecretService *service, const char *path, const void *secret,
                              size_t secret_length, const char *session,
                              GCancellable *cancellable) {
-    if (session == NULL) session = g_object_get_data(G_OBJECT(service), PLAIN_SESSION);
     GDBusProxy *proxy = G_DBUS_PROXY(service);
     GVariant *reply = g_dbus_connection_call_sync(
         g_dbus_proxy_get_connection(proxy), SECRETS_NAME, path, "org.freedesktop.Secret.Item",
@@ -462,9 +464,10 @@ int keepsake_process_harden(void) {
 }
 
 gboolean keepsake_item_set_secret(SecretService *service, const char *item_path, const void *secret,
-                                  size_t secret_length, const char *session,
+                                  size_t secret_length, const char *given_session,
                                   GCancellable *cancellable, GError **error) {
-    GVariant *encoded = encoded_secret(service, session, secret, secret_length);
+    GVariant *encoded = encoded_secret(write_session(service, given_session), secret,
+                                       secret_length);
     GDBusProxy *proxy = G_DBUS_PROXY(service);
     GVariant *reply = g_dbus_connection_call_sync(
         g_dbus_proxy_get_connection(proxy), SECRETS_NAME, item_path, "org.freedesktop.Secret.Item",

@@ -24,8 +24,21 @@ enum ServiceKey {
     /// A key file is small: a sealed one a few hundred bytes.
     static let maximumFile = 4096
 
+    /// The key in the file at `path`: a plain key, or with `tpm` one sealed to the TPM at that
+    /// TCTI (a sealed file without it is refused, saying so).
+    static func load(_ path: String, tpm: String?) throws(ServiceKeyError) -> SecureBytes {
+        let bytes = try read(path)
+        if let tpm { return try open(bytes, tcti: tpm) }
+        if let key = plain(bytes) { return key }
+        if isSealed(bytes) {
+            throw ServiceKeyError(
+                "\(path) is sealed to a TPM already: it opens with --service-key-tpm TCTI")
+        }
+        throw ServiceKeyError("\(path) holds 32 bytes, or 64 hex digits")
+    }
+
     /// The bytes of the key file at `path`: this user's regular file, readable by it alone.
-    static func read(_ path: String) throws(ServiceKeyError) -> Data {
+    private static func read(_ path: String) throws(ServiceKeyError) -> Data {
         var info = stat()
         guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
             throw ServiceKeyError("\(path) is not a file")
@@ -41,7 +54,7 @@ enum ServiceKey {
     }
 
     /// The key a plain key file holds: 32 raw bytes, or 64 hex digits (white space around them).
-    static func plain(_ bytes: Data) -> SecureBytes? {
+    private static func plain(_ bytes: Data) -> SecureBytes? {
         if bytes.count == Envelope.keyLength { return SecureBytes(copying: bytes) }
         let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(
             in: .whitespacesAndNewlines)
@@ -52,7 +65,7 @@ enum ServiceKey {
     }
 
     /// Whether `bytes` are a sealed key file (which then needs its TPM).
-    static func isSealed(_ bytes: Data) -> Bool {
+    private static func isSealed(_ bytes: Data) -> Bool {
         (try? JSONDecoder().decode(Sealed.self, from: bytes))?.format == format
     }
 
@@ -76,7 +89,7 @@ enum ServiceKey {
 
     /// The key a sealed file's `bytes` hold, released by the TPM at `tcti`: refused on another
     /// TPM (its storage key differs), or when the file was changed.
-    static func open(_ bytes: Data, tcti: String) throws(ServiceKeyError) -> SecureBytes {
+    private static func open(_ bytes: Data, tcti: String) throws(ServiceKeyError) -> SecureBytes {
         guard let file = try? JSONDecoder().decode(Sealed.self, from: bytes),
             file.format == format
         else {

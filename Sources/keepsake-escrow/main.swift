@@ -91,20 +91,9 @@ while let argument = arguments.popFirst() {
     guard let path = options["--service-key"] else {
         fail("a PostgreSQL store needs --service-key FILE\n\(usage)", status: 2)
     }
-    do {
-        let bytes = try ServiceKey.read(path)
-        if let tcti = options["--service-key-tpm"] {
-            checkMachineTPM(tcti, option: "--service-key-tpm")
-            return try ServiceKey.open(bytes, tcti: tcti)
-        }
-        if let key = ServiceKey.plain(bytes) { return key }
-        if ServiceKey.isSealed(bytes) {
-            fail(
-                "--service-key: \(path) is sealed to a TPM: give it with --service-key-tpm TCTI",
-                status: 2)
-        }
-        fail("--service-key: \(path) holds 32 bytes, or 64 hex digits", status: 2)
-    } catch {
+    let tpm = options["--service-key-tpm"]
+    if let tpm { checkMachineTPM(tpm, option: "--service-key-tpm") }
+    do { return try ServiceKey.load(path, tpm: tpm) } catch {
         fail("--service-key: \(error)", status: 2)
     }
 }
@@ -171,10 +160,11 @@ if sealing {
     guard !FileManager.default.fileExists(atPath: out) else {
         fail("--out: \(out) is there already: a sealed key is never written over", status: 2)
     }
+    let key: SecureBytes
+    do { key = try ServiceKey.load(path, tpm: nil) } catch {
+        fail("--service-key: \(error)", status: 2)
+    }
     do {
-        guard let key = ServiceKey.plain(try ServiceKey.read(path)) else {
-            fail("--service-key: \(path) holds 32 bytes, or 64 hex digits", status: 2)
-        }
         try Files.writeAtomically(
             try ServiceKey.seal(key, tcti: tcti), to: URL(fileURLWithPath: out))
     } catch {

@@ -165,9 +165,7 @@ struct CLITests {
         "without --device-dir and --container the files go under $XDG_DATA_HOME/keepsake, or under ~/.local/share/keepsake when it is unset, empty or not an absolute path (the XDG rule)"
     )
     func defaultDirectories() throws {
-        let home = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "keepsake-home-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: home) }
+        let home = Throwaway.directory("home")
         let share = home.appendingPathComponent(".local/share")
         let data = home.appendingPathComponent("data")
         let app = ["--app-id", "com.example.cli\(UUID().uuidString.prefix(6).lowercased())"]
